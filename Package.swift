@@ -1,0 +1,36 @@
+// swift-tools-version:6.0
+// Earmuff: a consent-enforcing capture proxy for the PulseAudio native protocol.
+import PackageDescription
+
+let package = Package(
+    name: "earmuff",
+    products: [
+        .executable(name: "earmuff", targets: ["earmuff"]),
+    ],
+    targets: [
+        // C glue
+        .systemLibrary(name: "CSQLite", path: "Sources/CSQLite"),
+        .target(name: "CLinux", path: "Sources/CLinux"),
+
+        // Pure core
+        .target(name: "PulseWire"),
+        .target(name: "Ring"),
+        .target(name: "Consent", dependencies: ["PulseWire"]),
+        .target(name: "ConsentStore", dependencies: ["CSQLite", "Consent"]),
+        .target(name: "ControlProtocol"),
+
+        // I/O edge
+        .target(name: "Proxy", dependencies: ["PulseWire", "Ring", "Consent", "ConsentStore", "ControlProtocol", "CLinux"]),
+        .target(name: "EarmuffCLI", dependencies: ["Proxy", "ControlProtocol", "Consent"]),
+        .executableTarget(name: "earmuff", dependencies: ["EarmuffCLI"]),
+
+        // Tests
+        .target(name: "TestSupport", dependencies: ["PulseWire", "CLinux"]),
+        .testTarget(name: "PulseWireTests", dependencies: ["PulseWire"]),
+        .testTarget(name: "RingTests", dependencies: ["Ring"]),
+        .testTarget(name: "ConsentTests", dependencies: ["Consent"]),
+        .testTarget(name: "ConsentStoreTests", dependencies: ["ConsentStore", "Consent"]),
+        .testTarget(name: "ControlProtocolTests", dependencies: ["ControlProtocol"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["TestSupport", "PulseWire", "earmuff"]),
+    ]
+)
