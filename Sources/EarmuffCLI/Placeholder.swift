@@ -1,1 +1,3 @@
-// EarmuffCLI
+public enum EarmuffMain {
+    public static func run() {}
+}

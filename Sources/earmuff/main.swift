@@ -1,0 +1,3 @@
+import EarmuffCLI
+
+EarmuffMain.run()
