@@ -1,0 +1,176 @@
+// Consent model: who an app is, what it may do, and why.
+//
+// Identity is fixed when a client connects, from what the kernel and the
+// sandbox say (SO_PEERCRED, Flatpak/snap/systemd metadata, a launcher socket,
+// /proc/PID/exe). What the client claims about itself (application.name,
+// application.process.binary) is only a display name and never decides a
+// permission. Everything in this module is pure: no I/O, no clocks read
+// except the ones passed in.
+
+/// The capability a decision is about. Only the microphone exists today.
+public enum Capability: String, Sendable, Codable, CaseIterable {
+    case microphone
+}
+
+/// The three states of Apple's record permission.
+public enum PermissionState: String, Sendable, Codable, CaseIterable {
+    case undetermined
+    case granted
+    case denied
+}
+
+/// Why a decision is what it is.
+public enum DecisionReason: String, Sendable, Codable, CaseIterable {
+    case user
+    case userOnce = "user-once"
+    case adminPolicy = "admin-policy"
+    case missingPurpose = "missing-purpose"
+    case promptTimeout = "prompt-timeout"
+    case promptCommand = "prompt-command"
+    case reset
+    case none
+}
+
+/// How an app was identified, strongest first.
+public enum IdentificationMethod: String, Sendable, Codable, CaseIterable {
+    case flatpak
+    case snap
+    case systemdScope = "systemd-scope"
+    case launcher
+    case script
+    case executable = "exe"
+}
+
+/// An app key `kind:value`, e.g. `flatpak:org.mozilla.firefox` or `exe:/usr/bin/pacat`.
+public struct AppKey: Hashable, Sendable, Codable, CustomStringConvertible, Comparable {
+    /// The kind prefix (`flatpak`, `snap`, `systemd`, `launcher`, `script`, `exe`).
+    public let kind: String
+    /// The value after the first colon.
+    public let value: String
+
+    public init(kind: String, value: String) {
+        self.kind = kind
+        self.value = value
+    }
+
+    /// Parses `kind:value`; nil when there is no colon, or kind or value is empty.
+    public init?(parsing text: String) {
+        guard let colon = text.firstIndex(of: ":") else { return nil }
+        let kind = String(text[..<colon])
+        let value = String(text[text.index(after: colon)...])
+        guard !kind.isEmpty, !value.isEmpty,
+              kind.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" })
+        else { return nil }
+        self.init(kind: kind, value: value)
+    }
+
+    public var description: String { "\(kind):\(value)" }
+
+    public static func < (a: AppKey, b: AppKey) -> Bool { a.description < b.description }
+
+    public init(from decoder: any Decoder) throws {
+        let text = try decoder.singleValueContainer().decode(String.self)
+        guard let key = AppKey(parsing: text) else {
+            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath,
+                                                    debugDescription: "not an app key: \(text)"))
+        }
+        self = key
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.singleValueContainer()
+        try c.encode(description)
+    }
+}
+
+/// The identity of one connected client, fixed at accept time.
+public struct ClientIdentity: Sendable, Equatable {
+    public var pid: Int32
+    public var uid: UInt32
+    public var gid: UInt32
+    /// The key permissions are stored under.
+    public var appKey: AppKey
+    /// How `appKey` was derived.
+    public var method: IdentificationMethod
+    /// The executable (`/proc/PID/exe`), when readable.
+    public var executable: String?
+    /// For interpreters, the script path from the command line.
+    public var script: String?
+
+    public init(pid: Int32, uid: UInt32, gid: UInt32, appKey: AppKey, method: IdentificationMethod,
+                executable: String? = nil, script: String? = nil) {
+        self.pid = pid
+        self.uid = uid
+        self.gid = gid
+        self.appKey = appKey
+        self.method = method
+        self.executable = executable
+        self.script = script
+    }
+}
+
+/// A stored decision for one app and capability.
+public struct Decision: Sendable, Equatable, Codable {
+    public var appKey: AppKey
+    public var capability: Capability
+    public var state: PermissionState
+    public var reason: DecisionReason
+    /// The purpose string the app declared, if any.
+    public var purpose: String?
+    /// Seconds since 1970 when the decision was made.
+    public var decidedAt: Double?
+    /// Seconds since 1970 when the app last captured.
+    public var lastUsedAt: Double?
+
+    public init(appKey: AppKey, capability: Capability = .microphone, state: PermissionState,
+                reason: DecisionReason, purpose: String? = nil, decidedAt: Double? = nil,
+                lastUsedAt: Double? = nil) {
+        self.appKey = appKey
+        self.capability = capability
+        self.state = state
+        self.reason = reason
+        self.purpose = purpose
+        self.decidedAt = decidedAt
+        self.lastUsedAt = lastUsedAt
+    }
+}
+
+/// What the store knows of an app besides its decision.
+public struct AppRecord: Sendable, Equatable, Codable {
+    public var appKey: AppKey
+    public var displayName: String?
+    public var executable: String?
+    public var method: IdentificationMethod
+    public var firstSeenAt: Double
+    public var lastSeenAt: Double
+
+    public init(appKey: AppKey, displayName: String?, executable: String?, method: IdentificationMethod,
+                firstSeenAt: Double, lastSeenAt: Double) {
+        self.appKey = appKey
+        self.displayName = displayName
+        self.executable = executable
+        self.method = method
+        self.firstSeenAt = firstSeenAt
+        self.lastSeenAt = lastSeenAt
+    }
+}
+
+/// One capture session for the usage log.
+public struct UsageRecord: Sendable, Equatable, Codable {
+    public var appKey: AppKey
+    public var source: String
+    public var startedAt: Double
+    public var endedAt: Double?
+    public var bytesReal: UInt64
+    public var bytesSilenced: UInt64
+
+    public init(appKey: AppKey, source: String, startedAt: Double, endedAt: Double? = nil,
+                bytesReal: UInt64 = 0, bytesSilenced: UInt64 = 0) {
+        self.appKey = appKey
+        self.source = source
+        self.startedAt = startedAt
+        self.endedAt = endedAt
+        self.bytesReal = bytesReal
+        self.bytesSilenced = bytesSilenced
+    }
+}
