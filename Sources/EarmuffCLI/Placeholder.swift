@@ -1,3 +1,0 @@
-public enum EarmuffMain {
-    public static func run() {}
-}
