@@ -1,0 +1,58 @@
+// File-system preparation for the store: private directories and a private database file,
+// made before SQLite opens it so that SQLite's -wal and -shm files inherit mode 0600.
+
+import Glibc
+
+enum StoreFileSystem {
+    /// Creates every missing parent directory of `path` with mode 0700 (existing ones are left
+    /// alone: `~/.local` belongs to the user, not to us).
+    static func createParentDirectories(of path: String, storePath: String) throws {
+        var components = path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
+        guard !components.isEmpty else { return }
+        components.removeLast()
+        var prefix = path.hasPrefix("/") ? "" : "."
+        for component in components {
+            prefix += "/" + component
+            if mkdir(prefix, 0o700) == 0 {
+                // mkdir honours the umask; set the exact mode on what we created.
+                guard chmod(prefix, 0o700) == 0 else {
+                    throw StoreError.fileSystem(operation: "chmod 0700 \(prefix)", errno: errno, path: storePath)
+                }
+                continue
+            }
+            let failure = errno
+            var info = stat()
+            guard failure == EEXIST, stat(prefix, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR else {
+                throw StoreError.fileSystem(operation: "mkdir \(prefix)", errno: failure == EEXIST ? ENOTDIR : failure,
+                                            path: storePath)
+            }
+        }
+    }
+
+    /// Creates the database file if missing and makes it mode 0600.
+    static func createPrivateFile(at path: String) throws {
+        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else {
+            throw StoreError.fileSystem(operation: "open", errno: errno, path: path)
+        }
+        defer { close(fd) }
+        guard fchmod(fd, 0o600) == 0 else {
+            throw StoreError.fileSystem(operation: "chmod 0600", errno: errno, path: path)
+        }
+    }
+
+    /// The user's home directory from the password database, for when `$HOME` is unset.
+    static func passwordDatabaseHome() -> String? {
+        var buffer = [CChar](repeating: 0, count: 4096)
+        return buffer.withUnsafeMutableBufferPointer { unsafeBuffer -> String? in
+            // entry's strings point into unsafeBuffer, so they are read inside this closure.
+            // A non-empty array always has a base address.
+            guard let base = unsafeBuffer.baseAddress else { return nil }
+            var entry = passwd()
+            var result: UnsafeMutablePointer<passwd>?
+            let rc = getpwuid_r(getuid(), &entry, base, unsafeBuffer.count, &result)
+            guard rc == 0, result != nil, let dir = entry.pw_dir else { return nil }
+            return String(cString: dir)
+        }
+    }
+}
