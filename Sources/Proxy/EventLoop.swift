@@ -1,0 +1,215 @@
+// An event-loop thread: one epoll set, one eventfd for wake-ups from other
+// threads, a queue of tasks posted by other threads, and simple timers.
+//
+// Everything registered with a loop is touched only on that loop's thread;
+// other threads talk to it only through `post`, which takes a short lock and
+// signals the eventfd when the queue goes from empty to non-empty.
+import CLinux
+import Glibc
+import Synchronization
+
+/// Something that reacts to readiness of its descriptor on one loop.
+protocol LoopHandler: AnyObject {
+    /// Called on the loop thread with the epoll event bits.
+    func handleEvents(_ events: UInt32)
+}
+
+/// Something another thread can wake on this loop without allocating.
+protocol Wakeable: AnyObject, Sendable {
+    /// Called on the loop thread after `EventLoop.wake(_:)`.
+    func serviceWake()
+}
+
+/// A thread running an epoll loop.
+final class EventLoop: @unchecked Sendable {
+    // @unchecked Sendable: `handlers`, `timers` and `nextToken` are touched only
+    // on the loop thread; `tasks` is guarded by its Mutex; the fds are immutable.
+    let name: String
+    private let epollFD: Int32
+    private let wakeFD: Int32
+    private var handlers: [UInt64: LoopHandler] = [:]
+    private var nextToken: UInt64 = 1
+    private let tasks = Mutex<[@Sendable () -> Void]>([])
+    private let woken = Mutex<[any Wakeable]>([])
+    private var wokenBatch: [any Wakeable] = []
+    /// Read buffer shared by every socket of this loop (used only on its thread).
+    let scratch: UnsafeMutableRawBufferPointer
+    private let stopping = Atomic<Bool>(false)
+    private var timers: [(deadline: Double, action: () -> Void)] = []
+    private var thread: pthread_t?
+
+    init(name: String) throws(SystemError) {
+        self.name = name
+        scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 256 * 1024, alignment: 64)
+        epollFD = earmuff_epoll_create()
+        guard epollFD >= 0 else { throw SystemError("epoll_create1") }
+        wakeFD = earmuff_eventfd()
+        guard wakeFD >= 0 else {
+            closeFD(epollFD)
+            throw SystemError("eventfd")
+        }
+        guard earmuff_epoll_add(epollFD, wakeFD, EARMUFF_EPOLLIN, 0) == 0 else {
+            closeFD(epollFD)
+            closeFD(wakeFD)
+            throw SystemError("epoll_ctl add eventfd")
+        }
+    }
+
+    deinit {
+        scratch.deallocate()
+        closeFD(epollFD)
+        closeFD(wakeFD)
+    }
+
+    /// Starts the loop on a new thread.
+    func start() {
+        let box = Unmanaged.passRetained(self)
+        var tid = pthread_t()
+        let rc = pthread_create(&tid, nil, { arg in
+            let loop = Unmanaged<EventLoop>.fromOpaque(arg!).takeRetainedValue()
+            loop.run()
+            return nil
+        }, box.toOpaque())
+        precondition(rc == 0, "pthread_create failed: \(rc)")
+        thread = tid
+    }
+
+    /// Asks the loop to stop and waits for its thread.
+    func stopAndJoin() {
+        stopping.store(true, ordering: .releasing)
+        _ = earmuff_eventfd_signal(wakeFD)
+        if let t = thread {
+            pthread_join(t, nil)
+            thread = nil
+        }
+    }
+
+    /// Runs `task` on the loop thread soon. Safe from any thread.
+    func post(_ task: @escaping @Sendable () -> Void) {
+        let wasEmpty = tasks.withLock { queue in
+            queue.append(task)
+            return queue.count == 1
+        }
+        if wasEmpty { _ = earmuff_eventfd_signal(wakeFD) }
+    }
+
+    /// Calls `target.serviceWake()` on the loop thread soon. Safe from any
+    /// thread; allocates nothing once the queue has grown to its working size.
+    func wake(_ target: any Wakeable) {
+        let wasEmpty = woken.withLock { queue in
+            queue.append(target)
+            return queue.count == 1
+        }
+        if wasEmpty { _ = earmuff_eventfd_signal(wakeFD) }
+    }
+
+    // MARK: loop-thread only
+
+    /// Registers `fd` for `events`; returns the token used for `modify`/`remove`.
+    func register(_ fd: Int32, events: UInt32, handler: LoopHandler) throws(SystemError) -> UInt64 {
+        let token = nextToken
+        nextToken &+= 1
+        guard earmuff_epoll_add(epollFD, fd, events, token) == 0 else { throw SystemError("epoll_ctl add") }
+        handlers[token] = handler
+        return token
+    }
+
+    /// Changes the events `fd` is watched for.
+    func modify(_ fd: Int32, token: UInt64, events: UInt32) {
+        _ = earmuff_epoll_mod(epollFD, fd, events, token)
+    }
+
+    /// Stops watching `fd` (call before closing it).
+    func remove(_ fd: Int32, token: UInt64) {
+        _ = earmuff_epoll_del(epollFD, fd)
+        handlers[token] = nil
+    }
+
+    /// Runs `action` on this thread after `seconds`.
+    func schedule(after seconds: Double, _ action: @escaping () -> Void) {
+        timers.append((monotonicNow() + seconds, action))
+    }
+
+    private func run() {
+        var events = [UInt32](repeating: 0, count: 128)
+        var datas = [UInt64](repeating: 0, count: 128)
+        while !stopping.load(ordering: .acquiring) {
+            let timeout = nextTimeoutMilliseconds()
+            let n = events.withUnsafeMutableBufferPointer { ev in
+                datas.withUnsafeMutableBufferPointer { da in
+                    earmuff_epoll_wait(epollFD, ev.baseAddress, da.baseAddress, Int32(ev.count), timeout)
+                }
+            }
+            if n < 0 {
+                Log.error("\(name): epoll_wait: \(SystemError("epoll_wait"))")
+                continue
+            }
+            for i in 0..<Int(n) {
+                let token = datas[i]
+                if token == 0 {
+                    _ = earmuff_eventfd_drain(wakeFD)
+                    runTasks()
+                } else if let h = handlers[token] {
+                    h.handleEvents(events[i])
+                }
+            }
+            runTimers()
+        }
+        runTasks()
+    }
+
+    private func runTasks() {
+        while true {
+            woken.withLock { queue in
+                swap(&queue, &wokenBatch)
+            }
+            if wokenBatch.isEmpty { break }
+            for w in wokenBatch { w.serviceWake() }
+            wokenBatch.removeAll(keepingCapacity: true)
+        }
+        // Swap the queue out under the lock, then run without holding it.
+        while true {
+            let batch = tasks.withLock { queue -> [@Sendable () -> Void] in
+                let b = queue
+                queue.removeAll(keepingCapacity: true)
+                return b
+            }
+            if batch.isEmpty { return }
+            for t in batch { t() }
+        }
+    }
+
+    private func nextTimeoutMilliseconds() -> Int32 {
+        guard let next = timers.map(\.deadline).min() else { return -1 }
+        let ms = (next - monotonicNow()) * 1000
+        return ms <= 0 ? 0 : Int32(min(ms + 1, 60_000))
+    }
+
+    private func runTimers() {
+        guard !timers.isEmpty else { return }
+        let now = monotonicNow()
+        var due: [() -> Void] = []
+        timers.removeAll { t in
+            if t.deadline <= now {
+                due.append(t.action)
+                return true
+            }
+            return false
+        }
+        for a in due { a() }
+    }
+}
+
+/// Seconds on the monotonic clock.
+func monotonicNow() -> Double {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+}
+
+/// Seconds since 1970.
+func wallClockNow() -> Double {
+    var ts = timespec()
+    clock_gettime(CLOCK_REALTIME, &ts)
+    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+}

@@ -1,0 +1,268 @@
+// The two direction filters: parse → classify → decide → act, per packet.
+//
+// Client → server (client loop): the first packet must be AUTH and there is
+// only one; its version word loses every transport flag so that no SHM, memfd
+// or srbchannel is ever negotiated. Requests whose replies matter are noted by
+// tag. Shared-memory side channels are protocol violations.
+//
+// Server → client (upstream loop): replies are paired with requests by tag
+// (they may come out of order); the AUTH reply loses its flags too; record
+// streams enter the channel table from their CREATE reply and leave it on
+// DELETE, KILLED or disconnect. Every memblock is looked up once by channel:
+// real samples pass, others are overwritten with the format's silence byte,
+// and memblocks on unknown channels are dropped.
+import Consent
+import PulseWire
+
+/// Receives session events the consent layer cares about. Called on loop
+/// threads: implementations must not block (no SQLite, no prompts inline).
+protocol SessionObserver: AnyObject, Sendable {
+    /// The client's self-description changed (display only).
+    func clientPropertiesChanged(_ session: SessionState)
+    /// A CREATE_RECORD_STREAM request is about to be forwarded; nil to proceed,
+    /// or the reason to close the connection.
+    func recordStreamRequested(_ session: SessionState) -> String?
+    /// A record stream exists now; returns whether it starts with real samples.
+    func recordStreamStarted(_ session: SessionState, stream: RecordStream) -> Bool
+    /// A record stream went away.
+    func recordStreamEnded(_ session: SessionState, stream: RecordStream)
+    /// The policy decision for a client request (e.g. LOAD_MODULE); nil to forward, or the reason to refuse with ERROR(ACCESS).
+    func refusal(for command: Command, payload: [UInt8], session: SessionState) -> String?
+}
+
+/// Writes a big-endian u32 into a packet payload.
+private func setU32(_ value: UInt32, in payload: inout [UInt8], at offset: Int) {
+    payload[offset] = UInt8(truncatingIfNeeded: value >> 24)
+    payload[offset + 1] = UInt8(truncatingIfNeeded: value >> 16)
+    payload[offset + 2] = UInt8(truncatingIfNeeded: value >> 8)
+    payload[offset + 3] = UInt8(truncatingIfNeeded: value)
+}
+
+/// Reads command and tag, then the version word of an AUTH packet or reply;
+/// returns the word and the offset of its four value bytes.
+private func versionWord(in payload: [UInt8]) throws(WireError) -> (word: UInt32, offset: Int) {
+    var r = TagStructReader(payload)
+    _ = try r.readU32()
+    _ = try r.readU32()
+    let at = r.position + 1
+    let word = try r.readU32()
+    return (word, at)
+}
+
+final class ClientToServerFilter: FrameFilter {
+    private let state: SessionState
+    private let observer: SessionObserver
+    private var authSeen = false
+    /// The client's own protocol version (from AUTH).
+    private(set) var clientVersion: UInt32 = 8
+    /// Called to refuse a request: queue ERROR(tag, code) for the client.
+    let refuse: (UInt32, UInt32) -> Void
+
+    init(state: SessionState, observer: SessionObserver, refuse: @escaping (UInt32, UInt32) -> Void) {
+        self.state = state
+        self.observer = observer
+        self.refuse = refuse
+    }
+
+    func memblock(_ d: FrameDescriptor) throws(ProtocolViolation) -> MemblockDisposition {
+        guard authSeen else { throw ProtocolViolation("audio data before AUTH") }
+        // Client memblocks are playback or upload data: pass.
+        return .pass(nil)
+    }
+
+    func packet(_ payload: inout [UInt8]) throws(ProtocolViolation) -> PacketDisposition {
+        let header: PacketHeader
+        do {
+            header = try PacketHeader.decode(payload)
+        } catch {
+            throw ProtocolViolation("malformed packet: \(error)")
+        }
+        let command = Command(rawValue: header.command)
+        if !authSeen {
+            guard command == .auth else {
+                throw ProtocolViolation("first packet must be AUTH, got \(command?.info.name ?? "command \(header.command)")")
+            }
+        }
+        do {
+            return try handle(command, header: header, payload: &payload)
+        } catch let e as ProtocolViolation {
+            throw e
+        } catch {
+            throw ProtocolViolation("malformed \(command?.info.name ?? "command \(header.command)"): \(error)")
+        }
+    }
+
+    private func handle(_ command: Command?, header: PacketHeader, payload: inout [UInt8]) throws -> PacketDisposition {
+        let version = state.protocolVersion
+        switch command {
+        case .auth:
+            guard !authSeen else { throw ProtocolViolation("second AUTH") }
+            authSeen = true
+            let (word, at) = try versionWord(in: payload)
+            let stripped = ProtocolVersion.stripTransportFlags(word)
+            setU32(stripped, in: &payload, at: at)
+            clientVersion = min(ProtocolVersion.number(of: word), Limits.protocolVersion)
+            state.version.store(clientVersion, ordering: .releasing)
+            state.expectReply(tag: header.tag, .auth)
+        case .setClientName:
+            var r = TagStructReader(payload, from: 0)
+            _ = try r.readU32()
+            _ = try r.readU32()
+            let msg = try SetClientName.decode(from: &r, version: version)
+            state.properties.withLock { $0.update(from: msg.proplist) }
+            observer.clientPropertiesChanged(state)
+            state.expectReply(tag: header.tag, .setClientName)
+        case .updateClientProplist:
+            var r = TagStructReader(payload, from: 0)
+            _ = try r.readU32()
+            _ = try r.readU32()
+            _ = try r.readU32() // update mode
+            let props = try r.readProplist()
+            state.properties.withLock { $0.update(from: props) }
+            observer.clientPropertiesChanged(state)
+        case .createRecordStream:
+            var r = TagStructReader(payload, from: 0)
+            _ = try r.readU32()
+            _ = try r.readU32()
+            let req = try CreateRecordStreamRequest.decode(from: &r, version: version)
+            if let reason = observer.recordStreamRequested(state) {
+                throw ProtocolViolation(reason)
+            }
+            state.expectReply(tag: header.tag, .createRecord(source: req.sourceName, spec: req.sampleSpec))
+        case .createPlaybackStream:
+            state.expectReply(tag: header.tag, .createPlayback)
+        case .createUploadStream:
+            state.expectReply(tag: header.tag, .createUpload)
+        case .deleteRecordStream:
+            var r = TagStructReader(payload, from: 0)
+            _ = try r.readU32()
+            _ = try r.readU32()
+            state.expectReply(tag: header.tag, .deleteRecord(channel: try r.readU32()))
+        case .enableSrbchannel, .disableSrbchannel, .registerMemfdShmid:
+            throw ProtocolViolation("client tried to set up shared memory (\(command!.info.name)) on a connection without SHM")
+        default:
+            break
+        }
+        if let command, let reason = observer.refusal(for: command, payload: payload, session: state) {
+            Log.info("session \(state.id) (\(state.identity.appKey)): refused \(command.info.name): \(reason)")
+            refuse(header.tag, ErrorCode.access.rawValue)
+            return .drop
+        }
+        return .forward
+    }
+}
+
+final class ServerToClientFilter: FrameFilter {
+    private let state: SessionState
+    private let observer: SessionObserver
+    private let newStreamID: () -> UInt64
+    /// Record channel → stream. Owned by the upstream loop thread.
+    private(set) var records: [UInt32: RecordStream] = [:]
+
+    init(state: SessionState, observer: SessionObserver, newStreamID: @escaping () -> UInt64) {
+        self.state = state
+        self.observer = observer
+        self.newStreamID = newStreamID
+    }
+
+    func memblock(_ d: FrameDescriptor) throws(ProtocolViolation) -> MemblockDisposition {
+        guard let stream = records[d.channel] else { return .drop }
+        if stream.isReal { return .pass(stream) }
+        return .silence(stream.sampleSpec.silenceByte, stream)
+    }
+
+    func packet(_ payload: inout [UInt8]) throws(ProtocolViolation) -> PacketDisposition {
+        let header: PacketHeader
+        do {
+            header = try PacketHeader.decode(payload)
+        } catch {
+            throw ProtocolViolation("malformed packet from the server: \(error)")
+        }
+        do {
+            try handle(header: header, payload: &payload)
+        } catch let e as ProtocolViolation {
+            throw e
+        } catch {
+            let name = Command(rawValue: header.command)?.info.name ?? "command \(header.command)"
+            throw ProtocolViolation("malformed \(name) from the server: \(error)")
+        }
+        return .forward
+    }
+
+    private func handle(header: PacketHeader, payload: inout [UInt8]) throws {
+        switch Command(rawValue: header.command) {
+        case .reply:
+            guard let request = state.takePending(tag: header.tag) else { return }
+            try handleReply(request, payload: &payload)
+        case .error:
+            _ = state.takePending(tag: header.tag)
+        case .recordStreamKilled:
+            var r = TagStructReader(payload, from: 0)
+            _ = try r.readU32()
+            _ = try r.readU32()
+            endStream(channel: try r.readU32())
+        case .recordStreamMoved:
+            var r = TagStructReader(payload, from: 0)
+            _ = try r.readU32()
+            _ = try r.readU32()
+            let moved = try RecordStreamMoved.decode(from: &r, version: state.protocolVersion)
+            if let s = records[moved.channel], let name = moved.sourceName {
+                s.source.withLock { $0 = name }
+            }
+        case .enableSrbchannel, .disableSrbchannel, .registerMemfdShmid:
+            throw ProtocolViolation("server tried to set up shared memory on a connection without SHM")
+        default:
+            break
+        }
+    }
+
+    private func handleReply(_ request: PendingRequest, payload: inout [UInt8]) throws {
+        var r = TagStructReader(payload, from: 0)
+        _ = try r.readU32()
+        _ = try r.readU32()
+        switch request {
+        case .auth:
+            let (word, at) = try versionWord(in: payload)
+            setU32(ProtocolVersion.stripTransportFlags(word), in: &payload, at: at)
+            let server = ProtocolVersion.number(of: word)
+            let client = state.protocolVersion
+            state.version.store(min(client, server), ordering: .releasing)
+        case .createRecord(let requested, let requestedSpec):
+            let reply = try CreateRecordStreamReply.decode(from: &r, version: state.protocolVersion)
+            if let old = records[reply.channel] {
+                // pipewire-pulse reuses channel numbers; a stale entry means we missed its end.
+                records[reply.channel] = nil
+                observer.recordStreamEnded(state, stream: old)
+            }
+            let stream = RecordStream(sessionID: state.id, streamID: newStreamID(), channel: reply.channel,
+                                      sourceOutputIndex: reply.sourceOutputIndex,
+                                      sampleSpec: reply.sampleSpec.isValid ? reply.sampleSpec : requestedSpec,
+                                      source: reply.sourceName ?? requested ?? "@DEFAULT_SOURCE@",
+                                      real: false, startedAt: wallClockNow())
+            stream.setReal(observer.recordStreamStarted(state, stream: stream))
+            records[reply.channel] = stream
+            state.ownSourceOutputs.withLock { _ = $0.insert(reply.sourceOutputIndex) }
+        case .createPlayback:
+            let reply = try CreatePlaybackStreamReply.decode(from: &r, version: state.protocolVersion)
+            state.ownSinkInputs.withLock { _ = $0.insert(reply.sinkInputIndex) }
+        case .deleteRecord(let channel):
+            endStream(channel: channel)
+        case .setClientName, .createUpload, .deletePlayback:
+            break
+        }
+    }
+
+    private func endStream(channel: UInt32) {
+        guard let s = records.removeValue(forKey: channel) else { return }
+        state.ownSourceOutputs.withLock { _ = $0.remove(s.sourceOutputIndex) }
+        observer.recordStreamEnded(state, stream: s)
+    }
+
+    /// Ends every stream (the session closed).
+    func endAll() {
+        for channel in Array(records.keys) { endStream(channel: channel) }
+    }
+
+    /// The live record streams, for status.
+    var liveStreams: [RecordStream] { Array(records.values) }
+}

@@ -1,0 +1,86 @@
+// The two concrete halves of a session.
+import CLinux
+import Consent
+import Glibc
+import PulseWire
+import Ring
+
+/// The app's socket, on the client loop: reads requests and playback data,
+/// writes replies, events and (possibly silenced) record data.
+final class ClientHalf: Half {
+    override var sideName: String { "client" }
+    var onClose: (() -> Void)?
+
+    override func didClose() {
+        onClose?()
+        onClose = nil
+    }
+}
+
+/// The sound server's socket, on the upstream loop: reads replies, events and
+/// record data, writes the client's requests and playback data.
+final class UpstreamHalf: Half {
+    override var sideName: String { "server" }
+    private var credentialsSent = false
+    var s2c: ServerToClientFilter { filter as! ServerToClientFilter } // always this type: set in Daemon.accept
+
+    override func writeOut(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> IOResult {
+        guard !credentialsSent else { return writeRegions(fd, a, b) }
+        // The first bytes (AUTH) carry our credentials explicitly, so the
+        // server's uid check never depends on when it set SO_PASSCRED.
+        let n = earmuff_send_with_creds(fd, a.baseAddress, a.count)
+        if n >= 0 {
+            credentialsSent = true
+            return .bytes(n)
+        }
+        let e = errno
+        return e == EAGAIN || e == EWOULDBLOCK ? .wouldBlock : .failed(e)
+    }
+
+    override func injectPending() {
+        guard producerForwarder.isAtFrameBoundary else { return }
+        var wake = false
+        for packet in state.takeInjections() {
+            wake = producerForwarder.inject(packet: packet) || wake
+        }
+        if wake { peer?.notify(.readable) }
+    }
+
+    override func afterProcessing() {
+        injectPending()
+    }
+
+    override func didClose() {
+        s2c.endAll()
+    }
+
+    /// Connects to the server at `path` (on the upstream loop) and starts watching it.
+    func connect(path: String, attempt: Int = 0) {
+        guard !closed else { return }
+        if fd < 0 {
+            fd = earmuff_unix_socket()
+            guard fd >= 0 else {
+                close(reason: "cannot create a socket for the server: \(SystemError("socket"))")
+                return
+            }
+        }
+        if earmuff_unix_connect(fd, path) != 0 {
+            let e = errno
+            if (e == EAGAIN || e == EINPROGRESS) && attempt < 100 {
+                // The server's accept queue is full: try again shortly.
+                loop.schedule(after: 0.02) { [self] in connect(path: path, attempt: attempt + 1) }
+                return
+            }
+            close(reason: "cannot connect to the server at \(path): \(String(cString: strerror(e)))")
+            return
+        }
+        _ = earmuff_set_passcred(fd)
+        do {
+            token = try loop.register(fd, events: EARMUFF_EPOLLIN | EARMUFF_EPOLLRDHUP, handler: self)
+        } catch {
+            close(reason: "cannot watch the server socket: \(error)")
+            return
+        }
+        drainConsumerRing()
+    }
+}

@@ -1,0 +1,275 @@
+// A session is one client connection and its own upstream connection.
+//
+//   client fd ── ClientHalf (client loop) ──ring up──▶ UpstreamHalf (upstream loop) ── upstream fd
+//             ◀─────────────────────────── ring down ◀──
+//
+// Each half owns one socket and runs on one loop thread. It produces into one
+// ring (what it reads, after its direction's filter) and consumes the other
+// (what it writes). The halves talk only through the rings, `notify`, and
+// `EventLoop.post`; shared control state lives in `SessionState`.
+import CLinux
+import Consent
+import Glibc
+import PulseWire
+import Ring
+import Synchronization
+
+/// One record stream of a session, shared by the S→C filter (audio path) and the consent engine.
+final class RecordStream: Sendable {
+    let sessionID: UInt64
+    let streamID: UInt64
+    let channel: UInt32
+    let sourceOutputIndex: UInt32
+    let sampleSpec: SampleSpec
+    let source: Mutex<String>
+    /// 1 = real samples pass, 0 = silence. Read once per frame on the audio path.
+    let access = Atomic<UInt8>(0)
+    let bytesReal = Atomic<UInt64>(0)
+    let bytesSilenced = Atomic<UInt64>(0)
+    let startedAt: Double
+
+    init(sessionID: UInt64, streamID: UInt64, channel: UInt32, sourceOutputIndex: UInt32,
+         sampleSpec: SampleSpec, source: String, real: Bool, startedAt: Double) {
+        self.sessionID = sessionID
+        self.streamID = streamID
+        self.channel = channel
+        self.sourceOutputIndex = sourceOutputIndex
+        self.sampleSpec = sampleSpec
+        self.source = Mutex(source)
+        self.startedAt = startedAt
+        access.store(real ? 1 : 0, ordering: .releasing)
+    }
+
+    var isReal: Bool { access.load(ordering: .acquiring) == 1 }
+
+    func setReal(_ real: Bool) { access.store(real ? 1 : 0, ordering: .releasing) }
+
+    func countReal(_ n: Int) { bytesReal.add(UInt64(n), ordering: .relaxed) }
+    func countSilenced(_ n: Int) { bytesSilenced.add(UInt64(n), ordering: .relaxed) }
+}
+
+/// Wake-up bits a half can receive from the other thread.
+struct HalfSignal: OptionSet, Sendable {
+    let rawValue: UInt8
+    /// The ring this half consumes has new bytes (or finished).
+    static let readable = HalfSignal(rawValue: 1)
+    /// The ring this half produces into has free space again.
+    static let space = HalfSignal(rawValue: 2)
+    /// The session is being torn down: close now.
+    static let terminate = HalfSignal(rawValue: 4)
+    /// Injected packets are waiting.
+    static let inject = HalfSignal(rawValue: 8)
+}
+
+/// One socket of a session, owned by one loop.
+class Half: LoopHandler, Wakeable, @unchecked Sendable {
+    // @unchecked Sendable: every mutable property is touched only on `loop`'s
+    // thread, except `signals`, which is atomic; other threads only call `notify`.
+    let loop: EventLoop
+    let state: SessionState
+    let producerForwarder: Forwarder
+    let consumerRing: ByteRing
+    var fd: Int32 = -1
+    var token: UInt64 = 0
+    var peer: Half?
+    var closed = false
+    private var reading = true
+    private var wantWrite = false
+    private var readEOF = false
+    private let signals = Atomic<UInt8>(0)
+    private let queued = Atomic<Bool>(false)
+    var filter: FrameFilter! // set right after init by the subclass; never nil afterwards
+
+    init(loop: EventLoop, state: SessionState, produceInto: ByteRing, consumeFrom: ByteRing) {
+        self.loop = loop
+        self.state = state
+        producerForwarder = Forwarder(ring: produceInto)
+        consumerRing = consumeFrom
+    }
+
+    /// Which side this is, for log lines.
+    var sideName: String { "" }
+
+    // MARK: cross-thread
+
+    /// Wakes this half with `signal`. Safe from any thread.
+    func notify(_ signal: HalfSignal) {
+        signals.bitwiseOr(signal.rawValue, ordering: .releasing)
+        if !queued.exchange(true, ordering: .acquiringAndReleasing) {
+            loop.wake(self)
+        }
+    }
+
+    func serviceWake() {
+        queued.store(false, ordering: .releasing)
+        let s = HalfSignal(rawValue: signals.exchange(0, ordering: .acquiringAndReleasing))
+        service(s)
+    }
+
+    // MARK: loop thread
+
+    func service(_ s: HalfSignal) {
+        guard !closed else { return }
+        if s.contains(.terminate) {
+            close(reason: nil)
+            return
+        }
+        if s.contains(.inject) { injectPending() }
+        if s.contains(.space) { resumeProducing() }
+        if s.contains(.readable) || s.contains(.space) { drainConsumerRing() }
+    }
+
+    func handleEvents(_ events: UInt32) {
+        guard !closed else { return }
+        if events & EARMUFF_EPOLLOUT != 0 {
+            wantWrite = false
+            updateInterest()
+            drainConsumerRing()
+            if closed { return }
+        }
+        if events & (EARMUFF_EPOLLIN | EARMUFF_EPOLLHUP | EARMUFF_EPOLLERR | EARMUFF_EPOLLRDHUP) != 0 {
+            readAvailable()
+        }
+    }
+
+    /// Sends up to two regions to our socket (the upstream half adds credentials to its first write).
+    func writeOut(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> IOResult {
+        writeRegions(fd, a, b)
+    }
+
+    /// Hook for the upstream half to insert packets at a frame boundary.
+    func injectPending() {}
+
+    /// Reads and forwards until the socket is empty, the ring is full, or a fair share is done.
+    func readAvailable() {
+        guard reading, !readEOF else { return }
+        var rounds = 0
+        let scratch = loop.scratch
+        while rounds < 16 && !closed {
+            rounds += 1
+            if !producerForwarder.backlog.isEmpty {
+                pauseReading()
+                return
+            }
+            let space = producerForwarder.ring.freeSpace()
+            if space == 0 {
+                pauseReading()
+                return
+            }
+            var closedFDs: Int32 = 0
+            let limit = UnsafeMutableRawBufferPointer(rebasing: scratch[0..<min(scratch.count, max(space, 4096))])
+            switch readClosingFDs(fd, into: limit, closedFDs: &closedFDs) {
+            case .bytes(let n):
+                if closedFDs > 0 { Log.debug("session \(state.id): closed \(closedFDs) fd(s) received from the \(sideName)") }
+                let wake: Bool
+                do {
+                    wake = try producerForwarder.process(UnsafeMutableRawBufferPointer(rebasing: limit[0..<n]), filter: filter)
+                } catch {
+                    close(reason: "protocol violation from the \(sideName): \(error)")
+                    return
+                }
+                if wake { peer?.notify(.readable) }
+                afterProcessing()
+            case .wouldBlock:
+                return
+            case .endOfFile:
+                endOfInput(reason: "\(sideName) closed the connection")
+                return
+            case .failed(let e):
+                close(reason: "read from the \(sideName): \(String(cString: strerror(e)))")
+                return
+            }
+        }
+    }
+
+    /// Called after each processed chunk (the upstream half injects here).
+    func afterProcessing() {}
+
+    private func pauseReading() {
+        if reading {
+            reading = false
+            updateInterest()
+        }
+        // Re-check after marking ourselves parked so a consume() in between is not missed.
+        if producerForwarder.ring.parkProducer() { resumeProducing() }
+    }
+
+    private func resumeProducing() {
+        if producerForwarder.flushBacklog() { peer?.notify(.readable) }
+        if !producerForwarder.backlog.isEmpty {
+            if producerForwarder.ring.parkProducer() { loop.post { [self] in if !closed { resumeProducing() } } }
+            return
+        }
+        if !reading && !readEOF {
+            reading = true
+            updateInterest()
+        }
+    }
+
+    /// Writes what the consumer ring holds to our socket.
+    func drainConsumerRing() {
+        guard !closed, fd >= 0, !wantWrite else { return }
+        while true {
+            let finished = consumerRing.isProducerFinished
+            if consumerRing.readableCount() == 0 {
+                if finished { close(reason: nil) }
+                return
+            }
+            let result = consumerRing.withReadableRegions { a, b in writeOut(a, b) }
+            switch result {
+            case .bytes(let n):
+                if consumerRing.consume(n) { peer?.notify(.space) }
+            case .wouldBlock:
+                wantWrite = true
+                updateInterest()
+                return
+            case .endOfFile:
+                return
+            case .failed(let e):
+                close(reason: e == EPIPE || e == ECONNRESET ? "\(sideName) closed the connection"
+                                                            : "write to the \(sideName): \(String(cString: strerror(e)))")
+                return
+            }
+        }
+    }
+
+    func updateInterest() {
+        guard !closed, fd >= 0, token != 0 else { return }
+        var ev: UInt32 = EARMUFF_EPOLLRDHUP
+        if reading && !readEOF { ev |= EARMUFF_EPOLLIN }
+        if wantWrite { ev |= EARMUFF_EPOLLOUT }
+        loop.modify(fd, token: token, events: ev)
+    }
+
+    /// Our socket gave EOF: stop reading, let the peer flush what we sent, then close.
+    private func endOfInput(reason: String) {
+        readEOF = true
+        Log.debug("session \(state.id): \(reason)")
+        state.noteCloseReason(reason)
+        // Nothing more will come from this side; whatever the other side still
+        // has for us cannot be delivered to a closed socket, so close both.
+        if producerForwarder.ring.finishProducing() || true { peer?.notify(.readable) }
+        close(reason: nil, gracefulPeer: true)
+    }
+
+    /// Closes this half; with `gracefulPeer`, the peer first flushes what it has.
+    func close(reason: String?, gracefulPeer: Bool = false) {
+        guard !closed else { return }
+        closed = true
+        if let reason {
+            state.noteCloseReason(reason)
+        }
+        if token != 0 { loop.remove(fd, token: token) }
+        closeFD(fd)
+        fd = -1
+        _ = producerForwarder.ring.finishProducing()
+        if let p = peer {
+            p.notify(gracefulPeer ? .readable : .terminate)
+        }
+        peer = nil
+        didClose()
+    }
+
+    /// Hook run once when this half has closed.
+    func didClose() {}
+}

@@ -1,0 +1,95 @@
+// Control state shared by the two halves of a session. Touched only when a
+// packet passes (never per audio frame), so a Mutex is fine here.
+import Consent
+import PulseWire
+import Synchronization
+
+/// A request whose reply the S→C side must recognise, keyed by tag.
+enum PendingRequest: Sendable {
+    case auth
+    case setClientName
+    case createRecord(source: String?, spec: SampleSpec)
+    case createPlayback
+    case createUpload
+    case deleteRecord(channel: UInt32)
+    case deletePlayback(channel: UInt32)
+}
+
+/// What the daemon knows about one client connection.
+final class SessionState: Sendable {
+    let id: UInt64
+    let identity: ClientIdentity
+    let connectedAt: Double
+    /// Name of the listening socket the client came through (launcher sockets have an app id).
+    let launcherAppID: String?
+    /// Effective protocol version used to parse layouts: min(client, server), masked.
+    let version = Atomic<UInt32>(8)
+    private let pending = Mutex<[UInt32: PendingRequest]>([:])
+    private let injections = Mutex<[[UInt8]]>([])
+    private let closeReason = Mutex<String?>(nil)
+    let properties = Mutex<ClientProperties>(ClientProperties())
+    /// Source-output indexes of this client's record streams (for ownership checks).
+    let ownSourceOutputs = Mutex<Set<UInt32>>([])
+    /// Sink-input indexes of this client's playback streams (for ownership checks).
+    let ownSinkInputs = Mutex<Set<UInt32>>([])
+    let bytesUp = Atomic<UInt64>(0)
+    let bytesDown = Atomic<UInt64>(0)
+
+    init(id: UInt64, identity: ClientIdentity, launcherAppID: String?, connectedAt: Double) {
+        self.id = id
+        self.identity = identity
+        self.launcherAppID = launcherAppID
+        self.connectedAt = connectedAt
+    }
+
+    var protocolVersion: UInt32 { version.load(ordering: .acquiring) }
+
+    func expectReply(tag: UInt32, _ request: PendingRequest) {
+        pending.withLock { $0[tag] = request }
+    }
+
+    func takePending(tag: UInt32) -> PendingRequest? {
+        pending.withLock { $0.removeValue(forKey: tag) }
+    }
+
+    var pendingCount: Int { pending.withLock { $0.count } }
+
+    /// Queues a packet for the client, to be inserted at the next S→C frame boundary.
+    func queueInjection(_ payload: [UInt8]) {
+        injections.withLock { $0.append(payload) }
+    }
+
+    func takeInjections() -> [[UInt8]] {
+        injections.withLock { q in
+            let all = q
+            q.removeAll()
+            return all
+        }
+    }
+
+    /// Remembers the first reason the session ended.
+    func noteCloseReason(_ reason: String) {
+        closeReason.withLock { if $0 == nil { $0 = reason } }
+    }
+
+    var reasonClosed: String? { closeReason.withLock { $0 } }
+}
+
+/// What the client says about itself: display only, never used for consent.
+struct ClientProperties: Sendable, Equatable {
+    var applicationName: String?
+    var processBinary: String?
+    var capturePurpose: String?
+    /// The purpose given to `earmuff run --purpose` for a launcher socket.
+    var launcherPurpose: String?
+
+    /// The name shown to people: application.name, else the binary, else nil.
+    var displayName: String? { applicationName ?? processBinary }
+
+    /// Merges the keys of a client proplist that Earmuff shows.
+    mutating func update(from props: Proplist) {
+        if let v = props["application.name"] { applicationName = v }
+        if let v = props["application.process.binary"] { processBinary = v }
+        if let v = props["application.capture.purpose"] { capturePurpose = v.isEmpty ? nil : v }
+    }
+}

@@ -1,0 +1,67 @@
+// Syscalls in layers: CLinux calls Glibc and retries EINTR; this file turns
+// results into typed errors. EAGAIN is not an error: callers see `.wouldBlock`.
+import CLinux
+import Glibc
+
+/// A failed system call, with its errno and what was being done.
+public struct SystemError: Error, CustomStringConvertible, Sendable {
+    /// The errno value.
+    public let code: Int32
+    /// The call or action that failed, e.g. "connect /run/user/0/pulse/native".
+    public let action: String
+
+    public init(_ action: String, code: Int32 = errno) {
+        self.code = code
+        self.action = action
+    }
+
+    public var description: String { "\(action): \(String(cString: strerror(code)))" }
+}
+
+/// Result of a non-blocking read or write.
+enum IOResult: Equatable {
+    case bytes(Int)
+    case wouldBlock
+    case endOfFile
+    case failed(Int32)
+}
+
+/// Reads into `buffer`, closing every file descriptor that arrives with the data.
+func readClosingFDs(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, closedFDs: inout Int32) -> IOResult {
+    let n = earmuff_recv_closing_fds(fd, buffer.baseAddress, buffer.count, &closedFDs)
+    if n > 0 { return .bytes(n) }
+    if n == 0 { return .endOfFile }
+    let e = errno
+    return e == EAGAIN || e == EWOULDBLOCK ? .wouldBlock : .failed(e)
+}
+
+/// Writes up to two regions with one sendmsg (no SIGPIPE).
+func writeRegions(_ fd: Int32, _ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> IOResult {
+    let n = earmuff_send2(fd, a.baseAddress, a.count, b.baseAddress, b.count)
+    if n >= 0 { return .bytes(n) }
+    let e = errno
+    return e == EAGAIN || e == EWOULDBLOCK ? .wouldBlock : .failed(e)
+}
+
+/// Closes a descriptor, ignoring EINTR (Linux always releases the fd).
+func closeFD(_ fd: Int32) {
+    if fd >= 0 { _ = Glibc.close(fd) }
+}
+
+/// Creates the directories of `path`'s parent with `mode` when missing.
+func makeParentDirectory(of path: String, mode: mode_t) throws(SystemError) {
+    guard let slash = path.lastIndex(of: "/"), slash != path.startIndex else { return }
+    try makeDirectories(String(path[..<slash]), mode: mode)
+}
+
+/// `mkdir -p` with `mode` for the directories it creates.
+func makeDirectories(_ dir: String, mode: mode_t) throws(SystemError) {
+    var st = stat()
+    if stat(dir, &st) == 0 { return }
+    if let slash = dir.lastIndex(of: "/"), slash != dir.startIndex {
+        try makeDirectories(String(dir[..<slash]), mode: mode)
+    }
+    if mkdir(dir, mode) != 0 && errno != EEXIST {
+        throw SystemError("mkdir \(dir)")
+    }
+}
