@@ -6,6 +6,7 @@ let package = Package(
     name: "earmuff",
     products: [
         .executable(name: "earmuff", targets: ["earmuff"]),
+        .executable(name: "earmuff-bench", targets: ["earmuff-bench"]),
     ],
     targets: [
         // C glue
@@ -23,6 +24,9 @@ let package = Package(
         .target(name: "Proxy", dependencies: ["PulseWire", "Ring", "Consent", "ConsentStore", "ControlProtocol", "CLinux"]),
         .target(name: "EarmuffCLI", dependencies: ["Proxy", "ControlProtocol", "Consent"]),
         .executableTarget(name: "earmuff", dependencies: ["EarmuffCLI"]),
+
+        // Benchmarks (run in release: swift run -c release earmuff-bench)
+        .executableTarget(name: "earmuff-bench", dependencies: ["TestSupport", "PulseWire", "CLinux"]),
 
         // Tests
         .target(name: "TestSupport", dependencies: ["PulseWire", "CLinux"]),

@@ -1,0 +1,2 @@
+// Benchmark entry point.
+print("earmuff-bench: not yet written")
