@@ -1,0 +1,170 @@
+import Foundation
+import Glibc
+import Synchronization
+
+/// The built `earmuff` binary running `serve` in front of an upstream server,
+/// with every XDG directory and HOME private to a temp directory, so it never
+/// touches the user's store, config or sockets. stderr (its log) goes to a file
+/// for diagnostics. Keep it alive for the whole test (`defer { earmuff.stop() }`).
+public final class EarmuffProcess: Sendable {
+    /// The private directory (XDG tree, listen socket, logs).
+    public let directory: String
+    /// Where apps connect (`--listen`).
+    public let listenPath: String
+    /// `unix:<listenPath>`, the PULSE_SERVER value for apps.
+    public var serverString: String { "unix:\(listenPath)" }
+    /// The private XDG_RUNTIME_DIR (the default control socket lives under it).
+    public let runtimeDir: String
+    /// The default control socket path, `$XDG_RUNTIME_DIR/earmuff/control`.
+    public var controlPath: String { "\(runtimeDir)/earmuff/control" }
+    /// The environment earmuff runs with (private HOME and XDG dirs).
+    public let environment: [String: String]
+    /// The binary that was started.
+    public let binary: String
+    /// The process.
+    public let process: ChildProcess
+
+    private let stopped = Mutex(false)
+
+    /// Starts `earmuff serve --listen <dir>/native --upstream <upstream>` plus
+    /// `extraArguments`, and waits up to `startTimeout` seconds for its
+    /// `PULSE_SERVER=` line (or for the listening socket to accept).
+    public init(
+        upstream: String, extraArguments: [String] = [], environment extra: [String: String] = [:],
+        startTimeout: Double = 60, maxLifetime: Int = 1800
+    ) throws {
+        let binary = try Self.locateBinary()
+        let dir = try TempDir.make(prefix: "earmuff-e2e")
+        self.binary = binary
+        directory = dir
+        listenPath = "\(dir)/native"
+        runtimeDir = "\(dir)/run"
+        var env = Tool.privateEnvironment(root: dir)
+        env.merge(extra) { _, new in new }
+        environment = env
+        do {
+            for sub in ["run", "home", "config", "state", "cache", "data"] {
+                try TempDir.makeDirectory("\(dir)/\(sub)")
+            }
+            process = try ChildProcess.spawn(
+                executable: binary,
+                arguments: ["serve", "--listen", listenPath, "--upstream", upstream] + extraArguments,
+                environment: env, stdoutPath: "\(dir)/stdout", stderrPath: "\(dir)/stderr.log",
+                maxLifetime: maxLifetime, cleanupDirectory: dir)
+        } catch {
+            TempDir.remove(dir)
+            throw error
+        }
+        do {
+            try waitUntilListening(timeout: startTimeout)
+        } catch {
+            stop()
+            throw error
+        }
+    }
+
+    private func waitUntilListening(timeout: Double) throws {
+        let ready = Wait.untilBlocking(timeout: timeout, interval: 0.02) {
+            if !process.isRunning { return true }
+            if printedServerLine { return true }
+            return UnixSocket.canConnect(listenPath)
+        }
+        guard process.isRunning else {
+            throw TestSupportError("earmuff exited during startup (status \(process.poll() ?? -1)); stdout: \(stdoutText())\nstderr:\n\(log())")
+        }
+        guard ready else {
+            throw TestSupportError("earmuff did not start listening within \(timeout) s; stdout: \(stdoutText())\nstderr:\n\(log())")
+        }
+    }
+
+    /// Whether earmuff printed `PULSE_SERVER=unix:<listenPath>` on stdout.
+    public var printedServerLine: Bool {
+        stdoutText().split(separator: "\n").contains { $0 == "PULSE_SERVER=\(serverString)" }
+    }
+
+    /// What earmuff printed on stdout so far.
+    public func stdoutText() -> String { String(decoding: process.stdoutData(), as: UTF8.self) }
+
+    /// earmuff's log (stderr) so far.
+    public func log() -> String { process.stderrText() }
+
+    /// Runs another `earmuff` subcommand (status, apps, grant…) with the same
+    /// private environment, so it finds this instance's default control socket.
+    public func runCLI(_ arguments: [String], timeout: Double = 30) throws -> ToolResult {
+        let out = "\(directory)/cli-\(UInt32.random(in: 0...UInt32.max))"
+        let child = try ChildProcess.spawn(
+            executable: binary, arguments: arguments, environment: environment,
+            stdoutPath: "\(out).stdout", stderrPath: "\(out).stderr", maxLifetime: Int(timeout) + 30)
+        defer {
+            try? FileManager.default.removeItem(atPath: "\(out).stdout")
+            try? FileManager.default.removeItem(atPath: "\(out).stderr")
+        }
+        var status = child.wait(timeout: timeout)
+        let timedOut = status == nil
+        if timedOut { status = child.terminate(signal: SIGKILL) }
+        return ToolResult(status: status ?? -1, timedOut: timedOut, stdout: child.stdoutData(),
+                          stderr: child.stderrText(), command: child.command)
+    }
+
+    /// Stops earmuff (SIGTERM, then SIGKILL after `grace` seconds) and removes its
+    /// directory. Returns the exit status (nil if it was already stopped).
+    @discardableResult
+    public func stop(grace: Double = 5) -> Int32? {
+        let first = stopped.withLock { done in
+            defer { done = true }
+            return !done
+        }
+        guard first else { return nil }
+        let status = process.terminate(signal: SIGTERM, grace: grace)
+        TempDir.remove(directory)
+        return status
+    }
+
+    deinit { stop() }
+
+    /// The `earmuff` binary: `$EARMUFF_BINARY`, else next to the running test
+    /// bundle (`.build/<triple>/debug/earmuff`).
+    public static func locateBinary() throws -> String {
+        if let explicit = ProcessInfo.processInfo.environment["EARMUFF_BINARY"], !explicit.isEmpty {
+            guard access(explicit, X_OK) == 0 else { throw TestSupportError("EARMUFF_BINARY=\(explicit) is not executable") }
+            return explicit
+        }
+        var candidates: [String] = []
+        if let exe = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") {
+            var dir = URL(fileURLWithPath: exe).deletingLastPathComponent()
+            // The test executable may sit inside a bundle directory (…/debug/X.xctest/…).
+            for _ in 0..<4 {
+                candidates.append(dir.appendingPathComponent("earmuff").path)
+                dir = dir.deletingLastPathComponent()
+            }
+        }
+        for candidate in candidates where access(candidate, X_OK) == 0 {
+            var st = stat()
+            if stat(candidate, &st) == 0 && (st.st_mode & S_IFMT) == S_IFREG { return candidate }
+        }
+        throw TestSupportError("earmuff binary not found (looked at \(candidates)); build it (swift build) or set EARMUFF_BINARY")
+    }
+}
+
+/// Minimal Unix-socket probing for readiness checks.
+public enum UnixSocket {
+    /// Whether a stream connection to `path` succeeds right now.
+    public static func canConnect(_ path: String) -> Bool {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var addr = sockaddr_un()
+        addr.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        guard bytes.count < MemoryLayout.size(ofValue: addr.sun_path) else { return false }
+        withUnsafeMutableBytes(of: &addr.sun_path) { buf in
+            buf.copyBytes(from: bytes)
+            buf[bytes.count] = 0
+        }
+        let len = socklen_t(MemoryLayout<sa_family_t>.size + bytes.count + 1)
+        let rc = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, len) }
+        }
+        return rc == 0
+    }
+}

@@ -1,0 +1,46 @@
+// TestSupport: real components for end-to-end tests.
+//
+// Everything here starts real programs, never mocks: a private PulseAudio
+// (`PulseServer`), the built `earmuff` binary (`EarmuffProcess`) and the stock
+// client tools (`Tool`). Each lives in its own directory under /tmp (short, so
+// socket paths fit in sun_path) with private HOME/XDG dirs, its output goes
+// to files, and a watchdog ends it if the test process dies or a lifetime cap
+// passes. `AudioAnalysis` judges recorded audio by content: exact silence, or
+// the share of energy at the test tone's frequency.
+
+import Foundation
+import Glibc
+
+/// Errors raised while starting or talking to test processes.
+public struct TestSupportError: Error, CustomStringConvertible {
+    /// What went wrong, with enough context (logs, paths) to diagnose it.
+    public let description: String
+
+    /// Creates an error with a description.
+    public init(_ description: String) { self.description = description }
+}
+
+/// A private temporary directory (mode 0700) under /tmp, short enough for socket paths.
+public enum TempDir {
+    /// Creates a fresh directory `/tmp/<prefix>-XXXXXX` and returns its path.
+    public static func make(prefix: String) throws -> String {
+        var template = Array("/tmp/\(prefix)-XXXXXX".utf8CString)
+        let made = template.withUnsafeMutableBufferPointer { buf -> Bool in
+            // baseAddress is non-nil: the array holds at least the terminator.
+            mkdtemp(buf.baseAddress!) != nil
+        }
+        guard made else { throw TestSupportError("mkdtemp(/tmp/\(prefix)-XXXXXX) failed: errno \(errno)") }
+        return template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+    }
+
+    /// Creates `path` and its parents with mode 0700.
+    public static func makeDirectory(_ path: String) throws {
+        try FileManager.default.createDirectory(
+            atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+    }
+
+    /// Removes `path` recursively, ignoring errors.
+    public static func remove(_ path: String) {
+        try? FileManager.default.removeItem(atPath: path)
+    }
+}
