@@ -1,0 +1,300 @@
+// The `earmuff` client command line, parsed as a pure function.
+//
+// Each client subcommand maps onto control-protocol requests, so its parsing
+// lives here, next to the messages, where it is tested without a process:
+// `ClientCommandLine.parse(arguments)` returns a `ClientCommand` or a
+// `UsageError` (stderr, exit 64). `serve` is passed through untouched; the
+// daemon parses its own options.
+
+/// Options every client subcommand shares.
+public struct ClientOptions: Sendable, Equatable {
+    /// `--control PATH`; nil means the default path.
+    public var controlPath: String?
+    /// `--json`: machine-readable output.
+    public var json: Bool
+
+    public init(controlPath: String? = nil, json: Bool = false) {
+        self.controlPath = controlPath
+        self.json = json
+    }
+}
+
+/// A parsed `earmuff` command line.
+public enum ClientCommand: Sendable, Equatable {
+    /// Print usage to stdout and exit 0; `topic` is a subcommand name or nil for the overview.
+    case help(topic: String?)
+    /// Print the version.
+    case version
+    /// `earmuff serve ARGS...`, passed to the daemon's own parser.
+    case serve(arguments: [String])
+    case status(ClientOptions)
+    case apps(ClientOptions)
+    /// `grant APP` / `deny APP`.
+    case setDecision(app: String, state: DecisionState, ClientOptions)
+    case reset(app: String, ClientOptions)
+    /// `agent [--answer A]`.
+    case agent(answer: PromptAnswer?, ClientOptions)
+    /// `run [--app-id ID] [--purpose TEXT] [--listen PATH] -- COMMAND ARGS...`.
+    case run(RunOptions)
+    case watch(ClientOptions)
+}
+
+/// What `earmuff run` was asked to do.
+public struct RunOptions: Sendable, Equatable {
+    public var appID: String?
+    public var purpose: String?
+    /// `--listen PATH`: the daemon's client socket; nil means the default.
+    public var listenPath: String?
+    public var controlPath: String?
+    /// The command and its arguments.
+    public var command: [String]
+
+    public init(appID: String? = nil, purpose: String? = nil, listenPath: String? = nil, controlPath: String? = nil, command: [String]) {
+        self.appID = appID
+        self.purpose = purpose
+        self.listenPath = listenPath
+        self.controlPath = controlPath
+        self.command = command
+    }
+}
+
+/// A command-line mistake: printed to stderr with a hint, exit 64.
+public struct UsageError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// One line naming the mistake and the fix.
+    public var message: String
+    /// The subcommand whose usage applies, or nil for the overview.
+    public var subcommand: String?
+
+    public init(_ message: String, subcommand: String?) {
+        self.message = message
+        self.subcommand = subcommand
+    }
+
+    public var description: String { message }
+}
+
+/// Parses `earmuff` arguments (without the program name).
+public enum ClientCommandLine {
+    /// The subcommands, in the order the overview lists them.
+    public static let subcommands = ["serve", "status", "apps", "grant", "deny", "reset", "agent", "run", "watch"]
+
+    /// Parses the arguments after the program name.
+    public static func parse(_ arguments: [String]) -> Result<ClientCommand, UsageError> {
+        do {
+            return .success(try parseThrowing(arguments))
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    private static func parseThrowing(_ arguments: [String]) throws(UsageError) -> ClientCommand {
+        guard let first = arguments.first else {
+            throw UsageError("no subcommand given; run 'earmuff --help' for the list", subcommand: nil)
+        }
+        let rest = Array(arguments.dropFirst())
+        switch first {
+        case "-h", "--help":
+            return .help(topic: nil)
+        case "help":
+            guard let topic = rest.first else { return .help(topic: nil) }
+            guard subcommands.contains(topic) else {
+                throw UsageError("no help for unknown subcommand '\(topic)'; run 'earmuff --help' for the list", subcommand: nil)
+            }
+            return .help(topic: topic)
+        case "-V", "--version", "version":
+            return .version
+        case "serve":
+            return .serve(arguments: rest)
+        case "status", "apps", "watch":
+            var p = OptionParser(rest, subcommand: first)
+            let options = try p.commonOptions(json: true)
+            if p.wantsHelp { return .help(topic: first) }
+            try p.expectNoPositionals(0)
+            return first == "status" ? .status(options) : first == "apps" ? .apps(options) : .watch(options)
+        case "grant", "deny", "reset":
+            var p = OptionParser(rest, subcommand: first)
+            let options = try p.commonOptions(json: true)
+            if p.wantsHelp { return .help(topic: first) }
+            try p.expectNoPositionals(1)
+            guard let app = p.positionals.first else {
+                throw UsageError("'earmuff \(first)' needs an app (an app key such as exe:/usr/bin/parecord, or a known app's name)", subcommand: first)
+            }
+            guard !app.isEmpty else { throw UsageError("the app name is empty; give an app key or a known app's name", subcommand: first) }
+            switch first {
+            case "grant": return .setDecision(app: app, state: .granted, options)
+            case "deny": return .setDecision(app: app, state: .denied, options)
+            default: return .reset(app: app, options)
+            }
+        case "agent":
+            var p = OptionParser(rest, subcommand: first)
+            var answer: PromptAnswer?
+            let options = try p.commonOptions(json: true) { name, p throws(UsageError) in
+                guard name == "--answer" else { return false }
+                let value = try p.value(for: name)
+                guard let a = PromptAnswer(rawValue: value) else {
+                    throw UsageError("--answer takes allow, once or deny, not '\(value)'", subcommand: "agent")
+                }
+                answer = a
+                return true
+            }
+            if p.wantsHelp { return .help(topic: first) }
+            try p.expectNoPositionals(0)
+            return .agent(answer: answer, options)
+        case "run":
+            return try parseRun(rest)
+        default:
+            if first.hasPrefix("-") {
+                throw UsageError("unknown option '\(first)'; a subcommand comes first, run 'earmuff --help' for the list", subcommand: nil)
+            }
+            throw UsageError("unknown subcommand '\(first)'; run 'earmuff --help' for the list", subcommand: nil)
+        }
+    }
+
+    private static func parseRun(_ arguments: [String]) throws(UsageError) -> ClientCommand {
+        var options = RunOptions(command: [])
+        var i = 0
+        func value(_ name: String) throws(UsageError) -> String {
+            guard i + 1 < arguments.count else {
+                throw UsageError("\(name) needs a value", subcommand: "run")
+            }
+            i += 1
+            return arguments[i]
+        }
+        while i < arguments.count {
+            let arg = arguments[i]
+            var name = arg
+            var inline: String?
+            if arg.hasPrefix("--"), let eq = arg.firstIndex(of: "=") {
+                name = String(arg[..<eq])
+                inline = String(arg[arg.index(after: eq)...])
+            }
+            func take() throws(UsageError) -> String {
+                if let v = inline { return v }
+                return try value(name)
+            }
+            switch name {
+            case "--":
+                options.command = Array(arguments[(i + 1)...])
+                i = arguments.count
+                continue
+            case "-h", "--help":
+                return .help(topic: "run")
+            case "--app-id":
+                let v = try take()
+                guard isValidAppID(v) else {
+                    throw UsageError("--app-id '\(v)' is not a valid app id; use letters, digits, '.', '-' and '_' (e.g. org.example.Notes)", subcommand: "run")
+                }
+                options.appID = v
+            case "--purpose":
+                let v = try take()
+                guard !v.isEmpty else { throw UsageError("--purpose is empty; say why the app records, e.g. --purpose 'voice notes'", subcommand: "run") }
+                options.purpose = v
+            case "--listen":
+                options.listenPath = try take()
+            case "--control":
+                options.controlPath = try take()
+            default:
+                if arg.hasPrefix("-") {
+                    throw UsageError("unknown option '\(arg)' for 'earmuff run'; put the command after '--'", subcommand: "run")
+                }
+                // The first word that is not an option starts the command.
+                options.command = Array(arguments[i...])
+                i = arguments.count
+                continue
+            }
+            i += 1
+        }
+        guard !options.command.isEmpty else {
+            throw UsageError("'earmuff run' needs a command after '--', e.g. earmuff run -- parecord out.wav", subcommand: "run")
+        }
+        return .run(options)
+    }
+
+    /// True for a launcher app id: 1-255 characters of letters, digits, '.', '-', '_', not starting with '.' or '-'.
+    public static func isValidAppID(_ id: String) -> Bool {
+        guard let first = id.unicodeScalars.first, id.utf8.count <= 255, first != ".", first != "-" else { return false }
+        return id.unicodeScalars.allSatisfy { s in
+            (s >= "a" && s <= "z") || (s >= "A" && s <= "Z") || (s >= "0" && s <= "9") || s == "." || s == "-" || s == "_"
+        }
+    }
+}
+
+/// Option scanning shared by the client subcommands: `--control PATH`, `--control=PATH`, `--json`, `--help`.
+struct OptionParser {
+    let arguments: [String]
+    let subcommand: String
+    var index = 0
+    var positionals: [String] = []
+    var wantsHelp = false
+    private var inlineValue: String?
+
+    init(_ arguments: [String], subcommand: String) {
+        self.arguments = arguments
+        self.subcommand = subcommand
+    }
+
+    /// The value of the option being parsed (inline after '=' or the next argument).
+    mutating func value(for name: String) throws(UsageError) -> String {
+        if let v = inlineValue {
+            inlineValue = nil
+            return v
+        }
+        guard index + 1 < arguments.count else {
+            throw UsageError("\(name) needs a value", subcommand: subcommand)
+        }
+        index += 1
+        return arguments[index]
+    }
+
+    /// Scans all arguments; `extra` handles subcommand-specific options and returns whether it did.
+    mutating func commonOptions(
+        json allowsJSON: Bool,
+        extra: (String, inout OptionParser) throws(UsageError) -> Bool = { _, _ in false }
+    ) throws(UsageError) -> ClientOptions {
+        var options = ClientOptions()
+        var onlyPositionals = false
+        while index < arguments.count {
+            let arg = arguments[index]
+            if onlyPositionals || !arg.hasPrefix("-") || arg == "-" {
+                positionals.append(arg)
+                index += 1
+                continue
+            }
+            var name = arg
+            inlineValue = nil
+            if arg.hasPrefix("--"), let eq = arg.firstIndex(of: "=") {
+                name = String(arg[..<eq])
+                inlineValue = String(arg[arg.index(after: eq)...])
+            }
+            switch name {
+            case "--":
+                onlyPositionals = true
+            case "-h", "--help":
+                wantsHelp = true
+            case "--json" where allowsJSON && inlineValue == nil:
+                options.json = true
+            case "--control":
+                let v = try value(for: name)
+                guard !v.isEmpty else { throw UsageError("--control needs a socket path", subcommand: subcommand) }
+                options.controlPath = v
+            default:
+                if try !extra(name, &self) {
+                    throw UsageError("unknown option '\(arg)' for 'earmuff \(subcommand)'; run 'earmuff \(subcommand) --help'", subcommand: subcommand)
+                }
+            }
+            if inlineValue != nil {
+                throw UsageError("option '\(name)' takes no value", subcommand: subcommand)
+            }
+            index += 1
+        }
+        return options
+    }
+
+    /// Throws when more than `max` positional arguments were given.
+    func expectNoPositionals(_ max: Int) throws(UsageError) {
+        if positionals.count > max {
+            let extra = positionals[max]
+            throw UsageError("unexpected argument '\(extra)' for 'earmuff \(subcommand)'; run 'earmuff \(subcommand) --help'", subcommand: subcommand)
+        }
+    }
+}

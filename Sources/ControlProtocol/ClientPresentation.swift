@@ -1,0 +1,290 @@
+// What the `earmuff` client prints and the environment it builds: usage text,
+// default paths, aligned tables, and the PULSE_PROP string for `earmuff run`.
+// All pure functions of their inputs, so the CLI's output is testable.
+import Foundation
+
+/// Default socket paths of the client side (XDG).
+public enum ClientPaths {
+    /// `$XDG_RUNTIME_DIR`, else `/run/user/UID`.
+    public static func runtimeDirectory(environment: [String: String], uid: UInt32) -> String {
+        if let dir = environment["XDG_RUNTIME_DIR"], dir.hasPrefix("/") { return dir }
+        return "/run/user/\(uid)"
+    }
+
+    /// `$XDG_RUNTIME_DIR/earmuff/control`.
+    public static func controlSocket(environment: [String: String], uid: UInt32) -> String {
+        runtimeDirectory(environment: environment, uid: uid) + "/earmuff/control"
+    }
+
+    /// `$XDG_RUNTIME_DIR/earmuff/native`, the socket apps connect to.
+    public static func clientSocket(environment: [String: String], uid: UInt32) -> String {
+        runtimeDirectory(environment: environment, uid: uid) + "/earmuff/native"
+    }
+}
+
+/// Builds libpulse's `PULSE_PROP` value (space-separated `key=value`, values in double quotes).
+public enum PulseProp {
+    /// The client property that carries the capture purpose.
+    public static let purposeKey = "application.capture.purpose"
+
+    /// `key="value"` with `\` and `"` escaped, as `pa_proplist_from_string` reads it.
+    public static func pair(_ key: String, _ value: String) -> String {
+        var quoted = ""
+        for ch in value {
+            if ch == "\\" || ch == "\"" { quoted.append("\\") }
+            quoted.append(ch)
+        }
+        return "\(key)=\"\(quoted)\""
+    }
+
+    /// `existing` (the caller's PULSE_PROP, if any) with `key="value"` appended.
+    public static func appending(_ key: String, _ value: String, to existing: String?) -> String {
+        let p = pair(key, value)
+        guard let existing, !existing.allSatisfy(\.isWhitespace) else { return p }
+        return existing + " " + p
+    }
+}
+
+/// Left-aligned text tables with two spaces between columns.
+public struct TextTable: Sendable {
+    public var header: [String]
+    public var rows: [[String]] = []
+
+    public init(_ header: [String]) { self.header = header }
+
+    /// Appends one row (missing cells print empty).
+    public mutating func add(_ row: [String]) { rows.append(row) }
+
+    /// The table as lines ending in "\n"; the last column is not padded.
+    public func render() -> String {
+        let all = [header] + rows
+        let columns = all.map(\.count).max() ?? 0
+        var widths = Array(repeating: 0, count: columns)
+        for row in all {
+            for (i, cell) in row.enumerated() { widths[i] = max(widths[i], cell.count) }
+        }
+        var out = ""
+        for row in all {
+            var line = ""
+            for i in 0..<columns {
+                let cell = i < row.count ? row[i] : ""
+                if i == columns - 1 {
+                    line += cell
+                } else {
+                    line += cell + String(repeating: " ", count: widths[i] - cell.count + 2)
+                }
+            }
+            while line.hasSuffix(" ") { line.removeLast() }
+            out += line + "\n"
+        }
+        return out
+    }
+}
+
+/// Human-readable renderings of control-protocol payloads.
+public enum ClientFormat {
+    /// "3d 4h", "1h 02m", "5m 07s", "42s".
+    public static func duration(_ seconds: Double) -> String {
+        let s = max(0, Int(seconds.isFinite ? seconds : 0))
+        let d = s / 86400, h = (s % 86400) / 3600, m = (s % 3600) / 60, sec = s % 60
+        if d > 0 { return "\(d)d \(h)h" }
+        if h > 0 { return "\(h)h " + two(m) + "m" }
+        if m > 0 { return "\(m)m " + two(sec) + "s" }
+        return "\(sec)s"
+    }
+
+    /// "1.5 MiB", "512 B".
+    public static func bytes(_ n: UInt64) -> String {
+        let units = ["B", "KiB", "MiB", "GiB", "TiB"]
+        var v = Double(n)
+        var u = 0
+        while v >= 1024 && u < units.count - 1 {
+            v /= 1024
+            u += 1
+        }
+        if u == 0 { return "\(n) B" }
+        return String(format: "%.1f %@", v, units[u])
+    }
+
+    /// A UTC-free local timestamp "YYYY-MM-DD HH:MM" for a time since 1970, or "-".
+    public static func date(_ seconds: Double?, timeZone: TimeZone = .current) -> String {
+        guard let seconds, seconds.isFinite else { return "-" }
+        let f = DateFormatter()
+        f.locale = Locale(identifier: "en_US_POSIX")
+        f.timeZone = timeZone
+        f.dateFormat = "yyyy-MM-dd HH:mm"
+        return f.string(from: Date(timeIntervalSince1970: seconds))
+    }
+
+    /// A time of day "HH:MM:SS".
+    public static func clock(_ seconds: Double, timeZone: TimeZone = .current) -> String {
+        let f = DateFormatter()
+        f.locale = Locale(identifier: "en_US_POSIX")
+        f.timeZone = timeZone
+        f.dateFormat = "HH:mm:ss"
+        return f.string(from: Date(timeIntervalSince1970: seconds))
+    }
+
+    /// Cuts a string to `max` characters, marking the cut with "…", and flattens newlines.
+    public static func cell(_ s: String?, max: Int = 60) -> String {
+        guard let s, !s.isEmpty else { return "-" }
+        let flat = s.map { $0.isNewline || $0 == "\t" ? " " : String($0) }.joined()
+        return flat.count > max ? String(flat.prefix(max - 1)) + "…" : flat
+    }
+
+    private static func two(_ v: Int) -> String { v < 10 ? "0\(v)" : "\(v)" }
+
+    /// The `earmuff status` report.
+    public static func status(_ s: StatusPayload) -> String {
+        var out = ""
+        var info = TextTable(["", ""])
+        info.rows = [
+            ["daemon", "pid \(s.daemon.pid), version \(s.daemon.version), up \(duration(s.daemon.uptimeSeconds))"],
+            ["listen", s.daemon.listenPath],
+            ["control", s.daemon.controlPath],
+            ["store", s.daemon.storePath],
+            ["upstream", "\(s.upstream.server) (\(s.upstream.reachable ? "reachable" : "unreachable"))"],
+        ]
+        out += info.render().split(separator: "\n", omittingEmptySubsequences: true).map { $0 + "\n" }.joined()
+
+        out += "\nclients: \(s.clients.count)\n"
+        if !s.clients.isEmpty {
+            var t = TextTable(["ID", "APP", "NAME", "PID", "IDENTIFIED"])
+            for c in s.clients {
+                t.add([String(c.id), c.appKey, cell(c.displayName, max: 30), c.pid.map(String.init) ?? "-", c.identifiedBy])
+            }
+            out += t.render()
+        }
+        out += "\ncapture streams: \(s.streams.count)\n"
+        if !s.streams.isEmpty {
+            var t = TextTable(["CLIENT", "STREAM", "APP", "SOURCE", "SPEC", "AUDIO", "REAL", "SILENCED"])
+            for st in s.streams {
+                t.add([String(st.client), String(st.stream), st.appKey, cell(st.source, max: 40), st.sampleSpec,
+                       st.audio.rawValue, bytes(st.bytesReal), bytes(st.bytesSilenced)])
+            }
+            out += t.render()
+        }
+        out += "\npending prompts: \(s.prompts.count)\n"
+        if !s.prompts.isEmpty {
+            var t = TextTable(["PROMPT", "APP", "NAME", "PID", "SOURCE", "PURPOSE"])
+            for p in s.prompts {
+                t.add([String(p.id), p.appKey, cell(p.displayName, max: 30), p.pid.map(String.init) ?? "-",
+                       cell(p.source, max: 40), cell(p.purpose)])
+            }
+            out += t.render()
+        }
+        return out
+    }
+
+    /// The `earmuff apps` table.
+    public static func apps(_ apps: [AppInfo], timeZone: TimeZone = .current) -> String {
+        if apps.isEmpty { return "no known apps\n" }
+        var t = TextTable(["APP", "NAME", "STATE", "REASON", "IDENTIFIED", "LAST USED", "PURPOSE", "EXECUTABLE"])
+        for a in apps {
+            t.add([a.key, cell(a.displayName, max: 30), a.state, a.reason, a.identifiedBy ?? "-",
+                   date(a.lastUsed, timeZone: timeZone), cell(a.purpose, max: 50), cell(a.executable, max: 50)])
+        }
+        return t.render()
+    }
+
+    /// One line for `grant`/`deny`/`reset`: "exe:/usr/bin/parecord (parecord): granted (user)".
+    public static func decision(_ a: AppInfo) -> String {
+        let name = a.displayName.map { " (\(cell($0, max: 40)))" } ?? ""
+        return "\(a.key)\(name): \(a.state) (\(a.reason))\n"
+    }
+
+    /// The prompt as an agent shows it, several lines.
+    public static func prompt(_ p: PromptInfo) -> String {
+        var t = TextTable(["", ""])
+        t.rows = [
+            ["app", p.displayName.map { cell($0, max: 60) } ?? "(no name given)"],
+            ["key", "\(p.appKey) (identified by \(p.identifiedBy))"],
+            ["pid", p.pid.map(String.init) ?? "-"],
+            ["purpose", p.purpose.map { cell($0, max: 200) } ?? "(none declared)"],
+            ["source", cell(p.source, max: 80)],
+        ]
+        if let exe = p.executable { t.rows.insert(["executable", exe], at: 2) }
+        let body = t.render().split(separator: "\n").map { "  " + $0 + "\n" }.joined()
+        return "prompt \(p.id): an app wants to record audio\n" + body
+    }
+
+    /// One line per event for `earmuff watch`.
+    public static func event(_ e: ControlEvent, at time: Double, timeZone: TimeZone = .current) -> String {
+        let stamp = clock(time, timeZone: timeZone)
+        let text: String
+        switch e {
+        case .clientConnected(let c):
+            text = "client \(c.id) \(c.appKey) (\(cell(c.displayName, max: 40)), pid \(c.pid.map(String.init) ?? "-"), by \(c.identifiedBy))"
+        case .clientDisconnected(let c):
+            text = "client \(c.id) \(c.appKey)"
+        case .streamStarted(let s):
+            text = "client \(s.client) stream \(s.stream) \(s.appKey) from \(s.source) \(s.sampleSpec) \(s.audio.rawValue)"
+        case .streamEnded(let s):
+            text = "client \(s.client) stream \(s.stream) \(s.appKey) real \(bytes(s.bytesReal)), silenced \(bytes(s.bytesSilenced))"
+        case .promptRaised(let p):
+            text = "prompt \(p.id) \(p.appKey) (\(cell(p.displayName, max: 40)), pid \(p.pid.map(String.init) ?? "-")) purpose: \(cell(p.purpose))"
+        case .promptResolved(let r):
+            text = "prompt \(r.prompt) \(r.appKey) \(r.outcome.rawValue)" + (r.by.map { " by \($0)" } ?? "")
+        case .decisionChanged(let a):
+            text = "\(a.key) \(a.state) (\(a.reason))"
+        }
+        return "\(stamp)  \(e.name.padding(toLength: 19, withPad: " ", startingAt: 0)) \(text)\n"
+    }
+}
+
+/// The usage text of `earmuff` and each subcommand.
+public enum ClientUsage {
+    /// The overview printed by `earmuff --help`.
+    public static let overview = """
+    usage: earmuff SUBCOMMAND [OPTIONS]
+
+    Earmuff relays PulseAudio clients to the real sound server and gives every
+    capture stream silence unless its app is granted the microphone.
+
+    subcommands:
+      serve   [--config FILE] [--listen PATH] [--upstream SERVER] [--control PATH] [--store PATH]
+                                      run the daemon
+      status  [--json]                daemon, upstream, clients, capture streams, pending prompts
+      apps    [--json]                every known app and its decision
+      grant   APP                     let APP record (an app key, or a known app's name)
+      deny    APP                     give APP silence
+      reset   APP                     back to undetermined: prompt again next time
+      agent   [--answer allow|once|deny] [--json]
+                                      answer prompts, interactively or with a fixed answer
+      run     [--app-id ID] [--purpose TEXT] -- COMMAND [ARGS...]
+                                      run COMMAND with PULSE_SERVER pointed at Earmuff
+      watch   [--json]                print events until interrupted
+
+    Client subcommands take --control PATH (default $XDG_RUNTIME_DIR/earmuff/control).
+    Run 'earmuff SUBCOMMAND --help' for details. Exit status: 0 success,
+    1 runtime failure (daemon unreachable, unknown app), 64 usage error.
+
+    """
+
+    private static let control = "  --control PATH   the daemon's control socket (default $XDG_RUNTIME_DIR/earmuff/control)\n"
+    private static let json = "  --json           print JSON (one object per line) instead of a table\n"
+    private static let help = "  -h, --help       show this help\n"
+
+    /// The help text of one subcommand (the overview for unknown names).
+    public static func text(for subcommand: String?) -> String {
+        switch subcommand {
+        case "status":
+            return "usage: earmuff status [--json] [--control PATH]\n\nShows the daemon, its upstream server, connected clients, live capture\nstreams (real or silenced) and pending prompts.\n\noptions:\n" + json + control + help
+        case "apps":
+            return "usage: earmuff apps [--json] [--control PATH]\n\nLists every known app: key, display name, state, reason, how it was\nidentified, when it last recorded, its purpose and executable.\n\noptions:\n" + json + control + help
+        case "grant", "deny", "reset":
+            let what = subcommand == "grant" ? "Lets APP record: its capture streams get real samples from their next frame."
+                : subcommand == "deny" ? "Denies APP the microphone: its capture streams get silence from their next frame."
+                : "Forgets the decision for APP: it is undetermined and prompts again on its next capture."
+            return "usage: earmuff \(subcommand!) APP [--json] [--control PATH]\n\n\(what)\nAPP is an app key (kind:value, e.g. exe:/usr/bin/parecord or\nflatpak:org.mozilla.firefox; it need not have been seen yet), or the\ndisplay or executable name of exactly one known app.\n\noptions:\n" + json + control + help
+        case "agent":
+            return "usage: earmuff agent [--answer allow|once|deny] [--json] [--control PATH]\n\nBecomes a prompt agent: shows each prompt (app name, key and how it was\nidentified, pid, purpose, source) and reads a/o/d from the terminal:\n  a  allow, remembered      o  allow once, until the client disconnects\n  d  deny, remembered\nWith --answer, answers every prompt that way and prints each.\nRuns until interrupted or the daemon stops.\n\noptions:\n  --answer A       answer every prompt with allow, once or deny\n  --json           print prompts and results as JSON lines\n" + control + help
+        case "run":
+            return "usage: earmuff run [--app-id ID] [--purpose TEXT] [--listen PATH] -- COMMAND [ARGS...]\n\nRuns COMMAND with PULSE_SERVER pointed at Earmuff. The exit status is\nCOMMAND's (127 when it cannot be found, 126 when it cannot be run).\n\noptions:\n  --app-id ID      ask the daemon for a socket of app launcher:ID and connect\n                   COMMAND there, so its clients are identified as ID\n  --purpose TEXT   tell the daemon why COMMAND records (client property\n                   application.capture.purpose, set through PULSE_PROP)\n  --listen PATH    the daemon's client socket (default $XDG_RUNTIME_DIR/earmuff/native)\n" + control + help
+        case "watch":
+            return "usage: earmuff watch [--json] [--control PATH]\n\nPrints events as they happen (clients, capture streams, prompts,\ndecisions) until interrupted.\n\noptions:\n" + json + control + help
+        default:
+            return overview
+        }
+    }
+}

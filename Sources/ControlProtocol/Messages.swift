@@ -1,0 +1,641 @@
+// Control protocol messages (version 1).
+//
+// Client → daemon: `ClientMessage` (a `hello` or a `ControlRequest`, with an
+// optional integer `id`). Daemon → client: `ServerMessage` — a response that
+// echoes the request's `id` (`hello`, `ok`, `status`, `apps`, `app`,
+// `launcher`, `error`), an `event` for subscribers, or a `prompt` for agents.
+// Every message is one JSON object with a `"type"`; payloads use camelCase keys.
+// Fields whose value is unknown are left out rather than sent as null.
+import Foundation
+
+// MARK: - Small value types
+
+/// A decision a client may set with `set-decision`.
+public enum DecisionState: String, Codable, Sendable, CaseIterable {
+    case granted
+    case denied
+}
+
+/// An agent's answer to a prompt: allow and remember, allow until disconnect, deny and remember.
+public enum PromptAnswer: String, Codable, Sendable, CaseIterable {
+    case allow
+    case once
+    case deny
+}
+
+/// How a prompt ended.
+public enum PromptOutcome: String, Codable, Sendable, CaseIterable {
+    case allow
+    case once
+    case deny
+    /// Nobody answered within `prompt-timeout`; the app stays undetermined.
+    case timeout
+    /// The prompt became moot (decision set from the CLI, or the app went away).
+    case cancelled
+}
+
+/// Whether a capture stream currently gets real samples or silence.
+public enum AudioDelivery: String, Codable, Sendable, CaseIterable {
+    case real
+    case silenced
+}
+
+/// An error code. Open-ended: codes this build does not know still decode.
+public struct ControlErrorCode: RawRepresentable, Hashable, Codable, Sendable, CustomStringConvertible {
+    public let rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+    public init(_ rawValue: String) { self.rawValue = rawValue }
+    public var description: String { rawValue }
+
+    public init(from decoder: any Decoder) throws {
+        rawValue = try decoder.singleValueContainer().decode(String.self)
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.singleValueContainer()
+        try c.encode(rawValue)
+    }
+
+    /// No app matches the name or key given.
+    public static let unknownApp = ControlErrorCode("unknown-app")
+    /// A name matches more than one known app; use the app key.
+    public static let ambiguousApp = ControlErrorCode("ambiguous-app")
+    /// The request is malformed (missing or invalid field, or not JSON).
+    public static let badRequest = ControlErrorCode("bad-request")
+    /// The request type is unknown to this daemon.
+    public static let unknownRequest = ControlErrorCode("unknown-request")
+    /// The peer speaks a protocol version this daemon does not.
+    public static let version = ControlErrorCode("version")
+    /// A request line exceeded the size limit.
+    public static let tooLarge = ControlErrorCode("too-large")
+    /// `answer-prompt` named a prompt that is not pending (already answered or timed out).
+    public static let unknownPrompt = ControlErrorCode("unknown-prompt")
+    /// `answer-prompt` from a connection that did not send `become-agent`.
+    public static let notAgent = ControlErrorCode("not-agent")
+    /// The daemon could not carry out the request (e.g. a socket could not be created).
+    public static let failed = ControlErrorCode("failed")
+    /// A bug or an unexpected state in the daemon.
+    public static let `internal` = ControlErrorCode("internal")
+}
+
+/// An error reply: a code for programs and a one-line message naming cause and fix.
+public struct ControlError: Codable, Sendable, Equatable, Error, CustomStringConvertible {
+    public var code: ControlErrorCode
+    public var message: String
+
+    public init(_ code: ControlErrorCode, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    public var description: String { message }
+}
+
+// MARK: - Payloads
+
+/// The daemon's greeting, sent as the first line on every connection and as the reply to `hello`.
+public struct ServerHello: Codable, Sendable, Equatable {
+    /// Protocol version the daemon speaks.
+    public var version: Int
+    /// Always "earmuff".
+    public var daemon: String
+    /// The daemon's release, e.g. "0.1.0".
+    public var daemonVersion: String
+    /// The daemon's process id.
+    public var pid: Int32
+
+    public init(version: Int = ControlProtocolVersion.current, daemon: String = "earmuff", daemonVersion: String, pid: Int32) {
+        self.version = version
+        self.daemon = daemon
+        self.daemonVersion = daemonVersion
+        self.pid = pid
+    }
+}
+
+/// What the daemon says about itself in `status`.
+public struct DaemonInfo: Codable, Sendable, Equatable {
+    public var pid: Int32
+    /// The daemon's release.
+    public var version: String
+    /// The client socket apps connect to.
+    public var listenPath: String
+    /// The control socket.
+    public var controlPath: String
+    /// The permission store file.
+    public var storePath: String
+    /// Seconds since the daemon started.
+    public var uptimeSeconds: Double
+
+    public init(pid: Int32, version: String, listenPath: String, controlPath: String, storePath: String, uptimeSeconds: Double) {
+        self.pid = pid
+        self.version = version
+        self.listenPath = listenPath
+        self.controlPath = controlPath
+        self.storePath = storePath
+        self.uptimeSeconds = uptimeSeconds
+    }
+}
+
+/// The real sound server behind the proxy.
+public struct UpstreamInfo: Codable, Sendable, Equatable {
+    /// The server string, e.g. "unix:/run/user/1000/pulse/native".
+    public var server: String
+    /// True when the last connection attempt succeeded.
+    public var reachable: Bool
+
+    public init(server: String, reachable: Bool) {
+        self.server = server
+        self.reachable = reachable
+    }
+}
+
+/// One connected audio client.
+public struct ClientInfo: Codable, Sendable, Equatable {
+    /// The daemon's id for this connection.
+    public var id: UInt64
+    /// The app key, e.g. "exe:/usr/bin/parecord".
+    public var appKey: String
+    /// What the client calls itself (application.name); never decides a permission.
+    public var displayName: String?
+    public var pid: Int32?
+    /// How the app key was derived: flatpak, snap, systemd-scope, launcher, script, exe.
+    public var identifiedBy: String
+    /// The executable, when known.
+    public var executable: String?
+
+    public init(id: UInt64, appKey: String, displayName: String? = nil, pid: Int32? = nil, identifiedBy: String, executable: String? = nil) {
+        self.id = id
+        self.appKey = appKey
+        self.displayName = displayName
+        self.pid = pid
+        self.identifiedBy = identifiedBy
+        self.executable = executable
+    }
+}
+
+/// One capture (record) stream.
+public struct StreamInfo: Codable, Sendable, Equatable {
+    /// The id of the client (`ClientInfo.id`) that owns the stream.
+    public var client: UInt64
+    /// The stream's channel index on the client's connection.
+    public var stream: UInt32
+    public var appKey: String
+    /// The source recorded from, e.g. "alsa_input.pci-0000_00_1f.3.analog-stereo".
+    public var source: String
+    /// The sample spec as text, e.g. "s16le 2ch 44100Hz".
+    public var sampleSpec: String
+    /// Whether the app currently gets real samples or silence.
+    public var audio: AudioDelivery
+    /// Record bytes passed through unchanged.
+    public var bytesReal: UInt64
+    /// Record bytes replaced by silence.
+    public var bytesSilenced: UInt64
+
+    public init(client: UInt64, stream: UInt32, appKey: String, source: String, sampleSpec: String,
+                audio: AudioDelivery, bytesReal: UInt64 = 0, bytesSilenced: UInt64 = 0) {
+        self.client = client
+        self.stream = stream
+        self.appKey = appKey
+        self.source = source
+        self.sampleSpec = sampleSpec
+        self.audio = audio
+        self.bytesReal = bytesReal
+        self.bytesSilenced = bytesSilenced
+    }
+}
+
+/// A pending permission prompt, as shown to the user.
+public struct PromptInfo: Codable, Sendable, Equatable {
+    /// The prompt id to answer with `answer-prompt`.
+    public var id: UInt64
+    public var appKey: String
+    public var displayName: String?
+    /// How the app key was derived.
+    public var identifiedBy: String
+    /// The pid of the client whose stream raised the prompt.
+    public var pid: Int32?
+    /// The purpose string the app declared.
+    public var purpose: String?
+    /// The source the app wants to record from.
+    public var source: String?
+    public var executable: String?
+    /// Seconds since 1970 when the prompt was raised.
+    public var raisedAt: Double?
+
+    public init(id: UInt64, appKey: String, displayName: String? = nil, identifiedBy: String, pid: Int32? = nil,
+                purpose: String? = nil, source: String? = nil, executable: String? = nil, raisedAt: Double? = nil) {
+        self.id = id
+        self.appKey = appKey
+        self.displayName = displayName
+        self.identifiedBy = identifiedBy
+        self.pid = pid
+        self.purpose = purpose
+        self.source = source
+        self.executable = executable
+        self.raisedAt = raisedAt
+    }
+}
+
+/// How a prompt was resolved.
+public struct PromptResolution: Codable, Sendable, Equatable {
+    /// The prompt's id.
+    public var prompt: UInt64
+    public var appKey: String
+    public var outcome: PromptOutcome
+    /// Who resolved it: "agent", "prompt-command", "timeout", "cli", ...
+    public var by: String?
+
+    public init(prompt: UInt64, appKey: String, outcome: PromptOutcome, by: String? = nil) {
+        self.prompt = prompt
+        self.appKey = appKey
+        self.outcome = outcome
+        self.by = by
+    }
+}
+
+/// Everything `status` reports.
+public struct StatusPayload: Codable, Sendable, Equatable {
+    public var daemon: DaemonInfo
+    public var upstream: UpstreamInfo
+    public var clients: [ClientInfo]
+    /// Live capture streams.
+    public var streams: [StreamInfo]
+    /// Pending prompts.
+    public var prompts: [PromptInfo]
+
+    public init(daemon: DaemonInfo, upstream: UpstreamInfo, clients: [ClientInfo] = [], streams: [StreamInfo] = [], prompts: [PromptInfo] = []) {
+        self.daemon = daemon
+        self.upstream = upstream
+        self.clients = clients
+        self.streams = streams
+        self.prompts = prompts
+    }
+}
+
+/// One known app and its microphone decision.
+public struct AppInfo: Codable, Sendable, Equatable {
+    /// The app key, e.g. "flatpak:org.mozilla.firefox".
+    public var key: String
+    public var displayName: String?
+    /// undetermined, granted or denied.
+    public var state: String
+    /// Why: user, user-once, admin-policy, missing-purpose, prompt-timeout, ...
+    public var reason: String
+    public var purpose: String?
+    /// How the app was identified (flatpak, snap, systemd-scope, launcher, script, exe).
+    public var identifiedBy: String?
+    /// Seconds since 1970 when the decision was made.
+    public var decidedAt: Double?
+    /// Seconds since 1970 when the app last captured.
+    public var lastUsed: Double?
+    public var executable: String?
+
+    public init(key: String, displayName: String? = nil, state: String, reason: String, purpose: String? = nil,
+                identifiedBy: String? = nil, decidedAt: Double? = nil, lastUsed: Double? = nil, executable: String? = nil) {
+        self.key = key
+        self.displayName = displayName
+        self.state = state
+        self.reason = reason
+        self.purpose = purpose
+        self.identifiedBy = identifiedBy
+        self.decidedAt = decidedAt
+        self.lastUsed = lastUsed
+        self.executable = executable
+    }
+}
+
+/// The reply to `register-launcher`: where the launched app must connect.
+public struct LauncherInfo: Codable, Sendable, Equatable {
+    /// The app key its clients get, "launcher:<appId>".
+    public var appKey: String
+    /// The path of the per-app listening socket.
+    public var socketPath: String
+
+    public init(appKey: String, socketPath: String) {
+        self.appKey = appKey
+        self.socketPath = socketPath
+    }
+}
+
+// MARK: - Client → daemon
+
+/// A request a client sends; the daemon's handler answers it with a `ControlResponse`.
+public enum ControlRequest: Sendable, Equatable {
+    /// Daemon, upstream, clients, streams and prompts.
+    case status
+    /// Every known app.
+    case apps
+    /// Stores a decision. `app` is an app key or an unambiguous display/executable name.
+    case setDecision(app: String, state: DecisionState, reason: String?)
+    /// Back to undetermined.
+    case reset(app: String)
+    /// Start receiving `event` messages on this connection.
+    case subscribe
+    /// Receive `prompt` messages (pending ones at once) and answer them.
+    case becomeAgent
+    /// Answer a prompt.
+    case answerPrompt(prompt: UInt64, answer: PromptAnswer)
+    /// Ask for a per-app listening socket for `earmuff run --app-id`.
+    case registerLauncher(appID: String, purpose: String?)
+
+    /// The wire `type` of this request.
+    public var typeName: String {
+        switch self {
+        case .status: "status"
+        case .apps: "apps"
+        case .setDecision: "set-decision"
+        case .reset: "reset"
+        case .subscribe: "subscribe"
+        case .becomeAgent: "become-agent"
+        case .answerPrompt: "answer-prompt"
+        case .registerLauncher: "register-launcher"
+        }
+    }
+}
+
+/// One line from a client: a version handshake or a request, with the id echoed by the reply.
+public struct ClientMessage: Sendable, Equatable {
+    /// What the line asks for.
+    public enum Body: Sendable, Equatable {
+        /// Version handshake: the client's protocol version and a free-form name.
+        case hello(version: Int, client: String?)
+        case request(ControlRequest)
+    }
+
+    /// Echoed in the reply; optional.
+    public var id: Int?
+    public var body: Body
+
+    public init(id: Int?, _ body: Body) {
+        self.id = id
+        self.body = body
+    }
+
+    /// A request with an id.
+    public static func request(_ request: ControlRequest, id: Int?) -> ClientMessage {
+        ClientMessage(id: id, .request(request))
+    }
+}
+
+// MARK: - Daemon → client
+
+/// The daemon's reply to one request.
+public enum ControlResponse: Sendable, Equatable {
+    /// The greeting, also the reply to `hello`.
+    case hello(ServerHello)
+    /// Done (subscribe, become-agent, answer-prompt).
+    case ok
+    case status(StatusPayload)
+    case apps([AppInfo])
+    /// The app after set-decision or reset.
+    case app(AppInfo)
+    case launcher(LauncherInfo)
+    case error(ControlError)
+
+    /// True for `.error`.
+    public var isError: Bool {
+        if case .error = self { return true }
+        return false
+    }
+}
+
+/// Something that happened in the daemon, sent to subscribers.
+public enum ControlEvent: Sendable, Equatable {
+    case clientConnected(ClientInfo)
+    case clientDisconnected(ClientInfo)
+    case streamStarted(StreamInfo)
+    case streamEnded(StreamInfo)
+    case promptRaised(PromptInfo)
+    case promptResolved(PromptResolution)
+    case decisionChanged(AppInfo)
+
+    /// The wire name in the `event` field.
+    public var name: String {
+        switch self {
+        case .clientConnected: "client-connected"
+        case .clientDisconnected: "client-disconnected"
+        case .streamStarted: "stream-started"
+        case .streamEnded: "stream-ended"
+        case .promptRaised: "prompt-raised"
+        case .promptResolved: "prompt-resolved"
+        case .decisionChanged: "decision-changed"
+        }
+    }
+}
+
+/// One line from the daemon.
+public enum ServerMessage: Sendable, Equatable {
+    /// A reply; `id` echoes the request's id (nil for the greeting and for requests without one).
+    case response(id: Int?, ControlResponse)
+    /// An event for subscribers.
+    case event(ControlEvent)
+    /// A prompt for agents to answer.
+    case prompt(PromptInfo)
+}
+
+// MARK: - Wire encoding
+
+struct WireKey: CodingKey {
+    var stringValue: String
+    var intValue: Int? { nil }
+    init(_ s: String) { stringValue = s }
+    init(stringValue: String) { self.stringValue = stringValue }
+    init?(intValue: Int) { nil }
+}
+
+extension ClientMessage: Codable {
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: WireKey.self)
+        id = try c.decodeIfPresent(Int.self, forKey: WireKey("id"))
+        let type = try c.decode(String.self, forKey: WireKey("type"))
+        func str(_ k: String) throws -> String { try c.decode(String.self, forKey: WireKey(k)) }
+        func optStr(_ k: String) throws -> String? { try c.decodeIfPresent(String.self, forKey: WireKey(k)) }
+        switch type {
+        case "hello":
+            body = .hello(version: try c.decode(Int.self, forKey: WireKey("version")), client: try optStr("client"))
+        case "status": body = .request(.status)
+        case "apps": body = .request(.apps)
+        case "set-decision":
+            body = .request(.setDecision(app: try str("app"),
+                                         state: try c.decode(DecisionState.self, forKey: WireKey("state")),
+                                         reason: try optStr("reason")))
+        case "reset": body = .request(.reset(app: try str("app")))
+        case "subscribe": body = .request(.subscribe)
+        case "become-agent": body = .request(.becomeAgent)
+        case "answer-prompt":
+            body = .request(.answerPrompt(prompt: try c.decode(UInt64.self, forKey: WireKey("prompt")),
+                                          answer: try c.decode(PromptAnswer.self, forKey: WireKey("answer"))))
+        case "register-launcher":
+            body = .request(.registerLauncher(appID: try str("appId"), purpose: try optStr("purpose")))
+        default:
+            throw ControlProtocolError.unknownType(id: id, type)
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: WireKey.self)
+        try c.encodeIfPresent(id, forKey: WireKey("id"))
+        switch body {
+        case .hello(let version, let client):
+            try c.encode("hello", forKey: WireKey("type"))
+            try c.encode(version, forKey: WireKey("version"))
+            try c.encodeIfPresent(client, forKey: WireKey("client"))
+        case .request(let r):
+            try c.encode(r.typeName, forKey: WireKey("type"))
+            switch r {
+            case .status, .apps, .subscribe, .becomeAgent: break
+            case .setDecision(let app, let state, let reason):
+                try c.encode(app, forKey: WireKey("app"))
+                try c.encode(state, forKey: WireKey("state"))
+                try c.encodeIfPresent(reason, forKey: WireKey("reason"))
+            case .reset(let app):
+                try c.encode(app, forKey: WireKey("app"))
+            case .answerPrompt(let prompt, let answer):
+                try c.encode(prompt, forKey: WireKey("prompt"))
+                try c.encode(answer, forKey: WireKey("answer"))
+            case .registerLauncher(let appID, let purpose):
+                try c.encode(appID, forKey: WireKey("appId"))
+                try c.encodeIfPresent(purpose, forKey: WireKey("purpose"))
+            }
+        }
+    }
+}
+
+extension ServerMessage: Codable {
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: WireKey.self)
+        let type = try c.decode(String.self, forKey: WireKey("type"))
+        let id = try c.decodeIfPresent(Int.self, forKey: WireKey("id"))
+        func get<T: Decodable>(_ t: T.Type, _ k: String) throws -> T { try c.decode(t, forKey: WireKey(k)) }
+        switch type {
+        case "hello": self = .response(id: id, .hello(try ServerHello(from: decoder)))
+        case "ok": self = .response(id: id, .ok)
+        case "status": self = .response(id: id, .status(try get(StatusPayload.self, "status")))
+        case "apps": self = .response(id: id, .apps(try get([AppInfo].self, "apps")))
+        case "app": self = .response(id: id, .app(try get(AppInfo.self, "app")))
+        case "launcher": self = .response(id: id, .launcher(try get(LauncherInfo.self, "launcher")))
+        case "error": self = .response(id: id, .error(try ControlError(from: decoder)))
+        case "prompt": self = .prompt(try get(PromptInfo.self, "prompt"))
+        case "event":
+            let name = try get(String.self, "event")
+            switch name {
+            case "client-connected": self = .event(.clientConnected(try get(ClientInfo.self, "client")))
+            case "client-disconnected": self = .event(.clientDisconnected(try get(ClientInfo.self, "client")))
+            case "stream-started": self = .event(.streamStarted(try get(StreamInfo.self, "stream")))
+            case "stream-ended": self = .event(.streamEnded(try get(StreamInfo.self, "stream")))
+            case "prompt-raised": self = .event(.promptRaised(try get(PromptInfo.self, "prompt")))
+            case "prompt-resolved": self = .event(.promptResolved(try get(PromptResolution.self, "resolution")))
+            case "decision-changed": self = .event(.decisionChanged(try get(AppInfo.self, "app")))
+            default: throw ControlProtocolError.unknownType(id: nil, "event/\(name)")
+            }
+        default:
+            throw ControlProtocolError.unknownType(id: id, type)
+        }
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: WireKey.self)
+        switch self {
+        case .response(let id, let response):
+            try c.encodeIfPresent(id, forKey: WireKey("id"))
+            switch response {
+            case .hello(let h):
+                try c.encode("hello", forKey: WireKey("type"))
+                try h.encode(to: encoder)
+            case .ok:
+                try c.encode("ok", forKey: WireKey("type"))
+            case .status(let s):
+                try c.encode("status", forKey: WireKey("type"))
+                try c.encode(s, forKey: WireKey("status"))
+            case .apps(let a):
+                try c.encode("apps", forKey: WireKey("type"))
+                try c.encode(a, forKey: WireKey("apps"))
+            case .app(let a):
+                try c.encode("app", forKey: WireKey("type"))
+                try c.encode(a, forKey: WireKey("app"))
+            case .launcher(let l):
+                try c.encode("launcher", forKey: WireKey("type"))
+                try c.encode(l, forKey: WireKey("launcher"))
+            case .error(let e):
+                try c.encode("error", forKey: WireKey("type"))
+                try e.encode(to: encoder)
+            }
+        case .prompt(let p):
+            try c.encode("prompt", forKey: WireKey("type"))
+            try c.encode(p, forKey: WireKey("prompt"))
+        case .event(let event):
+            try c.encode("event", forKey: WireKey("type"))
+            try c.encode(event.name, forKey: WireKey("event"))
+            switch event {
+            case .clientConnected(let x), .clientDisconnected(let x): try c.encode(x, forKey: WireKey("client"))
+            case .streamStarted(let x), .streamEnded(let x): try c.encode(x, forKey: WireKey("stream"))
+            case .promptRaised(let x): try c.encode(x, forKey: WireKey("prompt"))
+            case .promptResolved(let x): try c.encode(x, forKey: WireKey("resolution"))
+            case .decisionChanged(let x): try c.encode(x, forKey: WireKey("app"))
+            }
+        }
+    }
+}
+
+// MARK: - Lines
+
+/// Turns messages into JSON lines and back.
+public enum ControlCodec {
+    /// The JSON line (with its trailing "\n") for a value. Never fails: a value that
+    /// cannot be encoded (a non-finite number) becomes an `internal` error line.
+    public static func encodeLine<T: Encodable>(_ value: T) -> [UInt8] {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        encoder.nonConformingFloatEncodingStrategy = .throw
+        var bytes: [UInt8]
+        do {
+            bytes = Array(try encoder.encode(value))
+        } catch {
+            bytes = Array(#"{"code":"internal","message":"the daemon could not encode its reply; report this as a bug","type":"error"}"#.utf8)
+        }
+        bytes.append(UInt8(ascii: "\n"))
+        return bytes
+    }
+
+    /// Decodes one line (without its newline) from a client.
+    public static func decodeClientMessage(_ line: [UInt8]) throws(ControlProtocolError) -> ClientMessage {
+        try decode(ClientMessage.self, line)
+    }
+
+    /// Decodes one line (without its newline) from the daemon.
+    public static func decodeServerMessage(_ line: [UInt8]) throws(ControlProtocolError) -> ServerMessage {
+        try decode(ServerMessage.self, line)
+    }
+
+    private static func decode<T: Decodable>(_ type: T.Type, _ line: [UInt8]) throws(ControlProtocolError) -> T {
+        let data = Data(line)
+        let object: Any
+        do {
+            object = try JSONSerialization.jsonObject(with: data, options: [])
+        } catch {
+            throw .notJSON("invalid JSON")
+        }
+        guard let dict = object as? [String: Any] else { throw .notJSON("a JSON value that is not an object") }
+        let id = dict["id"] as? Int
+        guard dict["type"] is String else {
+            throw .badMessage(id: id, "the message has no \"type\" string; every line needs one, e.g. {\"type\":\"status\",\"id\":1}")
+        }
+        do {
+            return try JSONDecoder().decode(type, from: data)
+        } catch let e as ControlProtocolError {
+            throw e
+        } catch let DecodingError.keyNotFound(key, _) {
+            throw .badMessage(id: id, "field \"\(key.stringValue)\" is missing; see docs/control-protocol.md for the fields of '\(dict["type"] as? String ?? "")'")
+        } catch let DecodingError.typeMismatch(_, ctx), let DecodingError.valueNotFound(_, ctx) {
+            throw .badMessage(id: id, "field \"\(fieldPath(ctx))\" has the wrong type; see docs/control-protocol.md")
+        } catch let DecodingError.dataCorrupted(ctx) {
+            throw .badMessage(id: id, "field \"\(fieldPath(ctx))\" has an invalid value; see docs/control-protocol.md for the allowed values")
+        } catch {
+            throw .badMessage(id: id, "invalid message: \(error)")
+        }
+    }
+
+    private static func fieldPath(_ ctx: DecodingError.Context) -> String {
+        ctx.codingPath.map { $0.intValue.map(String.init) ?? $0.stringValue }.joined(separator: ".")
+    }
+}

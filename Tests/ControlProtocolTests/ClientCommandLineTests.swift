@@ -1,0 +1,179 @@
+import ControlProtocol
+import Foundation
+import Testing
+
+private func parse(_ s: String...) -> Result<ClientCommand, UsageError> { ClientCommandLine.parse(s) }
+private func usage(_ r: Result<ClientCommand, UsageError>) -> UsageError? {
+    if case .failure(let e) = r { return e }
+    return nil
+}
+
+@Suite struct ClientCommandLineTests {
+    @Test func helpAndVersion() {
+        #expect(parse("--help") == .success(.help(topic: nil)))
+        #expect(parse("-h") == .success(.help(topic: nil)))
+        #expect(parse("help", "agent") == .success(.help(topic: "agent")))
+        #expect(parse("status", "--help") == .success(.help(topic: "status")))
+        #expect(parse("grant", "--help") == .success(.help(topic: "grant")))
+        #expect(parse("run", "--help") == .success(.help(topic: "run")))
+        #expect(parse("--version") == .success(.version))
+    }
+
+    @Test func noArgumentsIsAUsageError() {
+        #expect(usage(ClientCommandLine.parse([]))?.subcommand == nil)
+    }
+
+    @Test func servePassesEverythingThrough() {
+        #expect(parse("serve", "--listen", "/x", "--bogus") == .success(.serve(arguments: ["--listen", "/x", "--bogus"])))
+    }
+
+    @Test func statusAppsWatch() {
+        #expect(parse("status") == .success(.status(ClientOptions())))
+        #expect(parse("status", "--json") == .success(.status(ClientOptions(json: true))))
+        #expect(parse("apps", "--control", "/tmp/c") == .success(.apps(ClientOptions(controlPath: "/tmp/c"))))
+        #expect(parse("watch", "--control=/tmp/c", "--json") == .success(.watch(ClientOptions(controlPath: "/tmp/c", json: true))))
+    }
+
+    @Test func decisions() {
+        #expect(parse("grant", "exe:/usr/bin/parecord") == .success(.setDecision(app: "exe:/usr/bin/parecord", state: .granted, ClientOptions())))
+        #expect(parse("deny", "--json", "Firefox") == .success(.setDecision(app: "Firefox", state: .denied, ClientOptions(json: true))))
+        #expect(parse("reset", "x:y", "--control", "/c") == .success(.reset(app: "x:y", ClientOptions(controlPath: "/c"))))
+        #expect(parse("grant", "--", "-odd-name") == .success(.setDecision(app: "-odd-name", state: .granted, ClientOptions())))
+    }
+
+    @Test func agent() {
+        #expect(parse("agent") == .success(.agent(answer: nil, ClientOptions())))
+        #expect(parse("agent", "--answer", "once", "--json") == .success(.agent(answer: .once, ClientOptions(json: true))))
+        #expect(parse("agent", "--answer=deny") == .success(.agent(answer: .deny, ClientOptions())))
+    }
+
+    @Test func run() {
+        #expect(parse("run", "--", "parecord", "--rate", "8000") == .success(.run(RunOptions(command: ["parecord", "--rate", "8000"]))))
+        #expect(parse("run", "--app-id", "org.example.Notes", "--purpose", "voice notes", "--", "notes", "--")
+                == .success(.run(RunOptions(appID: "org.example.Notes", purpose: "voice notes", command: ["notes", "--"]))))
+        #expect(parse("run", "--listen=/s", "--control", "/c", "pacat", "-r") == .success(.run(RunOptions(listenPath: "/s", controlPath: "/c", command: ["pacat", "-r"]))))
+    }
+
+    @Test func usageErrorsNameTheSubcommandAndAreOneLine() {
+        let cases: [([String], String?)] = [
+            (["frobnicate"], nil),
+            (["--json"], nil),
+            (["help", "nope"], nil),
+            (["status", "extra"], "status"),
+            (["status", "--bogus"], "status"),
+            (["status", "--json=yes"], "status"),
+            (["status", "--control"], "status"),
+            (["grant"], "grant"),
+            (["deny", "a", "b"], "deny"),
+            (["reset", ""], "reset"),
+            (["agent", "--answer", "maybe"], "agent"),
+            (["agent", "--answer"], "agent"),
+            (["run"], "run"),
+            (["run", "--"], "run"),
+            (["run", "--app-id", "bad/id", "--", "x"], "run"),
+            (["run", "--app-id", "", "--", "x"], "run"),
+            (["run", "--purpose", "", "--", "x"], "run"),
+            (["run", "--weird", "--", "x"], "run"),
+            (["run", "--purpose"], "run"),
+        ]
+        for (args, sub) in cases {
+            guard let e = usage(ClientCommandLine.parse(args)) else {
+                Issue.record("\(args) should be a usage error")
+                continue
+            }
+            #expect(e.subcommand == sub, "\(args)")
+            #expect(!e.message.isEmpty && !e.message.contains("\n"), "\(args)")
+        }
+    }
+
+    @Test func appIDs() {
+        #expect(ClientCommandLine.isValidAppID("org.example.Notes"))
+        #expect(ClientCommandLine.isValidAppID("a_b-1"))
+        #expect(!ClientCommandLine.isValidAppID(""))
+        #expect(!ClientCommandLine.isValidAppID("../etc"))
+        #expect(!ClientCommandLine.isValidAppID("-x"))
+        #expect(!ClientCommandLine.isValidAppID("a b"))
+        #expect(!ClientCommandLine.isValidAppID(String(repeating: "a", count: 256)))
+    }
+
+    @Test func everySubcommandHasHelp() {
+        for sub in ClientCommandLine.subcommands where sub != "serve" {
+            let text = ClientUsage.text(for: sub)
+            #expect(text.hasPrefix("usage: earmuff \(sub)"), "\(sub)")
+        }
+        for sub in ClientCommandLine.subcommands {
+            #expect(ClientUsage.overview.contains("  \(sub) "), "\(sub)")
+        }
+    }
+}
+
+@Suite struct ClientPresentationTests {
+    @Test func defaultPaths() {
+        #expect(ClientPaths.controlSocket(environment: ["XDG_RUNTIME_DIR": "/run/user/7"], uid: 7) == "/run/user/7/earmuff/control")
+        #expect(ClientPaths.clientSocket(environment: [:], uid: 1000) == "/run/user/1000/earmuff/native")
+        #expect(ClientPaths.controlSocket(environment: ["XDG_RUNTIME_DIR": "relative"], uid: 5) == "/run/user/5/earmuff/control")
+    }
+
+    @Test func pulsePropQuotesLikeLibpulse() {
+        #expect(PulseProp.pair("application.capture.purpose", "voice notes") == #"application.capture.purpose="voice notes""#)
+        #expect(PulseProp.pair("k", #"say "hi" \ bye"#) == #"k="say \"hi\" \\ bye""#)
+        #expect(PulseProp.appending("k", "v", to: nil) == #"k="v""#)
+        #expect(PulseProp.appending("k", "v", to: "  ") == #"k="v""#)
+        #expect(PulseProp.appending("k", "v", to: "media.role=phone") == #"media.role=phone k="v""#)
+    }
+
+    @Test func tablesAlignColumns() {
+        var t = TextTable(["APP", "STATE", "REASON"])
+        t.add(["exe:/usr/bin/parecord", "granted", "user"])
+        t.add(["x:y", "denied", ""])
+        #expect(t.render() == """
+        APP                    STATE    REASON
+        exe:/usr/bin/parecord  granted  user
+        x:y                    denied
+
+        """)
+    }
+
+    @Test func durationsAndSizes() {
+        #expect(ClientFormat.duration(42) == "42s")
+        #expect(ClientFormat.duration(307) == "5m 07s")
+        #expect(ClientFormat.duration(3723) == "1h 02m")
+        #expect(ClientFormat.duration(3 * 86400 + 4 * 3600 + 5) == "3d 4h")
+        #expect(ClientFormat.bytes(512) == "512 B")
+        #expect(ClientFormat.bytes(1536) == "1.5 KiB")
+        #expect(ClientFormat.cell("a\nb") == "a b")
+        #expect(ClientFormat.cell(nil) == "-")
+        #expect(ClientFormat.cell(String(repeating: "x", count: 10), max: 5) == "xxxx…")
+    }
+
+    @Test func statusReportShowsEverySection() {
+        let out = ClientFormat.status(ServerMessageTests.status)
+        #expect(out.contains("pid 42, version 0.1.0, up 1h 02m"))
+        #expect(out.contains("unix:/run/user/1000/pulse/native (reachable)"))
+        #expect(out.contains("clients: 1"))
+        #expect(out.contains("capture streams: 1"))
+        #expect(out.contains("silenced"))
+        #expect(out.contains("86.1 KiB"))
+        #expect(out.contains("pending prompts: 1"))
+        #expect(out.contains("test \"quotes\" and newline"))
+    }
+
+    @Test func appsTable() {
+        let utc = TimeZone(identifier: "UTC")!  // a fixed, always-present zone
+        let out = ClientFormat.apps([ServerMessageTests.app], timeZone: utc)
+        let lines = out.split(separator: "\n")
+        #expect(lines.count == 2)
+        #expect(lines[0].hasPrefix("APP"))
+        #expect(lines[1].contains("flatpak:org.mozilla.firefox"))
+        #expect(lines[1].contains("2023-11-14 22:15"))
+        #expect(ClientFormat.apps([]) == "no known apps\n")
+    }
+
+    @Test func promptShowsWhatTheSpecAsks() {
+        let p = ServerMessageTests.status.prompts[0]
+        let out = ClientFormat.prompt(p)
+        for needle in ["parecord", "exe:/usr/bin/parecord", "identified by exe", "1234", "test \"quotes\"", "sine"] {
+            #expect(out.contains(needle), "\(needle)")
+        }
+    }
+}

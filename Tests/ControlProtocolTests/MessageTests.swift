@@ -1,0 +1,173 @@
+import ControlProtocol
+import Foundation
+import Testing
+
+private func line(_ s: String) -> [UInt8] { Array(s.utf8) }
+private func text(_ bytes: [UInt8]) -> String { String(decoding: bytes, as: UTF8.self) }
+private func object(_ bytes: [UInt8]) throws -> [String: Any] {
+    try #require(try JSONSerialization.jsonObject(with: Data(bytes.dropLast())) as? [String: Any])
+}
+
+@Suite struct ClientMessageTests {
+    @Test func decodesEveryRequest() throws {
+        let cases: [(String, ClientMessage)] = [
+            (#"{"type":"hello","id":1,"version":1,"client":"earmuff-cli"}"#, ClientMessage(id: 1, .hello(version: 1, client: "earmuff-cli"))),
+            (#"{"type":"status","id":2}"#, .request(.status, id: 2)),
+            (#"{"type":"apps"}"#, .request(.apps, id: nil)),
+            (#"{"type":"set-decision","id":3,"app":"exe:/usr/bin/parecord","state":"granted","reason":"user"}"#,
+             .request(.setDecision(app: "exe:/usr/bin/parecord", state: .granted, reason: "user"), id: 3)),
+            (#"{"type":"set-decision","id":4,"app":"Firefox","state":"denied"}"#,
+             .request(.setDecision(app: "Firefox", state: .denied, reason: nil), id: 4)),
+            (#"{"type":"reset","id":5,"app":"launcher:org.example.Notes"}"#, .request(.reset(app: "launcher:org.example.Notes"), id: 5)),
+            (#"{"type":"subscribe","id":6}"#, .request(.subscribe, id: 6)),
+            (#"{"type":"become-agent","id":7}"#, .request(.becomeAgent, id: 7)),
+            (#"{"type":"answer-prompt","id":8,"prompt":12,"answer":"once"}"#, .request(.answerPrompt(prompt: 12, answer: .once), id: 8)),
+            (#"{"type":"register-launcher","id":9,"appId":"org.example.Notes","purpose":"voice notes"}"#,
+             .request(.registerLauncher(appID: "org.example.Notes", purpose: "voice notes"), id: 9)),
+        ]
+        for (wire, expected) in cases {
+            #expect(try ControlCodec.decodeClientMessage(line(wire)) == expected, "\(wire)")
+            // And back: encoding then decoding gives the same message.
+            let encoded = ControlCodec.encodeLine(expected)
+            #expect(encoded.last == 10)
+            #expect(!encoded.dropLast().contains(10))
+            #expect(try ControlCodec.decodeClientMessage(Array(encoded.dropLast())) == expected)
+        }
+    }
+
+    @Test func garbageIsNotJSONAndCloses() {
+        for wire in ["hello there", "{\"type\":", "[1,2]", "42", "\"status\""] {
+            #expect {
+                _ = try ControlCodec.decodeClientMessage(line(wire))
+            } throws: { e in
+                guard let e = e as? ControlProtocolError, case .notJSON = e else { return false }
+                return e.closesConnection && e.reply.code == .badRequest
+            }
+        }
+    }
+
+    @Test func unknownTypeKeepsTheIdAndTheConnection() {
+        #expect(throws: ControlProtocolError.unknownType(id: 5, "frobnicate")) {
+            _ = try ControlCodec.decodeClientMessage(line(#"{"type":"frobnicate","id":5}"#))
+        }
+        let e = ControlProtocolError.unknownType(id: 5, "frobnicate")
+        #expect(!e.closesConnection)
+        #expect(e.reply.code == .unknownRequest)
+        #expect(e.requestID == 5)
+    }
+
+    @Test func missingOrInvalidFieldsAreBadRequests() {
+        let bad = [
+            #"{"id":3}"#,
+            #"{"type":"set-decision","id":3,"state":"granted"}"#,
+            #"{"type":"set-decision","id":3,"app":"x:y","state":"maybe"}"#,
+            #"{"type":"answer-prompt","id":3,"prompt":"twelve","answer":"allow"}"#,
+            #"{"type":"answer-prompt","id":3,"prompt":1,"answer":"sure"}"#,
+            #"{"type":"reset","id":3,"app":7}"#,
+        ]
+        for wire in bad {
+            #expect {
+                _ = try ControlCodec.decodeClientMessage(line(wire))
+            } throws: { e in
+                guard let e = e as? ControlProtocolError, case .badMessage(let id, let message) = e else { return false }
+                return id == 3 && !e.closesConnection && !message.isEmpty && !message.contains("\n")
+            }
+        }
+    }
+}
+
+@Suite struct ServerMessageTests {
+    static let status = StatusPayload(
+        daemon: DaemonInfo(pid: 42, version: "0.1.0", listenPath: "/run/user/1000/earmuff/native",
+                           controlPath: "/run/user/1000/earmuff/control", storePath: "/home/u/.local/state/earmuff/permissions.sqlite",
+                           uptimeSeconds: 3723),
+        upstream: UpstreamInfo(server: "unix:/run/user/1000/pulse/native", reachable: true),
+        clients: [ClientInfo(id: 3, appKey: "exe:/usr/bin/parecord", displayName: "parecord", pid: 1234, identifiedBy: "exe", executable: "/usr/bin/parecord")],
+        streams: [StreamInfo(client: 3, stream: 0, appKey: "exe:/usr/bin/parecord", source: "sine.monitor", sampleSpec: "s16le 2ch 44100Hz",
+                             audio: .silenced, bytesReal: 0, bytesSilenced: 88200)],
+        prompts: [PromptInfo(id: 1, appKey: "exe:/usr/bin/parecord", displayName: "parecord", identifiedBy: "exe", pid: 1234,
+                             purpose: "test \"quotes\"\nand newline", source: "sine", raisedAt: 1_700_000_000.5)])
+
+    static let app = AppInfo(key: "flatpak:org.mozilla.firefox", displayName: "Firefox", state: "granted", reason: "user",
+                             purpose: "video calls", identifiedBy: "flatpak", decidedAt: 1_700_000_000, lastUsed: 1_700_000_100)
+
+    static let all: [ServerMessage] = [
+        .response(id: nil, .hello(ServerHello(daemonVersion: "0.1.0", pid: 42))),
+        .response(id: 1, .hello(ServerHello(daemonVersion: "0.1.0", pid: 42))),
+        .response(id: 2, .ok),
+        .response(id: nil, .ok),
+        .response(id: 3, .status(status)),
+        .response(id: 4, .apps([app, AppInfo(key: "exe:/usr/bin/pacat", state: "undetermined", reason: "none")])),
+        .response(id: 5, .app(app)),
+        .response(id: 6, .launcher(LauncherInfo(appKey: "launcher:org.example.Notes", socketPath: "/run/user/1000/earmuff/launch/org.example.Notes"))),
+        .response(id: 7, .error(ControlError(.unknownApp, "no known app matches 'fire'; run 'earmuff apps'"))),
+        .response(id: 8, .error(ControlError(ControlErrorCode("from-the-future"), "x"))),
+        .prompt(status.prompts[0]),
+        .event(.clientConnected(status.clients[0])),
+        .event(.clientDisconnected(status.clients[0])),
+        .event(.streamStarted(status.streams[0])),
+        .event(.streamEnded(status.streams[0])),
+        .event(.promptRaised(status.prompts[0])),
+        .event(.promptResolved(PromptResolution(prompt: 1, appKey: "exe:/usr/bin/parecord", outcome: .allow, by: "agent"))),
+        .event(.decisionChanged(app)),
+    ]
+
+    @Test func everyMessageRoundTrips() throws {
+        for m in Self.all {
+            let bytes = ControlCodec.encodeLine(m)
+            #expect(bytes.last == 10)
+            #expect(!bytes.dropLast().contains(10), "one line: \(text(bytes))")
+            #expect(try ControlCodec.decodeServerMessage(Array(bytes.dropLast())) == m, "\(text(bytes))")
+        }
+    }
+
+    @Test func greetingHasTheDocumentedShape() throws {
+        let o = try object(ControlCodec.encodeLine(ServerMessage.response(id: nil, .hello(ServerHello(daemonVersion: "0.1.0", pid: 42)))))
+        #expect(o["type"] as? String == "hello")
+        #expect(o["version"] as? Int == 1)
+        #expect(o["daemon"] as? String == "earmuff")
+        #expect(o["daemonVersion"] as? String == "0.1.0")
+        #expect(o["pid"] as? Int == 42)
+        #expect(o["id"] == nil)
+    }
+
+    @Test func errorIsFlatWithIdCodeAndMessage() throws {
+        let o = try object(ControlCodec.encodeLine(ServerMessage.response(id: 7, .error(ControlError(.ambiguousApp, "two apps are named 'python3'; use the app key")))))
+        #expect(o["type"] as? String == "error")
+        #expect(o["id"] as? Int == 7)
+        #expect(o["code"] as? String == "ambiguous-app")
+        #expect(o["message"] as? String == "two apps are named 'python3'; use the app key")
+    }
+
+    @Test func eventsNameTheirKindAndSubject() throws {
+        let o = try object(ControlCodec.encodeLine(ServerMessage.event(.streamStarted(Self.status.streams[0]))))
+        #expect(o["type"] as? String == "event")
+        #expect(o["event"] as? String == "stream-started")
+        let stream = try #require(o["stream"] as? [String: Any])
+        #expect(stream["audio"] as? String == "silenced")
+        #expect(stream["sampleSpec"] as? String == "s16le 2ch 44100Hz")
+    }
+
+    @Test func absentFieldsAreLeftOut() throws {
+        let o = try object(ControlCodec.encodeLine(ServerMessage.response(id: 1, .app(AppInfo(key: "exe:/bin/x", state: "undetermined", reason: "none")))))
+        let app = try #require(o["app"] as? [String: Any])
+        #expect(Set(app.keys) == ["key", "state", "reason"])
+    }
+
+    @Test func nonFiniteNumbersBecomeAnInternalError() throws {
+        var s = Self.status
+        s.daemon.uptimeSeconds = .infinity
+        let bytes = ControlCodec.encodeLine(ServerMessage.response(id: 1, .status(s)))
+        guard case .response(_, .error(let e)) = try ControlCodec.decodeServerMessage(Array(bytes.dropLast())) else {
+            Issue.record("expected an error line, got \(text(bytes))")
+            return
+        }
+        #expect(e.code == .internal)
+    }
+
+    @Test func unknownServerTypesAreReportedNotFatal() {
+        #expect(throws: ControlProtocolError.unknownType(id: 3, "novelty")) {
+            _ = try ControlCodec.decodeServerMessage(line(#"{"type":"novelty","id":3}"#))
+        }
+    }
+}
