@@ -1,0 +1,209 @@
+// A blocking control-protocol client for the `earmuff` subcommands and tests:
+// connect, read the greeting, send requests, read replies; events and prompts
+// that arrive while a reply is awaited are kept in order for `receive`.
+import CLinux
+import ControlProtocol
+import Glibc
+
+/// Why talking to the daemon failed.
+public struct ControlClientError: Error, Sendable, CustomStringConvertible {
+    /// What went wrong.
+    public enum Kind: Sendable, Equatable {
+        /// Nothing accepts connections at the path (errno in `code`).
+        case unreachable
+        /// The daemon closed the connection.
+        case closed
+        /// The daemon sent something this client cannot read, or spoke another protocol version.
+        case protocolError
+        /// No reply within the time limit.
+        case timeout
+        /// The daemon answered with an error reply (see `reply`).
+        case daemon
+    }
+
+    public let kind: Kind
+    /// errno for `.unreachable`, else 0.
+    public let code: Int32
+    /// The daemon's error reply for `.daemon`.
+    public let reply: ControlError?
+    /// One line naming cause and fix.
+    public let message: String
+
+    public init(_ kind: Kind, code: Int32 = 0, reply: ControlError? = nil, _ message: String) {
+        self.kind = kind
+        self.code = code
+        self.reply = reply
+        self.message = message
+    }
+
+    public var description: String { message }
+}
+
+/// One connection to the daemon's control socket. Not thread-safe: use from one thread.
+public final class ControlClient {
+    /// The socket path.
+    public let path: String
+    /// The daemon's greeting.
+    public private(set) var greeting: ServerHello
+    /// The connected descriptor, for `poll` alongside other input.
+    public let fd: Int32
+    private var framer = LineFramer(limit: ControlLimits.maxServerLine)
+    private var queued: [ServerMessage] = []
+    private var nextID = 1
+    private var closed = false
+
+    /// Connects and reads the greeting (waiting at most `timeoutMs`).
+    public init(path: String, timeoutMs: Int32 = 5000) throws(ControlClientError) {
+        self.path = path
+        let fd = earmuff_unix_socket()
+        guard fd >= 0 else { throw ControlClientError(.unreachable, code: errno, "cannot create a socket (\(String(cString: strerror(errno))))") }
+        // Blocking connect: it waits while the daemon's backlog is full instead of failing.
+        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)
+        if earmuff_unix_connect(fd, path) != 0 {
+            let e = errno
+            Glibc.close(fd)
+            throw Self.unreachable(path, e)
+        }
+        self.fd = fd
+        greeting = ServerHello(daemonVersion: "", pid: 0)
+        guard case .response(_, .hello(let hello))? = try nextMessage(timeoutMs: timeoutMs, waitForConnect: true) else {
+            throw ControlClientError(.protocolError, "\(path) did not greet like an earmuff daemon; check the path given with --control")
+        }
+        guard ControlProtocolVersion.supported.contains(hello.version) else {
+            throw ControlClientError(.protocolError, "the daemon at \(path) speaks control protocol version \(hello.version), this client version \(ControlProtocolVersion.current); use the earmuff of the daemon's release (\(hello.daemonVersion))")
+        }
+        greeting = hello
+    }
+
+    deinit { close() }
+
+    /// Closes the connection.
+    public func close() {
+        if !closed {
+            closed = true
+            Glibc.close(fd)
+        }
+    }
+
+    private static func unreachable(_ path: String, _ e: Int32) -> ControlClientError {
+        let hint = e == EACCES || e == EPERM
+            ? "the control socket belongs to another user; run earmuff as the daemon's user"
+            : "start it with 'earmuff serve'"
+        return ControlClientError(.unreachable, code: e, "cannot reach the daemon at \(path) (\(String(cString: strerror(e)))); \(hint)")
+    }
+
+    /// Sends a message without waiting for anything.
+    public func send(_ message: ClientMessage) throws(ControlClientError) {
+        var bytes = ControlCodec.encodeLine(message)
+        var offset = 0
+        while offset < bytes.count {
+            let n = bytes.withUnsafeMutableBytes { buf in
+                Glibc.send(fd, buf.baseAddress! + offset, buf.count - offset, Int32(MSG_NOSIGNAL))  // non-nil: an encoded line is never empty
+            }
+            if n > 0 {
+                offset += n
+                continue
+            }
+            let e = errno
+            if e == EINTR { continue }
+            if e == EAGAIN || e == EWOULDBLOCK {
+                try waitFor(Int16(POLLOUT), timeoutMs: 5000)
+                continue
+            }
+            throw ControlClientError(.closed, code: e, "the daemon at \(path) closed the connection (\(String(cString: strerror(e)))); check that it is running with 'earmuff status'")
+        }
+    }
+
+    /// Sends `request` with a fresh id and waits for its reply; other messages are queued.
+    /// An error reply throws `.daemon` with the daemon's message.
+    public func request(_ request: ControlRequest, timeoutMs: Int32 = 10000) throws(ControlClientError) -> ControlResponse {
+        let id = nextRequestID()
+        try send(.request(request, id: id))
+        var held: [ServerMessage] = []
+        defer { queued.insert(contentsOf: held, at: 0) }
+        while true {
+            guard let m = try nextMessage(timeoutMs: timeoutMs, waitForConnect: false) else {
+                throw ControlClientError(.timeout, "the daemon at \(path) did not answer '\(request.typeName)' within \(timeoutMs / 1000) s; check its log")
+            }
+            if case .response(let rid, let response) = m, rid == id || (rid == nil && response.isError) {
+                if case .error(let e) = response {
+                    throw ControlClientError(.daemon, reply: e, e.message)
+                }
+                return response
+            }
+            held.append(m)
+        }
+    }
+
+    /// A fresh request id for messages sent with `send`.
+    public func nextRequestID() -> Int {
+        defer { nextID += 1 }
+        return nextID
+    }
+
+    /// The next message: a queued one, or one read within `timeoutMs` (-1 waits forever); nil on timeout.
+    public func receive(timeoutMs: Int32) throws(ControlClientError) -> ServerMessage? {
+        if !queued.isEmpty { return queued.removeFirst() }
+        return try nextMessage(timeoutMs: timeoutMs, waitForConnect: false)
+    }
+
+    /// True when `receive(timeoutMs: 0)` would return a message without reading the socket.
+    public var hasQueuedMessages: Bool { !queued.isEmpty }
+
+    private func nextMessage(timeoutMs: Int32, waitForConnect: Bool) throws(ControlClientError) -> ServerMessage? {
+        while true {
+            let line: [UInt8]?
+            do {
+                line = try framer.readLine()
+            } catch {
+                throw ControlClientError(.protocolError, "the daemon at \(path) sent a line longer than \(ControlLimits.maxServerLine) bytes; report this as a bug")
+            }
+            if let line {
+                do {
+                    return try ControlCodec.decodeServerMessage(line)
+                } catch .unknownType {
+                    continue  // a newer daemon's message kind: skip it
+                } catch {
+                    throw ControlClientError(.protocolError, "the daemon at \(path) sent an unreadable message (\(error)); use the earmuff client of the daemon's release")
+                }
+            }
+            if try !fill(timeoutMs: timeoutMs, waitForConnect: waitForConnect) { return nil }
+        }
+    }
+
+    /// Reads what is available, waiting up to `timeoutMs`; false on timeout.
+    private func fill(timeoutMs: Int32, waitForConnect: Bool) throws(ControlClientError) -> Bool {
+        var buffer = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+            if n > 0 {
+                framer.append(buffer[0..<n])
+                return true
+            }
+            let e = errno
+            if n == 0 {
+                throw ControlClientError(.closed, "the daemon at \(path) closed the connection; check its log, or restart it with 'earmuff serve'")
+            }
+            if e == EINTR { continue }
+            if e == EAGAIN || e == EWOULDBLOCK || (waitForConnect && e == ENOTCONN) {
+                if try !waitFor(Int16(POLLIN), timeoutMs: timeoutMs) { return false }
+                continue
+            }
+            if waitForConnect { throw Self.unreachable(path, e) }
+            throw ControlClientError(.closed, code: e, "lost the connection to the daemon at \(path) (\(String(cString: strerror(e)))); check that it is running with 'earmuff status'")
+        }
+    }
+
+    @discardableResult
+    private func waitFor(_ events: Int16, timeoutMs: Int32) throws(ControlClientError) -> Bool {
+        var p = pollfd(fd: fd, events: events, revents: 0)
+        while true {
+            let r = poll(&p, 1, timeoutMs)
+            if r > 0 { return true }
+            if r == 0 { return false }
+            if errno != EINTR {
+                throw ControlClientError(.closed, code: errno, "poll on the control socket failed (\(String(cString: strerror(errno))))")
+            }
+        }
+    }
+}

@@ -1,0 +1,612 @@
+// The control socket server.
+//
+// One thread runs an epoll loop over the listening socket, an eventfd and every
+// control connection. Bytes in → `LineFramer` → `ControlCodec` → the daemon's
+// `ControlHandler` → a response line out. Other threads hand messages in with
+// `send`/`broadcast`: they are encoded on the caller's thread, queued under a
+// mutex, and the eventfd wakes the loop, which owns every socket.
+//
+// Trust: only peers whose SO_PEERCRED uid is the daemon's own (or root) are
+// served; the socket is mode 0600 in a 0700 directory. A peer is never trusted
+// to read: each connection's unsent output is bounded, and a connection whose
+// backlog passes the bound is dropped, so a stalled subscriber never blocks
+// the daemon. Garbage or an oversized line gets an error reply, then the
+// connection is closed; a half-written line simply waits for the rest.
+import CLinux
+import ControlProtocol
+import Dispatch
+import Foundation
+import Glibc
+import Synchronization
+
+/// Identifies one control connection for the lifetime of the server.
+public struct ControlConnectionID: Hashable, Sendable, CustomStringConvertible {
+    /// The raw number (unique, never reused by one server).
+    public let rawValue: UInt64
+    public init(rawValue: UInt64) { self.rawValue = rawValue }
+    public var description: String { "control#\(rawValue)" }
+}
+
+/// Kernel-reported credentials of a control peer.
+public struct ControlPeer: Sendable, Equatable {
+    public var pid: Int32
+    public var uid: UInt32
+    public var gid: UInt32
+
+    public init(pid: Int32, uid: UInt32, gid: UInt32) {
+        self.pid = pid
+        self.uid = uid
+        self.gid = gid
+    }
+}
+
+/// The daemon's side of the control protocol. All calls arrive on the control thread,
+/// one at a time; they must return quickly (no audio path waits, no blocking I/O).
+public protocol ControlHandler: AnyObject, Sendable {
+    /// A peer connected and passed the uid check.
+    func connectionOpened(_ connection: ControlConnectionID, peer: ControlPeer)
+    /// Answers one request. The server echoes the request id. A non-error reply to
+    /// `subscribe` makes the connection receive `broadcast` events. Messages sent with
+    /// `ControlServer.send` from inside this call are delivered after the reply.
+    func handle(_ request: ControlRequest, from connection: ControlConnectionID) -> ControlResponse
+    /// The connection is gone (peer closed, dropped, or the server stopped).
+    func connectionClosed(_ connection: ControlConnectionID)
+}
+
+extension ControlHandler {
+    public func connectionOpened(_ connection: ControlConnectionID, peer: ControlPeer) {}
+}
+
+/// Severity of a control-server log record.
+public enum ControlLogLevel: Sendable, Equatable {
+    case debug, info, warn
+}
+
+/// Tunables of a `ControlServer`.
+public struct ControlServerOptions: Sendable {
+    /// The daemon release announced in the greeting.
+    public var daemonVersion: String
+    /// Longest request line accepted.
+    public var maxLineBytes: Int
+    /// Unsent output a connection may accumulate before it is dropped.
+    public var maxPendingOutputBytes: Int
+    /// Most simultaneous connections; more are refused.
+    public var maxConnections: Int
+    /// Peer uids served; nil means this process's effective uid and root.
+    public var allowedUIDs: Set<UInt32>?
+
+    public init(daemonVersion: String = "0.0.0", maxLineBytes: Int = ControlLimits.maxRequestLine,
+                maxPendingOutputBytes: Int = 4 << 20, maxConnections: Int = 128, allowedUIDs: Set<UInt32>? = nil) {
+        self.daemonVersion = daemonVersion
+        self.maxLineBytes = maxLineBytes
+        self.maxPendingOutputBytes = maxPendingOutputBytes
+        self.maxConnections = maxConnections
+        self.allowedUIDs = allowedUIDs
+    }
+}
+
+/// Setting up the control socket failed.
+public struct ControlServerError: Error, Sendable, CustomStringConvertible {
+    /// errno of the failed call.
+    public let code: Int32
+    /// One line naming what failed and the fix.
+    public let message: String
+
+    public init(code: Int32, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    public var description: String { message }
+}
+
+/// Serves the control protocol on a Unix socket from its own thread.
+///
+/// `@unchecked Sendable`: the loop-only state (`connections`, the descriptors)
+/// is touched only by the control thread once `start()` ran (and by `init`/
+/// `stop` before/after it runs); everything other threads reach is in `shared`,
+/// behind a `Mutex`.
+public final class ControlServer: @unchecked Sendable {
+    /// The control socket's path.
+    public let path: String
+    private weak var handler: (any ControlHandler)?
+    private let options: ControlServerOptions
+    private let log: @Sendable (ControlLogLevel, String) -> Void
+    private let allowedUIDs: Set<UInt32>
+
+    private let listenFD: Int32
+    private let epollFD: Int32
+    private let wakeFD: Int32
+
+    private enum Target {
+        case connection(UInt64)
+        case subscribers
+        case disconnect(UInt64)
+    }
+
+    private struct Shared {
+        var outbox: [(Target, [UInt8])] = []
+        var stopping = false
+        var started = false
+        var subscribers: Set<UInt64> = []
+        var open: Set<UInt64> = []
+    }
+
+    private let shared = Mutex(Shared())
+    private let finished = DispatchSemaphore(value: 0)
+
+    // Loop-only state.
+    private final class Connection {
+        let id: UInt64
+        let fd: Int32
+        var framer: LineFramer
+        var out: [UInt8] = []
+        var outStart = 0
+        var subscriber = false
+        var readClosed = false
+        var closeAfterFlush = false
+        var watchingWrite = false
+
+        init(id: UInt64, fd: Int32, limit: Int) {
+            self.id = id
+            self.fd = fd
+            framer = LineFramer(limit: limit)
+        }
+
+        var pending: Int { out.count - outStart }
+    }
+
+    private var connections: [UInt64: Connection] = [:]
+    private var nextID: UInt64 = 16
+    private var readBuffer = [UInt8](repeating: 0, count: 65536)
+    private static let listenToken: UInt64 = 0
+    private static let wakeToken: UInt64 = 1
+
+    /// Creates the socket (parent directory mode 0700, socket mode 0600) and listens.
+    /// Refuses to replace a socket another live process is listening on.
+    public init(path: String, handler: any ControlHandler, options: ControlServerOptions = ControlServerOptions(),
+                log: @escaping @Sendable (ControlLogLevel, String) -> Void = ControlServer.logToStandardError) throws(ControlServerError) {
+        self.path = path
+        self.handler = handler
+        self.options = options
+        self.log = log
+        self.allowedUIDs = options.allowedUIDs ?? [geteuid(), 0]
+
+        try Self.prepareDirectory(for: path)
+        try Self.refuseLiveSocket(at: path)
+
+        let fd = earmuff_unix_socket()
+        guard fd >= 0 else { throw Self.failure("cannot create a socket", path) }
+        guard earmuff_unix_listen(fd, path, 64) == 0 else {
+            let e = Self.failure("cannot listen on the control socket", path)
+            close(fd)
+            throw e
+        }
+        guard chmod(path, 0o600) == 0 else {
+            let e = Self.failure("cannot set mode 0600 on the control socket", path)
+            close(fd)
+            unlink(path)
+            throw e
+        }
+        let ep = earmuff_epoll_create()
+        let ev = earmuff_eventfd()
+        guard ep >= 0, ev >= 0,
+              earmuff_epoll_add(ep, fd, EARMUFF_EPOLLIN, Self.listenToken) == 0,
+              earmuff_epoll_add(ep, ev, EARMUFF_EPOLLIN, Self.wakeToken) == 0
+        else {
+            let e = Self.failure("cannot set up epoll for the control socket", path)
+            close(fd)
+            if ep >= 0 { close(ep) }
+            if ev >= 0 { close(ev) }
+            unlink(path)
+            throw e
+        }
+        listenFD = fd
+        epollFD = ep
+        wakeFD = ev
+    }
+
+    deinit {
+        let started = shared.withLock { $0.started }
+        if !started {
+            close(listenFD)
+            close(epollFD)
+            close(wakeFD)
+            unlink(path)
+        }
+    }
+
+    /// Writes "earmuff[control/LEVEL] message" to stderr.
+    public static let logToStandardError: @Sendable (ControlLogLevel, String) -> Void = { level, message in
+        guard level != .debug else { return }
+        let line = Array("earmuff[control/\(level)] \(message)\n".utf8)
+        line.withUnsafeBytes { _ = Glibc.write(2, $0.baseAddress, $0.count) }
+    }
+
+    /// Starts the control thread. Call once.
+    public func start() {
+        let first = shared.withLock { s -> Bool in
+            if s.started || s.stopping { return false }
+            s.started = true
+            return true
+        }
+        guard first else { return }
+        let thread = Thread { [self] in
+            self.runLoop()
+            self.finished.signal()
+        }
+        thread.name = "earmuff-control"
+        thread.start()
+    }
+
+    /// Stops the thread, closes every connection and removes the socket. Do not call from a handler.
+    public func stop() {
+        let wasRunning = shared.withLock { s -> Bool in
+            let running = s.started && !s.stopping
+            s.stopping = true
+            return running
+        }
+        guard wasRunning else { return }
+        _ = earmuff_eventfd_signal(wakeFD)
+        finished.wait()
+    }
+
+    /// Queues a message for one connection. Thread-safe; dropped if the connection is gone.
+    public func send(_ message: ServerMessage, to connection: ControlConnectionID) {
+        enqueue(.connection(connection.rawValue), ControlCodec.encodeLine(message))
+    }
+
+    /// Queues an event for every subscribed connection. Thread-safe.
+    public func broadcast(_ event: ControlEvent) {
+        guard subscriberCount > 0 else { return }
+        enqueue(.subscribers, ControlCodec.encodeLine(ServerMessage.event(event)))
+    }
+
+    /// Closes a connection after its queued output is written. Thread-safe.
+    public func disconnect(_ connection: ControlConnectionID) {
+        enqueue(.disconnect(connection.rawValue), [])
+    }
+
+    /// Connections that subscribed to events.
+    public var subscriberCount: Int { shared.withLock { $0.subscribers.count } }
+
+    /// Open connections.
+    public var connectionCount: Int { shared.withLock { $0.open.count } }
+
+    private func enqueue(_ target: Target, _ bytes: [UInt8]) {
+        let wake = shared.withLock { s -> Bool in
+            guard !s.stopping else { return false }
+            let wasEmpty = s.outbox.isEmpty
+            s.outbox.append((target, bytes))
+            return wasEmpty
+        }
+        if wake { _ = earmuff_eventfd_signal(wakeFD) }
+    }
+
+    // MARK: - Loop
+
+    private func runLoop() {
+        var events = [UInt32](repeating: 0, count: 64)
+        var datas = [UInt64](repeating: 0, count: 64)
+        log(.info, "control socket listening at \(path)")
+        while true {
+            let n = earmuff_epoll_wait(epollFD, &events, &datas, 64, -1)
+            if n < 0 {
+                log(.warn, "control loop: epoll_wait failed (\(String(cString: strerror(errno)))); stopping the control socket")
+                break
+            }
+            for i in 0..<Int(n) {
+                switch datas[i] {
+                case Self.listenToken: acceptAll()
+                case Self.wakeToken: _ = earmuff_eventfd_drain(wakeFD)
+                default: service(datas[i], events: events[i])
+                }
+            }
+            if drainOutbox() { break }
+        }
+        shutdownAll()
+    }
+
+    /// Delivers queued messages; returns true when the server is stopping.
+    private func drainOutbox() -> Bool {
+        let (items, stopping) = shared.withLock { s -> ([(Target, [UInt8])], Bool) in
+            let items = s.outbox
+            s.outbox.removeAll()
+            return (items, s.stopping)
+        }
+        if stopping { return true }
+        for (target, bytes) in items {
+            switch target {
+            case .connection(let id):
+                if let c = connections[id] { write(bytes, to: c) }
+            case .subscribers:
+                for c in Array(connections.values) where c.subscriber { write(bytes, to: c) }
+            case .disconnect(let id):
+                if let c = connections[id] {
+                    c.closeAfterFlush = true
+                    finishIfFlushed(c)
+                }
+            }
+        }
+        return false
+    }
+
+    private func acceptAll() {
+        while true {
+            let fd = earmuff_accept(listenFD)
+            if fd < 0 {
+                let e = errno
+                if e != EAGAIN && e != EWOULDBLOCK && e != ECONNABORTED {
+                    log(.warn, "control: accept failed (\(String(cString: strerror(e))))")
+                }
+                return
+            }
+            var cred = earmuff_ucred()
+            guard earmuff_peercred(fd, &cred) == 0 else {
+                log(.warn, "control: refused a connection: SO_PEERCRED failed (\(String(cString: strerror(errno))))")
+                close(fd)
+                continue
+            }
+            guard allowedUIDs.contains(cred.uid) else {
+                log(.warn, "control: refused pid \(cred.pid) uid \(cred.uid): only uid \(geteuid()) or root may use the control socket")
+                close(fd)
+                continue
+            }
+            guard connections.count < options.maxConnections else {
+                log(.warn, "control: refused pid \(cred.pid): already \(connections.count) control connections")
+                close(fd)
+                continue
+            }
+            let id = nextID
+            nextID += 1
+            let c = Connection(id: id, fd: fd, limit: options.maxLineBytes)
+            guard earmuff_epoll_add(epollFD, fd, EARMUFF_EPOLLIN, id) == 0 else {
+                log(.warn, "control: cannot watch a new connection (\(String(cString: strerror(errno))))")
+                close(fd)
+                continue
+            }
+            connections[id] = c
+            shared.withLock { _ = $0.open.insert(id) }
+            log(.debug, "control#\(id): connected, pid \(cred.pid) uid \(cred.uid)")
+            handler?.connectionOpened(ControlConnectionID(rawValue: id), peer: ControlPeer(pid: cred.pid, uid: cred.uid, gid: cred.gid))
+            let hello = ServerHello(daemonVersion: options.daemonVersion, pid: getpid())
+            write(ControlCodec.encodeLine(ServerMessage.response(id: nil, .hello(hello))), to: c)
+        }
+    }
+
+    private func service(_ id: UInt64, events: UInt32) {
+        guard let c = connections[id] else { return }
+        if events & EARMUFF_EPOLLOUT != 0 {
+            flush(c)
+            guard connections[id] != nil else { return }
+        }
+        if events & (EARMUFF_EPOLLIN | EARMUFF_EPOLLHUP | EARMUFF_EPOLLERR) != 0 && !c.readClosed {
+            readFrom(c)
+            guard connections[id] != nil else { return }
+        }
+        if events & (EARMUFF_EPOLLHUP | EARMUFF_EPOLLERR) != 0 {
+            // The peer is gone in both directions: nothing more can be delivered.
+            drop(c, reason: nil)
+        }
+    }
+
+    private func readFrom(_ c: Connection) {
+        // Bounded per wakeup so one busy peer cannot starve the others (epoll is level-triggered).
+        for _ in 0..<8 {
+            let n = readBuffer.withUnsafeMutableBytes { recv(c.fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+            if n > 0 {
+                c.framer.append(readBuffer[0..<n])
+                processLines(c)
+                if connections[c.id] == nil || c.readClosed { return }
+                continue
+            }
+            if n == 0 {
+                peerFinishedWriting(c)
+                return
+            }
+            let e = errno
+            if e == EAGAIN || e == EWOULDBLOCK || e == EINTR { return }
+            drop(c, reason: e == ECONNRESET ? nil : "read failed (\(String(cString: strerror(e))))")
+            return
+        }
+    }
+
+    /// EOF on read: a subscriber that half-closed keeps receiving events; others get
+    /// their pending replies and are closed.
+    private func peerFinishedWriting(_ c: Connection) {
+        if c.framer.bufferedCount > 0 {
+            log(.debug, "control#\(c.id): peer closed with a partial line of \(c.framer.bufferedCount) bytes")
+        }
+        stopReading(c)
+        if !c.subscriber {
+            c.closeAfterFlush = true
+            finishIfFlushed(c)
+        }
+    }
+
+    private func stopReading(_ c: Connection) {
+        c.readClosed = true
+        updateInterest(c)
+    }
+
+    private func processLines(_ c: Connection) {
+        while connections[c.id] != nil && !c.readClosed {
+            let line: [UInt8]
+            do {
+                guard let l = try c.framer.readLine() else { return }
+                line = l
+            } catch {
+                reject(c, error)
+                return
+            }
+            let message: ClientMessage
+            do {
+                message = try ControlCodec.decodeClientMessage(line)
+            } catch {
+                reject(c, error)
+                continue
+            }
+            dispatch(message, on: c)
+        }
+    }
+
+    private func reject(_ c: Connection, _ error: ControlProtocolError) {
+        write(ControlCodec.encodeLine(ServerMessage.response(id: error.requestID, .error(error.reply))), to: c)
+        if error.closesConnection {
+            log(.info, "control#\(c.id): closing: \(error)")
+            stopReading(c)
+            c.closeAfterFlush = true
+            finishIfFlushed(c)
+        }
+    }
+
+    private func dispatch(_ message: ClientMessage, on c: Connection) {
+        switch message.body {
+        case .hello(let version, _):
+            if ControlProtocolVersion.supported.contains(version) {
+                let hello = ServerHello(daemonVersion: options.daemonVersion, pid: getpid())
+                write(ControlCodec.encodeLine(ServerMessage.response(id: message.id, .hello(hello))), to: c)
+            } else {
+                let e = ControlError(.version, "this daemon speaks control protocol version \(ControlProtocolVersion.current), the client version \(version); use the earmuff client of the daemon's release (\(options.daemonVersion))")
+                write(ControlCodec.encodeLine(ServerMessage.response(id: message.id, .error(e))), to: c)
+                stopReading(c)
+                c.closeAfterFlush = true
+                finishIfFlushed(c)
+            }
+        case .request(let request):
+            let response: ControlResponse
+            if let handler {
+                response = handler.handle(request, from: ControlConnectionID(rawValue: c.id))
+            } else {
+                response = .error(ControlError(.internal, "the daemon is shutting down; start it again with 'earmuff serve'"))
+            }
+            guard connections[c.id] != nil else { return }
+            if case .subscribe = request, !response.isError, !c.subscriber {
+                c.subscriber = true
+                shared.withLock { _ = $0.subscribers.insert(c.id) }
+            }
+            write(ControlCodec.encodeLine(ServerMessage.response(id: message.id, response)), to: c)
+        }
+    }
+
+    // MARK: - Output
+
+    private func write(_ bytes: [UInt8], to c: Connection) {
+        guard !bytes.isEmpty else { return }
+        if c.pending + bytes.count > options.maxPendingOutputBytes {
+            drop(c, reason: "not reading: more than \(options.maxPendingOutputBytes) bytes unsent")
+            return
+        }
+        if c.outStart > 0 && c.outStart >= c.out.count / 2 {
+            c.out.removeSubrange(0..<c.outStart)
+            c.outStart = 0
+        }
+        c.out.append(contentsOf: bytes)
+        if !c.watchingWrite { flush(c) }
+    }
+
+    private func flush(_ c: Connection) {
+        while c.pending > 0 {
+            let n = c.out.withUnsafeBytes { buf in
+                Glibc.send(c.fd, buf.baseAddress! + c.outStart, c.pending, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))  // non-nil: pending > 0 means the array is non-empty
+            }
+            if n > 0 {
+                c.outStart += n
+                continue
+            }
+            let e = errno
+            if n < 0 && e == EINTR { continue }
+            if n < 0 && (e == EAGAIN || e == EWOULDBLOCK) { break }
+            drop(c, reason: e == EPIPE || e == ECONNRESET ? nil : "write failed (\(String(cString: strerror(e))))")
+            return
+        }
+        if c.pending == 0 {
+            c.out.removeAll(keepingCapacity: c.out.capacity <= 65536)
+            c.outStart = 0
+        }
+        let wantWrite = c.pending > 0
+        if wantWrite != c.watchingWrite {
+            c.watchingWrite = wantWrite
+            updateInterest(c)
+        }
+        finishIfFlushed(c)
+    }
+
+    private func updateInterest(_ c: Connection) {
+        var mask: UInt32 = 0
+        if !c.readClosed { mask |= EARMUFF_EPOLLIN }
+        if c.watchingWrite { mask |= EARMUFF_EPOLLOUT }
+        _ = earmuff_epoll_mod(epollFD, c.fd, mask, c.id)
+    }
+
+    private func finishIfFlushed(_ c: Connection) {
+        if c.closeAfterFlush && c.pending == 0 && connections[c.id] != nil {
+            drop(c, reason: nil)
+        }
+    }
+
+    private func drop(_ c: Connection, reason: String?) {
+        guard connections.removeValue(forKey: c.id) != nil else { return }
+        if let reason { log(.warn, "control#\(c.id): dropped: \(reason)") } else { log(.debug, "control#\(c.id): closed") }
+        _ = earmuff_epoll_del(epollFD, c.fd)
+        close(c.fd)
+        shared.withLock {
+            $0.subscribers.remove(c.id)
+            $0.open.remove(c.id)
+        }
+        handler?.connectionClosed(ControlConnectionID(rawValue: c.id))
+    }
+
+    private func shutdownAll() {
+        for c in Array(connections.values) { drop(c, reason: nil) }
+        close(listenFD)
+        close(epollFD)
+        close(wakeFD)
+        unlink(path)
+        log(.info, "control socket at \(path) closed")
+    }
+
+    // MARK: - Setup helpers
+
+    private static func failure(_ what: String, _ path: String, code: Int32 = errno) -> ControlServerError {
+        ControlServerError(code: code, "\(what) at \(path) (\(String(cString: strerror(code)))); check the path given with --control")
+    }
+
+    /// Creates missing directories (mode 0700) and makes the socket's own directory 0700 when we own it.
+    private static func prepareDirectory(for path: String) throws(ControlServerError) {
+        guard path.hasPrefix("/"), let slash = path.lastIndex(of: "/") else {
+            throw ControlServerError(code: EINVAL, "the control socket path '\(path)' is not absolute; give a full path with --control")
+        }
+        let dir = String(path[..<slash])
+        guard !dir.isEmpty else { return }
+        var prefix = ""
+        for part in dir.split(separator: "/") {
+            prefix += "/" + part
+            if mkdir(prefix, 0o700) != 0 && errno != EEXIST {
+                throw failure("cannot create the directory \(prefix) for the control socket", path)
+            }
+        }
+        var st = stat()
+        guard stat(dir, &st) == 0 else { throw failure("cannot inspect the control socket's directory", path) }
+        if st.st_uid == geteuid() && st.st_mode & 0o077 != 0 {
+            if chmod(dir, 0o700) != 0 { throw failure("cannot set mode 0700 on \(dir)", path) }
+        }
+    }
+
+    /// Throws when `path` is something other than a socket, or a socket someone still listens on.
+    private static func refuseLiveSocket(at path: String) throws(ControlServerError) {
+        var st = stat()
+        guard lstat(path, &st) == 0 else { return }
+        guard st.st_mode & S_IFMT == S_IFSOCK else {
+            throw ControlServerError(code: EEXIST, "\(path) exists and is not a socket; remove it or choose another --control path")
+        }
+        let fd = earmuff_unix_socket()
+        guard fd >= 0 else { return }
+        defer { close(fd) }
+        let r = earmuff_unix_connect(fd, path)
+        let e = errno
+        if r == 0 || e == EAGAIN || e == EINPROGRESS {
+            throw ControlServerError(code: EADDRINUSE, "another earmuff daemon is listening at \(path); stop it first, or choose another --control path")
+        }
+    }
+}
