@@ -1,14 +1,95 @@
-#if canImport(Glibc)
+// The `earmuff` command: parse (ControlProtocol's pure `ClientCommandLine`),
+// then dispatch. `serve` goes to the daemon; every other subcommand talks to
+// it over the control socket (ClientCommands.swift). Exit status: 0 success,
+// 1 runtime failure, 64 usage error; `run` passes its command's status through.
+import ControlProtocol
 import Glibc
-#endif
+
+/// The release of this build.
+public enum EarmuffVersion {
+    /// Shown by `earmuff --version` and in the control greeting.
+    public static let string = "0.1.0"
+}
 
 /// Entry point of the `earmuff` executable.
 public enum EarmuffMain {
-    public static func run() {
-        let args = Array(CommandLine.arguments.dropFirst())
-        if args.first == "serve" {
-            exit(ServeCommand.run(arguments: Array(args.dropFirst())))
+    /// Runs with the process's arguments and exits.
+    public static func run() -> Never {
+        exit(run(arguments: Array(CommandLine.arguments.dropFirst())))
+    }
+
+    /// Runs with `arguments` (without the program name); returns the exit status.
+    public static func run(arguments: [String]) -> Int32 {
+        if arguments.isEmpty {
+            Terminal.error(ClientUsage.overview.trimmingSuffixNewlines())
+            return 64
         }
-        exit(64)
+        let command: ClientCommand
+        switch ClientCommandLine.parse(arguments) {
+        case .failure(let error):
+            Terminal.error("earmuff: \(error.message)")
+            if let sub = error.subcommand, let line = ClientUsage.text(for: sub).split(separator: "\n").first {
+                Terminal.error(String(line))
+            }
+            return 64
+        case .success(let c):
+            command = c
+        }
+        switch command {
+        case .help(let topic):
+            if topic == "serve" { return ServeCommand.run(arguments: ["--help"]) }
+            Terminal.out(ClientUsage.text(for: topic))
+            return 0
+        case .version:
+            Terminal.out("earmuff \(EarmuffVersion.string) (control protocol \(ControlProtocolVersion.current))\n")
+            return 0
+        case .serve(let arguments):
+            return ServeCommand.run(arguments: arguments)
+        case .status(let o):
+            return ClientCommands.status(o)
+        case .apps(let o):
+            return ClientCommands.apps(o)
+        case .setDecision(let app, let state, let o):
+            return ClientCommands.decide(.setDecision(app: app, state: state, reason: "user"), o)
+        case .reset(let app, let o):
+            return ClientCommands.decide(.reset(app: app), o)
+        case .agent(let answer, let o):
+            return ClientCommands.agent(answer: answer, o)
+        case .run(let o):
+            return ClientCommands.run(o)
+        case .watch(let o):
+            return ClientCommands.watch(o)
+        }
+    }
+}
+
+extension String {
+    func trimmingSuffixNewlines() -> String {
+        var s = self
+        while s.hasSuffix("\n") { s.removeLast() }
+        return s
+    }
+}
+
+/// Unbuffered writes to stdout and stderr (each call is one write, so lines never interleave).
+enum Terminal {
+    static func out(_ s: String) { write(1, s) }
+
+    /// Writes `s` plus a newline to stderr.
+    static func error(_ s: String) { write(2, s + "\n") }
+
+    private static func write(_ fd: Int32, _ s: String) {
+        var bytes = Array(s.utf8)
+        var off = 0
+        while off < bytes.count {
+            let n = bytes.withUnsafeMutableBytes { Glibc.write(fd, $0.baseAddress! + off, $0.count - off) }  // non-nil: bytes is non-empty inside the loop
+            if n > 0 {
+                off += n
+            } else if n < 0 && errno == EINTR {
+                continue
+            } else {
+                return
+            }
+        }
     }
 }

@@ -1,0 +1,275 @@
+// The client subcommands: each connects to the control socket, sends its
+// requests, and prints tables (or JSON with --json). Errors are one line on
+// stderr naming the cause and the fix; the exit status is 1.
+import ControlProtocol
+import Foundation
+import Glibc
+import Proxy
+
+enum ClientCommands {
+    static var environment: [String: String] { ProcessInfo.processInfo.environment }
+
+    static func controlPath(_ given: String?) -> String {
+        given ?? ClientPaths.controlSocket(environment: environment, uid: getuid())
+    }
+
+    static func fail(_ message: String) -> Int32 {
+        Terminal.error("earmuff: \(message)")
+        return 1
+    }
+
+    static func unexpected(_ request: String) -> Int32 {
+        fail("the daemon sent an unexpected reply to '\(request)'; use the earmuff client of the daemon's release")
+    }
+
+    static func json<T: Encodable>(_ value: T) -> String {
+        String(decoding: ControlCodec.encodeLine(value), as: UTF8.self)
+    }
+
+    // MARK: status, apps, grant/deny/reset
+
+    static func status(_ o: ClientOptions) -> Int32 {
+        do {
+            let client = try ControlClient(path: controlPath(o.controlPath))
+            guard case .status(let s) = try client.request(.status) else { return unexpected("status") }
+            Terminal.out(o.json ? json(s) : ClientFormat.status(s))
+            return 0
+        } catch {
+            return fail(error.message)
+        }
+    }
+
+    static func apps(_ o: ClientOptions) -> Int32 {
+        do {
+            let client = try ControlClient(path: controlPath(o.controlPath))
+            guard case .apps(let apps) = try client.request(.apps) else { return unexpected("apps") }
+            Terminal.out(o.json ? json(apps) : ClientFormat.apps(apps.sorted { $0.key < $1.key }))
+            return 0
+        } catch {
+            return fail(error.message)
+        }
+    }
+
+    static func decide(_ request: ControlRequest, _ o: ClientOptions) -> Int32 {
+        do {
+            let client = try ControlClient(path: controlPath(o.controlPath))
+            switch try client.request(request) {
+            case .app(let app):
+                Terminal.out(o.json ? json(app) : ClientFormat.decision(app))
+                return 0
+            case .ok:
+                if o.json { Terminal.out("{\"type\":\"ok\"}\n") }
+                return 0
+            default:
+                return unexpected(request.typeName)
+            }
+        } catch {
+            return fail(error.message)
+        }
+    }
+
+    // MARK: watch
+
+    static func watch(_ o: ClientOptions) -> Int32 {
+        do {
+            let client = try ControlClient(path: controlPath(o.controlPath))
+            _ = try client.request(.subscribe)
+            if !o.json { Terminal.out("watching \(client.path) (daemon pid \(client.greeting.pid)); interrupt to stop\n") }
+            while true {
+                guard let m = try client.receive(timeoutMs: -1) else { continue }
+                guard case .event(let e) = m else { continue }
+                Terminal.out(o.json ? json(m) : ClientFormat.event(e, at: Date().timeIntervalSince1970))
+            }
+        } catch {
+            return fail(error.message)
+        }
+    }
+
+    // MARK: agent
+
+    /// What `agent --json` prints after answering.
+    struct AnswerRecord: Encodable {
+        var type = "answered"
+        var prompt: UInt64
+        var answer: PromptAnswer
+        var accepted: Bool
+        var message: String?
+    }
+
+    static func agent(answer fixed: PromptAnswer?, _ o: ClientOptions) -> Int32 {
+        do {
+            let client = try ControlClient(path: controlPath(o.controlPath))
+            var agent = Agent(client: client, fixed: fixed, json: o.json)
+            return try agent.run()
+        } catch {
+            return fail(error.message)
+        }
+    }
+
+    /// The agent's state: prompts seen, the one shown, answers awaiting their reply.
+    struct Agent {
+        let client: ControlClient
+        let fixed: PromptAnswer?
+        let json: Bool
+        var waiting: [PromptInfo] = []
+        var current: PromptInfo?
+        var seen: Set<UInt64> = []
+        var resolved: Set<UInt64> = []
+        var inFlight: [Int: (prompt: UInt64, answer: PromptAnswer)] = [:]
+        var input: [UInt8] = []
+        var stdinOpen = true
+
+        init(client: ControlClient, fixed: PromptAnswer?, json: Bool) {
+            self.client = client
+            self.fixed = fixed
+            self.json = json
+        }
+
+        mutating func run() throws(ControlClientError) -> Int32 {
+            // Subscribe first, so a prompt resolved elsewhere is seen as resolved.
+            _ = try client.request(.subscribe)
+            _ = try client.request(.becomeAgent)
+            if !json {
+                let how = fixed.map { "answering every prompt with '\($0.rawValue)'" } ?? "answer with a (allow), o (once) or d (deny)"
+                Terminal.out("agent for \(client.path) (daemon pid \(client.greeting.pid)): \(how); interrupt to stop\n")
+            }
+            while true {
+                while let m = try client.receive(timeoutMs: 0) { try handle(m) }
+                if fixed == nil && current == nil && !waiting.isEmpty {
+                    current = waiting.removeFirst()
+                    show(current!)  // non-nil: just assigned
+                }
+                if fixed == nil && !stdinOpen && current != nil {
+                    Terminal.error("earmuff: standard input closed with prompt \(current!.id) unanswered; it stays pending for another agent")  // non-nil: checked above
+                    return 0
+                }
+                var fds = [pollfd(fd: client.fd, events: Int16(POLLIN), revents: 0)]
+                if fixed == nil && stdinOpen { fds.append(pollfd(fd: 0, events: Int16(POLLIN), revents: 0)) }
+                let r = poll(&fds, nfds_t(fds.count), -1)
+                if r < 0 && errno != EINTR {
+                    Terminal.error("earmuff: poll failed (\(String(cString: strerror(errno))))")
+                    return 1
+                }
+                if fds.count > 1 && fds[1].revents != 0 { try readInput() }
+            }
+        }
+
+        mutating func handle(_ m: ServerMessage) throws(ControlClientError) {
+            switch m {
+            case .prompt(let p):
+                guard seen.insert(p.id).inserted, !resolved.contains(p.id) else { return }
+                if let fixed {
+                    Terminal.out(json ? ClientCommands.json(m) : ClientFormat.prompt(p))
+                    try answer(p.id, fixed)
+                } else {
+                    waiting.append(p)
+                }
+            case .event(.promptResolved(let r)):
+                guard seen.contains(r.prompt), resolved.insert(r.prompt).inserted else { return }
+                waiting.removeAll { $0.id == r.prompt }
+                if json {
+                    Terminal.out(ClientCommands.json(m))
+                } else {
+                    let by = r.by.map { " by \($0)" } ?? ""
+                    Terminal.out("\(current?.id == r.prompt ? "\n" : "")prompt \(r.prompt) (\(r.appKey)) resolved: \(r.outcome.rawValue)\(by)\n")
+                }
+                if current?.id == r.prompt { current = nil }
+            case .event:
+                break
+            case .response(let id, let response):
+                guard let id, let (prompt, answer) = inFlight.removeValue(forKey: id) else { return }
+                var record = AnswerRecord(prompt: prompt, answer: answer, accepted: !response.isError)
+                if case .error(let e) = response { record.message = e.message }
+                if json {
+                    Terminal.out(ClientCommands.json(record))
+                } else if let message = record.message {
+                    Terminal.out("prompt \(prompt): not answered: \(message)\n")
+                } else {
+                    Terminal.out("prompt \(prompt): answered \(answer.rawValue)\n")
+                }
+            }
+        }
+
+        mutating func answer(_ prompt: UInt64, _ a: PromptAnswer) throws(ControlClientError) {
+            let id = client.nextRequestID()
+            inFlight[id] = (prompt, a)
+            try client.send(.request(.answerPrompt(prompt: prompt, answer: a), id: id))
+        }
+
+        func show(_ p: PromptInfo) {
+            if json {
+                Terminal.out(ClientCommands.json(ServerMessage.prompt(p)))
+            } else {
+                Terminal.out("\n" + ClientFormat.prompt(p) + "allow (a), allow once (o), deny (d)? ")
+            }
+        }
+
+        mutating func readInput() throws(ControlClientError) {
+            var buf = [UInt8](repeating: 0, count: 4096)
+            let n = buf.withUnsafeMutableBytes { Glibc.read(0, $0.baseAddress, $0.count) }
+            if n < 0 && errno == EINTR { return }
+            if n <= 0 {
+                stdinOpen = false
+                return
+            }
+            input += buf[0..<n]
+            while let nl = input.firstIndex(of: UInt8(ascii: "\n")) {
+                let line = String(decoding: input[..<nl], as: UTF8.self).trimmingCharacters(in: .whitespaces).lowercased()
+                input.removeSubrange(...nl)
+                guard let p = current else { continue }
+                guard let a = Self.parseAnswer(line) else {
+                    if !line.isEmpty || !json { Terminal.out("please type a (allow), o (once) or d (deny): ") }
+                    continue
+                }
+                current = nil
+                try answer(p.id, a)
+            }
+        }
+
+        static func parseAnswer(_ s: String) -> PromptAnswer? {
+            switch s {
+            case "a", "allow", "y", "yes": .allow
+            case "o", "once", "allow once": .once
+            case "d", "deny", "n", "no": .deny
+            default: nil
+            }
+        }
+    }
+
+    // MARK: run
+
+    static func run(_ o: RunOptions) -> Int32 {
+        var server: String
+        if let appID = o.appID {
+            do {
+                let client = try ControlClient(path: controlPath(o.controlPath))
+                guard case .launcher(let l) = try client.request(.registerLauncher(appID: appID, purpose: o.purpose)) else {
+                    return unexpected("register-launcher")
+                }
+                server = l.socketPath
+                client.close()
+            } catch {
+                return fail(error.message)
+            }
+        } else {
+            server = o.listenPath ?? ClientPaths.clientSocket(environment: environment, uid: getuid())
+            var st = stat()
+            if stat(server, &st) != 0 {
+                return fail("cannot reach the daemon's client socket at \(server) (\(String(cString: strerror(errno)))); start it with 'earmuff serve'")
+            }
+            if st.st_mode & S_IFMT != S_IFSOCK {
+                return fail("\(server) is not a socket; point --listen at the socket 'earmuff serve' listens on")
+            }
+        }
+        setenv("PULSE_SERVER", "unix:" + server, 1)
+        if let purpose = o.purpose {
+            setenv("PULSE_PROP", PulseProp.appending(PulseProp.purposeKey, purpose, to: environment["PULSE_PROP"]), 1)
+        }
+        var argv: [UnsafeMutablePointer<CChar>?] = o.command.map { strdup($0) }
+        argv.append(nil)
+        execvp(o.command[0], &argv)
+        let e = errno
+        Terminal.error("earmuff: cannot run '\(o.command[0])' (\(String(cString: strerror(e)))); check the command name and PATH")
+        return e == ENOENT ? 127 : 126
+    }
+}
