@@ -1,0 +1,459 @@
+// Configuration: earmuff.conf and apps.d/*.conf, parsed from text.
+//
+// The proxy reads the files (admin `/etc/earmuff/...` first, then the user's
+// `$XDG_CONFIG_HOME/earmuff/...`) and passes their text here; later files
+// override earlier ones key by key. Syntax is PulseAudio's `key = value`
+// (daemon.conf, client.conf): blank lines, whole-line `;` and `#` comments,
+// and, as an extension, a `;` or `#` that follows whitespace outside quotes
+// starts a trailing comment. Every error names the file, the line, what is
+// wrong and how to fix it. No I/O here: the environment is passed in.
+
+/// What to do when an undetermined app opens a record stream without a purpose string.
+public enum MissingPurposeMode: String, Sendable, Equatable, CaseIterable {
+    /// Close the connection (Apple's behaviour for a missing NSMicrophoneUsageDescription).
+    case disconnect
+    /// Store `denied` with reason `missing-purpose`; the app records silence.
+    case deny
+    /// Prompt anyway; the prompt shows that no purpose was given.
+    case prompt
+}
+
+/// How much the daemon logs.
+public enum LogLevel: String, Sendable, Equatable, CaseIterable, Comparable {
+    case error, warn, info, debug
+
+    private var rank: Int { LogLevel.allCases.firstIndex(of: self) ?? 0 }
+    public static func < (a: LogLevel, b: LogLevel) -> Bool { a.rank < b.rank }
+}
+
+/// A configuration problem: where it is (when it comes from a file) and what to do.
+public struct ConfigError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The file the problem is in, if any.
+    public var file: String?
+    /// The 1-based line number, if any.
+    public var line: Int?
+    /// What is wrong and how to fix it.
+    public var message: String
+
+    public init(file: String? = nil, line: Int? = nil, message: String) {
+        self.file = file
+        self.line = line
+        self.message = message
+    }
+
+    /// `FILE:LINE: message`, or just the message when there is no location.
+    public var description: String {
+        switch (file, line) {
+        case let (file?, line?): "\(file):\(line): \(message)"
+        case let (file?, nil): "\(file): \(message)"
+        default: message
+        }
+    }
+}
+
+/// The settings of earmuff.conf, with their documented defaults.
+public struct Configuration: Sendable, Equatable {
+    /// Upstream server (`unix:/path`, `/path`); empty: discover it.
+    public var upstream: String = ""
+    /// Client socket path, before `$VAR`/`~` expansion.
+    public var listen: String = "$XDG_RUNTIME_DIR/earmuff/native"
+    /// Control socket path, before expansion.
+    public var control: String = "$XDG_RUNTIME_DIR/earmuff/control"
+    /// Permission store path, before expansion.
+    public var store: String = "$XDG_STATE_HOME/earmuff/permissions.sqlite"
+    /// What happens to an undetermined app without a purpose string.
+    public var missingPurpose: MissingPurposeMode = .disconnect
+    /// Seconds a prompt waits for an answer.
+    public var promptTimeout: Double = 30
+    /// Shell command (run with `/bin/sh -c`) that answers prompts when no agent is connected; empty: none.
+    public var promptCommand: String = ""
+    /// Apps allowed to send LOAD_MODULE, UNLOAD_MODULE and EXIT upstream.
+    public var trustedApps: [AppKey] = []
+    /// How much the daemon logs.
+    public var logLevel: LogLevel = .info
+
+    /// The defaults.
+    public init() {}
+
+    /// The admin configuration file.
+    public static let adminFile = "/etc/earmuff/earmuff.conf"
+    /// The admin declarations directory.
+    public static let adminAppsDirectory = "/etc/earmuff/apps.d"
+
+    /// Every key earmuff.conf accepts, in documentation order.
+    public static let keys = ["upstream", "listen", "control", "store", "missing-purpose",
+                              "prompt-timeout", "prompt-command", "trusted-apps", "log-level"]
+
+    /// Longest accepted prompt-timeout, in seconds.
+    public static let maximumPromptTimeout: Double = 86_400
+
+    /// The settings one file sets; nil: not set there.
+    public struct Overrides: Sendable, Equatable {
+        public var upstream: String?
+        public var listen: String?
+        public var control: String?
+        public var store: String?
+        public var missingPurpose: MissingPurposeMode?
+        public var promptTimeout: Double?
+        public var promptCommand: String?
+        public var trustedApps: [AppKey]?
+        public var logLevel: LogLevel?
+
+        public init() {}
+    }
+
+    /// Parses one earmuff.conf; `file` is used in error messages.
+    public static func parse(text: String, file: String) throws(ConfigError) -> Overrides {
+        var o = Overrides()
+        for (number, line) in ConfigLexer.lines(text) {
+            func fail(_ message: String) -> ConfigError { ConfigError(file: file, line: number, message: message) }
+            switch try ConfigLexer.classify(line, file: file, number: number) {
+            case .blank:
+                continue
+            case .section:
+                throw fail("sections like \(line.trimmingWhitespace()) belong in apps.d/*.conf; earmuff.conf takes only \"key = value\" lines")
+            case let .setting(key, rawValue):
+                guard keys.contains(key) else {
+                    throw fail(unknownKeyMessage(key, known: keys))
+                }
+                // prompt-command goes to /bin/sh verbatim: its quotes are shell syntax.
+                let value = key == "prompt-command" ? rawValue : ConfigLexer.unquote(rawValue)
+                switch key {
+                case "upstream":
+                    o.upstream = value
+                case "listen", "control", "store":
+                    guard !value.isEmpty else { throw fail("\(key) needs a path; remove the line to use the default") }
+                    guard value.hasPrefix("/") || value.hasPrefix("~/") || value.hasPrefix("$") else {
+                        throw fail("\(key) must be an absolute path (it may start with ~/ or $XDG_RUNTIME_DIR), not \"\(value)\"")
+                    }
+                    if key == "listen" { o.listen = value }
+                    if key == "control" { o.control = value }
+                    if key == "store" { o.store = value }
+                case "missing-purpose":
+                    guard let mode = MissingPurposeMode(rawValue: value) else {
+                        throw fail("missing-purpose must be disconnect, deny or prompt, not \"\(value)\"")
+                    }
+                    o.missingPurpose = mode
+                case "prompt-timeout":
+                    guard let seconds = Double(value), seconds.isFinite, seconds > 0,
+                          seconds <= maximumPromptTimeout else {
+                        throw fail("prompt-timeout must be a number of seconds above 0 and at most \(Int(maximumPromptTimeout)), not \"\(value)\"")
+                    }
+                    o.promptTimeout = seconds
+                case "prompt-command":
+                    o.promptCommand = value
+                case "trusted-apps":
+                    var apps: [AppKey] = []
+                    for word in value.split(whereSeparator: { $0 == " " || $0 == "\t" }) {
+                        guard let app = AppKey(parsing: String(word)) else {
+                            throw fail("trusted-apps takes app keys separated by spaces (kind:value, e.g. exe:/usr/bin/pavucontrol), not \"\(word)\"")
+                        }
+                        apps.append(app)
+                    }
+                    o.trustedApps = apps
+                case "log-level":
+                    guard let level = LogLevel(rawValue: value) else {
+                        throw fail("log-level must be error, warn, info or debug, not \"\(value)\"")
+                    }
+                    o.logLevel = level
+                default:
+                    throw fail(unknownKeyMessage(key, known: keys))
+                }
+            }
+        }
+        return o
+    }
+
+    /// This configuration with every setting `o` makes replacing the current one.
+    public func merging(_ o: Overrides) -> Configuration {
+        var c = self
+        if let v = o.upstream { c.upstream = v }
+        if let v = o.listen { c.listen = v }
+        if let v = o.control { c.control = v }
+        if let v = o.store { c.store = v }
+        if let v = o.missingPurpose { c.missingPurpose = v }
+        if let v = o.promptTimeout { c.promptTimeout = v }
+        if let v = o.promptCommand { c.promptCommand = v }
+        if let v = o.trustedApps { c.trustedApps = v }
+        if let v = o.logLevel { c.logLevel = v }
+        return c
+    }
+
+    /// Parses `files` (path and text, admin first) over the defaults; later files win.
+    public static func load(_ files: [(path: String, text: String)]) throws(ConfigError) -> Configuration {
+        var c = Configuration()
+        for f in files { c = c.merging(try parse(text: f.text, file: f.path)) }
+        return c
+    }
+
+    /// Whether `app` may load and unload modules or stop the server.
+    public func isTrusted(_ app: AppKey) -> Bool { trustedApps.contains(app) }
+
+    // MARK: Paths
+
+    /// `$XDG_CONFIG_HOME/earmuff/earmuff.conf` (`~/.config/...` when unset).
+    public static func userFile(environment: [String: String]) throws(ConfigError) -> String {
+        try expand("$XDG_CONFIG_HOME/earmuff/earmuff.conf", environment: environment)
+    }
+
+    /// `$XDG_CONFIG_HOME/earmuff/apps.d`.
+    public static func userAppsDirectory(environment: [String: String]) throws(ConfigError) -> String {
+        try expand("$XDG_CONFIG_HOME/earmuff/apps.d", environment: environment)
+    }
+
+    /// Expands a leading `~/`, and `$NAME` / `${NAME}` anywhere, from `environment`.
+    /// `XDG_CONFIG_HOME` and `XDG_STATE_HOME` fall back to `~/.config` and
+    /// `~/.local/state`; any other unset variable is an error naming it.
+    public static func expand(_ raw: String, environment env: [String: String]) throws(ConfigError) -> String {
+        func home() throws(ConfigError) -> String {
+            guard let h = env["HOME"], !h.isEmpty else {
+                throw ConfigError(message: "HOME is not set, so \"\(raw)\" cannot be expanded; set HOME or give an absolute path")
+            }
+            return h
+        }
+        func variable(_ name: String) throws(ConfigError) -> String {
+            if let v = env[name], !v.isEmpty { return v }
+            switch name {
+            case "XDG_CONFIG_HOME": return try home() + "/.config"
+            case "XDG_STATE_HOME": return try home() + "/.local/state"
+            case "HOME": return try home()
+            default:
+                throw ConfigError(message: "\(name) is not set, so \"\(raw)\" cannot be expanded; set \(name) or give an absolute path")
+            }
+        }
+        var out = ""
+        var rest = Substring(raw)
+        if rest.hasPrefix("~/") {
+            out = try home()
+            rest = rest.dropFirst()
+        }
+        while let c = rest.first {
+            rest = rest.dropFirst()
+            guard c == "$" else { out.append(c); continue }
+            var name = ""
+            if rest.first == "{" {
+                guard let close = rest.firstIndex(of: "}") else {
+                    throw ConfigError(message: "\"\(raw)\" has an unclosed ${; write ${NAME}")
+                }
+                name = String(rest[rest.index(after: rest.startIndex)..<close])
+                rest = rest[rest.index(after: close)...]
+            } else {
+                while let n = rest.first, n.isASCII, n.isLetter || n.isNumber || n == "_" {
+                    name.append(n)
+                    rest = rest.dropFirst()
+                }
+            }
+            guard !name.isEmpty else {
+                throw ConfigError(message: "\"\(raw)\" has a $ without a variable name; write $NAME or ${NAME}")
+            }
+            out += try variable(name)
+        }
+        return out
+    }
+
+    /// The upstream server: `commandLine`, else this config's `upstream`, else
+    /// `$PULSE_SERVER` without any entry naming `ownSocket`, else
+    /// `$XDG_RUNTIME_DIR/pulse/native`. Nil when none can be found.
+    public func upstreamServer(commandLine: String?, environment env: [String: String],
+                               ownSocket: String) -> String? {
+        if let s = commandLine, !s.isEmpty { return s }
+        if !upstream.isEmpty { return upstream }
+        if let list = env["PULSE_SERVER"] {
+            let mine: Set<String> = [ownSocket, "unix:" + ownSocket]
+            let others = list.split(whereSeparator: { $0 == " " || $0 == "\t" })
+                .map(String.init).filter { !mine.contains($0) }
+            if !others.isEmpty { return others.joined(separator: " ") }
+        }
+        if let runtime = env["XDG_RUNTIME_DIR"], !runtime.isEmpty { return runtime + "/pulse/native" }
+        return nil
+    }
+}
+
+// MARK: apps.d declarations
+
+/// What an apps.d file declares about one app.
+public struct AppDeclaration: Sendable, Equatable {
+    /// The purpose string shown in prompts.
+    public var purpose: String?
+    /// Site policy (`granted` or `denied`, reason `admin-policy`); nil: the user decides.
+    public var decision: PermissionState?
+
+    public init(purpose: String? = nil, decision: PermissionState? = nil) {
+        self.purpose = purpose
+        self.decision = decision
+    }
+
+    /// Keys a declaration section accepts.
+    public static let keys = ["purpose", "decision"]
+
+    /// App key kinds a declaration may name.
+    public static let kinds = ["flatpak", "snap", "systemd", "launcher", "script", "exe"]
+
+    /// `other`'s fields replacing this one's where `other` sets them.
+    public func merging(_ other: AppDeclaration) -> AppDeclaration {
+        AppDeclaration(purpose: other.purpose ?? purpose, decision: other.decision ?? decision)
+    }
+
+    /// Parses one apps.d file: `[kind:value]` sections of `purpose =` and `decision =` lines.
+    public static func parse(text: String, file: String) throws(ConfigError) -> [AppKey: AppDeclaration] {
+        var result: [AppKey: AppDeclaration] = [:]
+        var current: AppKey?
+        for (number, line) in ConfigLexer.lines(text) {
+            func fail(_ message: String) -> ConfigError { ConfigError(file: file, line: number, message: message) }
+            switch try ConfigLexer.classify(line, file: file, number: number) {
+            case .blank:
+                continue
+            case let .section(name):
+                guard let key = AppKey(parsing: name) else {
+                    throw fail("[\(name)] is not an app key; write [kind:value], e.g. [exe:/usr/bin/arecord] or [flatpak:org.example.App]")
+                }
+                guard kinds.contains(key.kind) else {
+                    throw fail("unknown app kind \"\(key.kind)\" in [\(name)]\(suggestion(key.kind, among: kinds)) (kinds: \(kinds.joined(separator: ", ")))")
+                }
+                if key.kind == "exe", !key.value.hasPrefix("/") {
+                    throw fail("[\(name)] must name the executable by its absolute path, e.g. [exe:/usr/bin/arecord]")
+                }
+                current = key
+                result[key] = result[key] ?? AppDeclaration()
+            case let .setting(name, rawValue):
+                guard let app = current else {
+                    throw fail("\"\(name) =\" comes before any [app-key] section; start with a line like [exe:/usr/bin/arecord]")
+                }
+                guard keys.contains(name) else { throw fail(unknownKeyMessage(name, known: keys)) }
+                let value = ConfigLexer.unquote(rawValue)
+                var d = result[app] ?? AppDeclaration()
+                if name == "purpose" {
+                    guard !value.isEmpty else { throw fail("purpose is empty; say why \(app) records, or remove the line") }
+                    d.purpose = value
+                } else {
+                    switch value {
+                    case "granted": d.decision = .granted
+                    case "denied": d.decision = .denied
+                    default:
+                        throw fail("decision must be granted or denied, not \"\(value)\" (remove the line to let the user decide)")
+                    }
+                }
+                result[app] = d
+            }
+        }
+        return result
+    }
+
+    /// Parses `files` in order (admin directory first, each sorted by name) and merges them; later files win.
+    public static func load(_ files: [(path: String, text: String)]) throws(ConfigError) -> [AppKey: AppDeclaration] {
+        var all: [AppKey: AppDeclaration] = [:]
+        for f in files {
+            for (key, d) in try parse(text: f.text, file: f.path) {
+                all[key] = (all[key] ?? AppDeclaration()).merging(d)
+            }
+        }
+        return all
+    }
+}
+
+// MARK: Lexing shared by both file kinds
+
+enum ConfigLexer {
+    enum Line {
+        case blank
+        case section(String)
+        case setting(key: String, value: String)
+    }
+
+    /// Lines with 1-based numbers (LF or CRLF endings).
+    static func lines(_ text: String) -> [(Int, String)] {
+        text.split(omittingEmptySubsequences: false, whereSeparator: { $0.isNewline })
+            .enumerated().map { ($0.offset + 1, String($0.element)) }
+    }
+
+    static func classify(_ raw: String, file: String, number: Int) throws(ConfigError) -> Line {
+        let line = stripComment(raw).trimmingWhitespace()
+        if line.isEmpty { return .blank }
+        if line.hasPrefix("[") {
+            guard line.hasSuffix("]"), line.count > 2 else {
+                throw ConfigError(file: file, line: number, message: "section header \(line) is not closed; write [kind:value]")
+            }
+            return .section(String(line.dropFirst().dropLast()).trimmingWhitespace())
+        }
+        guard let eq = line.firstIndex(of: "=") else {
+            throw ConfigError(file: file, line: number, message: "expected \"key = value\", got \"\(line)\"")
+        }
+        let key = String(line[..<eq]).trimmingWhitespace()
+        guard !key.isEmpty else {
+            throw ConfigError(file: file, line: number, message: "no key before \"=\"; write \"key = value\"")
+        }
+        return .setting(key: key, value: String(line[line.index(after: eq)...]).trimmingWhitespace())
+    }
+
+    /// Cuts a whole-line comment, or a `;`/`#` that follows whitespace outside quotes.
+    static func stripComment(_ line: String) -> String {
+        var quote: Character?
+        var previous: Character = " "
+        var escaped = false
+        for i in line.indices {
+            let c = line[i]
+            defer { previous = c }
+            if escaped { escaped = false; continue }
+            if c == "\\" && quote == "\"" { escaped = true; continue }
+            if let q = quote {
+                if c == q { quote = nil }
+                continue
+            }
+            // A quote opens only at the start of a word, so "user's" stays plain text.
+            if (c == "\"" || c == "'") && (previous == " " || previous == "\t" || previous == "=") {
+                quote = c
+                continue
+            }
+            if (c == ";" || c == "#") && (previous == " " || previous == "\t") {
+                return String(line[..<i])
+            }
+        }
+        return line
+    }
+
+    /// Removes one pair of surrounding double quotes, undoing `\"` and `\\`.
+    static func unquote(_ value: String) -> String {
+        guard value.count >= 2, value.hasPrefix("\""), value.hasSuffix("\"") else { return value }
+        var out = ""
+        var escaped = false
+        for c in value.dropFirst().dropLast() {
+            if escaped { out.append(c); escaped = false; continue }
+            if c == "\\" { escaped = true; continue }
+            out.append(c)
+        }
+        return out
+    }
+}
+
+/// `unknown key "x"; did you mean "y"? (keys: …)`.
+func unknownKeyMessage(_ key: String, known: [String]) -> String {
+    "unknown key \"\(key)\"\(suggestion(key, among: known)) (keys: \(known.joined(separator: ", ")))"
+}
+
+/// `; did you mean "y"?` for the closest of `candidates`, or "" when none is close.
+func suggestion(_ word: String, among candidates: [String]) -> String {
+    let lowered = word.lowercased()
+    var best: (String, Int)?
+    for c in candidates {
+        let d = editDistance(lowered, c)
+        if d <= max(2, c.count / 3), d < (best?.1 ?? Int.max) { best = (c, d) }
+    }
+    return best.map { "; did you mean \"\($0.0)\"?" } ?? ""
+}
+
+/// Levenshtein distance over characters.
+func editDistance(_ a: String, _ b: String) -> Int {
+    let a = Array(a), b = Array(b)
+    if a.isEmpty { return b.count }
+    var row = Array(0...b.count)
+    for i in 1...a.count {
+        var diagonal = row[0]
+        row[0] = i
+        for j in stride(from: 1, through: b.count, by: 1) {
+            let above = row[j]
+            row[j] = min(row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1))
+            diagonal = above
+        }
+    }
+    return row[b.count]
+}

@@ -1,0 +1,616 @@
+// The consent engine: who may hear the microphone, decided without I/O.
+//
+// Events flow in (client connected, record stream requested/started/ended,
+// agent connected, prompt answered, timer fired, CLI decision); each call
+// updates the engine's state and returns `ConsentAction`s for the proxy to
+// carry out (flip a stream's atomic access flag, deliver a prompt, persist a
+// decision, start a timer, run the prompt command, close a connection, emit
+// an event for `earmuff watch`). Clocks come in as `now` (seconds since 1970).
+//
+// Rules (product.md):
+// - Per app key, the effective state is the apps.d policy (`decision =`,
+//   reason admin-policy) if any, else the stored decision, else undetermined.
+//   Policy wins over the user: `setDecision` on a policy app fails with
+//   `.governedByPolicy`, and no prompt is ever raised for it.
+// - A stream is real when the app is granted, or undetermined and its client
+//   holds a "once" answer; otherwise silent from its first frame.
+// - The first record stream of an undetermined app raises one prompt per app
+//   (coalesced across its clients and streams); stream creation never waits.
+// - A prompt goes to every connected agent, and to agents that connect later;
+//   with no agent, the prompt command runs when configured. First answer wins.
+// - allow/deny are stored (reason user, or prompt-command); once makes the
+//   app's currently connected clients real until each disconnects and is
+//   stored only as reason user-once with the state left undetermined.
+// - A prompt nobody answers within the timeout closes as timed out; the app
+//   stays undetermined and its next record stream raises a new prompt.
+// - An undetermined app that asks to record without a purpose (from the
+//   launcher, apps.d, or `application.capture.purpose`, in that order) is
+//   disconnected, denied, or prompted anyway, per `missing-purpose`.
+
+/// A connected application client (one PulseAudio connection).
+public struct ClientID: Hashable, Comparable, Sendable, CustomStringConvertible {
+    public var rawValue: UInt64
+    public init(_ rawValue: UInt64) { self.rawValue = rawValue }
+    public static func < (a: Self, b: Self) -> Bool { a.rawValue < b.rawValue }
+    public var description: String { "client#\(rawValue)" }
+}
+
+/// A record stream, unique within its client (e.g. the stream's channel).
+public struct StreamID: Hashable, Comparable, Sendable, CustomStringConvertible {
+    public var rawValue: UInt64
+    public init(_ rawValue: UInt64) { self.rawValue = rawValue }
+    public static func < (a: Self, b: Self) -> Bool { a.rawValue < b.rawValue }
+    public var description: String { "stream#\(rawValue)" }
+}
+
+/// A connected prompt agent.
+public struct AgentID: Hashable, Comparable, Sendable, CustomStringConvertible {
+    public var rawValue: UInt64
+    public init(_ rawValue: UInt64) { self.rawValue = rawValue }
+    public static func < (a: Self, b: Self) -> Bool { a.rawValue < b.rawValue }
+    public var description: String { "agent#\(rawValue)" }
+}
+
+/// A prompt, numbered from 1 by the engine.
+public struct PromptID: Hashable, Comparable, Sendable, CustomStringConvertible {
+    public var rawValue: UInt64
+    public init(_ rawValue: UInt64) { self.rawValue = rawValue }
+    public static func < (a: Self, b: Self) -> Bool { a.rawValue < b.rawValue }
+    public var description: String { "prompt#\(rawValue)" }
+}
+
+/// An agent's (or the prompt command's) answer.
+public enum PromptAnswer: String, Sendable, Equatable, CaseIterable, Codable {
+    /// Grant and remember.
+    case allow
+    /// Real audio for the app's clients connected now, until each disconnects; not remembered.
+    case once
+    /// Deny and remember.
+    case deny
+}
+
+/// What a prompt shows.
+public struct Prompt: Sendable, Equatable {
+    public var id: PromptID
+    public var appKey: AppKey
+    public var method: IdentificationMethod
+    /// The client's claimed name (sanitised), for display only.
+    public var displayName: String
+    public var executable: String?
+    public var pid: Int32
+    /// The declared purpose; nil when the app gave none.
+    public var purpose: String?
+    /// The source the app records from (a source name, or empty for the default).
+    public var source: String
+    public var raisedAt: Double
+}
+
+/// How a prompt was closed.
+public enum PromptOutcome: Sendable, Equatable {
+    /// An agent (or a caller without agent identity) answered.
+    case answered(PromptAnswer, by: AgentID?)
+    /// The prompt command exited 0 (allow) or 1 (deny).
+    case commandAnswered(PromptAnswer)
+    /// Nobody answered within the prompt timeout; the app stays undetermined.
+    case timedOut
+    /// A decision made elsewhere (the CLI, missing-purpose) settled the app.
+    case superseded(PermissionState)
+
+    /// The answer, when there was one.
+    public var answer: PromptAnswer? {
+        switch self {
+        case let .answered(a, _), let .commandAnswered(a): a
+        case .timedOut, .superseded: nil
+        }
+    }
+}
+
+/// Something `earmuff watch` shows.
+public enum ConsentEvent: Sendable, Equatable {
+    case clientConnected(ClientID, ClientIdentity)
+    case clientDisconnected(ClientID, AppKey)
+    /// The client is being disconnected for the reason given (missing purpose).
+    case clientRefused(ClientID, AppKey, reason: String)
+    case streamStarted(ClientID, StreamID, AppKey, source: String, real: Bool)
+    case streamAccessChanged(ClientID, StreamID, AppKey, real: Bool)
+    case streamEnded(ClientID, StreamID, AppKey)
+    case promptRaised(Prompt)
+    case promptResolved(Prompt, PromptOutcome)
+    /// The prompt command exited with neither 0 nor 1; the prompt stays pending.
+    case promptCommandGaveNoAnswer(PromptID, exitStatus: Int32)
+    case decisionChanged(Decision)
+}
+
+/// A side effect for the proxy to perform, in order.
+public enum ConsentAction: Sendable, Equatable {
+    /// Set the stream's atomic access flag: real samples or silence from the next frame.
+    case setStreamAccess(ClientID, StreamID, real: Bool)
+    /// Send the prompt to these agents.
+    case deliverPrompt(Prompt, to: [AgentID])
+    /// Tell these agents the prompt is closed; cancel its timer and kill its prompt command if running.
+    case closePrompt(Prompt, PromptOutcome, agents: [AgentID])
+    /// Run the configured prompt command; report its exit with `promptCommandFinished`.
+    case runPromptCommand(Prompt)
+    /// Call `promptTimedOut` after this many seconds.
+    case schedulePromptTimeout(PromptID, after: Double)
+    /// Write the decision to the store (upsert by app key and capability).
+    case persistDecision(Decision)
+    /// Upsert the app record; the store keeps the earliest `firstSeenAt` and a known display name.
+    case recordApp(AppRecord)
+    /// A capture session began; the proxy counts its bytes.
+    case startUsage(ClientID, StreamID, UsageRecord)
+    /// The capture session ended; the proxy writes it with its byte counts.
+    case finishUsage(ClientID, StreamID, endedAt: Double)
+    /// Close this client's connection (then call `clientDisconnected`).
+    case disconnectClient(ClientID, reason: String)
+    /// Publish an event to subscribers and the log.
+    case emit(ConsentEvent)
+}
+
+/// Whether a CREATE_RECORD_STREAM may be forwarded, plus what to do.
+public struct RecordAdmission: Sendable, Equatable {
+    /// False: do not forward; `actions` disconnect the client.
+    public var proceed: Bool
+    public var actions: [ConsentAction]
+}
+
+/// Why a request to the engine failed.
+public enum ConsentError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// No prompt with this id was ever raised.
+    case unknownPrompt(PromptID)
+    /// The prompt was already answered, timed out or superseded.
+    case alreadyResolved(PromptID)
+    /// apps.d sets this app's decision; the store cannot override it.
+    case governedByPolicy(AppKey, PermissionState)
+
+    public var description: String {
+        switch self {
+        case let .unknownPrompt(p): "no prompt \(p.rawValue); list pending prompts with `earmuff status`"
+        case let .alreadyResolved(p): "prompt \(p.rawValue) is already resolved"
+        case let .governedByPolicy(app, state):
+            "\(app) is \(state.rawValue) by an apps.d declaration (admin policy); change its decision line there"
+        }
+    }
+}
+
+/// The engine's settings.
+public struct ConsentPolicy: Sendable, Equatable {
+    public var missingPurpose: MissingPurposeMode
+    /// Seconds before an unanswered prompt closes.
+    public var promptTimeout: Double
+    /// Whether `prompt-command` is configured.
+    public var hasPromptCommand: Bool
+    /// apps.d declarations by app key.
+    public var declarations: [AppKey: AppDeclaration]
+
+    public init(missingPurpose: MissingPurposeMode = .disconnect, promptTimeout: Double = 30,
+                hasPromptCommand: Bool = false, declarations: [AppKey: AppDeclaration] = [:]) {
+        self.missingPurpose = missingPurpose
+        self.promptTimeout = promptTimeout
+        self.hasPromptCommand = hasPromptCommand
+        self.declarations = declarations
+    }
+
+    /// The policy a configuration and its declarations describe.
+    public init(configuration c: Configuration, declarations: [AppKey: AppDeclaration]) {
+        self.init(missingPurpose: c.missingPurpose, promptTimeout: c.promptTimeout,
+                  hasPromptCommand: !c.promptCommand.trimmingWhitespace().isEmpty, declarations: declarations)
+    }
+}
+
+/// A state and why.
+public struct EffectiveDecision: Sendable, Equatable {
+    public var state: PermissionState
+    public var reason: DecisionReason
+}
+
+/// A connected client, for `earmuff status`.
+public struct ClientSnapshot: Sendable, Equatable {
+    public var id: ClientID
+    public var identity: ClientIdentity
+    public var displayName: String
+    public var purpose: String?
+    /// Whether a "once" answer covers this client.
+    public var grantedOnce: Bool
+    public var connectedAt: Double
+}
+
+/// A live record stream, for `earmuff status`.
+public struct StreamSnapshot: Sendable, Equatable {
+    public var client: ClientID
+    public var stream: StreamID
+    public var appKey: AppKey
+    public var source: String
+    public var real: Bool
+    public var startedAt: Double
+}
+
+/// The consent state machine (see the file comment).
+public struct ConsentEngine: Sendable {
+    struct ClientState: Sendable {
+        var identity: ClientIdentity
+        var launcherPurpose: String?
+        var applicationName: String?
+        var processBinary: String?
+        var propertyPurpose: String?
+        var connectedAt: Double
+        var grantedOnce = false
+        var streams: [StreamID: StreamState] = [:]
+    }
+
+    struct StreamState: Sendable {
+        var source: String
+        var real: Bool
+        var startedAt: Double
+    }
+
+    struct PendingPrompt: Sendable {
+        var prompt: Prompt
+        var commandStarted: Bool
+    }
+
+    /// The settings in force.
+    public private(set) var policy: ConsentPolicy
+    private var decisions: [AppKey: Decision] = [:]
+    private var clients: [ClientID: ClientState] = [:]
+    private var pending: [PromptID: PendingPrompt] = [:]
+    private var pendingByApp: [AppKey: PromptID] = [:]
+    private var agents: Set<AgentID> = []
+    private var nextPrompt: UInt64 = 1
+
+    /// Longest display name kept from a client's claims.
+    public static let maximumNameLength = 128
+    /// Longest purpose string kept.
+    public static let maximumPurposeLength = 512
+
+    /// An engine with the given settings and the microphone decisions loaded from the store.
+    public init(policy: ConsentPolicy, decisions: [Decision]) {
+        self.policy = policy
+        for d in decisions where d.capability == .microphone { self.decisions[d.appKey] = d }
+    }
+
+    // MARK: Clients
+
+    /// A client was accepted and identified. `launcherPurpose` comes from `earmuff run --purpose`.
+    public mutating func clientConnected(_ c: ClientID, identity: ClientIdentity, launcherPurpose: String?,
+                                         now: Double) -> [ConsentAction] {
+        clients[c] = ClientState(identity: identity,
+                                 launcherPurpose: Self.clean(launcherPurpose, limit: Self.maximumPurposeLength),
+                                 connectedAt: now)
+        return [
+            .recordApp(AppRecord(appKey: identity.appKey, displayName: nil, executable: identity.executable,
+                                 method: identity.method, firstSeenAt: now, lastSeenAt: now)),
+            .emit(.clientConnected(c, identity)),
+        ]
+    }
+
+    /// The client set or updated its properties (SET_CLIENT_NAME, UPDATE_CLIENT_PROPLIST):
+    /// `application.name`, `application.process.binary`, `application.capture.purpose`.
+    /// Nil leaves a property unchanged. These claims are shown, never trusted for identity.
+    public mutating func clientPropertiesChanged(_ c: ClientID, applicationName: String?, processBinary: String?,
+                                                 capturePurpose: String?, now: Double) -> [ConsentAction] {
+        guard var s = clients[c] else { return [] }
+        let before = displayName(of: s)
+        if let v = applicationName { s.applicationName = Self.clean(v, limit: Self.maximumNameLength) }
+        if let v = processBinary { s.processBinary = Self.clean(v, limit: Self.maximumNameLength) }
+        if let v = capturePurpose { s.propertyPurpose = Self.clean(v, limit: Self.maximumPurposeLength) }
+        clients[c] = s
+        let after = displayName(of: s)
+        guard after != before else { return [] }
+        let id = s.identity
+        return [.recordApp(AppRecord(appKey: id.appKey, displayName: after, executable: id.executable,
+                                     method: id.method, firstSeenAt: s.connectedAt, lastSeenAt: now))]
+    }
+
+    /// The client's connection is gone; its streams end and any "once" answer with it.
+    public mutating func clientDisconnected(_ c: ClientID, now: Double) -> [ConsentAction] {
+        guard let s = clients.removeValue(forKey: c) else { return [] }
+        var actions: [ConsentAction] = []
+        for id in s.streams.keys.sorted() {
+            actions.append(.finishUsage(c, id, endedAt: now))
+            actions.append(.emit(.streamEnded(c, id, s.identity.appKey)))
+        }
+        actions.append(.emit(.clientDisconnected(c, s.identity.appKey)))
+        return actions
+    }
+
+    // MARK: Record streams
+
+    /// A CREATE_RECORD_STREAM request arrived, before it is forwarded. Applies `missing-purpose`.
+    public mutating func recordStreamRequested(_ c: ClientID, now: Double) -> RecordAdmission {
+        guard let s = clients[c] else {
+            return RecordAdmission(proceed: false, actions: [.disconnectClient(c, reason: "client was never registered")])
+        }
+        let app = s.identity.appKey
+        guard effectiveDecision(for: app).state == .undetermined, !s.grantedOnce, purpose(of: s) == nil else {
+            return RecordAdmission(proceed: true, actions: [])
+        }
+        switch policy.missingPurpose {
+        case .prompt:
+            return RecordAdmission(proceed: true, actions: [])
+        case .deny:
+            return RecordAdmission(proceed: true,
+                                   actions: applyDecision(app, .denied, reason: .missingPurpose, purpose: nil, now: now))
+        case .disconnect:
+            let reason = "missing-purpose: \(app) asked to record without a purpose string; set the client property "
+                + "application.capture.purpose, run it with `earmuff run --purpose TEXT`, or declare a purpose in apps.d"
+            return RecordAdmission(proceed: false, actions: [
+                .emit(.clientRefused(c, app, reason: reason)),
+                .disconnectClient(c, reason: reason),
+            ])
+        }
+    }
+
+    /// The server created the record stream. Returns whether it starts real (else silent from
+    /// its first frame), and actions (usage, events, possibly a new prompt).
+    public mutating func recordStreamStarted(_ c: ClientID, stream: StreamID, source: String,
+                                             now: Double) -> (real: Bool, actions: [ConsentAction]) {
+        guard var s = clients[c] else { return (false, []) }
+        let app = s.identity.appKey
+        let real = isReal(s)
+        s.streams[stream] = StreamState(source: source, real: real, startedAt: now)
+        clients[c] = s
+
+        var d = decisions[app] ?? Decision(appKey: app, state: .undetermined, reason: .none)
+        d.lastUsedAt = now
+        decisions[app] = d
+        var actions: [ConsentAction] = [
+            .startUsage(c, stream, UsageRecord(appKey: app, source: source, startedAt: now)),
+            .persistDecision(d),
+            .emit(.streamStarted(c, stream, app, source: source, real: real)),
+        ]
+        if effectiveDecision(for: app).state == .undetermined, !s.grantedOnce, pendingByApp[app] == nil {
+            actions += raisePrompt(for: s, source: source, now: now)
+        }
+        return (real, actions)
+    }
+
+    /// The record stream was deleted or failed.
+    public mutating func recordStreamEnded(_ c: ClientID, stream: StreamID, now: Double) -> [ConsentAction] {
+        guard let app = clients[c]?.identity.appKey,
+              clients[c]?.streams.removeValue(forKey: stream) != nil else { return [] }
+        return [.finishUsage(c, stream, endedAt: now), .emit(.streamEnded(c, stream, app))]
+    }
+
+    // MARK: Agents and prompts
+
+    /// A prompt agent connected: it gets every pending prompt.
+    public mutating func agentConnected(_ a: AgentID) -> [ConsentAction] {
+        agents.insert(a)
+        return pending.keys.sorted().compactMap { id in pending[id].map { .deliverPrompt($0.prompt, to: [a]) } }
+    }
+
+    /// A prompt agent left. When it was the last one, the prompt command takes over pending prompts.
+    public mutating func agentDisconnected(_ a: AgentID) -> [ConsentAction] {
+        guard agents.remove(a) != nil, agents.isEmpty, policy.hasPromptCommand else { return [] }
+        var actions: [ConsentAction] = []
+        for id in pending.keys.sorted() where pending[id]?.commandStarted == false {
+            pending[id]?.commandStarted = true
+            if let p = pending[id]?.prompt { actions.append(.runPromptCommand(p)) }
+        }
+        return actions
+    }
+
+    /// An agent answered. The first answer wins; later ones get `.alreadyResolved`.
+    public mutating func answer(_ p: PromptID, _ answer: PromptAnswer, by agent: AgentID?,
+                                now: Double) -> Result<[ConsentAction], ConsentError> {
+        guard pending[p] != nil else {
+            return .failure(p.rawValue >= 1 && p.rawValue < nextPrompt ? .alreadyResolved(p) : .unknownPrompt(p))
+        }
+        return .success(resolve(p, answer: answer, outcome: .answered(answer, by: agent), reason: .user, now: now))
+    }
+
+    /// The prompt timer fired. A prompt already closed is ignored.
+    public mutating func promptTimedOut(_ p: PromptID, now: Double) -> [ConsentAction] {
+        guard pending[p] != nil else { return [] }
+        return resolve(p, answer: nil, outcome: .timedOut, reason: .promptTimeout, now: now)
+    }
+
+    /// The prompt command exited: 0 allow, 1 deny, anything else no answer (the prompt stays pending).
+    public mutating func promptCommandFinished(_ p: PromptID, exitStatus: Int32, now: Double) -> [ConsentAction] {
+        guard pending[p] != nil else { return [] }
+        switch exitStatus {
+        case 0: return resolve(p, answer: .allow, outcome: .commandAnswered(.allow), reason: .promptCommand, now: now)
+        case 1: return resolve(p, answer: .deny, outcome: .commandAnswered(.deny), reason: .promptCommand, now: now)
+        default: return [.emit(.promptCommandGaveNoAnswer(p, exitStatus: exitStatus))]
+        }
+    }
+
+    // MARK: Decisions
+
+    /// Sets an app's state from the CLI (grant, deny, reset → undetermined); reaches its live
+    /// streams at once. Fails for an app whose decision apps.d fixes.
+    public mutating func setDecision(_ app: AppKey, _ state: PermissionState, reason: DecisionReason,
+                                     now: Double) -> Result<[ConsentAction], ConsentError> {
+        if let fixed = policy.declarations[app]?.decision {
+            return .failure(.governedByPolicy(app, fixed))
+        }
+        return .success(applyDecision(app, state, reason: reason, purpose: nil, now: now))
+    }
+
+    // MARK: Views
+
+    /// The state in force for an app: apps.d policy, else the stored decision, else undetermined.
+    public func effectiveDecision(for app: AppKey) -> EffectiveDecision {
+        if let fixed = policy.declarations[app]?.decision { return EffectiveDecision(state: fixed, reason: .adminPolicy) }
+        if let d = decisions[app] { return EffectiveDecision(state: d.state, reason: d.reason) }
+        return EffectiveDecision(state: .undetermined, reason: .none)
+    }
+
+    /// Stored decisions (not apps.d policy), by app key.
+    public var storedDecisions: [Decision] { decisions.values.sorted { $0.appKey < $1.appKey } }
+
+    /// Connected clients, by id.
+    public var clientSnapshots: [ClientSnapshot] {
+        clients.keys.sorted().compactMap { id in
+            clients[id].map {
+                ClientSnapshot(id: id, identity: $0.identity, displayName: displayName(of: $0),
+                               purpose: purpose(of: $0), grantedOnce: $0.grantedOnce, connectedAt: $0.connectedAt)
+            }
+        }
+    }
+
+    /// Live record streams, by client and stream id.
+    public var streamSnapshots: [StreamSnapshot] {
+        clients.keys.sorted().flatMap { c -> [StreamSnapshot] in
+            guard let s = clients[c] else { return [] }
+            return s.streams.keys.sorted().compactMap { id in
+                s.streams[id].map {
+                    StreamSnapshot(client: c, stream: id, appKey: s.identity.appKey, source: $0.source,
+                                   real: $0.real, startedAt: $0.startedAt)
+                }
+            }
+        }
+    }
+
+    /// Prompts waiting for an answer, oldest first.
+    public var pendingPrompts: [Prompt] { pending.keys.sorted().compactMap { pending[$0]?.prompt } }
+
+    /// Connected agents.
+    public var connectedAgents: [AgentID] { agents.sorted() }
+
+    /// Whether a live stream is real; nil when there is no such stream.
+    public func isStreamReal(_ c: ClientID, _ s: StreamID) -> Bool? { clients[c]?.streams[s]?.real }
+
+    /// The identity of a connected client.
+    public func identity(of c: ClientID) -> ClientIdentity? { clients[c]?.identity }
+
+    // MARK: Internals
+
+    private func isReal(_ s: ClientState) -> Bool {
+        switch effectiveDecision(for: s.identity.appKey).state {
+        case .granted: true
+        case .denied: false
+        case .undetermined: s.grantedOnce
+        }
+    }
+
+    private func purpose(of s: ClientState) -> String? {
+        s.launcherPurpose
+            ?? Self.clean(policy.declarations[s.identity.appKey]?.purpose, limit: Self.maximumPurposeLength)
+            ?? s.propertyPurpose
+    }
+
+    private func displayName(of s: ClientState) -> String {
+        s.applicationName ?? s.processBinary
+            ?? s.identity.executable.flatMap { $0.split(separator: "/").last.map(String.init) }
+            ?? s.identity.appKey.description
+    }
+
+    private func clientIDs(of app: AppKey) -> [ClientID] {
+        clients.keys.filter { clients[$0]?.identity.appKey == app }.sorted()
+    }
+
+    private mutating func raisePrompt(for s: ClientState, source: String, now: Double) -> [ConsentAction] {
+        let id = PromptID(nextPrompt)
+        nextPrompt += 1
+        let prompt = Prompt(id: id, appKey: s.identity.appKey, method: s.identity.method,
+                            displayName: displayName(of: s), executable: s.identity.executable,
+                            pid: s.identity.pid, purpose: purpose(of: s), source: source, raisedAt: now)
+        var actions: [ConsentAction] = [.emit(.promptRaised(prompt))]
+        var commandStarted = false
+        if !agents.isEmpty {
+            actions.append(.deliverPrompt(prompt, to: agents.sorted()))
+        } else if policy.hasPromptCommand {
+            actions.append(.runPromptCommand(prompt))
+            commandStarted = true
+        }
+        actions.append(.schedulePromptTimeout(id, after: policy.promptTimeout))
+        pending[id] = PendingPrompt(prompt: prompt, commandStarted: commandStarted)
+        pendingByApp[prompt.appKey] = id
+        return actions
+    }
+
+    /// Closes a pending prompt and applies its answer (nil: timed out).
+    private mutating func resolve(_ id: PromptID, answer: PromptAnswer?, outcome: PromptOutcome,
+                                  reason: DecisionReason, now: Double) -> [ConsentAction] {
+        guard let prompt = pending.removeValue(forKey: id)?.prompt else { return [] }
+        let app = prompt.appKey
+        if pendingByApp[app] == id { pendingByApp[app] = nil }
+        var actions: [ConsentAction] = [
+            .closePrompt(prompt, outcome, agents: agents.sorted()),
+            .emit(.promptResolved(prompt, outcome)),
+        ]
+        switch answer {
+        case .allow:
+            actions += applyDecision(app, .granted, reason: reason, purpose: prompt.purpose, now: now)
+        case .deny:
+            actions += applyDecision(app, .denied, reason: reason, purpose: prompt.purpose, now: now)
+        case .once:
+            for c in clientIDs(of: app) { clients[c]?.grantedOnce = true }
+            actions += recordUndetermined(app, reason: .userOnce, purpose: prompt.purpose, now: now)
+            actions += refreshStreams(of: app)
+        case nil:
+            actions += recordUndetermined(app, reason: .promptTimeout, purpose: prompt.purpose, now: now)
+        }
+        return actions
+    }
+
+    /// Stores an answer that leaves the app undetermined (once, timeout), unless a decision exists.
+    private mutating func recordUndetermined(_ app: AppKey, reason: DecisionReason, purpose: String?,
+                                             now: Double) -> [ConsentAction] {
+        var d = decisions[app] ?? Decision(appKey: app, state: .undetermined, reason: .none)
+        guard d.state == .undetermined else { return [] }
+        d.reason = reason
+        d.decidedAt = now
+        if let purpose { d.purpose = purpose }
+        decisions[app] = d
+        return [.persistDecision(d), .emit(.decisionChanged(d))]
+    }
+
+    /// Stores a state, closes a pending prompt it settles, and flips live streams.
+    private mutating func applyDecision(_ app: AppKey, _ state: PermissionState, reason: DecisionReason,
+                                        purpose: String?, now: Double) -> [ConsentAction] {
+        var d = decisions[app] ?? Decision(appKey: app, state: state, reason: reason)
+        d.state = state
+        d.reason = reason
+        d.decidedAt = now
+        if let purpose { d.purpose = purpose }
+        decisions[app] = d
+        var actions: [ConsentAction] = [.persistDecision(d), .emit(.decisionChanged(d))]
+        if state != .granted {
+            // deny and reset revoke "once" answers too.
+            for c in clientIDs(of: app) { clients[c]?.grantedOnce = false }
+        }
+        if state != .undetermined, let id = pendingByApp[app] {
+            // The app is no longer undetermined, so closing records nothing more.
+            actions += resolve(id, answer: nil, outcome: .superseded(state), reason: reason, now: now)
+        }
+        actions += refreshStreams(of: app)
+        return actions
+    }
+
+    /// Recomputes every live stream of `app`; returns the flips.
+    private mutating func refreshStreams(of app: AppKey) -> [ConsentAction] {
+        var actions: [ConsentAction] = []
+        for c in clientIDs(of: app) {
+            guard var s = clients[c] else { continue }
+            let real = isReal(s)
+            for id in s.streams.keys.sorted() where s.streams[id]?.real != real {
+                s.streams[id]?.real = real
+                actions.append(.setStreamAccess(c, id, real: real))
+                actions.append(.emit(.streamAccessChanged(c, id, app, real: real)))
+            }
+            clients[c] = s
+        }
+        return actions
+    }
+
+    /// Trims a claimed string, drops control and format characters (terminal escapes,
+    /// bidi overrides) and caps its length; nil when nothing is left.
+    static func clean(_ text: String?, limit: Int) -> String? {
+        guard let text else { return nil }
+        var out = String.UnicodeScalarView()
+        for u in text.unicodeScalars {
+            switch u.properties.generalCategory {
+            case .control, .format, .lineSeparator, .paragraphSeparator:
+                out.append(" ")
+            default:
+                out.append(u)
+            }
+        }
+        let trimmed = String(out).trimmingWhitespace()
+        guard !trimmed.isEmpty else { return nil }
+        return trimmed.count > limit ? String(trimmed.prefix(limit)) + "…" : trimmed
+    }
+}

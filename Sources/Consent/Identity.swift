@@ -1,0 +1,413 @@
+// Identity classification: from what /proc says about a peer to an app key.
+//
+// The proxy reads /proc/PID/{exe,cmdline,cwd,cgroup,attr/current,root/.flatpak-info}
+// right after accept (see Proxy/Identity/ProcessInspector.swift) and hands the
+// raw text here. Everything below is pure string work, so every rule is tested
+// with realistic /proc contents and no process.
+//
+// Precedence (product.md, "Applications and their identity"):
+//   1. Flatpak  `[Application] name=` in /.flatpak-info   → flatpak:ID
+//   2. snap     AppArmor label `snap.NAME.APP (enforce)`  → snap:NAME
+//   3. systemd  leaf cgroup `app[-LAUNCHER]-ID-RANDOM.scope` or
+//               `app[-LAUNCHER]-ID[@RANDOM].service`        → systemd:ID
+//   4. launcher `earmuff run --app-id ID` socket           → launcher:ID
+//   5. interpreter (python, node, perl, ruby, java, shells, …) running a
+//      script named on its command line                   → script:/abs/path
+//   6. otherwise the executable                           → exe:/path
+//
+// What is trusted: the Flatpak and snap metadata are set up by the sandbox and
+// cannot be changed by the app inside it; the cgroup is set by the user's
+// systemd and is inherited by every descendant; the command line and working
+// directory are writable by the process itself, so a script identity is only
+// as strong as the uid boundary (documented in the README).
+
+/// Raw facts about a connected peer, as read from /proc (nil: missing or unreadable).
+public struct ProcessFacts: Sendable, Equatable {
+    /// Peer credentials from SO_PEERCRED.
+    public var pid: Int32
+    public var uid: UInt32
+    public var gid: UInt32
+    /// `readlink /proc/PID/exe`.
+    public var exe: String?
+    /// `/proc/PID/cmdline` split on NUL (empty when unreadable).
+    public var cmdline: [String]
+    /// `readlink /proc/PID/cwd`, to make a relative script path absolute.
+    public var cwd: String?
+    /// Contents of `/proc/PID/root/.flatpak-info`.
+    public var flatpakInfo: String?
+    /// Contents of `/proc/PID/attr/apparmor/current` (or `/proc/PID/attr/current`).
+    public var apparmorLabel: String?
+    /// Contents of `/proc/PID/cgroup`.
+    public var cgroup: String?
+    /// The app id of the `earmuff run --app-id` socket the client came through.
+    public var launcherAppID: String?
+
+    public init(pid: Int32, uid: UInt32, gid: UInt32, exe: String? = nil, cmdline: [String] = [],
+                cwd: String? = nil, flatpakInfo: String? = nil, apparmorLabel: String? = nil,
+                cgroup: String? = nil, launcherAppID: String? = nil) {
+        self.pid = pid
+        self.uid = uid
+        self.gid = gid
+        self.exe = exe
+        self.cmdline = cmdline
+        self.cwd = cwd
+        self.flatpakInfo = flatpakInfo
+        self.apparmorLabel = apparmorLabel
+        self.cgroup = cgroup
+        self.launcherAppID = launcherAppID
+    }
+}
+
+/// Turns `ProcessFacts` into a `ClientIdentity`; pure.
+public enum IdentityClassifier {
+    /// The app key used when not even the executable could be read.
+    public static let unknownKey = AppKey(kind: "exe", value: "unknown")
+
+    /// Classifies a peer, strongest evidence first (see the file comment).
+    public static func classify(_ f: ProcessFacts) -> ClientIdentity {
+        let exe = f.exe.map(cleanExecutablePath)
+        func identity(_ kind: String, _ value: String, _ method: IdentificationMethod,
+                      script: String? = nil) -> ClientIdentity {
+            ClientIdentity(pid: f.pid, uid: f.uid, gid: f.gid, appKey: AppKey(kind: kind, value: value),
+                           method: method, executable: exe, script: script)
+        }
+        if let info = f.flatpakInfo, let id = flatpakAppID(fromInfo: info) {
+            return identity("flatpak", id, .flatpak)
+        }
+        if let label = f.apparmorLabel, let name = snapName(fromLabel: label) {
+            return identity("snap", name, .snap)
+        }
+        if let cgroup = f.cgroup, let id = systemdAppID(fromCgroup: cgroup) {
+            return identity("systemd", id, .systemdScope)
+        }
+        if let id = f.launcherAppID?.trimmingWhitespace(), !id.isEmpty {
+            return identity("launcher", id, .launcher)
+        }
+        guard let exe, !exe.isEmpty else {
+            return ClientIdentity(pid: f.pid, uid: f.uid, gid: f.gid, appKey: unknownKey, method: .executable)
+        }
+        if let script = scriptTarget(exe: exe, cmdline: f.cmdline, cwd: f.cwd) {
+            return identity("script", script, .script, script: script)
+        }
+        return identity("exe", exe, .executable)
+    }
+
+    // MARK: Flatpak
+
+    /// The `name=` of the `[Application]` group of a `.flatpak-info` keyfile.
+    public static func flatpakAppID(fromInfo text: String) -> String? {
+        var group = ""
+        for raw in text.split(omittingEmptySubsequences: true, whereSeparator: { $0.isNewline }) {
+            let line = String(raw).trimmingWhitespace()
+            if line.isEmpty || line.hasPrefix("#") { continue }
+            if line.hasPrefix("[") && line.hasSuffix("]") {
+                group = String(line.dropFirst().dropLast())
+                continue
+            }
+            guard group == "Application", let eq = line.firstIndex(of: "=") else { continue }
+            let key = String(line[..<eq]).trimmingWhitespace()
+            let value = String(line[line.index(after: eq)...]).trimmingWhitespace()
+            if key == "name", isPlausibleAppID(value) { return value }
+        }
+        return nil
+    }
+
+    // MARK: snap
+
+    /// `snap.NAME.APP (enforce)` (or `snap.NAME.hook.HOOK`) → `NAME`; anything else → nil.
+    public static func snapName(fromLabel text: String) -> String? {
+        // The file may end in "\n" or NUL; the mode follows a space.
+        var label = text.trimmingWhitespace()
+        if let nul = label.firstIndex(of: "\0") { label = String(label[..<nul]) }
+        if let space = label.firstIndex(of: " ") { label = String(label[..<space]) }
+        let parts = label.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count >= 3, parts[0] == "snap" else { return nil }
+        let name = parts[1]
+        // Snap names: lowercase letters, digits and dashes; `_INSTANCE` for parallel installs.
+        guard !name.isEmpty, name.allSatisfy({ ($0.isASCII && ($0.isLowercase || $0.isNumber)) || $0 == "-" || $0 == "_" })
+        else { return nil }
+        return String(name)
+    }
+
+    // MARK: systemd
+
+    /// The app id of the leaf systemd unit in a `/proc/PID/cgroup` text, following
+    /// https://systemd.io/DESKTOP_ENVIRONMENTS: `app[-LAUNCHER]-ID-RANDOM.scope`,
+    /// `app[-LAUNCHER]-ID[@RANDOM].service`; dashes in ID are escaped as `\x2d`.
+    public static func systemdAppID(fromCgroup text: String) -> String? {
+        var unified: String?
+        var namedSystemd: String?
+        for raw in text.split(whereSeparator: { $0.isNewline }) {
+            let line = String(raw).trimmingWhitespace()
+            // hierarchy-ID:controllers:path — the path may itself contain colons.
+            let fields = line.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false)
+            guard fields.count == 3 else { continue }
+            if fields[0] == "0" && fields[1].isEmpty { unified = String(fields[2]) }
+            if fields[1] == "name=systemd" { namedSystemd = String(fields[2]) }
+        }
+        guard let path = unified ?? namedSystemd,
+              let leaf = path.split(separator: "/").last else { return nil }
+        return appID(fromUnitName: String(leaf))
+    }
+
+    /// `app-gnome-org.gnome.Nautilus-1234.scope` → `org.gnome.Nautilus`; nil for other units.
+    public static func appID(fromUnitName unit: String) -> String? {
+        var name: Substring
+        if unit.hasSuffix(".scope") {
+            name = unit.dropLast(".scope".count)
+            // The random suffix is mandatory for scopes.
+            guard let dash = name.lastIndex(of: "-") else { return nil }
+            name = name[..<dash]
+        } else if unit.hasSuffix(".service") {
+            name = unit.dropLast(".service".count)
+            if let at = name.firstIndex(of: "@") { name = name[..<at] }
+        } else {
+            return nil
+        }
+        guard name.hasPrefix("app-") else { return nil }
+        var rest = name.dropFirst("app-".count)
+        // Dashes inside the id are escaped, so a remaining dash ends the launcher.
+        if let dash = rest.firstIndex(of: "-") { rest = rest[rest.index(after: dash)...] }
+        guard let id = unescapeUnitName(rest), isPlausibleAppID(id) else { return nil }
+        return id
+    }
+
+    /// Undoes systemd's `\xNN` escaping; nil on a malformed escape.
+    static func unescapeUnitName(_ s: Substring) -> String? {
+        var bytes: [UInt8] = []
+        var u = Array(s.utf8)[...]
+        while let b = u.first {
+            if b == UInt8(ascii: "\\") {
+                guard u.count >= 4, u[u.startIndex + 1] == UInt8(ascii: "x"),
+                      let hi = hexValue(u[u.startIndex + 2]), let lo = hexValue(u[u.startIndex + 3])
+                else { return nil }
+                bytes.append(hi << 4 | lo)
+                u = u.dropFirst(4)
+            } else {
+                bytes.append(b)
+                u = u.dropFirst()
+            }
+        }
+        return String(validating: bytes, as: UTF8.self)
+    }
+
+    private static func hexValue(_ c: UInt8) -> UInt8? {
+        switch c {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): c - UInt8(ascii: "A") + 10
+        default: nil
+        }
+    }
+
+    private static func isPlausibleAppID(_ id: String) -> Bool {
+        !id.isEmpty && id.count <= 255 && !id.contains("/")
+            && id.unicodeScalars.allSatisfy { $0.value > 0x20 && $0.value != 0x7f }
+    }
+
+    // MARK: interpreters
+
+    /// The interpreter family of an executable, by basename (`python3.12` → python).
+    public enum Interpreter: String, Sendable, CaseIterable {
+        case python, node, perl, ruby, java, shell, lua, php
+    }
+
+    /// Which interpreter `exe` is, or nil for an ordinary program.
+    public static func interpreter(forExecutable exe: String) -> Interpreter? {
+        let base = exe.split(separator: "/").last.map(String.init) ?? exe
+        func versioned(_ stem: String) -> Bool {
+            guard base.hasPrefix(stem) else { return false }
+            return base.dropFirst(stem.count).allSatisfy { $0.isNumber || $0 == "." }
+        }
+        if versioned("python") || versioned("pypy") { return .python }
+        if base == "node" || base == "nodejs" { return .node }
+        if versioned("perl") { return .perl }
+        if versioned("ruby") { return .ruby }
+        if base == "java" { return .java }
+        if ["sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish"].contains(base) { return .shell }
+        if versioned("lua") || base == "luajit" { return .lua }
+        if versioned("php") { return .php }
+        return nil
+    }
+
+    /// For an interpreter, what it runs: an absolute script path, `module:NAME`
+    /// (python -m, java -m), or `class:NAME` (java main class). Nil when it runs
+    /// inline code (`-c`, `-e`), reads stdin, or `exe` is not an interpreter.
+    public static func scriptTarget(exe: String, cmdline: [String], cwd: String?) -> String? {
+        guard let kind = interpreter(forExecutable: exe), cmdline.count >= 2 else { return nil }
+        let grammar = OptionGrammar.for(kind)
+        var i = 1
+        while i < cmdline.count {
+            let arg = cmdline[i]
+            i += 1
+            if arg == "--" {
+                guard i < cmdline.count else { return nil }
+                return absolute(cmdline[i], cwd: cwd)
+            }
+            if arg == "-" { return nil }                         // program from stdin
+            if arg.hasPrefix("--") {
+                let eq = arg.firstIndex(of: "=")
+                let name = eq.map { String(arg[..<$0]) } ?? arg
+                let inline = eq.map { String(arg[arg.index(after: $0)...]) }
+                if grammar.longInlineCode.contains(name) { return nil }
+                if let target = grammar.longTarget[name] {
+                    let value = inline ?? (i < cmdline.count ? cmdline[i] : nil)
+                    guard let value else { return nil }
+                    return target.apply(value, cwd: cwd)
+                }
+                if grammar.longWithArgument.contains(name), inline == nil { i += 1 }
+                continue
+            }
+            if arg.hasPrefix("-") || (kind == .shell && arg.hasPrefix("+")) {
+                if kind == .java {
+                    // Java options are whole words: -jar, -cp, -Dx=y, -m.
+                    if arg == "-jar" { return i < cmdline.count ? absolute(cmdline[i], cwd: cwd) : nil }
+                    if arg == "-m" { return i < cmdline.count ? "module:" + cmdline[i] : nil }
+                    if grammar.javaWithArgument.contains(arg) { i += 1 }
+                    continue
+                }
+                // A cluster of one-letter switches; the first that takes an argument
+                // consumes the rest of the word, or the next word.
+                var letters = Substring(arg.dropFirst())
+                while let c = letters.first {
+                    letters = letters.dropFirst()
+                    let attached = letters.isEmpty ? nil : String(letters)
+                    if grammar.inlineCode.contains(c) { return nil }
+                    if let target = grammar.shortTarget[c] {
+                        let value = attached ?? (i < cmdline.count ? cmdline[i] : nil)
+                        guard let value else { return nil }
+                        return target.apply(value, cwd: cwd)
+                    }
+                    if grammar.withArgument.contains(c) {
+                        if attached == nil { i += 1 }
+                        break
+                    }
+                    if grammar.attachedOnly.contains(c) { break }
+                    if grammar.attachedNumber.contains(c) {
+                        // perl/ruby -l[octal], -0[octal] or -0x[hex]: digits only, then more switches.
+                        if c == "0", letters.first == "x" {
+                            letters = letters.dropFirst().drop(while: { $0.isHexDigit })
+                        } else {
+                            letters = letters.drop(while: { ("0"..."7").contains($0) })
+                        }
+                    }
+                    if grammar.stdinSwitch.contains(c) { return nil }
+                }
+                continue
+            }
+            if kind == .java {
+                return arg.hasSuffix(".java") ? absolute(arg, cwd: cwd) : "class:" + arg
+            }
+            return absolute(arg, cwd: cwd)
+        }
+        return nil
+    }
+
+    /// What an option that names the program turns into.
+    enum Target {
+        case path, module
+        func apply(_ value: String, cwd: String?) -> String? {
+            switch self {
+            case .path: IdentityClassifier.absolute(value, cwd: cwd)
+            case .module: value.isEmpty ? nil : "module:" + value
+            }
+        }
+    }
+
+    /// Enough of each interpreter's option syntax to find the program it runs.
+    struct OptionGrammar {
+        var inlineCode: Set<Character> = []          // -c CODE / -e CODE: no script
+        var withArgument: Set<Character> = []        // switches that take a value
+        var attachedOnly: Set<Character> = []        // value only in the same word (perl -Mfoo)
+        var attachedNumber: Set<Character> = []      // optional number in the same word (perl -l, -0)
+        var stdinSwitch: Set<Character> = []         // -s: program from stdin
+        var shortTarget: [Character: Target] = [:]   // -m MODULE, -f FILE
+        var longInlineCode: Set<String> = []
+        var longWithArgument: Set<String> = []
+        var longTarget: [String: Target] = [:]
+        var javaWithArgument: Set<String> = []
+
+        static func `for`(_ kind: Interpreter) -> OptionGrammar {
+            var g = OptionGrammar()
+            switch kind {
+            case .python:
+                g.inlineCode = ["c"]
+                g.withArgument = ["W", "X", "Q"]
+                g.shortTarget = ["m": .module]
+                g.longWithArgument = ["--check-hash-based-pycs"]
+            case .node:
+                g.inlineCode = ["e", "p"]
+                g.withArgument = ["r", "C"]
+                g.longInlineCode = ["--eval", "--print"]
+                g.longWithArgument = ["--require", "--import", "--loader", "--experimental-loader",
+                                      "--input-type", "--conditions", "--env-file", "--title"]
+            case .perl:
+                g.inlineCode = ["e", "E"]
+                g.withArgument = ["I"]
+                g.attachedOnly = ["M", "m", "x", "i", "C", "d", "D"]
+                g.attachedNumber = ["0", "l"]
+            case .ruby:
+                g.inlineCode = ["e"]
+                g.withArgument = ["I", "r", "C", "E"]
+                g.attachedOnly = ["x", "F", "i", "K", "T", "W"]
+                g.attachedNumber = ["0", "l"]
+            case .java:
+                g.javaWithArgument = ["-cp", "-classpath", "--class-path", "-p", "--module-path",
+                                      "--upgrade-module-path", "--add-modules", "--add-opens",
+                                      "--add-exports", "--add-reads", "--patch-module",
+                                      "--enable-native-access", "--limit-modules"]
+                g.longTarget = ["--module": .module]
+                g.longWithArgument = Set(g.javaWithArgument.filter { $0.hasPrefix("--") })
+            case .shell:
+                g.inlineCode = ["c"]
+                g.withArgument = ["o", "O"]
+                g.stdinSwitch = ["s"]
+                g.longInlineCode = ["--command"]
+                g.longWithArgument = ["--rcfile", "--init-file", "--init-command"]
+            case .lua:
+                g.withArgument = ["e", "l"]
+            case .php:
+                g.inlineCode = ["r", "B", "R", "E"]
+                g.withArgument = ["c", "d", "z", "t"]
+                g.shortTarget = ["f": .path]
+            }
+            return g
+        }
+    }
+
+    /// Makes `path` absolute against `cwd` and removes `.`, `..` and doubled slashes.
+    public static func absolute(_ path: String, cwd: String?) -> String? {
+        guard !path.isEmpty else { return nil }
+        let joined: String
+        if path.hasPrefix("/") {
+            joined = path
+        } else {
+            guard let cwd, cwd.hasPrefix("/") else { return nil }
+            joined = cwd + "/" + path
+        }
+        var parts: [Substring] = []
+        for part in joined.split(separator: "/") {
+            if part == "." { continue }
+            if part == ".." { _ = parts.popLast(); continue }
+            parts.append(part)
+        }
+        return "/" + parts.joined(separator: "/")
+    }
+
+    /// Drops the ` (deleted)` the kernel appends when the binary was replaced
+    /// (a package upgrade), so the app keeps its key.
+    public static func cleanExecutablePath(_ path: String) -> String {
+        let suffix = " (deleted)"
+        return path.hasSuffix(suffix) ? String(path.dropLast(suffix.count)) : path
+    }
+}
+
+extension String {
+    /// The string without leading and trailing spaces, tabs, CR, LF and NUL.
+    func trimmingWhitespace() -> String {
+        let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\t" || $0.isNewline || $0 == "\0" }
+        guard let first = firstIndex(where: { !isSpace($0) }),
+              let last = lastIndex(where: { !isSpace($0) }) else { return "" }
+        return String(self[first...last])
+    }
+}

@@ -1,0 +1,232 @@
+import Testing
+@testable import Consent
+
+private let admin = "/etc/earmuff/earmuff.conf"
+
+private func parseError(_ text: String, file: String = admin) -> ConfigError? {
+    do {
+        _ = try Configuration.parse(text: text, file: file)
+        return nil
+    } catch {
+        return error
+    }
+}
+
+private func declarationError(_ text: String, file: String = "/etc/earmuff/apps.d/rec.conf") -> ConfigError? {
+    do {
+        _ = try AppDeclaration.parse(text: text, file: file)
+        return nil
+    } catch {
+        return error
+    }
+}
+
+@Suite struct ConfigurationParsing {
+    @Test func defaults() {
+        let c = Configuration()
+        #expect(c.upstream == "")
+        #expect(c.listen == "$XDG_RUNTIME_DIR/earmuff/native")
+        #expect(c.control == "$XDG_RUNTIME_DIR/earmuff/control")
+        #expect(c.store == "$XDG_STATE_HOME/earmuff/permissions.sqlite")
+        #expect(c.missingPurpose == .disconnect)
+        #expect(c.promptTimeout == 30)
+        #expect(c.promptCommand == "")
+        #expect(c.trustedApps.isEmpty)
+        #expect(c.logLevel == .info)
+    }
+
+    @Test func everyKey() throws {
+        let text = """
+            # Earmuff
+            ; comment
+            upstream = unix:/run/user/1000/pulse/native
+              listen=/tmp/em/native
+            control = ~/em/control   ; trailing comment
+            store = $XDG_STATE_HOME/x.sqlite # another
+            missing-purpose = prompt
+            prompt-timeout = 2.5
+            prompt-command = zenity --question --text "Allow $EARMUFF_APP_NAME; really?" && exit 0 || exit 1
+            trusted-apps = exe:/usr/bin/pavucontrol   flatpak:org.pulseaudio.pavucontrol
+            log-level = debug
+
+            """
+        let o = try Configuration.parse(text: text, file: admin)
+        #expect(o.upstream == "unix:/run/user/1000/pulse/native")
+        #expect(o.listen == "/tmp/em/native")
+        #expect(o.control == "~/em/control")
+        #expect(o.store == "$XDG_STATE_HOME/x.sqlite")
+        #expect(o.missingPurpose == .prompt)
+        #expect(o.promptTimeout == 2.5)
+        #expect(o.promptCommand == #"zenity --question --text "Allow $EARMUFF_APP_NAME; really?" && exit 0 || exit 1"#)
+        #expect(o.trustedApps == [AppKey(kind: "exe", value: "/usr/bin/pavucontrol"),
+                                  AppKey(kind: "flatpak", value: "org.pulseaudio.pavucontrol")])
+        #expect(o.logLevel == .debug)
+    }
+
+    @Test func emptyUpstreamMeansDiscovery() throws {
+        let o = try Configuration.parse(text: "upstream =\n", file: admin)
+        #expect(o.upstream == "")
+        #expect(try Configuration.parse(text: "", file: admin) == Configuration.Overrides())
+    }
+
+    @Test func crlfLines() throws {
+        let o = try Configuration.parse(text: "log-level = warn\r\nprompt-timeout = 5\r\n", file: admin)
+        #expect(o.logLevel == .warn)
+        #expect(o.promptTimeout == 5)
+    }
+
+    @Test func laterFilesOverrideEarlier() throws {
+        let c = try Configuration.load([
+            (path: admin, text: "missing-purpose = deny\nprompt-timeout = 10\nlog-level = warn\n"),
+            (path: "/home/ann/.config/earmuff/earmuff.conf", text: "prompt-timeout = 60\n"),
+        ])
+        #expect(c.missingPurpose == .deny)
+        #expect(c.promptTimeout == 60)
+        #expect(c.logLevel == .warn)
+        #expect(c.listen == Configuration().listen)
+    }
+
+    @Test func unknownKeySuggests() {
+        let e = parseError("log-level = info\n\nprompt-timout = 5\n")
+        #expect(e?.description.hasPrefix(#"/etc/earmuff/earmuff.conf:3: unknown key "prompt-timout"; did you mean "prompt-timeout"? (keys: upstream, listen,"#) == true)
+        let far = parseError("colour = blue\n")
+        #expect(far?.description == #"/etc/earmuff/earmuff.conf:1: unknown key "colour" (keys: upstream, listen, control, store, missing-purpose, prompt-timeout, prompt-command, trusted-apps, log-level)"#)
+        #expect(parseError("Missing_Purpose = deny\n")?.message.contains(#"did you mean "missing-purpose"?"#) == true)
+    }
+
+    @Test func badValuesNameTheFix() {
+        #expect(parseError("\n\nmissing-purpose = maybe\n")?.description
+                == #"/etc/earmuff/earmuff.conf:3: missing-purpose must be disconnect, deny or prompt, not "maybe""#)
+        #expect(parseError("log-level = loud\n")?.message == #"log-level must be error, warn, info or debug, not "loud""#)
+        for bad in ["0", "-1", "soon", "nan", "inf", "100000"] {
+            let e = parseError("prompt-timeout = \(bad)\n")
+            #expect(e?.line == 1)
+            #expect(e?.message.hasPrefix("prompt-timeout must be a number of seconds") == true)
+        }
+        #expect(parseError("listen = earmuff/native\n")?.message.contains("must be an absolute path") == true)
+        #expect(parseError("store =\n")?.message.contains("needs a path") == true)
+        #expect(parseError("trusted-apps = exe:/usr/bin/x pavucontrol\n")?.message.contains(#"not "pavucontrol""#) == true)
+    }
+
+    @Test func syntaxErrors() {
+        #expect(parseError("log-level info\n")?.description == #"/etc/earmuff/earmuff.conf:1: expected "key = value", got "log-level info""#)
+        #expect(parseError("= x\n")?.message.contains("no key") == true)
+        #expect(parseError("[exe:/usr/bin/x]\n")?.message.contains("apps.d") == true)
+        #expect(parseError("ok = 1", file: "/home/ann/.config/earmuff/earmuff.conf")?.file == "/home/ann/.config/earmuff/earmuff.conf")
+    }
+
+    @Test func commentsAndQuotes() {
+        #expect(ConfigLexer.stripComment("a = b ; c") == "a = b ")
+        #expect(ConfigLexer.stripComment("a = b;c") == "a = b;c")
+        #expect(ConfigLexer.stripComment("a = track #3") == "a = track ")
+        #expect(ConfigLexer.stripComment("a = track#3") == "a = track#3")
+        #expect(ConfigLexer.stripComment(#"a = "x ; y" ; z"#) == #"a = "x ; y" "#)
+        #expect(ConfigLexer.stripComment("a = sh -c 'x ; y' # z") == "a = sh -c 'x ; y' ")
+        #expect(ConfigLexer.stripComment("a = the user's voice ; why") == "a = the user's voice ")
+        #expect(ConfigLexer.stripComment(#"a = "say \"hi ; there\"" ; c"#) == #"a = "say \"hi ; there\"" "#)
+        #expect(ConfigLexer.unquote(#""a \"b\" \\ c""#) == #"a "b" \ c"#)
+        #expect(ConfigLexer.unquote(#"plain "inner""#) == #"plain "inner""#)
+    }
+
+    @Test func expansion() throws {
+        let env = ["HOME": "/home/ann", "XDG_RUNTIME_DIR": "/run/user/1000"]
+        #expect(try Configuration.expand("$XDG_RUNTIME_DIR/earmuff/native", environment: env) == "/run/user/1000/earmuff/native")
+        #expect(try Configuration.expand("${XDG_RUNTIME_DIR}/x", environment: env) == "/run/user/1000/x")
+        #expect(try Configuration.expand("$XDG_STATE_HOME/earmuff/p.sqlite", environment: env) == "/home/ann/.local/state/earmuff/p.sqlite")
+        #expect(try Configuration.expand("~/em", environment: env) == "/home/ann/em")
+        #expect(try Configuration.userFile(environment: env) == "/home/ann/.config/earmuff/earmuff.conf")
+        #expect(try Configuration.userFile(environment: ["XDG_CONFIG_HOME": "/cfg"]) == "/cfg/earmuff/earmuff.conf")
+        #expect(try Configuration.userAppsDirectory(environment: env) == "/home/ann/.config/earmuff/apps.d")
+        #expect(throws: ConfigError.self) { try Configuration.expand("$XDG_RUNTIME_DIR/x", environment: ["HOME": "/h"]) }
+        #expect(throws: ConfigError.self) { try Configuration.expand("~/x", environment: [:]) }
+        #expect(throws: ConfigError.self) { try Configuration.expand("${OOPS/x", environment: env) }
+        #expect(throws: ConfigError.self) { try Configuration.expand("/a/$/b", environment: env) }
+        do {
+            _ = try Configuration.expand("$XDG_RUNTIME_DIR/x", environment: [:])
+            Issue.record("expected an error")
+        } catch {
+            #expect(error.description.hasPrefix("XDG_RUNTIME_DIR is not set"))
+        }
+    }
+
+    @Test func upstreamChoice() {
+        var c = Configuration()
+        let own = "/run/user/1000/earmuff/native"
+        let env = ["XDG_RUNTIME_DIR": "/run/user/1000", "PULSE_SERVER": "unix:/run/user/1000/earmuff/native"]
+        #expect(c.upstreamServer(commandLine: nil, environment: env, ownSocket: own) == "/run/user/1000/pulse/native")
+        #expect(c.upstreamServer(commandLine: "unix:/x", environment: env, ownSocket: own) == "unix:/x")
+        #expect(c.upstreamServer(commandLine: nil, environment: ["PULSE_SERVER": "unix:/other"], ownSocket: own) == "unix:/other")
+        #expect(c.upstreamServer(commandLine: nil, environment: [:], ownSocket: own) == nil)
+        c.upstream = "unix:/cfg"
+        #expect(c.upstreamServer(commandLine: nil, environment: env, ownSocket: own) == "unix:/cfg")
+    }
+
+    @Test func trusted() {
+        var c = Configuration()
+        c.trustedApps = [AppKey(kind: "exe", value: "/usr/bin/pavucontrol")]
+        #expect(c.isTrusted(AppKey(kind: "exe", value: "/usr/bin/pavucontrol")))
+        #expect(!c.isTrusted(AppKey(kind: "exe", value: "/usr/bin/pactl")))
+    }
+}
+
+@Suite struct DeclarationParsing {
+    @Test func sections() throws {
+        let text = """
+            ; voice memos
+            [exe:/usr/bin/arecord]
+            purpose = Records voice memos
+            decision = granted      ; optional admin policy
+
+            [flatpak:org.example.Spy]
+            decision = denied
+
+            [launcher:org.example.Notes]
+            purpose = "Dictation; saved as notes"
+            """
+        let d = try AppDeclaration.parse(text: text, file: "/etc/earmuff/apps.d/a.conf")
+        #expect(d.count == 3)
+        #expect(d[AppKey(kind: "exe", value: "/usr/bin/arecord")] == AppDeclaration(purpose: "Records voice memos", decision: .granted))
+        #expect(d[AppKey(kind: "flatpak", value: "org.example.Spy")] == AppDeclaration(purpose: nil, decision: .denied))
+        #expect(d[AppKey(kind: "launcher", value: "org.example.Notes")]?.purpose == "Dictation; saved as notes")
+    }
+
+    @Test func userFilesOverrideFieldByField() throws {
+        let all = try AppDeclaration.load([
+            (path: "/etc/earmuff/apps.d/a.conf", text: "[exe:/usr/bin/arecord]\npurpose = admin\ndecision = denied\n"),
+            (path: "/home/ann/.config/earmuff/apps.d/b.conf", text: "[exe:/usr/bin/arecord]\npurpose = mine\n"),
+        ])
+        #expect(all[AppKey(kind: "exe", value: "/usr/bin/arecord")] == AppDeclaration(purpose: "mine", decision: .denied))
+    }
+
+    @Test func emptySectionIsKept() throws {
+        let d = try AppDeclaration.parse(text: "[snap:audacity]\n", file: "x.conf")
+        #expect(d[AppKey(kind: "snap", value: "audacity")] == AppDeclaration())
+    }
+
+    @Test func errors() {
+        #expect(declarationError("purpose = x\n")?.description
+                == #"/etc/earmuff/apps.d/rec.conf:1: "purpose =" comes before any [app-key] section; start with a line like [exe:/usr/bin/arecord]"#)
+        #expect(declarationError("[arecord]\n")?.message.hasPrefix("[arecord] is not an app key") == true)
+        #expect(declarationError("[exec:/usr/bin/arecord]\n")?.message
+                == #"unknown app kind "exec" in [exec:/usr/bin/arecord]; did you mean "exe"? (kinds: flatpak, snap, systemd, launcher, script, exe)"#)
+        #expect(declarationError("[exe:arecord]\n")?.message.contains("absolute path") == true)
+        #expect(declarationError("[exe:/usr/bin/arecord\n")?.message.contains("not closed") == true)
+        let e = declarationError("[exe:/usr/bin/arecord]\n\ndecision = maybe\n")
+        #expect(e?.line == 3)
+        #expect(e?.message == #"decision must be granted or denied, not "maybe" (remove the line to let the user decide)"#)
+        #expect(declarationError("[exe:/a]\ndecision = undetermined\n") != nil)
+        #expect(declarationError("[exe:/a]\npurpos = x\n")?.message
+                == #"unknown key "purpos"; did you mean "purpose"? (keys: purpose, decision)"#)
+        #expect(declarationError("[exe:/a]\npurpose =\n")?.message.contains("purpose is empty") == true)
+    }
+}
+
+@Suite struct Suggestions {
+    @Test func distance() {
+        #expect(editDistance("", "abc") == 3)
+        #expect(editDistance("kitten", "sitting") == 3)
+        #expect(editDistance("same", "same") == 0)
+        #expect(suggestion("upstrem", among: Configuration.keys) == #"; did you mean "upstream"?"#)
+        #expect(suggestion("zzzzzz", among: Configuration.keys) == "")
+    }
+}
