@@ -1,6 +1,7 @@
 // ControlServer tests against a real Unix socket, with a small in-test handler.
-// They need the Proxy target (the control server lives there).
-#if canImport(Proxy)
+// They need the Proxy and CLinux targets (the control server lives in Proxy);
+// they compile only when ControlProtocolTests depends on both.
+#if canImport(Proxy) && canImport(CLinux)
 import CLinux
 import ControlProtocol
 import Foundation
