@@ -242,7 +242,7 @@ public enum IdentityClassifier {
             i += 1
             if arg == "--" {
                 guard i < cmdline.count else { return nil }
-                return absolute(cmdline[i], cwd: cwd)
+                return scriptPath(cmdline[i], cwd: cwd)
             }
             if arg == "-" { return nil }                         // program from stdin
             if arg.hasPrefix("--") {
@@ -261,7 +261,7 @@ public enum IdentityClassifier {
             if arg.hasPrefix("-") || (kind == .shell && arg.hasPrefix("+")) {
                 if kind == .java {
                     // Java options are whole words: -jar, -cp, -Dx=y, -m.
-                    if arg == "-jar" { return i < cmdline.count ? absolute(cmdline[i], cwd: cwd) : nil }
+                    if arg == "-jar" { return i < cmdline.count ? scriptPath(cmdline[i], cwd: cwd) : nil }
                     if arg == "-m" { return i < cmdline.count ? "module:" + cmdline[i] : nil }
                     if grammar.javaWithArgument.contains(arg) { i += 1 }
                     continue
@@ -296,9 +296,9 @@ public enum IdentityClassifier {
                 continue
             }
             if kind == .java {
-                return arg.hasSuffix(".java") ? absolute(arg, cwd: cwd) : "class:" + arg
+                return arg.hasSuffix(".java") ? scriptPath(arg, cwd: cwd) : "class:" + arg
             }
-            return absolute(arg, cwd: cwd)
+            return scriptPath(arg, cwd: cwd)
         }
         return nil
     }
@@ -308,7 +308,7 @@ public enum IdentityClassifier {
         case path, module
         func apply(_ value: String, cwd: String?) -> String? {
             switch self {
-            case .path: IdentityClassifier.absolute(value, cwd: cwd)
+            case .path: IdentityClassifier.scriptPath(value, cwd: cwd)
             case .module: value.isEmpty ? nil : "module:" + value
             }
         }
@@ -373,6 +373,13 @@ public enum IdentityClassifier {
             }
             return g
         }
+    }
+
+    /// A script argument made absolute; nil for `/dev/fd/N`, `/dev/stdin`, `/proc/self/fd/N`
+    /// and the like (process substitution, pipes), which name no lasting program.
+    static func scriptPath(_ arg: String, cwd: String?) -> String? {
+        guard let path = absolute(arg, cwd: cwd), !path.hasPrefix("/dev/"), !path.hasPrefix("/proc/") else { return nil }
+        return path
     }
 
     /// Makes `path` absolute against `cwd` and removes `.`, `..` and doubled slashes.

@@ -1,4 +1,5 @@
 import Testing
+import Foundation
 @testable import Consent
 
 private let admin = "/etc/earmuff/earmuff.conf"
@@ -228,5 +229,28 @@ private func declarationError(_ text: String, file: String = "/etc/earmuff/apps.
         #expect(editDistance("same", "same") == 0)
         #expect(suggestion("upstrem", among: Configuration.keys) == #"; did you mean "upstream"?"#)
         #expect(suggestion("zzzzzz", among: Configuration.keys) == "")
+    }
+}
+
+@Suite struct ShippedConfiguration {
+    /// config/earmuff.conf in the repository.
+    private func shipped() throws -> String {
+        let here = #filePath
+        let root = here.split(separator: "/").dropLast(3).joined(separator: "/")
+        return try String(contentsOfFile: "/" + root + "/config/earmuff.conf", encoding: .utf8)
+    }
+
+    @Test func parsesAsIsToNothing() throws {
+        #expect(try Configuration.parse(text: shipped(), file: "config/earmuff.conf") == Configuration.Overrides())
+    }
+
+    @Test func documentedDefaultsAreTheDefaults() throws {
+        // Uncomment every "; key = value" line: the result must equal the built-in defaults,
+        // and every key must be documented.
+        let lines = try shipped().split(separator: "\n", omittingEmptySubsequences: false)
+        let settings = lines.filter { $0.hasPrefix("; ") && $0.contains("=") }.map { $0.dropFirst(2) }
+        #expect(settings.count == Configuration.keys.count)
+        let c = try Configuration.load([(path: "uncommented", text: settings.joined(separator: "\n"))])
+        #expect(c == Configuration())
     }
 }

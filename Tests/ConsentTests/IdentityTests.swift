@@ -270,6 +270,14 @@ private let firefoxInfo = """
         #expect(target(py, ["python3", "--", "-weird.py"]) == "/home/ann/-weird.py")
     }
 
+    @Test func pipesAndDescriptorsAreNoScript() {
+        #expect(target("/usr/bin/bash", ["bash", "/dev/fd/3"]) == nil)
+        #expect(target("/usr/bin/python3", ["python3", "/proc/self/fd/0"]) == nil)
+        #expect(target("/usr/bin/python3", ["python3", "../../dev/stdin"], cwd: "/home/ann") == nil)
+        let id = IdentityClassifier.classify(facts(exe: "/usr/bin/bash", cmdline: ["bash", "/dev/fd/63"]))
+        #expect(id.appKey.description == "exe:/usr/bin/bash")
+    }
+
     @Test func relativeScriptWithoutCwdIsUnknown() {
         #expect(target("/usr/bin/python3", ["python3", "rec.py"], cwd: nil) == nil)
         #expect(target("/usr/bin/python3", ["python3", "/abs/rec.py"], cwd: nil) == "/abs/rec.py")

@@ -1,0 +1,93 @@
+// Reads what /proc says about a connected peer, for IdentityClassifier.
+//
+// Called once per accepted client, right after SO_PEERCRED. Every read is
+// bounded and non-blocking (a sandbox controls its own /.flatpak-info and
+// could make it a FIFO), nothing follows symlinks inside the peer's root, and
+// any failure yields nil for that fact: classification then falls back to the
+// next, weaker source, down to `exe:unknown`.
+
+import Consent
+import Glibc
+
+/// Gathers `ProcessFacts` for a peer from /proc; never throws.
+public enum ProcessInspector {
+    /// The most bytes read from any one /proc file.
+    public static let maximumFileSize = 64 * 1024
+
+    /// Facts about `pid` (from SO_PEERCRED). When /proc/PID is not owned by `uid`
+    /// (the pid was reused, or the process is not dumpable) only the credentials
+    /// and `launcherAppID` are returned.
+    public static func facts(pid: Int32, uid: UInt32, gid: UInt32, launcherAppID: String?) -> ProcessFacts {
+        var facts = ProcessFacts(pid: pid, uid: uid, gid: gid, launcherAppID: launcherAppID)
+        guard pid > 0 else { return facts }
+        let dir = "/proc/\(pid)"
+        var st = stat()
+        guard stat(dir, &st) == 0, st.st_uid == uid else { return facts }
+        facts.exe = readLink(dir + "/exe")
+        facts.cwd = readLink(dir + "/cwd")
+        if let raw = readSmallFile(dir + "/cmdline") {
+            facts.cmdline = raw.split(separator: 0, omittingEmptySubsequences: false)
+                .map { String(decoding: $0, as: UTF8.self) }
+            if facts.cmdline.last == "" { facts.cmdline.removeLast() }
+        }
+        facts.cgroup = readSmallFile(dir + "/cgroup").map { String(decoding: $0, as: UTF8.self) }
+        let label = readSmallFile(dir + "/attr/apparmor/current") ?? readSmallFile(dir + "/attr/current")
+        facts.apparmorLabel = label.map { String(decoding: $0, as: UTF8.self) }
+        facts.flatpakInfo = readFlatpakInfo(dir + "/root").map { String(decoding: $0, as: UTF8.self) }
+        return facts
+    }
+
+    /// `/.flatpak-info` inside the peer's root, when its root is not ours.
+    static func readFlatpakInfo(_ rootLink: String) -> [UInt8]? {
+        let root = open(rootLink, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard root >= 0 else { return nil }
+        defer { close(root) }
+        var theirs = stat()
+        var ours = stat()
+        guard fstat(root, &theirs) == 0, stat("/", &ours) == 0 else { return nil }
+        // A host process shares our root; only a sandbox has its own /.flatpak-info.
+        if theirs.st_dev == ours.st_dev && theirs.st_ino == ours.st_ino { return nil }
+        let fd = openat(root, ".flatpak-info", O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var info = stat()
+        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { return nil }
+        return readAll(fd)
+    }
+
+    /// The contents of a /proc file, or nil when it cannot be opened or read.
+    static func readSmallFile(_ path: String) -> [UInt8]? {
+        let fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        return readAll(fd)
+    }
+
+    /// Reads up to `maximumFileSize` bytes until end of file; nil on a read error.
+    static func readAll(_ fd: Int32) -> [UInt8]? {
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while bytes.count < maximumFileSize {
+            let want = min(chunk.count, maximumFileSize - bytes.count)
+            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, want) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                return nil
+            }
+            if n == 0 { break }
+            bytes.append(contentsOf: chunk[0..<n])
+        }
+        return bytes
+    }
+
+    /// The target of a /proc symlink, or nil (unreadable, or longer than PATH_MAX).
+    static func readLink(_ path: String) -> String? {
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let n = buffer.withUnsafeMutableBufferPointer { b -> Int in
+            guard let base = b.baseAddress else { return -1 }
+            return readlink(path, base, b.count)
+        }
+        guard n > 0, n < buffer.count else { return nil }
+        return String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+}
