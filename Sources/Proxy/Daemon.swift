@@ -108,13 +108,15 @@ public final class Daemon: @unchecked Sendable {
             closeFD(fd)
             throw e
         }
-        chmod(path, 0o666 & ~0o077 | 0o600)
+        // Apps of the same user connect; the directory (0700) keeps others out.
+        chmod(path, 0o600)
         return Listener(fd: fd, path: path, launcherAppID: launcherAppID, launcherPurpose: launcherPurpose, daemon: self)
     }
 
     /// Opens an extra listening socket whose clients are tagged with `appID`
     /// (`earmuff run --app-id`). Safe from any thread; returns once it listens.
     func addLauncherSocket(path: String, appID: String, purpose: String?) throws(SystemError) {
+        try makeParentDirectory(of: path, mode: 0o700)
         let l = try openListener(path: path, launcherAppID: appID, launcherPurpose: purpose)
         clientLoop.post { [self] in
             if let old = listeners[path] {
@@ -201,8 +203,10 @@ public final class Daemon: @unchecked Sendable {
             return
         }
         sessions.withLock { $0[id] = SessionEntry(state: state, upstream: server) }
+        observer.sessionOpened(state)
         client.onClose = { [self] in
             sessions.withLock { _ = $0.removeValue(forKey: id) }
+            observer.sessionClosed(state)
             let reason = state.reasonClosed ?? "closed"
             Log.info("session \(id) (\(identity.appKey), pid \(identity.pid)) ended: \(reason)")
         }

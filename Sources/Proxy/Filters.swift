@@ -17,13 +17,17 @@ import PulseWire
 /// Receives session events the consent layer cares about. Called on loop
 /// threads: implementations must not block (no SQLite, no prompts inline).
 protocol SessionObserver: AnyObject, Sendable {
+    /// A client connected (identity fixed).
+    func sessionOpened(_ session: SessionState)
+    /// The client's connection is gone.
+    func sessionClosed(_ session: SessionState)
     /// The client's self-description changed (display only).
     func clientPropertiesChanged(_ session: SessionState)
     /// A CREATE_RECORD_STREAM request is about to be forwarded; nil to proceed,
     /// or the reason to close the connection.
     func recordStreamRequested(_ session: SessionState) -> String?
-    /// A record stream exists now; returns whether it starts with real samples.
-    func recordStreamStarted(_ session: SessionState, stream: RecordStream) -> Bool
+    /// A record stream exists now; the observer sets its initial access.
+    func recordStreamStarted(_ session: SessionState, stream: RecordStream)
     /// A record stream went away.
     func recordStreamEnded(_ session: SessionState, stream: RecordStream)
     /// The policy decision for a client request (e.g. LOAD_MODULE); nil to forward, or the reason to refuse with ERROR(ACCESS).
@@ -239,15 +243,19 @@ final class ServerToClientFilter: FrameFilter {
                                       sampleSpec: reply.sampleSpec.isValid ? reply.sampleSpec : requestedSpec,
                                       source: reply.sourceName ?? requested ?? "@DEFAULT_SOURCE@",
                                       real: false, startedAt: wallClockNow())
-            stream.setReal(observer.recordStreamStarted(state, stream: stream))
             records[reply.channel] = stream
+            observer.recordStreamStarted(state, stream: stream)
             state.ownSourceOutputs.withLock { _ = $0.insert(reply.sourceOutputIndex) }
         case .createPlayback:
             let reply = try CreatePlaybackStreamReply.decode(from: &r, version: state.protocolVersion)
             state.ownSinkInputs.withLock { _ = $0.insert(reply.sinkInputIndex) }
         case .deleteRecord(let channel):
             endStream(channel: channel)
-        case .setClientName, .createUpload, .deletePlayback:
+        case .setClientName:
+            if state.protocolVersion >= 13, let reply = try? SetClientNameReply.decode(from: &r, version: state.protocolVersion) {
+                state.clientIndex.withLock { $0 = reply.clientIndex }
+            }
+        case .createUpload, .deletePlayback:
             break
         }
     }

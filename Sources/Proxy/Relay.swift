@@ -5,9 +5,11 @@ import PulseWire
 
 /// An observer that lets everything through (no consent layer attached).
 final class TransparentObserver: SessionObserver {
+    func sessionOpened(_ session: SessionState) {}
+    func sessionClosed(_ session: SessionState) {}
     func clientPropertiesChanged(_ session: SessionState) {}
     func recordStreamRequested(_ session: SessionState) -> String? { nil }
-    func recordStreamStarted(_ session: SessionState, stream: RecordStream) -> Bool { true }
+    func recordStreamStarted(_ session: SessionState, stream: RecordStream) { stream.setReal(true) }
     func recordStreamEnded(_ session: SessionState, stream: RecordStream) {}
     func refusal(for command: Command, payload: [UInt8], session: SessionState) -> String? { nil }
 }

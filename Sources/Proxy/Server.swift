@@ -1,5 +1,12 @@
-// `earmuff serve` wiring: paths, upstream discovery, signals.
+// `earmuff serve` wiring: configuration, paths, store, control socket,
+// upstream discovery, and signals.
+import Consent
+import ConsentStore
+import Foundation
 import Glibc
+
+/// The daemon's version string.
+public let earmuffVersion = "0.1.0"
 
 /// Options of `earmuff serve` as given on the command line.
 public struct ServeOptions: Sendable {
@@ -13,30 +20,57 @@ public struct ServeOptions: Sendable {
     public init() {}
 }
 
+/// Where the daemon's sockets and store live.
+struct DaemonPaths: Sendable {
+    var listen: String
+    var control: String
+    var store: String
+    /// Directory of the per-app launcher sockets (`earmuff run --app-id`).
+    var launcherDirectory: String
+}
+
+/// A configuration problem that stops the daemon from starting (exit 64).
+struct StartupError: Error, CustomStringConvertible {
+    let description: String
+}
+
 /// Runs the daemon until SIGINT or SIGTERM.
 public enum Server {
     public static func run(_ opts: ServeOptions) -> Int32 {
-        if let l = opts.logLevel {
-            guard let level = LogLevel(name: l) else {
-                fail("--log-level must be error, warn, info or debug, not \"\(l)\"")
-                return 64
-            }
-            Log.setLevel(level)
-        }
         let env = opts.environment
-        let runtime = env["XDG_RUNTIME_DIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/run/user/\(getuid())"
-        let listen = opts.listen ?? runtime + "/earmuff/native"
-        let upstream: UpstreamAddress
+        let configuration: Configuration
+        let declarations: [AppKey: AppDeclaration]
+        let paths: DaemonPaths
         do {
-            upstream = try UpstreamAddress.discover(flag: opts.upstream, config: nil, environment: env, ownSockets: [listen])
+            (configuration, declarations) = try loadConfiguration(opts)
+            paths = try resolvePaths(opts, configuration)
         } catch {
             fail("\(error)")
             return 64
         }
-        if upstream.path == listen {
+        let levelName = opts.logLevel ?? configuration.logLevel.rawValue
+        guard let level = LogLevel(name: levelName) else {
+            fail("--log-level must be error, warn, info or debug, not \"\(levelName)\"")
+            return 64
+        }
+        Log.setLevel(level)
+
+        let upstream: UpstreamAddress
+        do {
+            upstream = try UpstreamAddress.discover(flag: opts.upstream, config: configuration.upstream,
+                                                    environment: env, ownSockets: [paths.listen])
+        } catch {
+            fail("\(error)")
+            return 64
+        }
+        if upstream.path == paths.listen {
             fail("the upstream server \(upstream) is Earmuff's own socket; give the real server with --upstream")
             return 64
         }
+        if access(upstream.path, F_OK) != 0 {
+            Log.warn("no sound server at \(upstream) yet; apps will be refused until it appears")
+        }
+
         // Block the stop signals in every thread; the main thread waits for them.
         var set = sigset_t()
         sigemptyset(&set)
@@ -44,24 +78,86 @@ public enum Server {
         sigaddset(&set, SIGTERM)
         pthread_sigmask(SIG_BLOCK, &set, nil)
 
+        let store: PermissionStore
+        let service: ConsentService
         let daemon: Daemon
+        let control: ControlServer
         do {
-            daemon = try Daemon(listenPath: listen, upstream: upstream, options: RelayOptions(),
-                                observer: TransparentObserver(), identify: basicIdentity)
+            store = try PermissionStore(path: paths.store)
+            service = try ConsentService(configuration: configuration, declarations: declarations, store: store, paths: paths)
+            daemon = try Daemon(listenPath: paths.listen, upstream: upstream, options: RelayOptions(), observer: service) {
+                pid, uid, gid, launcher in
+                IdentityClassifier.classify(ProcessInspector.facts(pid: pid, uid: uid, gid: gid, launcherAppID: launcher))
+            }
+            service.daemon = daemon
+            control = try ControlServer(path: paths.control, handler: service,
+                                        options: ControlServerOptions(daemonVersion: earmuffVersion)) { lvl, msg in
+                switch lvl {
+                case .warn: Log.warn("control: \(msg)")
+                case .info: Log.info("control: \(msg)")
+                case .debug: Log.debug("control: \(msg)")
+                }
+            }
+            service.control = control
             try daemon.start()
+            control.start()
         } catch {
             fail("cannot start: \(error)")
             return 1
         }
-        Log.info("listening on \(listen), relaying to \(upstream)")
-        var line = Array("PULSE_SERVER=unix:\(listen)\n".utf8)
+        Log.info("listening on \(paths.listen), relaying to \(upstream); control \(paths.control); store \(paths.store)")
+        var line = Array("PULSE_SERVER=unix:\(paths.listen)\n".utf8)
         line.withUnsafeMutableBytes { _ = write(1, $0.baseAddress, $0.count) }
         var sig: Int32 = 0
         sigwait(&set, &sig)
         Log.info("stopping on signal \(sig)")
+        control.stop()
         daemon.stop()
-        unlink(listen)
+        unlink(paths.listen)
+        store.close()
         return 0
+    }
+
+    /// Admin file, then the user file (or `--config`), then apps.d declarations (admin, then user).
+    static func loadConfiguration(_ opts: ServeOptions) throws -> (Configuration, [AppKey: AppDeclaration]) {
+        let env = opts.environment
+        var files: [(path: String, text: String)] = []
+        if let t = readIfPresent(Configuration.adminFile) { files.append((Configuration.adminFile, t)) }
+        if let explicit = opts.configFile {
+            guard let t = readIfPresent(explicit) else {
+                throw StartupError(description: "cannot read the config file \(explicit); check the path given to --config")
+            }
+            files.append((explicit, t))
+        } else if let user = try? Configuration.userFile(environment: env), let t = readIfPresent(user) {
+            files.append((user, t))
+        }
+        let configuration = try Configuration.load(files)
+        var declFiles: [(path: String, text: String)] = []
+        var dirs = [Configuration.adminAppsDirectory]
+        if let userApps = try? Configuration.userAppsDirectory(environment: env) { dirs.append(userApps) }
+        for dir in dirs {
+            let names = ((try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []).filter { $0.hasSuffix(".conf") }.sorted()
+            for n in names {
+                if let t = readIfPresent(dir + "/" + n) { declFiles.append((dir + "/" + n, t)) }
+            }
+        }
+        return (configuration, try AppDeclaration.load(declFiles))
+    }
+
+    static func resolvePaths(_ opts: ServeOptions, _ c: Configuration) throws -> DaemonPaths {
+        let env = opts.environment
+        var expandEnv = env
+        if (expandEnv["XDG_RUNTIME_DIR"] ?? "").isEmpty { expandEnv["XDG_RUNTIME_DIR"] = "/run/user/\(getuid())" }
+        let listen = try opts.listen ?? Configuration.expand(c.listen, environment: expandEnv)
+        let control = try opts.control ?? Configuration.expand(c.control, environment: expandEnv)
+        let store = try opts.store ?? Configuration.expand(c.store, environment: expandEnv)
+        let runtime = try Configuration.expand("$XDG_RUNTIME_DIR/earmuff", environment: expandEnv)
+        return DaemonPaths(listen: listen, control: control, store: store, launcherDirectory: runtime + "/app")
+    }
+
+    static func readIfPresent(_ path: String) -> String? {
+        guard access(path, F_OK) == 0 else { return nil }
+        return try? String(contentsOfFile: path, encoding: .utf8)
     }
 
     static func fail(_ message: String) {
@@ -72,14 +168,5 @@ public enum Server {
 
 /// The process environment as a dictionary.
 public func currentEnvironment() -> [String: String] {
-    var env: [String: String] = [:]
-    var p = environ
-    while let entry = p.pointee {
-        let s = String(cString: entry)
-        if let eq = s.firstIndex(of: "=") {
-            env[String(s[..<eq])] = String(s[s.index(after: eq)...])
-        }
-        p += 1
-    }
-    return env
+    ProcessInfo.processInfo.environment
 }

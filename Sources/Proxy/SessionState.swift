@@ -32,6 +32,8 @@ final class SessionState: Sendable {
     let ownSourceOutputs = Mutex<Set<UInt32>>([])
     /// Sink-input indexes of this client's playback streams (for ownership checks).
     let ownSinkInputs = Mutex<Set<UInt32>>([])
+    /// The server's index for this client (from the SET_CLIENT_NAME reply).
+    let clientIndex = Mutex<UInt32?>(nil)
     let bytesUp = Atomic<UInt64>(0)
     let bytesDown = Atomic<UInt64>(0)
 
