@@ -7,8 +7,19 @@ import ControlProtocol
 import Foundation
 import Glibc
 import Proxy
-import Synchronization
 import Testing
+
+/// A value behind an NSLock (visible to the thread sanitizer).
+final class Locked<Value>: @unchecked Sendable {  // unchecked: `value` is only touched under `lock`
+    private let lock = NSLock()
+    private var value: Value
+    init(_ value: Value) { self.value = value }
+    func withLock<R>(_ body: (inout Value) -> R) -> R {
+        lock.lock()
+        defer { lock.unlock() }
+        return body(&value)
+    }
+}
 
 /// Records what the server tells it; answers from a canned table.
 final class RecordingHandler: ControlHandler {
@@ -18,8 +29,8 @@ final class RecordingHandler: ControlHandler {
         var requests: [ControlRequest] = []
     }
 
-    let state = Mutex(State())
-    let server = Mutex<ControlServer?>(nil)
+    let state = Locked(State())
+    let server = Locked<ControlServer?>(nil)
 
     func connectionOpened(_ connection: ControlConnectionID, peer: ControlPeer) {
         #expect(peer.uid == geteuid())
@@ -59,7 +70,7 @@ final class RecordingHandler: ControlHandler {
 
 /// Log lines a server wrote.
 final class LogBox: Sendable {
-    let lines = Mutex<[String]>([])
+    let lines = Locked<[String]>([])
     func contains(_ s: String) -> Bool { lines.withLock { $0.contains { $0.contains(s) } } }
 }
 

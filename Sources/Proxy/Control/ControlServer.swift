@@ -17,7 +17,6 @@ import ControlProtocol
 import Dispatch
 import Foundation
 import Glibc
-import Synchronization
 
 /// Identifies one control connection for the lifetime of the server.
 public struct ControlConnectionID: Hashable, Sendable, CustomStringConvertible {
@@ -104,8 +103,8 @@ public struct ControlServerError: Error, Sendable, CustomStringConvertible {
 ///
 /// `@unchecked Sendable`: the loop-only state (`connections`, the descriptors)
 /// is touched only by the control thread once `start()` ran (and by `init`/
-/// `stop` before/after it runs); everything other threads reach is in `shared`,
-/// behind a `Mutex`.
+/// `stop` before/after it runs); everything other threads reach is in
+/// `sharedState`, behind `lock`.
 public final class ControlServer: @unchecked Sendable {
     /// The control socket's path.
     public let path: String
@@ -132,7 +131,16 @@ public final class ControlServer: @unchecked Sendable {
         var open: Set<UInt64> = []
     }
 
-    private let shared = Mutex(Shared())
+    // An NSLock (pthread mutex) rather than Synchronization.Mutex, whose futex the
+    // thread sanitizer cannot see.
+    private let lock = NSLock()
+    private var sharedState = Shared()
+
+    private func withShared<R>(_ body: (inout Shared) -> R) -> R {
+        lock.lock()
+        defer { lock.unlock() }
+        return body(&sharedState)
+    }
     private let finished = DispatchSemaphore(value: 0)
 
     // Loop-only state.
@@ -207,7 +215,7 @@ public final class ControlServer: @unchecked Sendable {
     }
 
     deinit {
-        let started = shared.withLock { $0.started }
+        let started = withShared { $0.started }
         if !started {
             close(listenFD)
             close(epollFD)
@@ -225,7 +233,7 @@ public final class ControlServer: @unchecked Sendable {
 
     /// Starts the control thread. Call once.
     public func start() {
-        let first = shared.withLock { s -> Bool in
+        let first = withShared { s -> Bool in
             if s.started || s.stopping { return false }
             s.started = true
             return true
@@ -240,8 +248,9 @@ public final class ControlServer: @unchecked Sendable {
     }
 
     /// Stops the thread, closes every connection and removes the socket. Do not call from a handler.
+    /// (The running thread keeps the server alive until then.)
     public func stop() {
-        let wasRunning = shared.withLock { s -> Bool in
+        let wasRunning = withShared { s -> Bool in
             let running = s.started && !s.stopping
             s.stopping = true
             return running
@@ -268,13 +277,13 @@ public final class ControlServer: @unchecked Sendable {
     }
 
     /// Connections that subscribed to events.
-    public var subscriberCount: Int { shared.withLock { $0.subscribers.count } }
+    public var subscriberCount: Int { withShared { $0.subscribers.count } }
 
     /// Open connections.
-    public var connectionCount: Int { shared.withLock { $0.open.count } }
+    public var connectionCount: Int { withShared { $0.open.count } }
 
     private func enqueue(_ target: Target, _ bytes: [UInt8]) {
-        let wake = shared.withLock { s -> Bool in
+        let wake = withShared { s -> Bool in
             guard !s.stopping else { return false }
             let wasEmpty = s.outbox.isEmpty
             s.outbox.append((target, bytes))
@@ -309,7 +318,7 @@ public final class ControlServer: @unchecked Sendable {
 
     /// Delivers queued messages; returns true when the server is stopping.
     private func drainOutbox() -> Bool {
-        let (items, stopping) = shared.withLock { s -> ([(Target, [UInt8])], Bool) in
+        let (items, stopping) = withShared { s -> ([(Target, [UInt8])], Bool) in
             let items = s.outbox
             s.outbox.removeAll()
             return (items, s.stopping)
@@ -366,7 +375,7 @@ public final class ControlServer: @unchecked Sendable {
                 continue
             }
             connections[id] = c
-            shared.withLock { _ = $0.open.insert(id) }
+            withShared { _ = $0.open.insert(id) }
             log(.debug, "control#\(id): connected, pid \(cred.pid) uid \(cred.uid)")
             handler?.connectionOpened(ControlConnectionID(rawValue: id), peer: ControlPeer(pid: cred.pid, uid: cred.uid, gid: cred.gid))
             let hello = ServerHello(daemonVersion: options.daemonVersion, pid: getpid())
@@ -483,7 +492,7 @@ public final class ControlServer: @unchecked Sendable {
             guard connections[c.id] != nil else { return }
             if case .subscribe = request, !response.isError, !c.subscriber {
                 c.subscriber = true
-                shared.withLock { _ = $0.subscribers.insert(c.id) }
+                withShared { _ = $0.subscribers.insert(c.id) }
             }
             write(ControlCodec.encodeLine(ServerMessage.response(id: message.id, response)), to: c)
         }
@@ -550,7 +559,7 @@ public final class ControlServer: @unchecked Sendable {
         if let reason { log(.warn, "control#\(c.id): dropped: \(reason)") } else { log(.debug, "control#\(c.id): closed") }
         _ = earmuff_epoll_del(epollFD, c.fd)
         close(c.fd)
-        shared.withLock {
+        withShared {
             $0.subscribers.remove(c.id)
             $0.open.remove(c.id)
         }
