@@ -120,7 +120,7 @@ public final class ControlClient {
         let id = nextRequestID()
         try send(.request(request, id: id))
         var held: [ServerMessage] = []
-        defer { queued.insert(contentsOf: held, at: 0) }
+        defer { queued.append(contentsOf: held) }  // newer than anything already queued
         while true {
             guard let m = try nextMessage(timeoutMs: timeoutMs, waitForConnect: false) else {
                 throw ControlClientError(.timeout, "the daemon at \(path) did not answer '\(request.typeName)' within \(timeoutMs / 1000) s; check its log")
