@@ -167,7 +167,10 @@ extension EndToEnd {
             let samples = AudioAnalysis.decode(monitor.stop().audio, format: .s16le)
             let loud = AudioAnalysis.blockToneRatios(samples, frequency: 1000, sampleRate: 44100, blockSize: 4410, minimumRMS: 0.01)
             #expect(loud.count >= 5, "the sink heard \(loud.count) loud blocks")
-            #expect(AudioAnalysis.median(loud) > 0.9)
+            // Players start and stop at different moments, so many blocks hold a
+            // step in the mix (a tone present for half a block scores about 0.5);
+            // noise or garbage would score near 0.
+            #expect(AudioAnalysis.median(loud) > 0.6, "\(loud)")
             #expect(setup.earmuff.process.isRunning, "\(setup.logs)")
         }
     }
