@@ -35,6 +35,7 @@ let package = Package(
         .testTarget(name: "ConsentTests", dependencies: ["Consent"]),
         .testTarget(name: "ConsentStoreTests", dependencies: ["ConsentStore", "Consent"]),
         .testTarget(name: "ControlProtocolTests", dependencies: ["ControlProtocol"]),
+        .testTarget(name: "ProxyTests", dependencies: ["Proxy", "ControlProtocol", "PulseWire", "Ring", "CLinux", "TestSupport"]),
         .testTarget(name: "EndToEndTests", dependencies: ["TestSupport", "PulseWire", "earmuff"]),
     ]
 )

@@ -1,7 +1,6 @@
 // ControlServer tests against a real Unix socket, with a small in-test handler.
 // They need the Proxy and CLinux targets (the control server lives in Proxy);
 // they compile only when ControlProtocolTests depends on both.
-#if canImport(Proxy) && canImport(CLinux)
 import CLinux
 import ControlProtocol
 import Foundation
@@ -424,4 +423,3 @@ func waitUntil(seconds: Double = 10, _ condition: () -> Bool) -> Bool {
         }
     }
 }
-#endif
