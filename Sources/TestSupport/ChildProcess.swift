@@ -143,6 +143,16 @@ public final class ChildProcess: Sendable {
         return wait(timeout: 30) ?? -1
     }
 
+    /// Waits up to `timeout` seconds for the process to exit (SIGKILLing it after
+    /// that) and returns its status and output.
+    public func finish(timeout: Double) -> ToolResult {
+        var status = wait(timeout: timeout)
+        let timedOut = status == nil
+        if timedOut { status = terminate(signal: SIGKILL, grace: 10) }
+        return ToolResult(status: status ?? -1, timedOut: timedOut, stdout: stdoutData(),
+                          stderr: stderrText(), command: command)
+    }
+
     /// What the process wrote to stdout so far.
     public func stdoutData() -> Data {
         (try? Data(contentsOf: URL(fileURLWithPath: stdoutPath))) ?? Data()
@@ -196,6 +206,7 @@ private let closeFromAction: CloseFromFunction? = {
     guard let sym = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "posix_spawn_file_actions_addclosefrom_np") else {
         return nil
     }
+    // The type above is glibc's prototype: (posix_spawn_file_actions_t *, int) -> int.
     return unsafeBitCast(sym, to: CloseFromFunction.self)
 }()
 

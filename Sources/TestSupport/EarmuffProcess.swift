@@ -99,11 +99,16 @@ public final class EarmuffProcess: Sendable {
             try? FileManager.default.removeItem(atPath: "\(out).stdout")
             try? FileManager.default.removeItem(atPath: "\(out).stderr")
         }
-        var status = child.wait(timeout: timeout)
-        let timedOut = status == nil
-        if timedOut { status = child.terminate(signal: SIGKILL) }
-        return ToolResult(status: status ?? -1, timedOut: timedOut, stdout: child.stdoutData(),
-                          stderr: child.stderrText(), command: child.command)
+        return child.finish(timeout: timeout)
+    }
+
+    /// Runs an `earmuff` client subcommand like `runCLI`, and throws with its
+    /// output unless it exits 0 (e.g. `try earmuff.control("grant", key)`).
+    @discardableResult
+    public func control(_ arguments: String..., timeout: Double = 30) throws -> ToolResult {
+        let result = try runCLI(arguments, timeout: timeout)
+        guard result.succeeded else { throw TestSupportError("earmuff \(arguments.joined(separator: " ")) failed: \(result)\nearmuff log:\n\(log())") }
+        return result
     }
 
     /// Stops earmuff (SIGTERM, then SIGKILL after `grace` seconds) and removes its

@@ -26,11 +26,11 @@ public enum TempDir {
     public static func make(prefix: String) throws -> String {
         var template = Array("/tmp/\(prefix)-XXXXXX".utf8CString)
         let made = template.withUnsafeMutableBufferPointer { buf -> Bool in
-            // baseAddress is non-nil: the array holds at least the terminator.
-            mkdtemp(buf.baseAddress!) != nil
+            guard let base = buf.baseAddress else { return false }
+            return mkdtemp(base) != nil
         }
         guard made else { throw TestSupportError("mkdtemp(/tmp/\(prefix)-XXXXXX) failed: errno \(errno)") }
-        return template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+        return String(decoding: template.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     /// Creates `path` and its parents with mode 0700.

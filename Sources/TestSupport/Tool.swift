@@ -110,6 +110,13 @@ public enum Tool {
         return Recording(tool: tool, format: format, rate: rate, channels: channels)
     }
 
+    /// The app key earmuff gives a tool it identifies by executable:
+    /// `exe:` plus the real path (`parecord` is a link to `pacat`).
+    public static func appKey(for name: String) throws -> String {
+        guard let path = findExecutable(name) else { throw TestSupportError("\(name) not found in PATH") }
+        return "exe:" + URL(fileURLWithPath: path).resolvingSymlinksInPath().path
+    }
+
     /// HOME, XDG dirs and locale for a process rooted at `root`; PATH is inherited.
     public static func privateEnvironment(root: String) -> [String: String] {
         [
@@ -140,13 +147,7 @@ public final class RunningTool: Sendable {
 
     /// Waits up to `timeout` seconds for the tool to exit by itself (killing it after that).
     public func wait(timeout: Double) -> ToolResult {
-        var timedOut = false
-        var status = process.wait(timeout: timeout)
-        if status == nil {
-            timedOut = true
-            status = process.terminate(signal: SIGKILL, grace: 10)
-        }
-        return result(status: status ?? -1, timedOut: timedOut)
+        process.finish(timeout: timeout)
     }
 
     /// Sends `signal` (SIGINT by default, which pacat/parecord treat as "finish"),
@@ -160,11 +161,6 @@ public final class RunningTool: Sendable {
     public func cleanup() {
         if process.isRunning { process.terminate(signal: SIGKILL) }
         TempDir.remove(directory)
-    }
-
-    private func result(status: Int32, timedOut: Bool) -> ToolResult {
-        ToolResult(status: status, timedOut: timedOut, stdout: process.stdoutData(),
-                   stderr: process.stderrText(), command: process.command)
     }
 
     deinit { cleanup() }

@@ -31,6 +31,12 @@ extension EndToEnd {
                 return status
             }
 
+            /// Lets `tool` (identified by its executable) record real audio through
+            /// earmuff, so relay tests see the tone rather than consent's silence.
+            func grant(_ tool: String = "parecord") throws {
+                try earmuff.control("grant", try Tool.appKey(for: tool))
+            }
+
             /// Context for failure messages.
             var logs: String { "earmuff log:\n\(earmuff.log())" }
         }
@@ -90,6 +96,7 @@ extension EndToEnd {
         func parecordThroughTheProxyMatchesDirect(format: PCMFormat) async throws {
             let setup = try Setup()
             defer { setup.stop() }
+            try setup.grant()
             let (directResult, directAudio) = try await Helpers.recordMic(server: setup.server.serverString, format: format)
             let (proxyResult, proxyAudio) = try await Helpers.recordMic(server: setup.earmuff.serverString, format: format)
             #expect(directResult.status == 0, "\(directResult)")
@@ -105,6 +112,7 @@ extension EndToEnd {
         @Test func parecordWithoutSHMThroughTheProxy() async throws {
             let setup = try Setup()
             defer { setup.stop() }
+            try setup.grant()
             let (result, audio) = try await Helpers.recordMic(server: setup.earmuff.serverString, clientConfig: .noSHM)
             #expect(result.status == 0, "\(result)\n\(setup.logs)")
             let report = Helpers.analyze(audio, format: .s16le)
@@ -118,6 +126,7 @@ extension EndToEnd {
         @Test func proxyForcesInlineAudio() async throws {
             let setup = try Setup()
             defer { setup.stop() }
+            try setup.grant()
             let (result, audio) = try await Helpers.recordMic(server: setup.earmuff.serverString, clientConfig: .default)
             #expect(result.status == 0, "\(result)\n\(setup.logs)")
             #expect(!result.stderr.contains("Protocol error"), "\(result)")
@@ -131,6 +140,7 @@ extension EndToEnd {
         @Test func twentyClientsAtOnce() async throws {
             let setup = try Setup()
             defer { setup.stop() }
+            try setup.grant()
             let dir = try Helpers.scratch()
             defer { TempDir.remove(dir) }
             let wav = "\(dir)/tone.wav"
@@ -172,6 +182,20 @@ extension EndToEnd {
             // noise or garbage would score near 0.
             #expect(AudioAnalysis.median(loud) > 0.6, "\(loud)")
             #expect(setup.earmuff.process.isRunning, "\(setup.logs)")
+        }
+
+        /// The counterpart of the relay tests: the same recording by a denied app
+        /// is exact silence of its sample format (and still as long as asked for).
+        @Test(arguments: [PCMFormat.s16le, .u8, .float32le, .alaw, .ulaw])
+        func deniedAppRecordsExactSilence(format: PCMFormat) async throws {
+            let setup = try Setup()
+            defer { setup.stop() }
+            try setup.earmuff.control("deny", try Tool.appKey(for: "parecord"))
+            let (result, audio) = try await Helpers.recordMic(server: setup.earmuff.serverString, format: format)
+            #expect(result.status == 0, "\(result)\n\(setup.logs)")
+            #expect(audio.count >= PulseServer.toneRate * format.bytesPerSample / 2, "only \(audio.count) bytes")
+            #expect(AudioAnalysis.isUniform(audio, value: format.silenceByte),
+                    "\(format): not silence: \(Helpers.analyze(audio, format: format))")
         }
     }
 }
