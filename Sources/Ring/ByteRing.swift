@@ -177,6 +177,7 @@ public final class ByteRing: @unchecked Sendable {
         let written = withWritableRegions { first, second -> Int in
             let total = min(bytes.count, first.count + second.count)
             let inFirst = min(total, first.count)
+            // Regions point into `storage`, never nil; unwrapping only when count > 0 anyway.
             if inFirst > 0 { first.baseAddress.unsafelyUnwrapped.copyMemory(from: source, byteCount: inFirst) }
             if total > inFirst {
                 second.baseAddress.unsafelyUnwrapped.copyMemory(from: source + inFirst, byteCount: total - inFirst)

@@ -54,6 +54,7 @@ struct ByteRingBasicTests {
         let resident = ring.withReadableRegions { first, _ -> Int in
             let pages = ring.capacity / pageSize
             var vector = [UInt8](repeating: 0, count: pages)
+            // One byte is readable, so the region is non-empty and its base is non-nil.
             let rc = mincore(UnsafeMutableRawPointer(mutating: first.baseAddress!), ring.capacity, &vector)
             #expect(rc == 0)
             return vector.reduce(0) { $0 + Int($1 & 1) }
@@ -87,6 +88,7 @@ struct ByteRingBasicTests {
                 #expect(first.count == expectedFirst, "offset \(offset) size \(size)")
                 #expect(second.count == size - expectedFirst, "offset \(offset) size \(size)")
                 if second.count > 0 {
+                    // Both regions are non-empty here, so both bases are non-nil.
                     // The second region is the start of storage; the first begins `offset` bytes in.
                     #expect(first.baseAddress! - second.baseAddress! == offset)
                     #expect(first.baseAddress! + first.count == second.baseAddress! + capacity)
