@@ -1,0 +1,295 @@
+// The run: start the upstreams and the three ways in, measure the selected
+// parts, then print the table, the ratios and the targets.
+
+import CLinux
+import Foundation
+import Glibc
+import PulseWire
+import TestSupport
+
+final class Bench {
+    let options: Options
+    let measurer: Measurer
+    private var notes: [String] = []
+
+    private var latency: [Mode: LatencyResult] = [:]
+    private var throughput: [Int: [Mode: ThroughputResult]] = [:]
+    private var realLatency: [Mode: LatencyResult] = [:]
+    private var realThroughput: [Mode: ThroughputResult] = [:]
+    private var idle: IdleMemory?
+    private var recording: RecordingMemory?
+    private var silence: SilenceResult?
+    private var consent = ConsentSupport(available: false, note: "not checked")
+
+    /// Audio rate of the recording-memory clients: s16le stereo 48 kHz.
+    private let audioRate = 48000 * 2 * 2
+    /// 20 ms of that.
+    private let audioChunk = 48000 * 2 * 2 / 50
+
+    init(options: Options) {
+        self.options = options
+        measurer = Measurer(options: options)
+    }
+
+    private func say(_ s: String) {
+        FileHandle.standardError.write(Data("… \(s)\n".utf8))
+    }
+
+    private func locateEarmuff() throws -> String {
+        if let b = options.earmuffBinary { return b }
+        if let b = ProcessInfo.processInfo.environment["EARMUFF_BINARY"], !b.isEmpty { return b }
+        let sibling = URL(fileURLWithPath: Relay.ownExecutable()).deletingLastPathComponent()
+            .appendingPathComponent("earmuff").path
+        guard access(sibling, X_OK) == 0 else {
+            throw BenchError("earmuff binary not found next to the bench (\(sibling)); build it or pass --earmuff")
+        }
+        return sibling
+    }
+
+    func run() throws {
+        let started = Clock.seconds()
+        let nofile = earmuff_raise_nofile()
+        let needed = 2 * max(options.idleClients, options.recordingClients) + 256
+        if nofile < needed {
+            notes.append("RLIMIT_NOFILE is \(nofile); \(needed) would be needed for the client counts")
+        }
+        let binary = try locateEarmuff()
+        consent = ConsentSupport.detect(binary: binary)
+        let work = try TempDir.make(prefix: "ebench")
+        defer { TempDir.remove(work) }
+        let flood = try FloodServer(socketPath: "\(work)/flood", payloadBytes: options.payloadBytes)
+        defer { flood.stop() }
+        consent = consent.probed(upstream: flood.socketPath, binary: binary, workDir: work)
+        say("work dir \(work), earmuff \(binary), consent: \(consent.available ? "available" : consent.note)")
+        let quiesce = {
+            _ = Wait.untilBlocking(timeout: 5, interval: 0.005) { flood.connectionCount == 0 }
+        }
+
+        let synthetic = options.parts.contains(.latency) || options.parts.contains(.throughput)
+        if synthetic {
+            let relays = try makeRelays(upstream: flood.socketPath, binary: binary, work: work)
+            defer { relays.forEach { $0.stop() } }
+            if options.parts.contains(.latency) {
+                say("round trips: \(options.requests) GET_SERVER_INFO per mode")
+                latency = try measurer.latency(relays, requests: options.requests)
+                quiesce()
+            }
+            if options.parts.contains(.throughput) {
+                for n in options.streamCounts {
+                    say("record throughput: \(n) stream(s), \(options.duration) s per mode")
+                    throughput[n] = try measurer.throughput(relays, streams: n, request: .synthetic, quiesce: quiesce)
+                }
+            }
+        }
+
+        if options.parts.contains(.real) {
+            do {
+                try realPulseAudio(binary: binary, work: work)
+            } catch {
+                notes.append("real PulseAudio part failed: \(error)")
+            }
+        }
+
+        if options.parts.contains(.memory) {
+            say("memory: \(options.idleClients) idle clients")
+            let e1 = try Relay.earmuff(flood.socketPath, binary: binary, consent: consent, workDir: work)
+            do {
+                defer { e1.stop() }
+                idle = try measurer.idleMemory(e1, count: options.idleClients)
+            }
+            quiesce()
+            say("memory: \(options.recordingClients) recording clients at \(audioRate) B/s each")
+            let paced = try FloodServer(socketPath: "\(work)/paced",
+                                        pacing: .paced(bytesPerSecond: audioRate, chunkBytes: audioChunk))
+            defer { paced.stop() }
+            let e2 = try Relay.earmuff(paced.socketPath, binary: binary, consent: consent, workDir: work)
+            defer { e2.stop() }
+            var req = StreamRequest.synthetic
+            req.fragSize = UInt32(audioChunk)
+            recording = try measurer.recordingMemory(e2, count: options.recordingClients,
+                                                     bytesPerSecond: audioRate, request: req)
+        }
+
+        if options.parts.contains(.silence) {
+            if consent.available {
+                say("silencing: granted against denied, 1 stream")
+                let e = try Relay.earmuff(flood.socketPath, binary: binary, consent: consent, workDir: work,
+                                          grantSelf: false)
+                defer { e.stop() }
+                silence = try measurer.silence(e, streams: 1, quiesce: quiesce)
+            } else {
+                notes.append("silencing cost \(consent.note)")
+            }
+        }
+
+        report(elapsed: Clock.seconds() - started, binary: binary)
+    }
+
+    private func makeRelays(upstream: String, binary: String, work: String) throws -> [Relay] {
+        try options.modes.map { mode in
+            switch mode {
+            case .direct: return Relay.direct(upstream)
+            case .socat: return try Relay.socat(upstream, workDir: work)
+            case .earmuff: return try Relay.earmuff(upstream, binary: binary, consent: consent, workDir: work)
+            }
+        }
+    }
+
+    private func realPulseAudio(binary: String, work: String) throws {
+        var pa: PulseServer?
+        if options.pulseServer == nil {
+            say("real PulseAudio: starting a private server")
+            pa = try PulseServer()
+        }
+        defer { pa?.stop() }
+        // One of the two is set: an explicit server, or the private one.
+        let socket = options.pulseServer ?? pa!.socketPath
+        let relays = try makeRelays(upstream: socket, binary: binary, work: work)
+        defer { relays.forEach { $0.stop() } }
+        say("real PulseAudio: round trips")
+        realLatency = try measurer.latency(relays, requests: options.requests)
+        say("real PulseAudio: \(options.paStreams) streams at audio rate")
+        let req = StreamRequest(spec: SampleSpec(format: .float32le, channels: 1, rate: UInt32(PulseServer.toneRate)),
+                                map: .mono, fragSize: UInt32(PulseServer.toneRate * 4 / 50), source: nil)
+        // PulseAudio's sine source has a fixed 2 s latency: it hands out audio in
+        // 2 s blocks, so each window spans two blocks to average them out.
+        realThroughput = try measurer.throughput(relays, streams: options.paStreams, request: req,
+                                                 duration: 4, rounds: 1, quiesce: { usleep(100_000) })
+    }
+
+    // MARK: - Report
+
+    private func fmt(_ v: Double?, _ digits: Int = 1) -> String {
+        guard let v, v.isFinite else { return "n/a" }
+        return String(format: "%.\(digits)f", v)
+    }
+
+    private func row(_ label: String, _ cells: [String]) -> String {
+        var s = label.padding(toLength: 34, withPad: " ", startingAt: 0)
+        for c in cells { s += String(repeating: " ", count: max(1, 11 - c.count)) + c }
+        return s
+    }
+
+    private func ratio(_ a: Double?, _ b: Double?) -> String {
+        guard let a, let b, b > 0 else { return "n/a" }
+        return String(format: "%.2fx", a / b)
+    }
+
+    private func report(elapsed: Double, binary: String) {
+        var out: [String] = []
+        let header = row("", ["direct", "socat", "earmuff", "e/direct", "e/socat"])
+        out.append("")
+        out.append("earmuff-bench — \(ProcessInfo.processInfo.activeProcessorCount) CPUs, "
+                   + "earmuff \(binary), \(String(format: "%.0f", elapsed)) s")
+        out.append(header)
+
+        if !latency.isEmpty {
+            out.append("Round trip GET_SERVER_INFO, synthetic server (\(latency.values.first?.count ?? 0) per mode)")
+            for (name, key) in [("  p50 µs", \LatencyResult.p50), ("  p99 µs", \LatencyResult.p99),
+                                ("  mean µs", \LatencyResult.mean)] {
+                let d = latency[.direct]?[keyPath: key], s = latency[.socat]?[keyPath: key]
+                let e = latency[.earmuff]?[keyPath: key]
+                out.append(row(name, [fmt(d), fmt(s), fmt(e), ratio(e, d), ratio(e, s)]))
+            }
+            let added = { (m: Mode) -> Double? in
+                guard let x = self.latency[m]?.p99, let d = self.latency[.direct]?.p99 else { return nil }
+                return x - d
+            }
+            out.append(row("  added p99 µs (vs direct)", ["", fmt(added(.socat)), fmt(added(.earmuff)), "", ""]))
+        }
+        for n in options.streamCounts.sorted() {
+            guard let t = throughput[n] else { continue }
+            out.append("Record throughput, flood server, \(n) stream\(n == 1 ? "" : "s") "
+                       + "(\(options.payloadBytes)-byte memblocks)")
+            let d = t[.direct]?.megabytesPerSecond, s = t[.socat]?.megabytesPerSecond
+            let e = t[.earmuff]?.megabytesPerSecond
+            out.append(row("  MB/s", [fmt(d), fmt(s), fmt(e), ratio(e, d), ratio(e, s)]))
+            let sc = t[.socat]?.cpuPerGB, ec = t[.earmuff]?.cpuPerGB
+            out.append(row("  relay CPU s/GB", ["n/a", fmt(sc, 2), fmt(ec, 2), "", ratio(ec, sc)]))
+            out.append(row("  relay CPU % of a core", ["n/a", fmt(t[.socat]?.cpuPercent, 0),
+                                                         fmt(t[.earmuff]?.cpuPercent, 0), "", ""]))
+        }
+        if !realLatency.isEmpty || !realThroughput.isEmpty {
+            out.append("Real PulseAudio (\(options.paStreams) streams float32le mono 48 kHz from the sine source, "
+                       + "\(options.paStreams * 192) kB/s expected)")
+            for (name, key) in [("  round trip p50 µs", \LatencyResult.p50), ("  round trip p99 µs", \LatencyResult.p99)] {
+                let d = realLatency[.direct]?[keyPath: key], s = realLatency[.socat]?[keyPath: key]
+                let e = realLatency[.earmuff]?[keyPath: key]
+                out.append(row(name, [fmt(d), fmt(s), fmt(e), ratio(e, d), ratio(e, s)]))
+            }
+            let d = realThroughput[.direct], s = realThroughput[.socat], e = realThroughput[.earmuff]
+            out.append(row("  kB/s received", [fmt(d.map { $0.megabytesPerSecond * 1000 }, 0),
+                                               fmt(s.map { $0.megabytesPerSecond * 1000 }, 0),
+                                               fmt(e.map { $0.megabytesPerSecond * 1000 }, 0),
+                                               ratio(e?.megabytesPerSecond, d?.megabytesPerSecond),
+                                               ratio(e?.megabytesPerSecond, s?.megabytesPerSecond)]))
+            out.append(row("  relay CPU % of a core", ["n/a", fmt(s?.cpuPercent, 2), fmt(e?.cpuPercent, 2), "", ""]))
+            out.append(row("  relay CPU s/GB", ["n/a", fmt(s?.cpuPerGB, 2), fmt(e?.cpuPerGB, 2), "",
+                                                ratio(e?.cpuPerGB, s?.cpuPerGB)]))
+        }
+        if let idle {
+            out.append("Memory of earmuff (VmRSS)")
+            out.append("  \(idle.clients) idle clients: \(idle.baselineKiB) KiB → \(idle.loadedKiB) KiB, "
+                       + "\(fmt(idle.perClientKiB)) KiB per client\(idle.threads.map { ", \($0) threads" } ?? "")")
+        }
+        if let r = recording {
+            if idle == nil { out.append("Memory of earmuff (VmRSS)") }
+            out.append("  \(r.clients) recording clients (flood server paced at \(audioRate) B/s each): "
+                       + "\(r.baselineKiB) KiB → peak \(r.peakKiB) KiB, \(fmt(r.perClientKiB)) KiB per client")
+            out.append("    received \(fmt(r.result.megabytesPerSecond, 2)) MB/s of "
+                       + "\(fmt(r.expectedBytesPerSecond / 1e6, 2)) MB/s sent, earmuff CPU "
+                       + "\(fmt(r.result.cpuPercent, 1)) % of a core, \(fmt(r.result.cpuPerGB, 2)) s/GB")
+        }
+        if let s = silence {
+            out.append("Silencing through earmuff (1 stream, flood server)")
+            out.append("  granted \(fmt(s.granted.megabytesPerSecond)) MB/s (\(s.granted.patternFrames)/"
+                       + "\(s.granted.frames) frames real), denied \(fmt(s.denied.megabytesPerSecond)) MB/s "
+                       + "(\(s.denied.silentFrames)/\(s.denied.frames) frames silent), cost "
+                       + "\(fmt(s.cost * 100)) %")
+        }
+
+        out.append("")
+        out.append("Targets")
+        var pass = 0, fail = 0
+        func target(_ name: String, _ ok: Bool?, _ detail: String) {
+            let verdict: String
+            switch ok {
+            case .some(true): verdict = "PASS"; pass += 1
+            case .some(false): verdict = "FAIL"; fail += 1
+            case .none: verdict = "----"
+            }
+            out.append("  \(verdict)  \(name.padding(toLength: 46, withPad: " ", startingAt: 0)) \(detail)")
+        }
+        for n in options.streamCounts.sorted() {
+            guard let t = throughput[n], let e = t[.earmuff]?.megabytesPerSecond else { continue }
+            if let s = t[.socat]?.megabytesPerSecond {
+                target("throughput ≥ 1.5x socat, \(n) stream(s)", e >= 1.5 * s, ratio(e, s))
+            }
+            if let d = t[.direct]?.megabytesPerSecond {
+                target("throughput ≥ 0.5x direct, \(n) stream(s)", e >= 0.5 * d, ratio(e, d))
+            }
+        }
+        if let d = latency[.direct]?.p99, let s = latency[.socat]?.p99, let e = latency[.earmuff]?.p99 {
+            target("added p99 round trip ≤ socat's", e - d <= s - d,
+                   "earmuff +\(fmt(e - d)) µs, socat +\(fmt(s - d)) µs")
+        }
+        if let s = silence {
+            let verified = s.denied.frames > 0 && s.denied.silentFrames == s.denied.frames
+                && s.granted.patternFrames == s.granted.frames
+            if verified {
+                target("silencing cost < 5%", s.cost < 0.05, "\(fmt(s.cost * 100)) %")
+            } else {
+                target("silencing cost < 5%", false, "deny/grant did not take effect on every frame")
+            }
+        } else if options.parts.contains(.silence) {
+            target("silencing cost < 5%", nil, consent.note)
+        }
+        if let idle {
+            target("≤ 64 KiB RSS per idle client", idle.perClientKiB <= 64, "\(fmt(idle.perClientKiB)) KiB")
+        }
+        out.append("  \(pass) passed, \(fail) failed")
+        var seen = Set<String>()
+        for n in notes + measurer.problems where seen.insert(n).inserted { out.append("note: \(n)") }
+        print(out.joined(separator: "\n"))
+    }
+}

@@ -1,0 +1,237 @@
+// The measurements: command round trips, record throughput with relay CPU,
+// resident memory with many clients, and the cost of silencing. Each one sets
+// up its own client connections and tears them down, so modes never share
+// state; modes are interleaved round by round so that other load on the
+// machine hits them alike.
+
+import Foundation
+import Glibc
+import PulseWire
+import TestSupport
+
+/// Percentiles of round trips, in microseconds.
+struct LatencyResult {
+    var p50: Double
+    var p99: Double
+    var mean: Double
+    var count: Int
+
+    init(samples: [Double]) {
+        let s = samples.sorted()
+        count = s.count
+        p50 = s.isEmpty ? 0 : s[min(s.count - 1, s.count / 2)]
+        p99 = s.isEmpty ? 0 : s[min(s.count - 1, Int((Double(s.count) * 0.99).rounded(.up)) - 1)]
+        mean = s.isEmpty ? 0 : s.reduce(0, +) / Double(s.count)
+    }
+}
+
+/// Bytes counted over a time, with the relay's CPU time over the same window.
+struct ThroughputResult {
+    var bytes: UInt64 = 0
+    var seconds = 0.0
+    var relayCPU: Double?
+    var frames = 0
+    var silentFrames = 0
+    var patternFrames = 0
+
+    /// MB/s (10^6 bytes per second).
+    var megabytesPerSecond: Double { seconds > 0 ? Double(bytes) / seconds / 1e6 : 0 }
+    /// Relay CPU seconds per GB (10^9 bytes) relayed.
+    var cpuPerGB: Double? {
+        guard let relayCPU, bytes > 0 else { return nil }
+        return relayCPU / (Double(bytes) / 1e9)
+    }
+    /// Relay CPU as a percentage of one core.
+    var cpuPercent: Double? {
+        guard let relayCPU, seconds > 0 else { return nil }
+        return relayCPU / seconds * 100
+    }
+
+    mutating func add(_ w: StreamCounter.Window, cpu: Double?) {
+        bytes &+= w.bytes
+        seconds += w.seconds
+        frames += w.frames
+        silentFrames += w.silentFrames
+        patternFrames += w.patternFrames
+        if let cpu { relayCPU = (relayCPU ?? 0) + cpu }
+    }
+}
+
+/// A recording setup: what to ask the server for.
+struct StreamRequest {
+    var spec: SampleSpec
+    var map: ChannelMap
+    var fragSize: UInt32
+    var source: String?
+
+    static let synthetic = StreamRequest(
+        spec: SampleSpec(format: .s16le, channels: 2, rate: 48000), map: .stereo, fragSize: 65536, source: nil)
+}
+
+/// Runs measurements; holds the shared receive buffer (used from this thread only).
+final class Measurer {
+    let options: Options
+    let scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 256 * 1024, alignment: 16)
+    /// Anomalies seen while measuring (printed as notes).
+    var problems: [String] = []
+
+    init(options: Options) { self.options = options }
+    deinit { scratch.deallocate() }
+
+    func connect(_ relay: Relay) throws -> NativeClient {
+        let c = try NativeClient(path: relay.path, scratch: scratch)
+        try c.handshake()
+        return c
+    }
+
+    /// GET_SERVER_INFO round trips over one connection per relay, interleaved in 10 rounds.
+    func latency(_ relays: [Relay], requests: Int) throws -> [Mode: LatencyResult] {
+        let trippers = try relays.map { RoundTripper(client: try connect($0)) }
+        for t in trippers { for _ in 0..<200 { _ = try t.once() } }
+        var samples = Array(repeating: [Double](), count: relays.count)
+        for i in samples.indices { samples[i].reserveCapacity(requests) }
+        let rounds = 10
+        for round in 0..<rounds {
+            let n = requests / rounds + (round < requests % rounds ? 1 : 0)
+            for (i, t) in trippers.enumerated() {
+                for _ in 0..<n { samples[i].append(try t.once()) }
+            }
+        }
+        var out: [Mode: LatencyResult] = [:]
+        for (i, r) in relays.enumerated() { out[r.mode] = LatencyResult(samples: samples[i]) }
+        return out
+    }
+
+    /// One counting window: `streams` connections with one record stream each.
+    func window(_ relay: Relay, streams: Int, request: StreamRequest, duration: Double, warmup: Double,
+                tick: () -> Void = {}) throws -> (StreamCounter.Window, Double?) {
+        var clients: [NativeClient] = []
+        clients.reserveCapacity(streams)
+        for _ in 0..<streams {
+            let c = try connect(relay)
+            _ = try c.createRecordStream(spec: request.spec, map: request.map, fragSize: request.fragSize,
+                                         source: request.source)
+            clients.append(c)
+        }
+        var cpu0: Double?
+        var cpu1: Double?
+        let w = try StreamCounter.run(
+            clients, warmup: warmup, duration: duration,
+            begin: { cpu0 = relay.cpuSeconds() }, tick: tick, end: { cpu1 = relay.cpuSeconds() })
+        clients.removeAll()
+        var cpu: Double?
+        if let cpu0, let cpu1 { cpu = cpu1 - cpu0 }
+        if w.bytes == 0, let e = relay.earmuff {
+            let tail = e.log().split(separator: "\n").suffix(8).joined(separator: "\n    ")
+            problems.append("no record data through earmuff in a \(String(format: "%.1f", duration)) s window "
+                            + "(\(streams) stream(s)); its log ends:\n    \(tail)")
+        }
+        return (w, cpu)
+    }
+
+    /// Throughput per relay, modes interleaved over `rounds` windows.
+    func throughput(_ relays: [Relay], streams: Int, request: StreamRequest, duration: Double? = nil,
+                    rounds: Int? = nil, quiesce: () -> Void) throws -> [Mode: ThroughputResult]
+    {
+        var out: [Mode: ThroughputResult] = [:]
+        let rounds = rounds ?? options.rounds
+        let each = (duration ?? options.duration) / Double(rounds)
+        for _ in 0..<rounds {
+            for relay in relays {
+                let (w, cpu) = try window(relay, streams: streams, request: request, duration: each,
+                                          warmup: options.warmup)
+                out[relay.mode, default: ThroughputResult()].add(w, cpu: cpu)
+                quiesce()
+            }
+        }
+        return out
+    }
+}
+
+/// Resident memory of earmuff with idle clients.
+struct IdleMemory {
+    var clients: Int
+    var baselineKiB: Int
+    var loadedKiB: Int
+    var threads: Int?
+    var perClientKiB: Double { Double(loadedKiB - baselineKiB) / Double(max(clients, 1)) }
+}
+
+/// Resident memory and throughput of earmuff with recording clients at audio rate.
+struct RecordingMemory {
+    var clients: Int
+    var baselineKiB: Int
+    var peakKiB: Int
+    var endKiB: Int
+    var expectedBytesPerSecond: Double
+    var result: ThroughputResult
+    var perClientKiB: Double { Double(peakKiB - baselineKiB) / Double(max(clients, 1)) }
+}
+
+extension Measurer {
+    /// Connects `count` idle (authenticated) clients through a fresh earmuff and reads its RSS.
+    func idleMemory(_ relay: Relay, count: Int) throws -> IdleMemory {
+        guard let pid = relay.pid else { throw BenchError("no earmuff pid") }
+        do { _ = try connect(relay) }  // warm up lazily initialised state, then let it go
+        usleep(300_000)
+        let base = Proc.rssKiB(pid) ?? 0
+        var clients: [NativeClient] = []
+        clients.reserveCapacity(count)
+        for _ in 0..<count { clients.append(try connect(relay)) }
+        usleep(500_000)
+        let loaded = Proc.rssKiB(pid) ?? 0
+        let threads = Proc.threads(pid)
+        clients.removeAll()
+        return IdleMemory(clients: count, baselineKiB: base, loadedKiB: loaded, threads: threads)
+    }
+
+    /// `count` recording clients through a fresh earmuff in front of a paced server.
+    func recordingMemory(_ relay: Relay, count: Int, bytesPerSecond: Int, request: StreamRequest) throws
+        -> RecordingMemory
+    {
+        guard let pid = relay.pid else { throw BenchError("no earmuff pid") }
+        do { _ = try connect(relay) }
+        usleep(300_000)
+        let base = Proc.rssKiB(pid) ?? 0
+        var peak = base
+        let (w, cpu) = try window(relay, streams: count, request: request, duration: max(options.duration, 2),
+                                  warmup: 0.5, tick: { peak = max(peak, Proc.rssKiB(pid) ?? 0) })
+        let end = Proc.rssKiB(pid) ?? 0
+        peak = max(peak, end)
+        var r = ThroughputResult()
+        r.add(w, cpu: cpu)
+        return RecordingMemory(clients: count, baselineKiB: base, peakKiB: peak, endKiB: end,
+                               expectedBytesPerSecond: Double(count * bytesPerSecond), result: r)
+    }
+}
+
+/// Granted against denied record throughput through one earmuff.
+struct SilenceResult {
+    var granted = ThroughputResult()
+    var denied = ThroughputResult()
+    /// 1 - denied/granted (negative when silencing was faster).
+    var cost: Double {
+        let g = granted.megabytesPerSecond
+        return g > 0 ? 1 - denied.megabytesPerSecond / g : 0
+    }
+}
+
+extension Measurer {
+    func silence(_ relay: Relay, streams: Int, quiesce: () -> Void) throws -> SilenceResult {
+        var out = SilenceResult()
+        let each = options.duration / Double(options.rounds)
+        for _ in 0..<options.rounds {
+            try relay.decide("grant")
+            let (g, gcpu) = try window(relay, streams: streams, request: .synthetic, duration: each,
+                                       warmup: options.warmup)
+            out.granted.add(g, cpu: gcpu)
+            quiesce()
+            try relay.decide("deny")
+            let (d, dcpu) = try window(relay, streams: streams, request: .synthetic, duration: each,
+                                       warmup: options.warmup)
+            out.denied.add(d, cpu: dcpu)
+            quiesce()
+        }
+        return out
+    }
+}
