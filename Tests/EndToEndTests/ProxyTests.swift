@@ -88,7 +88,7 @@ extension EndToEnd {
             await Wait.until(timeout: 60, interval: 0.1) { loudBlocks().count >= 15 }
             let ratios = loudBlocks()
             _ = monitor.stop()
-            #expect(ratios.count >= 15, "heard \(ratios.count) loud blocks")
+            #expect(ratios.count >= 15, "heard \(ratios.count) loud blocks\n\(setup.logs)")
             #expect(AudioAnalysis.median(ratios) > 0.95)
         }
 
@@ -104,7 +104,7 @@ extension EndToEnd {
             let direct = Helpers.analyze(directAudio, format: format)
             let proxied = Helpers.analyze(proxyAudio, format: format)
             #expect(direct.isTone(expectedRMS: Helpers.micRMS), "direct: \(direct)")
-            #expect(proxied.isTone(expectedRMS: Helpers.micRMS), "proxied: \(proxied)")
+            #expect(proxied.isTone(expectedRMS: Helpers.micRMS), "proxied: \(proxied)\n\(setup.logs)")
             #expect(abs(direct.rms - proxied.rms) < 0.02, "direct \(direct) vs proxied \(proxied)")
             #expect(proxyAudio.count % format.bytesPerSample == 0)
         }
@@ -160,19 +160,23 @@ extension EndToEnd {
                 recordings.append((try Tool.startRecording(server: proxy, format: format, clientConfig: config), format, config))
                 players.append(try Tool.start("paplay", args: [wav], server: proxy, clientConfig: i % 3 == 1 ? .noSHM : .default))
             }
+            // One deadline for all clients, so a stalled proxy fails the test in
+            // two minutes rather than two minutes per client.
+            let deadline = Wait.now() + 120
+            func left() -> Double { max(1, deadline - Wait.now()) }
             for (i, player) in players.enumerated() {
-                let result = player.wait(timeout: 120)
-                #expect(result.succeeded, "player \(i): \(result)")
+                let result = player.wait(timeout: left())
+                #expect(result.succeeded, "player \(i): \(result)\n\(setup.logs)")
                 player.cleanup()
             }
             for (rec, _, _) in recordings {
-                _ = await rec.waitForAudio(seconds: 1.0, timeout: 120)
+                _ = await rec.waitForAudio(seconds: 1.0, timeout: left())
             }
             for (i, (rec, format, config)) in recordings.enumerated() {
                 let (result, audio) = rec.stop()
                 #expect(result.status == 0, "recorder \(i) (\(format), \(config)): \(result)")
                 let report = Helpers.analyze(audio, format: format)
-                #expect(report.isTone(expectedRMS: Helpers.micRMS), "recorder \(i) (\(format), \(config)): \(report)")
+                #expect(report.isTone(expectedRMS: Helpers.micRMS), "recorder \(i) (\(format), \(config)): \(report)\n\(setup.logs)")
             }
             let samples = AudioAnalysis.decode(monitor.stop().audio, format: .s16le)
             let loud = AudioAnalysis.blockToneRatios(samples, frequency: 1000, sampleRate: 44100, blockSize: 4410, minimumRMS: 0.01)
