@@ -41,10 +41,12 @@ extension EndToEnd {
             var logs: String { "earmuff log:\n\(earmuff.log())" }
         }
 
-        @Test func announcesItselfAndStopsOnSIGTERM() throws {
+        @Test func announcesItselfAndStopsOnSIGTERM() async throws {
             let setup = try Setup()
             defer { setup.stop() }
-            #expect(setup.earmuff.printedServerLine, "stdout: \(setup.earmuff.stdoutText())")
+            // Startup may have been noticed through the socket before the line was flushed.
+            let announced = await Wait.until(timeout: 30) { setup.earmuff.printedServerLine }
+            #expect(announced, "stdout: \(setup.earmuff.stdoutText())")
             #expect(UnixSocket.canConnect(setup.earmuff.listenPath))
             let status = setup.earmuff.stop()
             // Handled (0) or default action (143) are both a prompt exit; 137 means it needed SIGKILL.
