@@ -145,6 +145,11 @@ class Half: LoopHandler, Wakeable, @unchecked Sendable {
         guard reading, !readEOF else { return }
         var rounds = 0
         let scratch = loop.scratch
+        defer {
+            // Leaving with a backlog (fair share used up) must also park, or
+            // nobody would move the backlog once the ring drains.
+            if !closed && reading && !producerForwarder.backlog.isEmpty { pauseReading() }
+        }
         while rounds < 16 && !closed {
             rounds += 1
             if !producerForwarder.backlog.isEmpty {
@@ -200,7 +205,12 @@ class Half: LoopHandler, Wakeable, @unchecked Sendable {
             if producerForwarder.ring.parkProducer() { loop.post { [self] in if !closed { resumeProducing() } } }
             return
         }
-        if !reading && !readEOF {
+        if readEOF {
+            // Everything read before EOF is in the ring now.
+            finishAfterEOF()
+            return
+        }
+        if !reading {
             reading = true
             updateInterest()
         }
@@ -241,14 +251,29 @@ class Half: LoopHandler, Wakeable, @unchecked Sendable {
         loop.modify(fd, token: token, events: ev)
     }
 
-    /// Our socket gave EOF: stop reading, let the peer flush what we sent, then close.
+    /// Our socket gave EOF: stop reading, let the peer flush what we read, then close.
     private func endOfInput(reason: String) {
         readEOF = true
+        reading = false
+        // Stop watching the socket: a hung-up socket would report EPOLLHUP
+        // forever while we wait for the ring to take the backlog.
+        if token != 0 {
+            loop.remove(fd, token: token)
+            token = 0
+        }
         Log.debug("session \(state.id): \(reason)")
         state.noteCloseReason(reason)
-        // Nothing more will come from this side; whatever the other side still
-        // has for us cannot be delivered to a closed socket, so close both.
-        if producerForwarder.ring.finishProducing() || true { peer?.notify(.readable) }
+        if producerForwarder.backlog.isEmpty {
+            finishAfterEOF()
+        } else if producerForwarder.ring.parkProducer() {
+            resumeProducing()
+        }
+    }
+
+    /// Nothing more will come from this side; whatever the other side still has
+    /// for us cannot be delivered to a closed socket, so close ours now and let
+    /// the peer drain the ring before closing its own.
+    private func finishAfterEOF() {
         close(reason: nil, gracefulPeer: true)
     }
 
