@@ -19,6 +19,7 @@ const uint32_t EARMUFF_EPOLLOUT = EPOLLOUT;
 const uint32_t EARMUFF_EPOLLERR = EPOLLERR;
 const uint32_t EARMUFF_EPOLLHUP = EPOLLHUP;
 const uint32_t EARMUFF_EPOLLRDHUP = EPOLLRDHUP;
+const uint32_t EARMUFF_EPOLLET = EPOLLET;
 
 int earmuff_peercred(int fd, earmuff_ucred *out) {
     struct ucred c;

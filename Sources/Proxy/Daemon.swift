@@ -196,7 +196,7 @@ public final class Daemon: @unchecked Sendable {
         }
         client.fd = fd
         do {
-            client.token = try clientLoop.register(fd, events: EARMUFF_EPOLLIN | EARMUFF_EPOLLRDHUP, handler: client)
+            client.token = try clientLoop.register(fd, events: Half.socketEvents, handler: client)
         } catch {
             Log.error("cannot watch client socket: \(error)")
             closeFD(fd)

@@ -76,7 +76,7 @@ final class UpstreamHalf: Half {
         }
         _ = earmuff_set_passcred(fd)
         do {
-            token = try loop.register(fd, events: EARMUFF_EPOLLIN | EARMUFF_EPOLLRDHUP, handler: self)
+            token = try loop.register(fd, events: Half.socketEvents, handler: self)
         } catch {
             close(reason: "cannot watch the server socket: \(error)")
             return

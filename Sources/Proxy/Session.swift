@@ -59,6 +59,8 @@ struct HalfSignal: OptionSet, Sendable {
     static let terminate = HalfSignal(rawValue: 4)
     /// Injected packets are waiting.
     static let inject = HalfSignal(rawValue: 8)
+    /// Our own socket may still hold data (a read loop yielded its fair share).
+    static let readMore = HalfSignal(rawValue: 16)
 }
 
 /// One socket of a session, owned by one loop.
@@ -116,14 +118,19 @@ class Half: LoopHandler, Wakeable, @unchecked Sendable {
         }
         if s.contains(.inject) { injectPending() }
         if s.contains(.space) { resumeProducing() }
+        if s.contains(.readMore) { readAvailable() }
         if s.contains(.readable) || s.contains(.space) { drainConsumerRing() }
     }
 
+    /// Sockets are edge-triggered (registered once with `socketEvents`): a
+    /// read loop runs until EAGAIN, or remembers to come back; a write that hit
+    /// EAGAIN waits for the next EPOLLOUT edge. No epoll_ctl per pause/resume.
+    static let socketEvents = EARMUFF_EPOLLIN | EARMUFF_EPOLLOUT | EARMUFF_EPOLLRDHUP | EARMUFF_EPOLLET
+
     func handleEvents(_ events: UInt32) {
         guard !closed else { return }
-        if events & EARMUFF_EPOLLOUT != 0 {
+        if events & (EARMUFF_EPOLLOUT | EARMUFF_EPOLLERR | EARMUFF_EPOLLHUP) != 0 && wantWrite {
             wantWrite = false
-            updateInterest()
             drainConsumerRing()
             if closed { return }
         }
@@ -145,12 +152,13 @@ class Half: LoopHandler, Wakeable, @unchecked Sendable {
         guard reading, !readEOF else { return }
         var rounds = 0
         let scratch = loop.scratch
-        defer {
-            // Leaving with a backlog (fair share used up) must also park, or
-            // nobody would move the backlog once the ring drains.
-            if !closed && reading && !producerForwarder.backlog.isEmpty { pauseReading() }
-        }
-        while rounds < 16 && !closed {
+        while !closed {
+            if rounds == 16 {
+                // Fair share done; the socket may hold more and, edge-triggered,
+                // will not tell us again: come back after the other sockets.
+                notify(.readMore)
+                return
+            }
             rounds += 1
             if !producerForwarder.backlog.isEmpty {
                 pauseReading()
@@ -190,19 +198,19 @@ class Half: LoopHandler, Wakeable, @unchecked Sendable {
     /// Called after each processed chunk (the upstream half injects here).
     func afterProcessing() {}
 
+    /// Free space a parked producer waits for: half the ring, so wake-ups move big chunks.
+    private var parkThreshold: Int { producerForwarder.ring.capacity / 2 }
+
     private func pauseReading() {
-        if reading {
-            reading = false
-            updateInterest()
-        }
+        reading = false
         // Re-check after marking ourselves parked so a consume() in between is not missed.
-        if producerForwarder.ring.parkProducer() { resumeProducing() }
+        if producerForwarder.ring.parkProducer(minimumFreeSpace: parkThreshold) { notify(.space) }
     }
 
     private func resumeProducing() {
         if producerForwarder.flushBacklog() { peer?.notify(.readable) }
         if !producerForwarder.backlog.isEmpty {
-            if producerForwarder.ring.parkProducer() { loop.post { [self] in if !closed { resumeProducing() } } }
+            if producerForwarder.ring.parkProducer(minimumFreeSpace: parkThreshold) { notify(.space) }
             return
         }
         if readEOF {
@@ -212,7 +220,7 @@ class Half: LoopHandler, Wakeable, @unchecked Sendable {
         }
         if !reading {
             reading = true
-            updateInterest()
+            readAvailable()
         }
     }
 
@@ -231,7 +239,6 @@ class Half: LoopHandler, Wakeable, @unchecked Sendable {
                 if consumerRing.consume(n) { peer?.notify(.space) }
             case .wouldBlock:
                 wantWrite = true
-                updateInterest()
                 return
             case .endOfFile:
                 return
@@ -243,20 +250,11 @@ class Half: LoopHandler, Wakeable, @unchecked Sendable {
         }
     }
 
-    func updateInterest() {
-        guard !closed, fd >= 0, token != 0 else { return }
-        var ev: UInt32 = EARMUFF_EPOLLRDHUP
-        if reading && !readEOF { ev |= EARMUFF_EPOLLIN }
-        if wantWrite { ev |= EARMUFF_EPOLLOUT }
-        loop.modify(fd, token: token, events: ev)
-    }
-
     /// Our socket gave EOF: stop reading, let the peer flush what we read, then close.
     private func endOfInput(reason: String) {
         readEOF = true
         reading = false
-        // Stop watching the socket: a hung-up socket would report EPOLLHUP
-        // forever while we wait for the ring to take the backlog.
+        // Nothing more will be read: stop watching the socket.
         if token != 0 {
             loop.remove(fd, token: token)
             token = 0

@@ -45,10 +45,12 @@ import Synchronization
 ///   producer checks whether `readIndex` equals the write index from *before*
 ///   its write; if so the ring was empty, the consumer may be asleep, and
 ///   `write` returns `wakeConsumer == true`.
-/// - Producer that cannot write all it has calls `parkProducer()`, which sets a
-///   "producer waits" mark and then re-checks the free space. After publishing
-///   a new read index, `consume` checks the mark and, if set, clears it with an
-///   exchange (so exactly one wake-up is sent) and returns `true`.
+/// - Producer that cannot write all it has calls `parkProducer(minimumFreeSpace:)`,
+///   which records how much free space it waits for and then re-checks the free
+///   space. After publishing a new read index, `consume` checks the mark and,
+///   once that much space is free, clears it with a compare-exchange (so exactly
+///   one wake-up is sent) and returns `true`. Waiting for, say, half the ring
+///   instead of one byte turns many small wake-ups into few large ones.
 /// - Both checks are the store-then-load-the-other-side pattern (Dekker):
 ///   "store my index (or my mark), then load the other side's". Release stores
 ///   and acquire loads do *not* forbid a later load from being performed before
@@ -96,7 +98,8 @@ public final class ByteRing: @unchecked Sendable {
     /// Total bytes ever released by the consumer (free-running, owned by the consumer).
     private let readIndex = Atomic<UInt>(0)
     /// Set by the producer when it waits for space; cleared by whoever wins the exchange.
-    private let producerParked = Atomic<Bool>(false)
+    /// Free bytes the parked producer waits for; 0 when it is not parked.
+    private let producerWants = Atomic<Int>(0)
     /// Set once by the producer after its last write.
     private let producerFinished = Atomic<Bool>(false)
 
@@ -191,14 +194,14 @@ public final class ByteRing: @unchecked Sendable {
     public func parkProducer(minimumFreeSpace: Int = 1) -> Bool {
         precondition(minimumFreeSpace >= 1 && minimumFreeSpace <= capacity,
                      "ByteRing: cannot wait for \(minimumFreeSpace) free bytes in a ring of \(capacity)")
-        producerParked.store(true, ordering: .relaxed)
+        producerWants.store(minimumFreeSpace, ordering: .relaxed)
         // StoreLoad barrier: the mark must be visible before we look at the
         // read index, or consume() could miss the mark while we miss its space.
         atomicMemoryFence(ordering: .sequentiallyConsistent)
         if freeSpace() >= minimumFreeSpace {
             // Space appeared; do not sleep. If consume() cleared the mark at the
             // same time it also sends a wake-up, which is merely spurious.
-            producerParked.store(false, ordering: .relaxed)
+            producerWants.store(0, ordering: .relaxed)
             return true
         }
         return false
@@ -248,13 +251,20 @@ public final class ByteRing: @unchecked Sendable {
         assert(UInt(n) <= writeIndex.load(ordering: .acquiring) &- before,
                "ByteRing: consume(\(n)) exceeds the readable count")
         guard n > 0 else { return false }
-        readIndex.store(before &+ UInt(n), ordering: .releasing)
+        let newRead = before &+ UInt(n)
+        readIndex.store(newRead, ordering: .releasing)
         // StoreLoad barrier: the new read index must be visible before we look
         // at the park mark (see "Wake protocol").
         atomicMemoryFence(ordering: .sequentiallyConsistent)
-        guard producerParked.load(ordering: .relaxed) else { return false }
-        // Only the side that flips the mark from true to false sends a wake-up.
-        return producerParked.exchange(false, ordering: .relaxed)
+        let wanted = producerWants.load(ordering: .relaxed)
+        guard wanted > 0 else { return false }
+        // The producer is parked (it writes nothing now), so the free space only
+        // grows: once everything is consumed it is `capacity`, which is at least
+        // any amount it can wait for. No wake-up is lost by waiting for enough.
+        let free = capacity - Int(writeIndex.load(ordering: .acquiring) &- newRead)
+        guard free >= wanted else { return false }
+        // Only the side that clears the mark sends a wake-up.
+        return producerWants.compareExchange(expected: wanted, desired: 0, ordering: .relaxed).exchanged
     }
 
     /// True once `finishProducing()` was called; check it before `readableCount()` (consumer side).

@@ -222,19 +222,21 @@ struct ByteRingProtocolTests {
         #expect(ring.consume(1) == false)
     }
 
-    @Test("parking for a minimum amount of free space")
+    @Test("a producer parked for a minimum amount of free space is woken only once it is there")
     func parkForMinimumSpace() {
         let ring = ByteRing(capacity: 64)
         writePattern(ring, start: 0, count: 64)
         _ = ring.consume(16)
-        #expect(ring.parkProducer(minimumFreeSpace: 20) == false)
-        #expect(ring.consume(1) == true)
-        #expect(ring.parkProducer(minimumFreeSpace: 20) == false, "17 free, still too little")
-        #expect(ring.consume(3) == true)
-        #expect(ring.parkProducer(minimumFreeSpace: 20) == true)
-        #expect(ring.consume(1) == false)
+        #expect(ring.parkProducer(minimumFreeSpace: 20) == false, "16 free: too little")
+        #expect(ring.consume(1) == false, "17 free: still too little, no wake")
+        #expect(ring.consume(2) == false, "19 free: still too little, no wake")
+        #expect(ring.consume(1) == true, "20 free: wake")
+        #expect(ring.consume(1) == false, "mark cleared: only one wake")
+        #expect(ring.parkProducer(minimumFreeSpace: 20) == true, "21 free: no need to sleep")
+        #expect(ring.consume(1) == false, "no mark left behind")
         #expect(ring.parkProducer(minimumFreeSpace: 64) == false)
-        #expect(ring.consume(ring.readableCount()) == true)
+        #expect(ring.consume(ring.readableCount() - 1) == false, "63 free")
+        #expect(ring.consume(1) == true, "drained: a full ring's worth is free")
         #expect(ring.parkProducer(minimumFreeSpace: 64) == true)
     }
 

@@ -64,6 +64,7 @@ extern const uint32_t EARMUFF_EPOLLOUT;
 extern const uint32_t EARMUFF_EPOLLERR;
 extern const uint32_t EARMUFF_EPOLLHUP;
 extern const uint32_t EARMUFF_EPOLLRDHUP;
+extern const uint32_t EARMUFF_EPOLLET;
 
 /// eventfd helpers (non-blocking, close-on-exec).
 int earmuff_eventfd(void);
