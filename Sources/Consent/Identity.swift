@@ -8,9 +8,11 @@
 // Precedence (product.md, "Applications and their identity"):
 //   1. Flatpak  `[Application] name=` in /.flatpak-info   → flatpak:ID
 //   2. snap     AppArmor label `snap.NAME.APP (enforce)`  → snap:NAME
-//   3. systemd  leaf cgroup `app[-LAUNCHER]-ID-RANDOM.scope` or
+//   3. launcher `earmuff run --app-id ID` socket           → launcher:ID
+//   4. systemd  leaf cgroup `app[-LAUNCHER]-ID-RANDOM.scope` or
 //               `app[-LAUNCHER]-ID[@RANDOM].service`        → systemd:ID
-//   4. launcher `earmuff run --app-id ID` socket           → launcher:ID
+//   (product.md groups the systemd scope with the sandboxes; it comes after the
+//   launcher here because a terminal's scope covers every command run in it.)
 //   5. interpreter (python, node, perl, ruby, java, shells, …) running a
 //      script named on its command line                   → script:/abs/path
 //   6. otherwise the executable                           → exe:/path
@@ -77,11 +79,14 @@ public enum IdentityClassifier {
         if let label = f.apparmorLabel, let name = snapName(fromLabel: label) {
             return identity("snap", name, .snap)
         }
-        if let cgroup = f.cgroup, let id = systemdAppID(fromCgroup: cgroup) {
-            return identity("systemd", id, .systemdScope)
-        }
+        // The launcher socket beats the systemd scope: a scope is inherited by
+        // every process a terminal starts (one scope for all of Konsole, say),
+        // while `earmuff run --app-id` is an explicit choice for this one app.
         if let id = f.launcherAppID?.trimmingWhitespace(), !id.isEmpty {
             return identity("launcher", id, .launcher)
+        }
+        if let cgroup = f.cgroup, let id = systemdAppID(fromCgroup: cgroup) {
+            return identity("systemd", id, .systemdScope)
         }
         guard let exe, !exe.isEmpty else {
             return ClientIdentity(pid: f.pid, uid: f.uid, gid: f.gid, appKey: unknownKey, method: .executable)

@@ -50,12 +50,12 @@ private let firefoxInfo = """
         #expect(id.method == .snap)
     }
 
-    @Test func scopeBeatsLauncher() {
+    @Test func launcherBeatsTheScopeItRunsIn() {
         let id = IdentityClassifier.classify(facts(
-            cgroup: "0::/user.slice/user-1000.slice/user@1000.service/app.slice/app-gnome-org.gnome.Nautilus-1234.scope\n",
+            cgroup: "0::/user.slice/user-1000.slice/user@1000.service/app.slice/app-org.kde.konsole-1234.scope\n",
             launcher: "org.example.Notes"))
-        #expect(id.appKey.description == "systemd:org.gnome.Nautilus")
-        #expect(id.method == .systemdScope)
+        #expect(id.appKey.description == "launcher:org.example.Notes")
+        #expect(id.method == .launcher)
     }
 
     @Test func launcherBeatsExecutableAndScript() {
