@@ -219,6 +219,8 @@ public enum ClientFormat {
             text = "client \(c.id) \(c.appKey)"
         case .streamStarted(let s):
             text = "client \(s.client) stream \(s.stream) \(s.appKey) from \(s.source) \(s.sampleSpec) \(s.audio.rawValue)"
+        case .streamChanged(let s):
+            text = "client \(s.client) stream \(s.stream) \(s.appKey) now \(s.audio.rawValue)"
         case .streamEnded(let s):
             text = "client \(s.client) stream \(s.stream) \(s.appKey) real \(bytes(s.bytesReal)), silenced \(bytes(s.bytesSilenced))"
         case .promptRaised(let p):

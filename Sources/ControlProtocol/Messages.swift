@@ -404,6 +404,8 @@ public enum ControlEvent: Sendable, Equatable {
     case clientConnected(ClientInfo)
     case clientDisconnected(ClientInfo)
     case streamStarted(StreamInfo)
+    /// A live stream switched between real samples and silence.
+    case streamChanged(StreamInfo)
     case streamEnded(StreamInfo)
     case promptRaised(PromptInfo)
     case promptResolved(PromptResolution)
@@ -415,6 +417,7 @@ public enum ControlEvent: Sendable, Equatable {
         case .clientConnected: "client-connected"
         case .clientDisconnected: "client-disconnected"
         case .streamStarted: "stream-started"
+        case .streamChanged: "stream-changed"
         case .streamEnded: "stream-ended"
         case .promptRaised: "prompt-raised"
         case .promptResolved: "prompt-resolved"
@@ -522,6 +525,7 @@ extension ServerMessage: Codable {
             case "client-connected": self = .event(.clientConnected(try get(ClientInfo.self, "client")))
             case "client-disconnected": self = .event(.clientDisconnected(try get(ClientInfo.self, "client")))
             case "stream-started": self = .event(.streamStarted(try get(StreamInfo.self, "stream")))
+            case "stream-changed": self = .event(.streamChanged(try get(StreamInfo.self, "stream")))
             case "stream-ended": self = .event(.streamEnded(try get(StreamInfo.self, "stream")))
             case "prompt-raised": self = .event(.promptRaised(try get(PromptInfo.self, "prompt")))
             case "prompt-resolved": self = .event(.promptResolved(try get(PromptResolution.self, "resolution")))
@@ -568,7 +572,7 @@ extension ServerMessage: Codable {
             try c.encode(event.name, forKey: WireKey("event"))
             switch event {
             case .clientConnected(let x), .clientDisconnected(let x): try c.encode(x, forKey: WireKey("client"))
-            case .streamStarted(let x), .streamEnded(let x): try c.encode(x, forKey: WireKey("stream"))
+            case .streamStarted(let x), .streamChanged(let x), .streamEnded(let x): try c.encode(x, forKey: WireKey("stream"))
             case .promptRaised(let x): try c.encode(x, forKey: WireKey("prompt"))
             case .promptResolved(let x): try c.encode(x, forKey: WireKey("resolution"))
             case .decisionChanged(let x): try c.encode(x, forKey: WireKey("app"))

@@ -8,6 +8,7 @@
 //   - everything slow is handed off: SQLite writes to a serial queue, the
 //     prompt command and prompt timers to Dispatch, messages to the control
 //     thread. The audio path only ever loads each RecordStream's atomic flag.
+import CLinux
 import ConsentStore
 import Consent
 import ControlProtocol
@@ -273,6 +274,9 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
             }
         }
         if case .failure(let err) = result { return .error(ControlError(.failed, err.description)) }
+        // Reply only once the decision is on disk: a crash after "granted"
+        // must not lose it. (The control thread may wait; audio never does.)
+        storeQueue.sync {}
         Log.info("decision for \(key): \(state.rawValue) (\(reason.rawValue))")
         let info = (try? apps())?.first { $0.key == key.description }
         return .app(info ?? AppInfo(key: key.description, state: state.rawValue, reason: reason.rawValue))
@@ -335,7 +339,7 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
         return StatusPayload(
             daemon: DaemonInfo(pid: getpid(), version: earmuffVersion, listenPath: paths.listen, controlPath: paths.control,
                                storePath: store.path, uptimeSeconds: wallClockNow() - (d?.startedAt ?? wallClockNow())),
-            upstream: UpstreamInfo(server: d?.upstream.description ?? "", reachable: d.map { access($0.upstream.path, F_OK) == 0 } ?? false),
+            upstream: UpstreamInfo(server: d?.upstream.description ?? "", reachable: d.map { canConnect($0.upstream.path) } ?? false),
             clients: clientInfos, streams: streamInfos, prompts: prompts.map(promptInfo))
     }
 
@@ -395,13 +399,18 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
             Log.warn("client \(c.rawValue) (\(app)) refused: \(reason)")
             return nil
         case let .streamStarted(c, s, app, source, real): return .streamStarted(streamInfo(c, s, app, source: source, real: real))
-        case let .streamAccessChanged(c, s, app, real): return .streamStarted(streamInfo(c, s, app, source: nil, real: real))
+        case let .streamAccessChanged(c, s, app, real): return .streamChanged(streamInfo(c, s, app, source: nil, real: real))
         case let .streamEnded(c, s, app): return .streamEnded(streamInfo(c, s, app, source: nil, real: nil))
         case let .promptRaised(p):
             Log.info("prompt \(p.id.rawValue) raised for \(p.appKey) (\(p.displayName)), purpose: \(p.purpose ?? "none")")
             return .promptRaised(promptInfo(p))
         case let .promptResolved(p, outcome):
-            let by: String? = if case let .answered(_, agent?) = outcome { "agent \(agent.rawValue)" } else if case .commandAnswered = outcome { "prompt-command" } else { nil }
+            let by: String = switch outcome {
+            case .answered: "agent"
+            case .commandAnswered: "prompt-command"
+            case .timedOut: "timeout"
+            case .superseded: "cli"
+            }
             return .promptResolved(PromptResolution(prompt: p.id.rawValue, appKey: p.appKey.description,
                                                     outcome: controlOutcome(outcome), by: by))
         case let .promptCommandGaveNoAnswer(p, status):
@@ -428,6 +437,14 @@ private func controlOutcome(_ o: Consent.PromptOutcome) -> ControlProtocol.Promp
 }
 
 private func outcomeName(_ o: Consent.PromptOutcome) -> String { controlOutcome(o).rawValue }
+
+/// True when a Unix socket at `path` accepts a connection now.
+func canConnect(_ path: String) -> Bool {
+    let fd = earmuff_unix_socket()
+    guard fd >= 0 else { return false }
+    defer { closeFD(fd) }
+    return earmuff_unix_connect(fd, path) == 0
+}
 
 /// `s16le 2ch 44100Hz`, as pactl writes it.
 func specText(_ s: SampleSpec) -> String { "\(s.format.name) \(s.channels)ch \(s.rate)Hz" }
