@@ -160,6 +160,17 @@ public struct TagStructReader {
         Array(bytes[try readArbitraryRange()])
     }
 
+    /// Reads the AUTH cookie: `'x'` data of exactly `Limits.cookieLength` bytes, checked before copying.
+    public mutating func readCookie() throws(WireError) -> [UInt8] {
+        let saved = position
+        let range = try readArbitraryRange()
+        guard range.count == Limits.cookieLength else {
+            position = saved
+            throw .invalidCookieLength(range.count)
+        }
+        return Array(bytes[range])
+    }
+
     // MARK: Compound values
 
     /// Reads `'m'` channel map (at most `Limits.maxChannels` positions).

@@ -16,8 +16,7 @@ public struct AuthRequest: PacketMessage {
     /// Reads version word and cookie; any cookie length but 256 is rejected (as PulseAudio does).
     public static func decode(from reader: inout TagStructReader, version: UInt32) throws(WireError) -> AuthRequest {
         let word = try reader.readU32()
-        let cookie = try reader.readArbitrary()
-        guard cookie.count == Limits.cookieLength else { throw .invalidCookieLength(cookie.count) }
+        let cookie = try reader.readCookie()
         try reader.expectEnd()
         return AuthRequest(versionWord: word, cookie: cookie)
     }
