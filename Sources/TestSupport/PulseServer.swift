@@ -2,6 +2,24 @@ import Foundation
 import Glibc
 import Synchronization
 
+/// Which real server the end-to-end suite runs against.
+public enum ServerKind: String, Sendable, CaseIterable {
+    /// PulseAudio itself (`pulseaudio`), the default.
+    case pulseaudio
+    /// PipeWire's `pipewire-pulse` (see `PipeWireServer`).
+    case pipewire
+
+    /// The kind named by `EARMUFF_TEST_SERVER` (`pulseaudio` when unset or empty).
+    public static func selected() throws -> ServerKind {
+        let value = ProcessInfo.processInfo.environment["EARMUFF_TEST_SERVER"] ?? ""
+        if value.isEmpty { return .pulseaudio }
+        guard let kind = ServerKind(rawValue: value) else {
+            throw TestSupportError("EARMUFF_TEST_SERVER=\(value): expected one of \(allCases.map(\.rawValue))")
+        }
+        return kind
+    }
+}
+
 /// A private, real PulseAudio server for one test, in a fresh temp directory:
 /// a null sink `out` (default sink), a 440 Hz test-tone microphone `mic`
 /// (float32le mono 48 kHz sine source, default source) and a native-protocol
@@ -12,7 +30,16 @@ import Synchronization
 /// nonexistent bus so nothing is autolaunched. Keep the object alive for the
 /// whole test (`defer { server.stop() }`): Swift may release an object right
 /// after its last use, and `deinit` stops the server.
+///
+/// With `EARMUFF_TEST_SERVER=pipewire` the same object runs a `PipeWireServer`
+/// instead (same sink, source, tone and level; the properties point at
+/// pipewire-pulse), so the whole suite runs against either server; `kind`
+/// says which.
 public final class PulseServer: Sendable {
+    /// Which server this is.
+    public let kind: ServerKind
+    /// The PipeWire behind this object when `kind` is `.pipewire`.
+    public let pipeWire: PipeWireServer?
     /// The private directory holding config, socket, runtime dir and log.
     public let directory: String
     /// The native-protocol socket path.
@@ -40,9 +67,24 @@ public final class PulseServer: Sendable {
     public static let toneAmplitude = 0.5
 
     /// Starts the server and waits (up to `startTimeout` seconds) until `pactl info`
-    /// answers. `extraConfig` lines are appended to the startup script. The watchdog
-    /// ends the server when the test process dies, or after `maxLifetime` seconds.
-    public init(extraConfig: [String] = [], startTimeout: Double = 60, maxLifetime: Int = 1800) throws {
+    /// answers. `extraConfig` lines are appended to the startup script (for PipeWire
+    /// see `PipeWireServer.init`). The watchdog ends the server when the test
+    /// process dies, or after `maxLifetime` seconds. `kind` nil means `ServerKind.selected()`.
+    public init(extraConfig: [String] = [], startTimeout: Double = 60, maxLifetime: Int = 1800,
+                kind: ServerKind? = nil) throws {
+        let kind = try kind ?? ServerKind.selected()
+        self.kind = kind
+        if kind == .pipewire {
+            let server = try PipeWireServer(extraConfig: extraConfig, startTimeout: startTimeout, maxLifetime: maxLifetime)
+            pipeWire = server
+            directory = server.directory
+            socketPath = server.socketPath
+            runtimeDir = server.runtimeDir
+            logPath = server.logPath
+            process = server.process
+            return
+        }
+        pipeWire = nil
         guard let pulseaudio = findExecutable("pulseaudio") else {
             throw TestSupportError("pulseaudio not found in PATH; install pulseaudio (apt-get install pulseaudio pulseaudio-utils)")
         }
@@ -108,15 +150,18 @@ public final class PulseServer: Sendable {
         throw TestSupportError("pulseaudio did not answer within \(timeout) s; last pactl: \(last.map { "\($0)" } ?? "none"); log:\n\(log())")
     }
 
-    /// The server's log so far.
+    /// The server's log so far (for PipeWire: all four daemons' logs).
     public func log() -> String {
+        if let pipeWire { return pipeWire.logs() }
         let data = (try? Data(contentsOf: URL(fileURLWithPath: logPath))) ?? Data()
         return String(decoding: data, as: UTF8.self)
     }
 
     /// How many connections so far negotiated SHM (`yes`) or inline audio (`no`),
-    /// from the server's "Negotiated SHM:" debug lines.
+    /// from the server's "Negotiated SHM:" debug lines. pipewire-pulse has no SHM:
+    /// there every authenticated connection counts as `no`.
     public func shmNegotiations() -> (yes: Int, no: Int) {
+        if let pipeWire { return (0, pipeWire.authCount()) }
         var yes = 0, no = 0
         for line in log().split(separator: "\n") where line.contains("Negotiated SHM: ") {
             if line.hasSuffix("Negotiated SHM: yes") { yes += 1 } else if line.hasSuffix("Negotiated SHM: no") { no += 1 }
@@ -137,6 +182,10 @@ public final class PulseServer: Sendable {
             return !done
         }
         guard first else { return }
+        if let pipeWire {
+            pipeWire.stop(grace: grace)
+            return
+        }
         process.terminate(signal: SIGTERM, grace: grace)
         TempDir.remove(directory)
     }
