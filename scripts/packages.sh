@@ -1,0 +1,36 @@
+# Shared by scripts/run, scripts/test and .ci/run (sourced, not run).
+#
+# ensure_swift: puts /opt/swift/usr/bin on PATH when swift is not found.
+# ensure_packages [apt options --] PKG...: installs the missing Debian packages
+# with apt-get when running as root; otherwise names them and fails.
+
+ensure_swift() {
+    if ! command -v swift >/dev/null 2>&1 && [ -x /opt/swift/usr/bin/swift ]; then
+        export PATH="/opt/swift/usr/bin:$PATH"
+    fi
+    command -v swift >/dev/null 2>&1 || { echo "swift not found: install a Swift 6 toolchain and put it on PATH" >&2; return 1; }
+}
+
+ensure_packages() {
+    local opts=()
+    if [ "${1:-}" = "--no-install-recommends" ]; then opts=(--no-install-recommends); shift; fi
+    command -v dpkg >/dev/null 2>&1 || return 0
+    local missing=() p
+    for p in "$@"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "installing: ${missing[*]}" >&2
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -q >&2
+        apt-get install -y -q "${opts[@]}" "${missing[@]}" >&2
+    else
+        echo "missing packages; install them first: sudo apt-get install ${missing[*]}" >&2
+        return 1
+    fi
+}
+
+# The build and the PulseAudio tests.
+EARMUFF_PACKAGES=(libpulse-dev libsqlite3-dev pulseaudio pulseaudio-utils socat sox)
+# The second end-to-end pass: PipeWire, its pulse server, the session manager,
+# the SPA plugins and a private D-Bus (without recommends: no ALSA glue, rtkit).
+EARMUFF_PIPEWIRE_PACKAGES=(pipewire pipewire-bin pipewire-pulse wireplumber libspa-0.2-modules dbus)
