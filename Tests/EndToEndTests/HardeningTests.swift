@@ -104,11 +104,11 @@ final class HardeningBench: Sendable {
     }
 
     /// Checks that the daemon and the recorder carried on after `recorderMark`
-    /// (0.2 s of fresh tone), and that a new client completes a handshake.
+    /// (0.3 s of fresh tone), and that a new client completes a handshake.
     func expectCarriesOn(since recorderMark: Int, sourceLocation: SourceLocation = #_sourceLocation) async {
         #expect(earmuff.process.isRunning, "earmuff died:\n\(earmuff.log())", sourceLocation: sourceLocation)
         let start = (recorderMark + 1) & ~1
-        let need = start + Int(0.2 * Double(PulseServer.toneRate)) * 2
+        let need = start + Int(0.3 * Double(PulseServer.toneRate)) * 2
         let grew = await Wait.until(timeout: 15, interval: 0.02) { recorder.byteCount() >= need }
         #expect(grew, "the recorder stopped getting audio (\(recorder.byteCount()) of \(need) bytes)\n\(earmuff.log())",
                 sourceLocation: sourceLocation)
@@ -117,7 +117,9 @@ final class HardeningBench: Sendable {
             let samples = AudioAnalysis.decode(data.subdata(in: start..<data.count), format: .s16le)
             let ratios = AudioAnalysis.blockToneRatios(samples, frequency: Self.toneFrequency,
                                                        sampleRate: Double(PulseServer.toneRate), blockSize: 2400)
-            #expect(AudioAnalysis.median(ratios) > 0.9 && AudioAnalysis.rms(samples) > 0.1,
+            // Most blocks, not all: pipewire-pulse sometimes leaves a gap (a phase jump) in the first block.
+            let good = ratios.filter { $0 >= 0.9 }.count
+            #expect(!ratios.isEmpty && good * 2 >= ratios.count && AudioAnalysis.rms(samples) > 0.1,
                     "the recorder's fresh audio is not the tone: ratios \(ratios), rms \(AudioAnalysis.rms(samples))",
                     sourceLocation: sourceLocation)
         }
