@@ -81,10 +81,19 @@ final class ClientToServerFilter: FrameFilter {
         } catch {
             throw ProtocolViolation("malformed packet: \(error)")
         }
-        let command = Command(rawValue: header.command)
+        // Default deny: an opcode outside the table, or one only a server
+        // sends, is never forwarded (PulseAudio would drop the client anyway).
+        guard let command = Command(rawValue: header.command) else {
+            throw ProtocolViolation("unknown command \(header.command)")
+        }
+        switch command.info.direction {
+        case .clientToServer, .both: break
+        case .serverToClient, .none:
+            throw ProtocolViolation("\(command.info.name) is sent only by servers")
+        }
         if !authSeen {
             guard command == .auth else {
-                throw ProtocolViolation("first packet must be AUTH, got \(command?.info.name ?? "command \(header.command)")")
+                throw ProtocolViolation("first packet must be AUTH, got \(command.info.name)")
             }
         }
         do {
@@ -92,17 +101,21 @@ final class ClientToServerFilter: FrameFilter {
         } catch let e as ProtocolViolation {
             throw e
         } catch {
-            throw ProtocolViolation("malformed \(command?.info.name ?? "command \(header.command)"): \(error)")
+            throw ProtocolViolation("malformed \(command.info.name): \(error)")
         }
     }
 
-    private func handle(_ command: Command?, header: PacketHeader, payload: inout [UInt8]) throws -> PacketDisposition {
+    private func handle(_ command: Command, header: PacketHeader, payload: inout [UInt8]) throws -> PacketDisposition {
         let version = state.protocolVersion
         switch command {
         case .auth:
             guard !authSeen else { throw ProtocolViolation("second AUTH") }
             authSeen = true
             let (word, at) = try versionWord(in: payload)
+            var r = TagStructReader(payload)
+            _ = try r.readU32()
+            _ = try r.readU32()
+            _ = try AuthRequest.decode(from: &r, version: 0) // the cookie must be 256 bytes, nothing may follow
             let stripped = ProtocolVersion.stripTransportFlags(word)
             setU32(stripped, in: &payload, at: at)
             clientVersion = min(ProtocolVersion.number(of: word), Limits.protocolVersion)
@@ -143,11 +156,11 @@ final class ClientToServerFilter: FrameFilter {
             _ = try r.readU32()
             state.expectReply(tag: header.tag, .deleteRecord(channel: try r.readU32()))
         case .enableSrbchannel, .disableSrbchannel, .registerMemfdShmid:
-            throw ProtocolViolation("client tried to set up shared memory (\(command!.info.name)) on a connection without SHM")
+            throw ProtocolViolation("client tried to set up shared memory (\(command.info.name)) on a connection without SHM")
         default:
             break
         }
-        if let command, let reason = observer.refusal(for: command, payload: payload, session: state) {
+        if let reason = observer.refusal(for: command, payload: payload, session: state) {
             Log.info("session \(state.id) (\(state.identity.appKey)): refused \(command.info.name): \(reason)")
             refuse(header.tag, ErrorCode.access.rawValue)
             return .drop
