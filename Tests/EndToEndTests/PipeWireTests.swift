@@ -102,30 +102,55 @@ extension EndToEnd {
         // MARK: - Unknown commands
 
         /// PulseAudio disconnects a client for an unknown opcode; pipewire-pulse
-        /// answers ERROR and carries on. Through earmuff the client sees the same.
+        /// answers ERROR and carries on, so the server no longer ends such a
+        /// connection for earmuff. Earmuff must not forward what it does not know
+        /// (default deny, see HardeningTests.unknownOpcode): through earmuff the
+        /// opcodes never reach pipewire-pulse, which logs every ERROR it sends
+        /// ("ERROR command:<opcode> …"). Directly, each gets ERROR INVALID and the
+        /// connection lives.
         @Test func unknownCommandsGetAnErrorAndTheConnectionLives() throws {
             let setup = try Setup()
             defer { setup.stop() }
-            for (label, path) in [("direct", setup.server.socketPath), ("earmuff", setup.earmuff.listenPath)] {
-                let client = try WireClient(path: path)
-                try client.handshake()
-                var tag: UInt32 = 10
-                for opcode: UInt32 in [105, 200, 0x7FFF_FFFF] {
-                    var w = TagStructWriter()
-                    PacketHeader(command: opcode, tag: tag).encode(into: &w)
-                    w.writeU32(0)
-                    let reply = try client.request(w.bytes, tag: tag)
-                    let header = try PacketHeader.decode(reply)
-                    #expect(header.command == Command.error.rawValue, "\(label): opcode \(opcode) got command \(header.command)\n\(setup.logs)")
-                    if header.command == Command.error.rawValue {
-                        let code = try ErrorReply.decodePacket(reply, version: 35).message.code
-                        #expect(code == ErrorCode.invalid.rawValue, "\(label): opcode \(opcode) → error \(code)")
-                    }
-                    tag += 1
-                }
-                let info = try client.request(Self.serverInfoPacket(tag: tag), tag: tag)
-                #expect(try PacketHeader.decode(info).command == Command.reply.rawValue, "\(label)\n\(setup.logs)")
+            let opcodes: [UInt32] = [105, 200, 0x7FFF_FFFF]
+            func packet(_ opcode: UInt32, tag: UInt32) -> [UInt8] {
+                var w = TagStructWriter()
+                PacketHeader(command: opcode, tag: tag).encode(into: &w)
+                w.writeU32(0)
+                return w.bytes
             }
+
+            // Through earmuff first, so that the server's log holds only what earmuff let through.
+            for (i, opcode) in opcodes.enumerated() {
+                let client = try WireClient(path: setup.earmuff.listenPath)
+                try client.handshake()
+                let tag = UInt32(10 + i)
+                try client.send(packet(opcode, tag: tag))
+                // An ERROR for the tag or a closed connection are both fine answers.
+                if let (got, reply) = try? client.nextReply(timeout: 10) {
+                    #expect(got == tag && (try? PacketHeader.decode(reply).command) == Command.error.rawValue,
+                            "earmuff: opcode \(opcode) answered with \(Self.describe(reply))")
+                }
+            }
+            let forwarded = setup.server.log().split(separator: "\n").filter { line in
+                opcodes.contains { line.contains("ERROR command:\($0) ") }
+            }
+            #expect(forwarded.isEmpty, "unknown opcodes reached pipewire-pulse through earmuff:\n\(forwarded.joined(separator: "\n"))\n\(setup.logs)")
+
+            let client = try WireClient(path: setup.server.socketPath)
+            try client.handshake()
+            var tag: UInt32 = 10
+            for opcode in opcodes {
+                let reply = try client.request(packet(opcode, tag: tag), tag: tag)
+                let header = try PacketHeader.decode(reply)
+                #expect(header.command == Command.error.rawValue, "direct: opcode \(opcode) got \(Self.describe(reply))")
+                if header.command == Command.error.rawValue {
+                    let code = try ErrorReply.decodePacket(reply, version: 35).message.code
+                    #expect(code == ErrorCode.invalid.rawValue, "direct: opcode \(opcode) → error \(code)")
+                }
+                tag += 1
+            }
+            let info = try client.request(Self.serverInfoPacket(tag: tag), tag: tag)
+            #expect(try PacketHeader.decode(info).command == Command.reply.rawValue, "direct: the connection did not live on")
         }
 
         // MARK: - Deferred replies
