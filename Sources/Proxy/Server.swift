@@ -57,8 +57,11 @@ public enum Server {
 
         let upstream: UpstreamAddress
         do {
-            upstream = try UpstreamAddress.discover(flag: opts.upstream, config: configuration.upstream,
-                                                    environment: env, ownSockets: [paths.listen])
+            // --upstream, else the config's upstream, else $PULSE_SERVER (never
+            // our own socket), else $XDG_RUNTIME_DIR/pulse/native.
+            let server = configuration.upstreamServer(commandLine: opts.upstream, environment: env, ownSocket: paths.listen)
+                ?? "/run/user/\(getuid())/pulse/native"
+            upstream = try UpstreamAddress.parse(server)
         } catch {
             fail("\(error)")
             return 64

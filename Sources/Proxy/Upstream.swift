@@ -35,23 +35,6 @@ public enum UpstreamAddress: Equatable, Sendable, CustomStringConvertible {
     }
 
     public var description: String { "unix:\(path)" }
-
-    /// Discovery as product.md says: `--upstream`, else the config's `upstream`,
-    /// else `$PULSE_SERVER` (unless it is Earmuff's own socket), else
-    /// `$XDG_RUNTIME_DIR/pulse/native`.
-    public static func discover(flag: String?, config: String?, environment: [String: String],
-                                ownSockets: [String]) throws(UpstreamError) -> UpstreamAddress {
-        if let flag, !flag.isEmpty { return try parse(flag) }
-        if let config, !config.isEmpty { return try parse(config) }
-        if let env = environment["PULSE_SERVER"], !env.isEmpty,
-           let a = try? parse(env), !ownSockets.contains(a.path) {
-            return a
-        }
-        if let runtime = environment["XDG_RUNTIME_DIR"], !runtime.isEmpty {
-            return .unix(runtime + "/pulse/native")
-        }
-        return .unix("/run/user/\(getuid())/pulse/native")
-    }
 }
 
 /// A server string that Earmuff cannot use.
