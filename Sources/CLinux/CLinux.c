@@ -77,7 +77,8 @@ ssize_t earmuff_send2(int fd, const void *a, size_t alen, const void *b, size_t 
     return n;
 }
 
-ssize_t earmuff_send_with_creds(int fd, const void *buf, size_t len) {
+/* Sends `len` bytes with one SOL_SOCKET control message of `type` carrying `data`. */
+static ssize_t send_with_control(int fd, const void *buf, size_t len, int type, const void *data, size_t datalen) {
     union { char buf[CMSG_SPACE(sizeof(struct ucred))]; struct cmsghdr align; } ctl;
     memset(&ctl, 0, sizeof(ctl));
     struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
@@ -86,13 +87,12 @@ ssize_t earmuff_send_with_creds(int fd, const void *buf, size_t len) {
     msg.msg_iov = &iov;
     msg.msg_iovlen = 1;
     msg.msg_control = ctl.buf;
-    msg.msg_controllen = sizeof(ctl.buf);
+    msg.msg_controllen = CMSG_SPACE(datalen);
     struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
     c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_CREDENTIALS;
-    c->cmsg_len = CMSG_LEN(sizeof(struct ucred));
-    struct ucred u = { .pid = getpid(), .uid = getuid(), .gid = getgid() };
-    memcpy(CMSG_DATA(c), &u, sizeof(u));
+    c->cmsg_type = type;
+    c->cmsg_len = CMSG_LEN(datalen);
+    memcpy(CMSG_DATA(c), data, datalen);
     ssize_t n;
     do {
         n = sendmsg(fd, &msg, MSG_NOSIGNAL);
@@ -100,26 +100,13 @@ ssize_t earmuff_send_with_creds(int fd, const void *buf, size_t len) {
     return n;
 }
 
+ssize_t earmuff_send_with_creds(int fd, const void *buf, size_t len) {
+    struct ucred u = { .pid = getpid(), .uid = getuid(), .gid = getgid() };
+    return send_with_control(fd, buf, len, SCM_CREDENTIALS, &u, sizeof(u));
+}
+
 ssize_t earmuff_send_with_fd(int fd, const void *buf, size_t len, int passfd) {
-    union { char buf[CMSG_SPACE(sizeof(int))]; struct cmsghdr align; } ctl;
-    memset(&ctl, 0, sizeof(ctl));
-    struct iovec iov = { .iov_base = (void *)buf, .iov_len = len };
-    struct msghdr msg;
-    memset(&msg, 0, sizeof(msg));
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = ctl.buf;
-    msg.msg_controllen = sizeof(ctl.buf);
-    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    memcpy(CMSG_DATA(c), &passfd, sizeof(int));
-    ssize_t n;
-    do {
-        n = sendmsg(fd, &msg, MSG_NOSIGNAL);
-    } while (n < 0 && errno == EINTR);
-    return n;
+    return send_with_control(fd, buf, len, SCM_RIGHTS, &passfd, sizeof(passfd));
 }
 
 int earmuff_set_passcred(int fd) {
