@@ -149,14 +149,6 @@ public final class Daemon: @unchecked Sendable {
         upstreamLoop.stopAndJoin()
     }
 
-    /// Number of live sessions.
-    var sessionCount: Int { sessions.withLock { $0.count } }
-
-    /// Snapshot of live sessions and their record streams.
-    func snapshot() -> [(SessionState, [RecordStream])] {
-        sessions.withLock { $0.values.map { ($0.state, []) } }
-    }
-
     /// Asks a session to close (e.g. a consent decision). Safe from any thread.
     func disconnect(sessionID: UInt64, reason: String) {
         guard let e = sessions.withLock({ $0[sessionID] }) else { return }

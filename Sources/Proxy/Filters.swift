@@ -268,7 +268,7 @@ final class ServerToClientFilter: FrameFilter {
             if state.protocolVersion >= 13, let reply = try? SetClientNameReply.decode(from: &r, version: state.protocolVersion) {
                 state.clientIndex.withLock { $0 = reply.clientIndex }
             }
-        case .createUpload, .deletePlayback:
+        case .createUpload:
             break
         }
     }
@@ -283,7 +283,4 @@ final class ServerToClientFilter: FrameFilter {
     func endAll() {
         for channel in Array(records.keys) { endStream(channel: channel) }
     }
-
-    /// The live record streams, for status.
-    var liveStreams: [RecordStream] { Array(records.values) }
 }

@@ -88,8 +88,6 @@ final class Forwarder {
     private var headerCount = 0
     private var packetDescriptor = FrameDescriptor.packet(length: 0)
     private var packet: [UInt8] = []
-    /// Frames forwarded so far (for statistics).
-    private(set) var framesForwarded: UInt64 = 0
 
     init(ring: ByteRing) {
         self.ring = ring
@@ -130,7 +128,6 @@ final class Forwarder {
                 }
                 pos += n
                 state = remaining == n ? .descriptor : .memblock(remaining: remaining - n, disposition: disposition)
-                if remaining == n { framesForwarded &+= 1 }
             case .packet(let remaining):
                 let n = min(remaining, end - pos)
                 packet.append(contentsOf: UnsafeRawBufferPointer(start: base + pos, count: n))
@@ -172,7 +169,6 @@ final class Forwarder {
     }
 
     private func finishPacket(filter: FrameFilter) throws(ProtocolViolation) -> Bool {
-        framesForwarded &+= 1
         guard try filter.packet(&packet) == .forward else { return false }
         precondition(packet.count == Int(packetDescriptor.length), "a filter changed a packet's length")
         let w1 = header.withUnsafeBytes { emit($0) }

@@ -12,7 +12,6 @@ enum PendingRequest: Sendable {
     case createPlayback
     case createUpload
     case deleteRecord(channel: UInt32)
-    case deletePlayback(channel: UInt32)
 }
 
 /// What the daemon knows about one client connection.
@@ -34,8 +33,6 @@ final class SessionState: Sendable {
     let ownSinkInputs = Mutex<Set<UInt32>>([])
     /// The server's index for this client (from the SET_CLIENT_NAME reply).
     let clientIndex = Mutex<UInt32?>(nil)
-    let bytesUp = Atomic<UInt64>(0)
-    let bytesDown = Atomic<UInt64>(0)
 
     init(id: UInt64, identity: ClientIdentity, launcherAppID: String?, connectedAt: Double) {
         self.id = id
@@ -53,8 +50,6 @@ final class SessionState: Sendable {
     func takePending(tag: UInt32) -> PendingRequest? {
         pending.withLock { $0.removeValue(forKey: tag) }
     }
-
-    var pendingCount: Int { pending.withLock { $0.count } }
 
     /// Queues a packet for the client, to be inserted at the next S→C frame boundary.
     func queueInjection(_ payload: [UInt8]) {
