@@ -20,7 +20,7 @@ import Synchronization
 final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable {
     // @unchecked Sendable: mutable state is inside Mutexes; `control` and
     // `daemon` are set once during start-up before any thread can call in.
-    private let engine: Mutex<ConsentEngine>
+    private let engine: Locked<ConsentEngine>
     private let store: PermissionStore
     private let storeQueue = DispatchQueue(label: "earmuff.store")
     private let configuration: Configuration
@@ -35,7 +35,7 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
         var usageRows: [UInt64: Int64] = [:]
         var agents: [AgentID: ControlConnectionID] = [:]
     }
-    private let registry = Mutex(Registry())
+    private let registry = Locked(Registry())
 
     init(configuration: Configuration, declarations: [AppKey: AppDeclaration], store: PermissionStore,
          paths: DaemonPaths) throws {
@@ -44,7 +44,7 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
         self.paths = paths
         promptCommand = configuration.promptCommand.isEmpty ? nil : configuration.promptCommand
         let decisions = try store.allDecisions()
-        engine = Mutex(ConsentEngine(policy: ConsentPolicy(configuration: configuration, declarations: declarations),
+        engine = Locked(ConsentEngine(policy: ConsentPolicy(configuration: configuration, declarations: declarations),
                                      decisions: decisions))
     }
 

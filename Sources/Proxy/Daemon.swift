@@ -71,7 +71,7 @@ public final class Daemon: @unchecked Sendable {
     let clientLoop: EventLoop
     let upstreamLoop: EventLoop
     private var listeners: [String: Listener] = [:]
-    private let sessions = Mutex<[UInt64: SessionEntry]>([:])
+    private let sessions = Locked<[UInt64: SessionEntry]>([:])
     private let nextSessionID = Atomic<UInt64>(1)
     private let nextStreamID = Atomic<UInt64>(1)
     let identify: @Sendable (Int32, UInt32, UInt32, String?) -> ClientIdentity

@@ -23,14 +23,14 @@ protocol Wakeable: AnyObject, Sendable {
 /// A thread running an epoll loop.
 final class EventLoop: @unchecked Sendable {
     // @unchecked Sendable: `handlers`, `timers` and `nextToken` are touched only
-    // on the loop thread; `tasks` is guarded by its Mutex; the fds are immutable.
+    // on the loop thread; `tasks` and `woken` are behind their locks; the fds are immutable.
     let name: String
     private let epollFD: Int32
     private let wakeFD: Int32
     private var handlers: [UInt64: LoopHandler] = [:]
     private var nextToken: UInt64 = 1
-    private let tasks = Mutex<[@Sendable () -> Void]>([])
-    private let woken = Mutex<[any Wakeable]>([])
+    private let tasks = Locked<[@Sendable () -> Void]>([])
+    private let woken = Locked<[any Wakeable]>([])
     private var wokenBatch: [any Wakeable] = []
     /// Read buffer shared by every socket of this loop (used only on its thread).
     let scratch: UnsafeMutableRawBufferPointer

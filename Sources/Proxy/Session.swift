@@ -21,7 +21,7 @@ final class RecordStream: Sendable {
     let channel: UInt32
     let sourceOutputIndex: UInt32
     let sampleSpec: SampleSpec
-    let source: Mutex<String>
+    let source: Locked<String>
     /// 1 = real samples pass, 0 = silence. Read once per frame on the audio path.
     let access = Atomic<UInt8>(0)
     let bytesReal = Atomic<UInt64>(0)
@@ -35,7 +35,7 @@ final class RecordStream: Sendable {
         self.channel = channel
         self.sourceOutputIndex = sourceOutputIndex
         self.sampleSpec = sampleSpec
-        self.source = Mutex(source)
+        self.source = Locked(source)
         self.startedAt = startedAt
         access.store(real ? 1 : 0, ordering: .releasing)
     }

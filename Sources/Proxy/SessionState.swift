@@ -23,16 +23,16 @@ final class SessionState: Sendable {
     let launcherAppID: String?
     /// Effective protocol version used to parse layouts: min(client, server), masked.
     let version = Atomic<UInt32>(8)
-    private let pending = Mutex<[UInt32: PendingRequest]>([:])
-    private let injections = Mutex<[[UInt8]]>([])
-    private let closeReason = Mutex<String?>(nil)
-    let properties = Mutex<ClientProperties>(ClientProperties())
+    private let pending = Locked<[UInt32: PendingRequest]>([:])
+    private let injections = Locked<[[UInt8]]>([])
+    private let closeReason = Locked<String?>(nil)
+    let properties = Locked<ClientProperties>(ClientProperties())
     /// Source-output indexes of this client's record streams (for ownership checks).
-    let ownSourceOutputs = Mutex<Set<UInt32>>([])
+    let ownSourceOutputs = Locked<Set<UInt32>>([])
     /// Sink-input indexes of this client's playback streams (for ownership checks).
-    let ownSinkInputs = Mutex<Set<UInt32>>([])
+    let ownSinkInputs = Locked<Set<UInt32>>([])
     /// The server's index for this client (from the SET_CLIENT_NAME reply).
-    let clientIndex = Mutex<UInt32?>(nil)
+    let clientIndex = Locked<UInt32?>(nil)
 
     init(id: UInt64, identity: ClientIdentity, launcherAppID: String?, connectedAt: Double) {
         self.id = id

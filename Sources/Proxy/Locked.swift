@@ -1,0 +1,33 @@
+// A value behind a pthread mutex.
+//
+// Synchronization.Mutex is futex-based and carries no annotations the thread
+// sanitizer understands on Linux, so every correctly locked access would be
+// reported as a race; CI runs the relay under TSan, which does intercept
+// pthread_mutex_lock. The locks here guard control state only (never taken
+// per audio frame), so the cost of a pthread mutex does not matter.
+import Glibc
+
+/// A value that is read and written only under its lock.
+final class Locked<Value>: @unchecked Sendable {
+    // @unchecked Sendable: `value` is touched only between lock and unlock.
+    private var value: Value
+    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+
+    init(_ value: Value) {
+        self.value = value
+        mutex = .allocate(capacity: 1)
+        pthread_mutex_init(mutex, nil)
+    }
+
+    deinit {
+        pthread_mutex_destroy(mutex)
+        mutex.deallocate()
+    }
+
+    /// Runs `body` with the value while holding the lock.
+    func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return try body(&value)
+    }
+}
