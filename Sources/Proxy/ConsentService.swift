@@ -2,8 +2,8 @@
 //
 // It sits between the I/O loops, the control thread and the store:
 //   - loop threads report session events (SessionObserver); the engine runs
-//     under a Mutex for microseconds and returns actions;
-//   - stream access flags are flipped while that Mutex is held, so flips for
+//     under a lock for microseconds and returns actions;
+//   - stream access flags are flipped while that lock is held, so flips for
 //     one stream are applied in the order the engine decided them;
 //   - everything slow is handed off: SQLite writes to a serial queue, the
 //     prompt command and prompt timers to Dispatch, messages to the control
@@ -18,7 +18,7 @@ import PulseWire
 import Synchronization
 
 final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable {
-    // @unchecked Sendable: mutable state is inside Mutexes; `control` and
+    // @unchecked Sendable: mutable state is inside locks; `control` and
     // `daemon` are set once during start-up before any thread can call in.
     private let engine: Locked<ConsentEngine>
     private let store: PermissionStore

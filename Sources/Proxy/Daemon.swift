@@ -63,7 +63,7 @@ final class Listener: LoopHandler, @unchecked Sendable {
 public final class Daemon: @unchecked Sendable {
     // @unchecked Sendable: `listeners` is touched only on the client loop (and
     // in start/stop before/after the loops run); the session table and ids are
-    // behind a Mutex or atomic.
+    // behind a lock or atomic.
     public let upstream: UpstreamAddress
     public let listenPath: String
     let options: RelayOptions

@@ -1,5 +1,5 @@
 // Control state shared by the two halves of a session. Touched only when a
-// packet passes (never per audio frame), so a Mutex is fine here.
+// packet passes (never per audio frame), so a lock is fine here.
 import Consent
 import PulseWire
 import Synchronization
