@@ -54,17 +54,10 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
     private func withEngine<R>(_ body: (inout ConsentEngine) -> (R, [ConsentAction])) -> R {
         let (result, deferred) = engine.withLock { e -> (R, [ConsentAction]) in
             let (r, actions) = body(&e)
-            var rest: [ConsentAction] = []
-            for a in actions {
-                if case let .setStreamAccess(_, s, real) = a {
-                    let stream = registry.withLock { $0.streams[s.rawValue] }
-                    stream?.setReal(real)
-                    rest.append(a) // still reported to watchers below
-                } else {
-                    rest.append(a)
-                }
+            for case let .setStreamAccess(_, s, real) in actions {
+                registry.withLock { $0.streams[s.rawValue] }?.setReal(real)
             }
-            return (r, rest)
+            return (r, actions) // flips are also logged by perform()
         }
         perform(deferred)
         return result
@@ -321,7 +314,7 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
 
     private func status() -> StatusPayload {
         let (clients, streams, prompts) = engine.withLock { ($0.clientSnapshots, $0.streamSnapshots, $0.pendingPrompts) }
-        let (sessions, live) = registry.withLock { ($0.sessions, $0.streams) }
+        let live = registry.withLock { $0.streams }
         let clientInfos = clients.map { c in
             ClientInfo(id: c.id.rawValue, appKey: c.identity.appKey.description, displayName: c.displayName,
                        pid: c.identity.pid, identifiedBy: c.identity.method.rawValue, executable: c.identity.executable)
@@ -334,7 +327,6 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
                               bytesReal: r.bytesReal.load(ordering: .relaxed),
                               bytesSilenced: r.bytesSilenced.load(ordering: .relaxed))
         }
-        _ = sessions
         let d = daemon
         return StatusPayload(
             daemon: DaemonInfo(pid: getpid(), version: earmuffVersion, listenPath: paths.listen, controlPath: paths.control,
@@ -344,27 +336,21 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
     }
 
     private func apps() throws -> [AppInfo] {
-        let records = try store.apps()
+        let records = Dictionary(try store.apps().map { ($0.appKey, $0) }, uniquingKeysWith: { a, _ in a })
         let decisions = Dictionary(try store.allDecisions().map { ($0.appKey, $0) }, uniquingKeysWith: { a, _ in a })
-        let effective = engine.withLock { e in
-            Dictionary(uniqueKeysWithValues: (Set(records.map(\.appKey)).union(decisions.keys)).map { ($0, e.effectiveDecision(for: $0)) })
+        // One look at the engine: the decision in force and any apps.d purpose, per app.
+        let fromEngine = engine.withLock { e in
+            let keys = Set(records.keys).union(decisions.keys).union(e.policy.declarations.keys)
+            return keys.sorted().map { ($0, e.effectiveDecision(for: $0), e.policy.declarations[$0]?.purpose) }
         }
-        var keys = Set(records.map(\.appKey)).union(decisions.keys)
-        keys.formUnion(configurationDeclaredKeys())
-        let byKey = Dictionary(records.map { ($0.appKey, $0) }, uniquingKeysWith: { a, _ in a })
-        return keys.sorted().map { k in
-            let r = byKey[k]
+        return fromEngine.map { k, eff, declaredPurpose in
+            let r = records[k]
             let d = decisions[k]
-            let eff = effective[k] ?? engine.withLock { $0.effectiveDecision(for: k) }
             return AppInfo(key: k.description, displayName: r?.displayName, state: eff.state.rawValue, reason: eff.reason.rawValue,
-                           purpose: d?.purpose ?? engine.withLock { $0.policy.declarations[k]?.purpose },
+                           purpose: d?.purpose ?? declaredPurpose,
                            identifiedBy: r?.method.rawValue, decidedAt: d?.decidedAt, lastUsed: d?.lastUsedAt,
                            executable: r?.executable)
         }
-    }
-
-    private func configurationDeclaredKeys() -> [AppKey] {
-        engine.withLock { Array($0.policy.declarations.keys) }
     }
 
     private func promptInfo(_ p: Prompt) -> PromptInfo {

@@ -42,17 +42,6 @@ private func setU32(_ value: UInt32, in payload: inout [UInt8], at offset: Int) 
     payload[offset + 3] = UInt8(truncatingIfNeeded: value)
 }
 
-/// Reads command and tag, then the version word of an AUTH packet or reply;
-/// returns the word and the offset of its four value bytes.
-private func versionWord(in payload: [UInt8]) throws(WireError) -> (word: UInt32, offset: Int) {
-    var r = TagStructReader(payload)
-    _ = try r.readU32()
-    _ = try r.readU32()
-    let at = r.position + 1
-    let word = try r.readU32()
-    return (word, at)
-}
-
 final class ClientToServerFilter: FrameFilter {
     private let state: SessionState
     private let observer: SessionObserver
@@ -75,9 +64,10 @@ final class ClientToServerFilter: FrameFilter {
     }
 
     func packet(_ payload: inout [UInt8]) throws(ProtocolViolation) -> PacketDisposition {
+        var body = TagStructReader(payload)
         let header: PacketHeader
         do {
-            header = try PacketHeader.decode(payload)
+            header = try PacketHeader.decode(from: &body)
         } catch {
             throw ProtocolViolation("malformed packet: \(error)")
         }
@@ -97,7 +87,7 @@ final class ClientToServerFilter: FrameFilter {
             }
         }
         do {
-            return try handle(command, header: header, payload: &payload)
+            return try handle(command, header: header, body: body, payload: &payload)
         } catch let e as ProtocolViolation {
             throw e
         } catch {
@@ -105,42 +95,37 @@ final class ClientToServerFilter: FrameFilter {
         }
     }
 
-    private func handle(_ command: Command, header: PacketHeader, payload: inout [UInt8]) throws -> PacketDisposition {
+    /// `body` reads the fields after command and tag.
+    private func handle(_ command: Command, header: PacketHeader, body: TagStructReader,
+                        payload: inout [UInt8]) throws -> PacketDisposition {
         let version = state.protocolVersion
         switch command {
         case .auth:
             guard !authSeen else { throw ProtocolViolation("second AUTH") }
             authSeen = true
-            let (word, at) = try versionWord(in: payload)
-            var r = TagStructReader(payload)
-            _ = try r.readU32()
-            _ = try r.readU32()
-            _ = try AuthRequest.decode(from: &r, version: 0) // the cookie must be 256 bytes, nothing may follow
+            let at = body.position + 1 // the version word's value bytes
+            var r = body
+            // The cookie must be 256 bytes and nothing may follow.
+            let word = try AuthRequest.decode(from: &r, version: 0).versionWord
             let stripped = ProtocolVersion.stripTransportFlags(word)
             setU32(stripped, in: &payload, at: at)
             clientVersion = min(ProtocolVersion.number(of: word), Limits.protocolVersion)
             state.version.store(clientVersion, ordering: .releasing)
             state.expectReply(tag: header.tag, .auth)
         case .setClientName:
-            var r = TagStructReader(payload, from: 0)
-            _ = try r.readU32()
-            _ = try r.readU32()
+            var r = body
             let msg = try SetClientName.decode(from: &r, version: version)
             state.properties.withLock { $0.update(from: msg.proplist) }
             observer.clientPropertiesChanged(state)
             state.expectReply(tag: header.tag, .setClientName)
         case .updateClientProplist:
-            var r = TagStructReader(payload, from: 0)
-            _ = try r.readU32()
-            _ = try r.readU32()
+            var r = body
             _ = try r.readU32() // update mode
             let props = try r.readProplist()
             state.properties.withLock { $0.update(from: props) }
             observer.clientPropertiesChanged(state)
         case .createRecordStream:
-            var r = TagStructReader(payload, from: 0)
-            _ = try r.readU32()
-            _ = try r.readU32()
+            var r = body
             let req = try CreateRecordStreamRequest.decode(from: &r, version: version)
             if let reason = observer.recordStreamRequested(state) {
                 throw ProtocolViolation(reason)
@@ -151,9 +136,7 @@ final class ClientToServerFilter: FrameFilter {
         case .createUploadStream:
             state.expectReply(tag: header.tag, .createUpload)
         case .deleteRecordStream:
-            var r = TagStructReader(payload, from: 0)
-            _ = try r.readU32()
-            _ = try r.readU32()
+            var r = body
             state.expectReply(tag: header.tag, .deleteRecord(channel: try r.readU32()))
         case .enableSrbchannel, .disableSrbchannel, .registerMemfdShmid:
             throw ProtocolViolation("client tried to set up shared memory (\(command.info.name)) on a connection without SHM")
@@ -189,14 +172,15 @@ final class ServerToClientFilter: FrameFilter {
     }
 
     func packet(_ payload: inout [UInt8]) throws(ProtocolViolation) -> PacketDisposition {
+        var body = TagStructReader(payload)
         let header: PacketHeader
         do {
-            header = try PacketHeader.decode(payload)
+            header = try PacketHeader.decode(from: &body)
         } catch {
             throw ProtocolViolation("malformed packet from the server: \(error)")
         }
         do {
-            try handle(header: header, payload: &payload)
+            try handle(header: header, body: body, payload: &payload)
         } catch let e as ProtocolViolation {
             throw e
         } catch {
@@ -206,22 +190,18 @@ final class ServerToClientFilter: FrameFilter {
         return .forward
     }
 
-    private func handle(header: PacketHeader, payload: inout [UInt8]) throws {
+    private func handle(header: PacketHeader, body: TagStructReader, payload: inout [UInt8]) throws {
         switch Command(rawValue: header.command) {
         case .reply:
             guard let request = state.takePending(tag: header.tag) else { return }
-            try handleReply(request, payload: &payload)
+            try handleReply(request, body: body, payload: &payload)
         case .error:
             _ = state.takePending(tag: header.tag)
         case .recordStreamKilled:
-            var r = TagStructReader(payload, from: 0)
-            _ = try r.readU32()
-            _ = try r.readU32()
+            var r = body
             endStream(channel: try r.readU32())
         case .recordStreamMoved:
-            var r = TagStructReader(payload, from: 0)
-            _ = try r.readU32()
-            _ = try r.readU32()
+            var r = body
             let moved = try RecordStreamMoved.decode(from: &r, version: state.protocolVersion)
             if let s = records[moved.channel], let name = moved.sourceName {
                 s.source.withLock { $0 = name }
@@ -233,13 +213,12 @@ final class ServerToClientFilter: FrameFilter {
         }
     }
 
-    private func handleReply(_ request: PendingRequest, payload: inout [UInt8]) throws {
-        var r = TagStructReader(payload, from: 0)
-        _ = try r.readU32()
-        _ = try r.readU32()
+    private func handleReply(_ request: PendingRequest, body: TagStructReader, payload: inout [UInt8]) throws {
+        var r = body
         switch request {
         case .auth:
-            let (word, at) = try versionWord(in: payload)
+            let at = r.position + 1 // the version word's value bytes
+            let word = try r.readU32()
             setU32(ProtocolVersion.stripTransportFlags(word), in: &payload, at: at)
             let server = ProtocolVersion.number(of: word)
             let client = state.protocolVersion

@@ -179,9 +179,7 @@ final class Forwarder {
     /// Injects a whole packet (e.g. an ERROR reply) at the current frame boundary.
     /// Only valid between frames of this direction, on the producing thread.
     func inject(packet payload: [UInt8]) -> Bool {
-        var d = [UInt8](repeating: 0, count: Limits.descriptorSize)
-        d.withUnsafeMutableBytes { FrameDescriptor.packet(length: UInt32(payload.count)).encode(into: $0) }
-        let w1 = d.withUnsafeBytes { emit($0) }
+        let w1 = FrameDescriptor.packet(length: UInt32(payload.count)).bytes.withUnsafeBytes { emit($0) }
         let w2 = payload.withUnsafeBytes { emit($0) }
         return w1 || w2
     }
