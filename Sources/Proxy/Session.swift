@@ -188,6 +188,10 @@ class Half: LoopHandler, Wakeable, @unchecked Sendable {
             case .endOfFile:
                 endOfInput(reason: "\(sideName) closed the connection")
                 return
+            case .failed(let e) where e == ECONNRESET:
+                // A reset is the peer closing too; whether the kernel sends FIN or RST is timing.
+                close(reason: "\(sideName) closed the connection")
+                return
             case .failed(let e):
                 close(reason: "read from the \(sideName): \(String(cString: strerror(e)))")
                 return
