@@ -57,7 +57,7 @@ public struct TextTable: Sendable {
 
     /// The table as lines ending in "\n"; the last column is not padded.
     public func render() -> String {
-        let all = [header] + rows
+        let all = ([header] + rows).map { $0.map(ClientFormat.printable) }
         let columns = all.map(\.count).max() ?? 0
         var widths = Array(repeating: 0, count: columns)
         for row in all {
@@ -134,6 +134,34 @@ public enum ClientFormat {
 
     private static func two(_ v: Int) -> String { v < 10 ? "0\(v)" : "\(v)" }
 
+    /// `s` safe to print on a terminal: every control character (C0 including
+    /// newline and tab, DEL, C1) and every bidirectional override is shown as
+    /// `\xNN` or `\u{NNNN}`, so a name or path an app chose can neither move
+    /// the cursor, recolour the screen, nor forge a line of output.
+    public static func printable(_ s: String) -> String {
+        guard s.unicodeScalars.contains(where: needsEscape) else { return s }
+        var out = ""
+        for u in s.unicodeScalars {
+            if !needsEscape(u) {
+                out.unicodeScalars.append(u)
+            } else if u.value < 0x100 {
+                out += "\\x" + String(u.value, radix: 16, uppercase: true).leftPadded(to: 2)
+            } else {
+                out += "\\u{" + String(u.value, radix: 16, uppercase: true) + "}"
+            }
+        }
+        return out
+    }
+
+    private static func needsEscape(_ u: Unicode.Scalar) -> Bool {
+        switch u.value {
+        case 0..<0x20, 0x7F..<0xA0: true                       // C0, DEL, C1
+        case 0x200E, 0x200F, 0x202A...0x202E, 0x2066...0x2069: true  // bidi marks, embeddings, overrides, isolates
+        case 0x2028, 0x2029: true                               // line and paragraph separators
+        default: false
+        }
+    }
+
     /// The `earmuff status` report.
     public static func status(_ s: StatusPayload) -> String {
         var out = ""
@@ -151,7 +179,8 @@ public enum ClientFormat {
         if !s.clients.isEmpty {
             var t = TextTable(["ID", "APP", "NAME", "PID", "IDENTIFIED"])
             for c in s.clients {
-                t.add([String(c.id), c.appKey, cell(c.displayName, max: 30), c.pid.map(String.init) ?? "-", c.identifiedBy])
+                t.add([String(c.id), c.appKey, cell(c.displayName, max: 30), c.pid.map(String.init) ?? "-",
+                       c.identifiedBy + (c.strength.map { ", \($0)" } ?? "")])
             }
             out += t.render()
         }
@@ -190,7 +219,7 @@ public enum ClientFormat {
     /// One line for `grant`/`deny`/`reset`: "exe:/usr/bin/parecord (parecord): granted (user)".
     public static func decision(_ a: AppInfo) -> String {
         let name = a.displayName.map { " (\(cell($0, max: 40)))" } ?? ""
-        return "\(a.key)\(name): \(a.state) (\(a.reason))\n"
+        return printable("\(a.key)\(name): \(a.state) (\(a.reason))") + "\n"
     }
 
     /// The prompt as an agent shows it, several lines.
@@ -214,7 +243,7 @@ public enum ClientFormat {
         let text: String
         switch e {
         case .clientConnected(let c):
-            text = "client \(c.id) \(c.appKey) (\(cell(c.displayName, max: 40)), pid \(c.pid.map(String.init) ?? "-"), by \(c.identifiedBy))"
+            text = "client \(c.id) \(c.appKey) (\(cell(c.displayName, max: 40)), pid \(c.pid.map(String.init) ?? "-"), by \(c.identifiedBy)\(c.strength.map { ", \($0)" } ?? ""))"
         case .clientDisconnected(let c):
             text = "client \(c.id) \(c.appKey)"
         case .streamStarted(let s):
@@ -230,7 +259,7 @@ public enum ClientFormat {
         case .decisionChanged(let a):
             text = "\(a.key) \(a.state) (\(a.reason))"
         }
-        return "\(stamp)  \(e.name.padding(toLength: 19, withPad: " ", startingAt: 0)) \(text)\n"
+        return "\(stamp)  \(e.name.padding(toLength: 19, withPad: " ", startingAt: 0)) \(printable(text))\n"
     }
 }
 
@@ -288,5 +317,12 @@ public enum ClientUsage {
         default:
             return overview
         }
+    }
+}
+
+extension String {
+    /// The string with zeros in front, to `width` characters.
+    func leftPadded(to width: Int) -> String {
+        count >= width ? self : String(repeating: "0", count: width - count) + self
     }
 }

@@ -162,14 +162,21 @@ public struct ClientInfo: Codable, Sendable, Equatable {
     public var identifiedBy: String
     /// The executable, when known.
     public var executable: String?
+    /// "strong" when a sandbox or a launcher socket vouches for the key, "weak" otherwise.
+    public var strength: String?
+    /// Why the identity is weaker than its method suggests, when it is.
+    public var caveat: String?
 
-    public init(id: UInt64, appKey: String, displayName: String? = nil, pid: Int32? = nil, identifiedBy: String, executable: String? = nil) {
+    public init(id: UInt64, appKey: String, displayName: String? = nil, pid: Int32? = nil, identifiedBy: String,
+                executable: String? = nil, strength: String? = nil, caveat: String? = nil) {
         self.id = id
         self.appKey = appKey
         self.displayName = displayName
         self.pid = pid
         self.identifiedBy = identifiedBy
         self.executable = executable
+        self.strength = strength
+        self.caveat = caveat
     }
 }
 

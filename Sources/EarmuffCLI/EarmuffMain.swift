@@ -75,8 +75,12 @@ extension String {
 enum Terminal {
     static func out(_ s: String) { write(1, s) }
 
-    /// Writes `s` plus a newline to stderr.
-    static func error(_ s: String) { write(2, s + "\n") }
+    /// Writes `s` plus a newline to stderr, with control characters escaped line by line
+    /// (messages from the daemon may quote names and paths that an app chose).
+    static func error(_ s: String) {
+        write(2, s.split(separator: "\n", omittingEmptySubsequences: false)
+            .map { ClientFormat.printable(String($0)) }.joined(separator: "\n") + "\n")
+    }
 
     private static func write(_ fd: Int32, _ s: String) {
         var bytes = Array(s.utf8)

@@ -171,3 +171,31 @@ private func object(_ bytes: [UInt8]) throws -> [String: Any] {
         }
     }
 }
+
+@Suite struct PrintableOutput {
+    @Test func controlCharactersAreShownNotObeyed() {
+        #expect(ClientFormat.printable("plain /usr/bin/pacat") == "plain /usr/bin/pacat")
+        #expect(ClientFormat.printable("a\u{1B}[2Kb") == "a\\x1B[2Kb")
+        #expect(ClientFormat.printable("x\ny\tz\r") == "x\\x0Ay\\x09z\\x0D")
+        #expect(ClientFormat.printable("\u{7F}\u{9B}") == "\\x7F\\x9B")
+        #expect(ClientFormat.printable("evil\u{202E}gpj.exe") == "evil\\u{202E}gpj.exe")
+        #expect(ClientFormat.printable("Zoom – ünïcode") == "Zoom – ünïcode")
+    }
+
+    @Test func tablesEventsAndDecisionsEscapeWhatAppsChose() {
+        let forged = "/tmp/x\u{1B}[1A\u{1B}[2Kflatpak:us.zoom.Zoom (identified by flatpak)"
+        let client = ClientInfo(id: 1, appKey: "exe:" + forged, displayName: "Zoom\u{1B}[31m", pid: 7, identifiedBy: "exe")
+        let status = StatusPayload(
+            daemon: DaemonInfo(pid: 1, version: "1", listenPath: "/l", controlPath: "/c", storePath: "/s", uptimeSeconds: 1),
+            upstream: UpstreamInfo(server: "unix:/u", reachable: true), clients: [client], streams: [], prompts: [])
+        let outputs = [
+            ClientFormat.status(status),
+            ClientFormat.event(.clientConnected(client), at: 0),
+            ClientFormat.decision(AppInfo(key: "exe:" + forged, displayName: nil, state: "granted", reason: "user")),
+            ClientFormat.prompt(PromptInfo(id: 1, appKey: "exe:" + forged, displayName: "a\nb", identifiedBy: "exe")),
+        ]
+        for text in outputs {
+            #expect(!text.unicodeScalars.contains { $0.value == 0x1B }, "\(text)")
+        }
+    }
+}
