@@ -359,7 +359,8 @@ public struct ConsentEngine: Sendable {
             .persistDecision(d),
             .emit(.streamStarted(c, stream, app, source: source, real: real)),
         ]
-        if effectiveDecision(for: app).state == .undetermined, !s.grantedOnce, pendingByApp[app] == nil {
+        if effectiveDecision(for: app).state == .undetermined, !s.grantedOnce, pendingByApp[app] == nil,
+           !s.identity.isUninspectable {
             actions += raisePrompt(for: s, source: source, now: now)
         }
         return (real, actions)
@@ -478,7 +479,9 @@ public struct ConsentEngine: Sendable {
     // MARK: Internals
 
     private func isReal(_ s: ClientState) -> Bool {
-        switch effectiveDecision(for: s.identity.appKey).state {
+        // What cannot be inspected cannot be told apart from anything else.
+        if s.identity.isUninspectable { return false }
+        return switch effectiveDecision(for: s.identity.appKey).state {
         case .granted: true
         case .denied: false
         case .undetermined: s.grantedOnce

@@ -6,22 +6,31 @@
 // with realistic /proc contents and no process.
 //
 // Precedence (product.md, "Applications and their identity"):
+//   0. a process whose /proc cannot be read (non-dumpable) → unknown:pid-PID-START,
+//      a key of its own that never gets real audio (a launcher socket still vouches)
 //   1. Flatpak  `[Application] name=` in /.flatpak-info   → flatpak:ID
+//      strong when its systemd scope is `app-flatpak-ID-N.scope`, weak when no
+//      user systemd placed it, sandboxed:unknown when it runs in another unit
 //   2. snap     AppArmor label `snap.NAME.APP (enforce)`  → snap:NAME
 //   3. launcher `earmuff run --app-id ID` socket           → launcher:ID
-//   4. systemd  leaf cgroup `app[-LAUNCHER]-ID-RANDOM.scope` or
+//   4. a mount namespace of its own, without the above    → sandboxed:unknown
+//   5. systemd  leaf cgroup `app[-LAUNCHER]-ID-RANDOM.scope` or
 //               `app[-LAUNCHER]-ID[@RANDOM].service`        → systemd:ID
 //   (product.md groups the systemd scope with the sandboxes; it comes after the
 //   launcher here because a terminal's scope covers every command run in it.)
-//   5. interpreter (python, node, perl, ruby, java, shells, …) running a
+//   6. interpreter (python, node, perl, ruby, java, shells, …) running a
 //      script named on its command line                   → script:/abs/path
-//   6. otherwise the executable                           → exe:/path
+//   7. otherwise the executable                           → exe:/path
+//   Script and exe keys get `?FINDING&…` appended when the environment or the
+//   interpreter's options load outside code (CodeInjection.swift).
 //
 // What is trusted: the Flatpak and snap metadata are set up by the sandbox and
-// cannot be changed by the app inside it; the cgroup is set by the user's
-// systemd and is inherited by every descendant; the command line and working
-// directory are writable by the process itself, so a script identity is only
-// as strong as the uid boundary (documented in the README).
+// cannot be changed by the app inside it, but a same-uid host process can fake
+// a sandbox of its own (bubblewrap with a made-up /.flatpak-info), so Flatpak
+// metadata is strong only where the user's systemd confirms it; the cgroup is
+// set by the user's systemd, but lies in a subtree the user may change; the
+// command line, working directory and environment are the process's own. So
+// every identity of an unsandboxed same-uid process is weak (ClientIdentity.strength).
 
 /// Raw facts about a connected peer, as read from /proc (nil: missing or unreadable).
 public struct ProcessFacts: Sendable, Equatable {
@@ -43,10 +52,24 @@ public struct ProcessFacts: Sendable, Equatable {
     public var cgroup: String?
     /// The app id of the `earmuff run --app-id` socket the client came through.
     public var launcherAppID: String?
+    /// False when /proc/PID could not be read as the peer's (it made itself
+    /// non-dumpable, or the pid is gone): nothing but the credentials is known.
+    public var inspectable: Bool
+    /// The variables of `/proc/PID/environ` that `CodeInjection` cares about.
+    public var environment: [String: String]
+    /// False when `/proc/PID/environ` could not be read whole.
+    public var environmentComplete: Bool
+    /// True when the process lives in a mount namespace other than Earmuff's:
+    /// its executable and script paths are its own namespace's, not the host's.
+    public var foreignMountNamespace: Bool
+    /// Field 22 of /proc/PID/stat (clock ticks after boot).
+    public var startTime: UInt64?
 
     public init(pid: Int32, uid: UInt32, gid: UInt32, exe: String? = nil, cmdline: [String] = [],
                 cwd: String? = nil, flatpakInfo: String? = nil, apparmorLabel: String? = nil,
-                cgroup: String? = nil, launcherAppID: String? = nil) {
+                cgroup: String? = nil, launcherAppID: String? = nil, inspectable: Bool = true,
+                environment: [String: String] = [:], environmentComplete: Bool = true,
+                foreignMountNamespace: Bool = false, startTime: UInt64? = nil) {
         self.pid = pid
         self.uid = uid
         self.gid = gid
@@ -57,6 +80,11 @@ public struct ProcessFacts: Sendable, Equatable {
         self.apparmorLabel = apparmorLabel
         self.cgroup = cgroup
         self.launcherAppID = launcherAppID
+        self.inspectable = inspectable
+        self.environment = environment
+        self.environmentComplete = environmentComplete
+        self.foreignMountNamespace = foreignMountNamespace
+        self.startTime = startTime
     }
 }
 
@@ -65,16 +93,40 @@ public enum IdentityClassifier {
     /// The app key used when not even the executable could be read.
     public static let unknownKey = AppKey(kind: "exe", value: "unknown")
 
+    /// The key of every process in a mount namespace of its own whose sandbox metadata does not check out.
+    public static let unknownSandboxKey = AppKey(kind: "sandboxed", value: "unknown")
+
     /// Classifies a peer, strongest evidence first (see the file comment).
     public static func classify(_ f: ProcessFacts) -> ClientIdentity {
         let exe = f.exe.map(cleanExecutablePath)
-        func identity(_ kind: String, _ value: String, _ method: IdentificationMethod,
-                      script: String? = nil) -> ClientIdentity {
+        func identity(_ kind: String, _ value: String, _ method: IdentificationMethod, script: String? = nil,
+                      strength: IdentityStrength? = nil, caveat: String? = nil) -> ClientIdentity {
             ClientIdentity(pid: f.pid, uid: f.uid, gid: f.gid, appKey: AppKey(kind: kind, value: value),
-                           method: method, executable: exe, script: script)
+                           method: method, executable: exe, script: script, strength: strength,
+                           caveat: caveat, startTime: f.startTime)
+        }
+        // The launcher socket vouches whatever the process shows (it may be in a sandbox).
+        let launcherID = f.launcherAppID?.trimmingWhitespace()
+        if let id = launcherID, !id.isEmpty, !f.inspectable {
+            return identity("launcher", id, .launcher)
+        }
+        guard f.inspectable else {
+            // A process that hid itself gets a key of its own, so that a grant to one
+            // such process never reaches another; it never gets real audio.
+            let value = "pid-\(f.pid)" + (f.startTime.map { "-\($0)" } ?? "")
+            return identity("unknown", value, .uninspectable, caveat: "its process cannot be inspected (not dumpable)")
         }
         if let info = f.flatpakInfo, let id = flatpakAppID(fromInfo: info) {
-            return identity("flatpak", id, .flatpak)
+            switch flatpakScope(of: id, cgroup: f.cgroup) {
+            case .confirmed:
+                return identity("flatpak", id, .flatpak)
+            case .unavailable:
+                return identity("flatpak", id, .flatpak, strength: .weak,
+                                caveat: "no systemd scope confirms its Flatpak metadata")
+            case .contradicted(let unit):
+                return identity(unknownSandboxKey.kind, unknownSandboxKey.value, .sandboxed,
+                                caveat: "its /.flatpak-info names \(id), but it runs in \(unit), not in that app's Flatpak scope")
+            }
         }
         if let label = f.apparmorLabel, let name = snapName(fromLabel: label) {
             return identity("snap", name, .snap)
@@ -82,19 +134,50 @@ public enum IdentityClassifier {
         // The launcher socket beats the systemd scope: a scope is inherited by
         // every process a terminal starts (one scope for all of Konsole, say),
         // while `earmuff run --app-id` is an explicit choice for this one app.
-        if let id = f.launcherAppID?.trimmingWhitespace(), !id.isEmpty {
+        if let id = launcherID, !id.isEmpty {
             return identity("launcher", id, .launcher)
+        }
+        if f.foreignMountNamespace {
+            // Paths inside another mount namespace are whatever it mounted there
+            // (bubblewrap can put python3 at /usr/bin/pacat).
+            return identity(unknownSandboxKey.kind, unknownSandboxKey.value, .sandboxed,
+                            caveat: "it runs in a mount namespace of its own without sandbox metadata")
         }
         if let cgroup = f.cgroup, let id = systemdAppID(fromCgroup: cgroup) {
             return identity("systemd", id, .systemdScope)
         }
         guard let exe, !exe.isEmpty else {
-            return ClientIdentity(pid: f.pid, uid: f.uid, gid: f.gid, appKey: unknownKey, method: .executable)
+            return identity(unknownKey.kind, unknownKey.value, .executable)
         }
+        let found = CodeInjection.findings(exe: exe, cmdline: f.cmdline, cwd: f.cwd,
+                                           environment: f.environment, environmentComplete: f.environmentComplete)
+        let suffix = found.isEmpty ? "" : "?" + found.joined(separator: "&")
+        let caveat = found.isEmpty ? nil : "it loads code from outside its program (\(found.joined(separator: ", ")))"
         if let script = scriptTarget(exe: exe, cmdline: f.cmdline, cwd: f.cwd) {
-            return identity("script", script, .script, script: script)
+            return identity("script", script + suffix, .script, script: script, caveat: caveat)
         }
-        return identity("exe", exe, .executable)
+        return identity("exe", exe + suffix, .executable, caveat: caveat)
+    }
+
+    /// What the cgroup says about a process whose /.flatpak-info names app `id`.
+    public enum FlatpakScopeCheck: Equatable, Sendable {
+        /// It runs in `app-flatpak-ID-N.scope`, which `flatpak run` creates under the user's systemd.
+        case confirmed
+        /// No systemd user manager placed it (no `user@UID.service` in its cgroup path).
+        case unavailable
+        /// A systemd user manager runs it, in this other unit.
+        case contradicted(String)
+    }
+
+    /// Cross-checks Flatpak metadata with the systemd unit the process runs in.
+    public static func flatpakScope(of id: String, cgroup: String?) -> FlatpakScopeCheck {
+        guard let cgroup, let path = cgroupPath(cgroup), path.contains("/user@"),
+              let leaf = path.split(separator: "/").last else { return .unavailable }
+        let unit = String(leaf)
+        if unit.hasPrefix("app-flatpak-"), unit.hasSuffix(".scope"), appID(fromUnitName: unit) == id {
+            return .confirmed
+        }
+        return .contradicted(unit)
     }
 
     // MARK: Flatpak
@@ -140,6 +223,12 @@ public enum IdentityClassifier {
     /// https://systemd.io/DESKTOP_ENVIRONMENTS: `app[-LAUNCHER]-ID-RANDOM.scope`,
     /// `app[-LAUNCHER]-ID[@RANDOM].service`; dashes in ID are escaped as `\x2d`.
     public static func systemdAppID(fromCgroup text: String) -> String? {
+        guard let path = cgroupPath(text), let leaf = path.split(separator: "/").last else { return nil }
+        return appID(fromUnitName: String(leaf))
+    }
+
+    /// The unified (v2) cgroup path of a `/proc/PID/cgroup` text, else the v1 `name=systemd` one.
+    static func cgroupPath(_ text: String) -> String? {
         var unified: String?
         var namedSystemd: String?
         for raw in text.split(whereSeparator: { $0.isNewline }) {
@@ -150,9 +239,7 @@ public enum IdentityClassifier {
             if fields[0] == "0" && fields[1].isEmpty { unified = String(fields[2]) }
             if fields[1] == "name=systemd" { namedSystemd = String(fields[2]) }
         }
-        guard let path = unified ?? namedSystemd,
-              let leaf = path.split(separator: "/").last else { return nil }
-        return appID(fromUnitName: String(leaf))
+        return unified ?? namedSystemd
     }
 
     /// `app-gnome-org.gnome.Nautilus-1234.scope` → `org.gnome.Nautilus`; nil for other units.
@@ -239,35 +326,60 @@ public enum IdentityClassifier {
     /// (python -m, java -m), or `class:NAME` (java main class). Nil when it runs
     /// inline code (`-c`, `-e`), reads stdin, or `exe` is not an interpreter.
     public static func scriptTarget(exe: String, cmdline: [String], cwd: String?) -> String? {
-        guard let kind = interpreter(forExecutable: exe), cmdline.count >= 2 else { return nil }
+        invocation(exe: exe, cmdline: cmdline, cwd: cwd).target
+    }
+
+    /// What an interpreter's command line says before its program: the program
+    /// (as `scriptTarget`), the options that load other code first (`node -r X`,
+    /// `perl -MX`, `ruby -r X`, `java -javaagent:X`…), and whether it ignores
+    /// its language's environment variables (`python -E`/`-I`).
+    public struct Invocation: Sendable, Equatable {
+        public var target: String?
+        public var loadsCode: [String] = []
+        public var ignoresEnvironment = false
+    }
+
+    /// Parses an interpreter's command line up to its program; an empty `Invocation` for other programs.
+    public static func invocation(exe: String, cmdline: [String], cwd: String?) -> Invocation {
+        var result = Invocation()
+        guard let kind = interpreter(forExecutable: exe), cmdline.count >= 2 else { return result }
         let grammar = OptionGrammar.for(kind)
+        func done(_ target: String?) -> Invocation {
+            result.target = target
+            return result
+        }
         var i = 1
         while i < cmdline.count {
             let arg = cmdline[i]
             i += 1
             if arg == "--" {
-                guard i < cmdline.count else { return nil }
-                return scriptPath(cmdline[i], cwd: cwd)
+                guard i < cmdline.count else { return done(nil) }
+                return done(scriptPath(cmdline[i], cwd: cwd))
             }
-            if arg == "-" { return nil }                         // program from stdin
+            if arg == "-" { return done(nil) }                   // program from stdin
             if arg.hasPrefix("--") {
                 let eq = arg.firstIndex(of: "=")
                 let name = eq.map { String(arg[..<$0]) } ?? arg
                 let inline = eq.map { String(arg[arg.index(after: $0)...]) }
-                if grammar.longInlineCode.contains(name) { return nil }
+                if grammar.longInlineCode.contains(name) { return done(nil) }
                 if let target = grammar.longTarget[name] {
                     let value = inline ?? (i < cmdline.count ? cmdline[i] : nil)
-                    guard let value else { return nil }
-                    return target.apply(value, cwd: cwd)
+                    guard let value else { return done(nil) }
+                    return done(target.apply(value, cwd: cwd))
                 }
-                if grammar.longWithArgument.contains(name), inline == nil { i += 1 }
+                let takesArgument = grammar.longWithArgument.contains(name) && inline == nil
+                if grammar.longLoadsCode.contains(name) {
+                    result.loadsCode.append(takesArgument && i < cmdline.count ? "\(name) \(cmdline[i])" : arg)
+                }
+                if takesArgument { i += 1 }
                 continue
             }
             if arg.hasPrefix("-") || (kind == .shell && arg.hasPrefix("+")) {
                 if kind == .java {
                     // Java options are whole words: -jar, -cp, -Dx=y, -m.
-                    if arg == "-jar" { return i < cmdline.count ? scriptPath(cmdline[i], cwd: cwd) : nil }
-                    if arg == "-m" { return i < cmdline.count ? "module:" + cmdline[i] : nil }
+                    if arg == "-jar" { return done(i < cmdline.count ? scriptPath(cmdline[i], cwd: cwd) : nil) }
+                    if arg == "-m" { return done(i < cmdline.count ? "module:" + cmdline[i] : nil) }
+                    if grammar.javaLoadsCodePrefixes.contains(where: { arg.hasPrefix($0) }) { result.loadsCode.append(arg) }
                     if grammar.javaWithArgument.contains(arg) { i += 1 }
                     continue
                 }
@@ -277,11 +389,16 @@ public enum IdentityClassifier {
                 while let c = letters.first {
                     letters = letters.dropFirst()
                     let attached = letters.isEmpty ? nil : String(letters)
-                    if grammar.inlineCode.contains(c) { return nil }
+                    if grammar.inlineCode.contains(c) { return done(nil) }
                     if let target = grammar.shortTarget[c] {
                         let value = attached ?? (i < cmdline.count ? cmdline[i] : nil)
-                        guard let value else { return nil }
-                        return target.apply(value, cwd: cwd)
+                        guard let value else { return done(nil) }
+                        return done(target.apply(value, cwd: cwd))
+                    }
+                    if grammar.ignoreEnvironment.contains(c) { result.ignoresEnvironment = true }
+                    if grammar.loadsCode.contains(c) {
+                        let value = attached ?? (grammar.withArgument.contains(c) && i < cmdline.count ? cmdline[i] : "")
+                        result.loadsCode.append("-\(c)\(value)")
                     }
                     if grammar.withArgument.contains(c) {
                         if attached == nil { i += 1 }
@@ -296,16 +413,16 @@ public enum IdentityClassifier {
                             letters = letters.drop(while: { ("0"..."7").contains($0) })
                         }
                     }
-                    if grammar.stdinSwitch.contains(c) { return nil }
+                    if grammar.stdinSwitch.contains(c) { return done(nil) }
                 }
                 continue
             }
             if kind == .java {
-                return arg.hasSuffix(".java") ? scriptPath(arg, cwd: cwd) : "class:" + arg
+                return done(arg.hasSuffix(".java") ? scriptPath(arg, cwd: cwd) : "class:" + arg)
             }
-            return scriptPath(arg, cwd: cwd)
+            return done(scriptPath(arg, cwd: cwd))
         }
-        return nil
+        return done(nil)
     }
 
     /// What an option that names the program turns into.
@@ -331,6 +448,10 @@ public enum IdentityClassifier {
         var longWithArgument: Set<String> = []
         var longTarget: [String: Target] = [:]
         var javaWithArgument: Set<String> = []
+        var loadsCode: Set<Character> = []           // switches that run other code first (node -r, perl -M)
+        var longLoadsCode: Set<String> = []
+        var javaLoadsCodePrefixes: [String] = []
+        var ignoreEnvironment: Set<Character> = []   // python -E / -I: PYTHON* variables are ignored
 
         static func `for`(_ kind: Interpreter) -> OptionGrammar {
             var g = OptionGrammar()
@@ -340,20 +461,25 @@ public enum IdentityClassifier {
                 g.withArgument = ["W", "X", "Q"]
                 g.shortTarget = ["m": .module]
                 g.longWithArgument = ["--check-hash-based-pycs"]
+                g.ignoreEnvironment = ["E", "I"]
             case .node:
                 g.inlineCode = ["e", "p"]
                 g.withArgument = ["r", "C"]
                 g.longInlineCode = ["--eval", "--print"]
                 g.longWithArgument = ["--require", "--import", "--loader", "--experimental-loader",
                                       "--input-type", "--conditions", "--env-file", "--title"]
+                g.loadsCode = ["r"]
+                g.longLoadsCode = ["--require", "--import", "--loader", "--experimental-loader", "--env-file"]
             case .perl:
                 g.inlineCode = ["e", "E"]
                 g.withArgument = ["I"]
                 g.attachedOnly = ["M", "m", "x", "i", "C", "d", "D"]
                 g.attachedNumber = ["0", "l"]
+                g.loadsCode = ["I", "M", "m", "d"]
             case .ruby:
                 g.inlineCode = ["e"]
                 g.withArgument = ["I", "r", "C", "E"]
+                g.loadsCode = ["I", "r"]
                 g.attachedOnly = ["x", "F", "i", "K", "T", "W"]
                 g.attachedNumber = ["0", "l"]
             case .java:
@@ -363,6 +489,7 @@ public enum IdentityClassifier {
                                       "--enable-native-access", "--limit-modules"]
                 g.longTarget = ["--module": .module]
                 g.longWithArgument = Set(g.javaWithArgument.filter { $0.hasPrefix("--") })
+                g.javaLoadsCodePrefixes = ["-javaagent:", "-agentlib:", "-agentpath:", "-Xbootclasspath", "--patch-module"]
             case .shell:
                 g.inlineCode = ["c"]
                 g.withArgument = ["o", "O"]
@@ -371,9 +498,11 @@ public enum IdentityClassifier {
                 g.longWithArgument = ["--rcfile", "--init-file", "--init-command"]
             case .lua:
                 g.withArgument = ["e", "l"]
+                g.loadsCode = ["e", "l"]                 // run before the script
             case .php:
                 g.inlineCode = ["r", "B", "R", "E"]
                 g.withArgument = ["c", "d", "z", "t"]
+                g.loadsCode = ["c", "d", "z"]            // php.ini, auto_prepend_file=, zend extensions
                 g.shortTarget = ["f": .path]
             }
             return g

@@ -39,6 +39,22 @@ public enum IdentificationMethod: String, Sendable, Codable, CaseIterable {
     case launcher
     case script
     case executable = "exe"
+    /// In a mount namespace of its own without sandbox metadata that checks out.
+    case sandboxed
+    /// /proc could not be read (the process made itself non-dumpable): a key of its own, never real audio.
+    case uninspectable
+}
+
+/// How much an identity can be relied on.
+///
+/// Strong: something outside the app vouches for it (Flatpak or snap metadata
+/// that the system confirms, an `earmuff run` launcher socket). Weak: what an
+/// unsandboxed process of the user's own uid shows (its executable, script or
+/// systemd scope): such processes can pose as one another, and could open the
+/// real server's socket anyway, so on Linux they are no security boundary.
+public enum IdentityStrength: String, Sendable, Codable, CaseIterable {
+    case strong
+    case weak
 }
 
 /// An app key `kind:value`, e.g. `flatpak:org.mozilla.firefox` or `exe:/usr/bin/pacat`.
@@ -96,9 +112,17 @@ public struct ClientIdentity: Sendable, Equatable {
     public var executable: String?
     /// For interpreters, the script path from the command line.
     public var script: String?
+    /// Whether something outside the app vouches for `appKey`.
+    public var strength: IdentityStrength
+    /// Why the identity is weaker than its method suggests (code loaded from
+    /// outside the program, sandbox metadata the system does not confirm), for logs and prompts.
+    public var caveat: String?
+    /// The process's start time (clock ticks after boot, /proc/PID/stat), to tell a recycled pid apart.
+    public var startTime: UInt64?
 
     public init(pid: Int32, uid: UInt32, gid: UInt32, appKey: AppKey, method: IdentificationMethod,
-                executable: String? = nil, script: String? = nil) {
+                executable: String? = nil, script: String? = nil, strength: IdentityStrength? = nil,
+                caveat: String? = nil, startTime: UInt64? = nil) {
         self.pid = pid
         self.uid = uid
         self.gid = gid
@@ -106,6 +130,22 @@ public struct ClientIdentity: Sendable, Equatable {
         self.method = method
         self.executable = executable
         self.script = script
+        self.strength = strength ?? method.defaultStrength
+        self.caveat = caveat
+        self.startTime = startTime
+    }
+
+    /// True when Earmuff could not see what the process is: it never gets real audio.
+    public var isUninspectable: Bool { method == .uninspectable }
+}
+
+extension IdentificationMethod {
+    /// The strength of an identity derived this way when nothing contradicts it.
+    public var defaultStrength: IdentityStrength {
+        switch self {
+        case .flatpak, .snap, .launcher: .strong
+        case .systemdScope, .script, .executable, .sandboxed, .uninspectable: .weak
+        }
     }
 }
 

@@ -317,7 +317,8 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
         let live = registry.withLock { $0.streams }
         let clientInfos = clients.map { c in
             ClientInfo(id: c.id.rawValue, appKey: c.identity.appKey.description, displayName: c.displayName,
-                       pid: c.identity.pid, identifiedBy: c.identity.method.rawValue, executable: c.identity.executable)
+                       pid: c.identity.pid, identifiedBy: c.identity.method.rawValue, executable: c.identity.executable,
+                       strength: c.identity.strength.rawValue, caveat: c.identity.caveat)
         }
         let streamInfos: [StreamInfo] = streams.compactMap { s in
             guard let r = live[s.stream.rawValue] else { return nil }
@@ -364,7 +365,8 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
         let id = identity ?? session?.identity
         return ClientInfo(id: c.rawValue, appKey: id?.appKey.description ?? "unknown",
                           displayName: session?.properties.withLock { $0.displayName }, pid: id?.pid,
-                          identifiedBy: id?.method.rawValue ?? "unknown", executable: id?.executable)
+                          identifiedBy: id?.method.rawValue ?? "unknown", executable: id?.executable,
+                          strength: id?.strength.rawValue, caveat: id?.caveat)
     }
 
     private func streamInfo(_ c: ClientID, _ s: StreamID, _ app: AppKey, source: String?, real: Bool?) -> StreamInfo {

@@ -202,7 +202,8 @@ public final class Daemon: @unchecked Sendable {
             let reason = state.reasonClosed ?? "closed"
             Log.info("session \(id) (\(identity.appKey), pid \(identity.pid)) ended: \(reason)")
         }
-        Log.info("session \(id): \(identity.appKey) pid \(identity.pid) uid \(identity.uid) identified by \(identity.method.rawValue)")
+        Log.info("session \(id): \(identity.appKey) pid \(identity.pid) uid \(identity.uid) identified by \(identity.method.rawValue) (\(identity.strength.rawValue))"
+                 + (identity.caveat.map { ": \($0)" } ?? ""))
         let path = upstream.path
         upstreamLoop.post { server.connect(path: path) }
     }

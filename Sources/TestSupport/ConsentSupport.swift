@@ -305,6 +305,19 @@ extension Tool {
         return Recording(tool: tool, format: format, rate: rate, channels: channels)
     }
 
+    /// Starts any recorder `name ARGS` that writes raw audio of the given format to
+    /// `recording.raw` in its private directory (a script, parecord under `unshare`…),
+    /// declaring `purpose` through PULSE_PROP when given.
+    public static func startRecordingCommand(
+        _ name: String, args: [String], server: String, purpose: String?, environment: [String: String] = [:],
+        format: PCMFormat = .s16le, rate: Int = 48000, channels: Int = 1
+    ) throws -> Recording {
+        var env = environment
+        if let purpose { env["PULSE_PROP"] = purposeProperty(purpose) }
+        let tool = try start(name, args: args, server: server, environment: env)
+        return Recording(tool: tool, format: format, rate: rate, channels: channels)
+    }
+
     /// Starts `earmuff ARGS -- parecord --raw … recording.raw` (for `earmuff run`), in a
     /// private tool directory, with `server` as the inherited PULSE_SERVER.
     public static func startRecordingThroughRun(

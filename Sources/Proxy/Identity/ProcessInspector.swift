@@ -4,7 +4,8 @@
 // bounded and non-blocking (a sandbox controls its own /.flatpak-info and
 // could make it a FIFO), nothing follows symlinks inside the peer's root, and
 // any failure yields nil for that fact: classification then falls back to the
-// next, weaker source, down to `exe:unknown`.
+// next, weaker source. A process whose /proc is not the peer's own (it made
+// itself non-dumpable) is marked uninspectable and gets a key of its own.
 
 import Consent
 import Glibc
@@ -18,11 +19,23 @@ public enum ProcessInspector {
     /// (the pid was reused, or the process is not dumpable) only the credentials
     /// and `launcherAppID` are returned.
     public static func facts(pid: Int32, uid: UInt32, gid: UInt32, launcherAppID: String?) -> ProcessFacts {
-        var facts = ProcessFacts(pid: pid, uid: uid, gid: gid, launcherAppID: launcherAppID)
+        var facts = ProcessFacts(pid: pid, uid: uid, gid: gid, launcherAppID: launcherAppID, inspectable: false)
         guard pid > 0 else { return facts }
         let dir = "/proc/\(pid)"
+        // /proc/PID/stat stays readable for a non-dumpable process.
+        facts.startTime = readSmallFile(dir + "/stat").flatMap(startTime(fromStat:))
         var st = stat()
         guard stat(dir, &st) == 0, st.st_uid == uid else { return facts }
+        facts.inspectable = true
+        if let theirs = readLink(dir + "/ns/mnt"), let ours = readLink("/proc/self/ns/mnt") {
+            facts.foreignMountNamespace = theirs != ours
+        }
+        if let raw = readSmallFile(dir + "/environ", limit: maximumEnvironmentSize) {
+            facts.environmentComplete = raw.count < maximumEnvironmentSize
+            facts.environment = relevantVariables(raw)
+        } else {
+            facts.environmentComplete = false
+        }
         facts.exe = readLink(dir + "/exe")
         facts.cwd = readLink(dir + "/cwd")
         if let raw = readSmallFile(dir + "/cmdline") {
@@ -55,20 +68,46 @@ public enum ProcessInspector {
         return readAll(fd)
     }
 
+    /// The most bytes read of /proc/PID/environ; a larger environment counts as unreadable
+    /// (padding must not push LD_PRELOAD out of sight).
+    public static let maximumEnvironmentSize = 1024 * 1024
+
+    /// Field 22 (starttime) of a /proc/PID/stat text; the command name in field 2
+    /// is in parentheses and may itself contain spaces and parentheses.
+    static func startTime(fromStat raw: [UInt8]) -> UInt64? {
+        guard let close = raw.lastIndex(of: UInt8(ascii: ")")) else { return nil }
+        let fields = raw[(close + 1)...].split(separator: UInt8(ascii: " "))
+        // After ")" come field 3 (state) onwards, so field 22 is the 20th.
+        guard fields.count >= 20 else { return nil }
+        return UInt64(String(decoding: fields[19], as: UTF8.self))
+    }
+
+    /// The `NAME=value` entries of an environ block that `CodeInjection` looks at.
+    static func relevantVariables(_ raw: [UInt8]) -> [String: String] {
+        var result: [String: String] = [:]
+        for entry in raw.split(separator: 0) {
+            guard let eq = entry.firstIndex(of: UInt8(ascii: "=")) else { continue }
+            let name = String(decoding: entry[entry.startIndex..<eq], as: UTF8.self)
+            guard CodeInjection.isRelevant(Substring(name)) else { continue }
+            result[name] = String(decoding: entry[(eq + 1)...], as: UTF8.self)
+        }
+        return result
+    }
+
     /// The contents of a /proc file, or nil when it cannot be opened or read.
-    static func readSmallFile(_ path: String) -> [UInt8]? {
+    static func readSmallFile(_ path: String, limit: Int = maximumFileSize) -> [UInt8]? {
         let fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
-        return readAll(fd)
+        return readAll(fd, limit: limit)
     }
 
-    /// Reads up to `maximumFileSize` bytes until end of file; nil on a read error.
-    static func readAll(_ fd: Int32) -> [UInt8]? {
+    /// Reads up to `limit` bytes until end of file; nil on a read error.
+    static func readAll(_ fd: Int32, limit: Int = maximumFileSize) -> [UInt8]? {
         var bytes: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 4096)
-        while bytes.count < maximumFileSize {
-            let want = min(chunk.count, maximumFileSize - bytes.count)
+        while bytes.count < limit {
+            let want = min(chunk.count, limit - bytes.count)
             let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, want) }
             if n < 0 {
                 if errno == EINTR { continue }

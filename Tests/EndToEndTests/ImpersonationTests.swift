@@ -1,0 +1,124 @@
+// Posing as a granted app, through the real daemon in front of a private
+// PulseAudio. Each test grants the key of a real recorder, then records the
+// way an attacker would borrow that key: code loaded into the granted program
+// from the environment or the interpreter's options, or the granted path shown
+// from inside a mount namespace. The borrower must get exact silence under a
+// key of its own; the clean program, the test tone.
+
+import Foundation
+import Glibc
+import PulseWire
+import Testing
+import TestSupport
+
+extension EndToEnd {
+    @Suite struct ImpersonationTests {
+        typealias Setup = ConsentEndToEndTests.Setup
+        static let purpose = ConsentEndToEndTests.purpose
+
+        /// A Python recorder on libpulse-simple (ctypes, no module outside the standard library):
+        /// 48 kHz s16le mono, 20 ms fragments, appended to `recording.raw` until killed.
+        static let pythonRecorder = """
+            import ctypes, sys
+            pa = ctypes.CDLL("libpulse-simple.so.0")
+            class Spec(ctypes.Structure):
+                _fields_ = [("format", ctypes.c_int), ("rate", ctypes.c_uint32), ("channels", ctypes.c_uint8)]
+            class Attr(ctypes.Structure):
+                _fields_ = [(n, ctypes.c_uint32) for n in ("maxlength", "tlength", "prebuf", "minreq", "fragsize")]
+            pa.pa_simple_new.restype = ctypes.c_void_p
+            spec = Spec(3, 48000, 1)  # PA_SAMPLE_S16LE
+            attr = Attr(0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 1920)
+            err = ctypes.c_int(0)
+            s = pa.pa_simple_new(None, b"memo", 2, None, b"memo", ctypes.byref(spec), None, ctypes.byref(attr), ctypes.byref(err))
+            if not s:
+                sys.exit("pa_simple_new failed: %d" % err.value)
+            buf = ctypes.create_string_buffer(1920)
+            with open("recording.raw", "wb") as out:
+                while pa.pa_simple_read(ctypes.c_void_p(s), buf, 1920, ctypes.byref(err)) >= 0:
+                    out.write(buf.raw)
+                    out.flush()
+            sys.exit("pa_simple_read failed: %d" % err.value)
+            """
+
+        /// Waits for a second of audio, then stops the recorder and returns what it recorded.
+        static func oneSecond(of rec: Recording, _ s: Setup) async -> Data {
+            let got = await rec.waitForAudio(seconds: 1, timeout: 60)
+            let (result, audio) = rec.stop()
+            #expect(got, "the recorder got no audio: \(result)\n\(s.logs)")
+            return audio
+        }
+
+        static func expectTone(_ audio: Data, _ s: Setup, sourceLocation: SourceLocation = #_sourceLocation) {
+            let report = Helpers.analyze(audio, format: .s16le)
+            #expect(report.isTone(expectedRMS: Helpers.micRMS, minimumSeconds: 0.5), "\(report)\n\(s.logs)",
+                    sourceLocation: sourceLocation)
+        }
+
+        static func expectSilence(_ audio: Data, _ s: Setup, sourceLocation: SourceLocation = #_sourceLocation) {
+            #expect(!audio.isEmpty && AudioAnalysis.isUniform(audio, value: 0), "the borrower heard the microphone\n\(s.logs)",
+                    sourceLocation: sourceLocation)
+        }
+
+        /// The key earmuff gave the one client whose key starts with `prefix`, as status shows it.
+        static func keySeen(_ s: Setup, prefix: String) async throws -> String? {
+            let status = try await s.earmuff.waitForStatus { st in st.clients.contains { $0.appKey.hasPrefix(prefix) } }
+            return status.clients.first { $0.appKey.hasPrefix(prefix) }?.appKey
+        }
+
+        /// `LD_LIBRARY_PATH` (as `LD_PRELOAD`) puts other code into the granted parecord.
+        @Test func linkerVariablesDoNotBorrowAGrantedExecutable() async throws {
+            let s = try Setup()
+            defer { s.stop() }
+            try s.earmuff.control("grant", s.key)
+            let dir = try Helpers.scratch()
+            defer { TempDir.remove(dir) }
+            let borrowed = try Tool.startPurposefulRecording(server: s.earmuff.serverString, purpose: Self.purpose,
+                                                             environment: ["LD_LIBRARY_PATH": dir])
+            let key = try await Self.keySeen(s, prefix: s.key + "?")
+            #expect(key == "\(s.key)?LD_LIBRARY_PATH=\(dir)")
+            Self.expectSilence(await Self.oneSecond(of: borrowed, s), s)
+            Self.expectTone(await Self.oneSecond(of: try s.record(), s), s)
+        }
+
+        /// `PYTHONPATH=DIR python3 granted.py`, with a sitecustomize.py in DIR that runs first.
+        @Test func pythonPathDoesNotBorrowAGrantedScript() async throws {
+            let s = try Setup()
+            defer { s.stop() }
+            let dir = try Helpers.scratch()
+            defer { TempDir.remove(dir) }
+            let script = "\(dir)/memo.py"
+            try Self.pythonRecorder.write(toFile: script, atomically: true, encoding: .utf8)
+            try TempDir.makeDirectory("\(dir)/evil")
+            try "import os  # runs before memo.py\n".write(toFile: "\(dir)/evil/sitecustomize.py", atomically: true, encoding: .utf8)
+            try s.earmuff.control("grant", "script:\(script)")
+
+            let borrowed = try Tool.startRecordingCommand("python3", args: [script], server: s.earmuff.serverString,
+                                                          purpose: Self.purpose, environment: ["PYTHONPATH": "\(dir)/evil"])
+            let key = try await Self.keySeen(s, prefix: "script:\(script)?")
+            #expect(key == "script:\(script)?PYTHONPATH=\(dir)/evil")
+            Self.expectSilence(await Self.oneSecond(of: borrowed, s), s)
+
+            let clean = try Tool.startRecordingCommand("python3", args: [script], server: s.earmuff.serverString,
+                                                       purpose: Self.purpose)
+            Self.expectTone(await Self.oneSecond(of: clean, s), s)
+        }
+
+        /// A mount namespace of its own shows pacat at the path of a granted program.
+        @Test func aMountNamespaceDoesNotShowAGrantedPath() async throws {
+            let s = try Setup()
+            defer { s.stop() }
+            guard let unshare = findExecutable("unshare") else { throw TestSupportError("unshare not found (util-linux)") }
+            let pacat = String(s.key.dropFirst("exe:".count))
+            // A program the user granted, whose path the borrower mounts pacat over.
+            let granted = "/usr/bin/true"
+            try s.earmuff.control("grant", "exe:\(granted)")
+            let command = "mount --bind \(pacat) \(granted) && exec \(granted) --record --raw --format=s16le "
+                + "--rate=48000 --channels=1 --latency-msec=20 recording.raw"
+            let borrowed = try Tool.startRecordingCommand(unshare, args: ["--map-root-user", "--mount", "sh", "-c", command],
+                                                          server: s.earmuff.serverString, purpose: Self.purpose)
+            let key = try await Self.keySeen(s, prefix: "sandboxed:")
+            #expect(key == "sandboxed:unknown", "\(s.logs)")
+            Self.expectSilence(await Self.oneSecond(of: borrowed, s), s)
+        }
+    }
+}
