@@ -5,7 +5,7 @@
 //     under a lock for microseconds and returns actions;
 //   - stream access flags are flipped while that lock is held, so flips for
 //     one stream are applied in the order the engine decided them;
-//   - everything slow is handed off: SQLite writes to a serial queue, the
+//   - everything slow is handed off: SQLite writes to the coalescing StoreWriter, the
 //     prompt command and prompt timers to Dispatch, messages to the control
 //     thread. The audio path only ever loads each RecordStream's atomic flag.
 import CLinux
@@ -22,7 +22,7 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
     // `daemon` are set once during start-up before any thread can call in.
     private let engine: Locked<ConsentEngine>
     private let store: PermissionStore
-    private let storeQueue = DispatchQueue(label: "earmuff.store")
+    private let writer: StoreWriter
     private let configuration: Configuration
     private let promptCommand: String?
     var control: ControlServer?
@@ -32,7 +32,6 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
     private struct Registry {
         var sessions: [UInt64: SessionState] = [:]
         var streams: [UInt64: RecordStream] = [:]
-        var usageRows: [UInt64: Int64] = [:]
         var agents: [AgentID: ControlConnectionID] = [:]
     }
     private let registry = Locked(Registry())
@@ -41,12 +40,16 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
          paths: DaemonPaths) throws {
         self.configuration = configuration
         self.store = store
+        writer = StoreWriter(store: store)
         self.paths = paths
         promptCommand = configuration.promptCommand.isEmpty ? nil : configuration.promptCommand
         let decisions = try store.allDecisions()
         engine = Locked(ConsentEngine(policy: ConsentPolicy(configuration: configuration, declarations: declarations),
                                      decisions: decisions))
     }
+
+    /// Writes everything queued for the store (before it is closed).
+    func flushStore() { writer.flush() }
 
     // MARK: engine calls
 
@@ -148,36 +151,20 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
                     withEngine { e in ((), e.promptTimedOut(id, now: wallClockNow())) }
                 }
             case let .persistDecision(d):
-                storeQueue.async { [store] in
-                    do { try store.setDecision(d) } catch { Log.error("store: cannot save the decision for \(d.appKey): \(error)") }
-                }
+                writer.save(d)
             case let .recordApp(r):
-                storeQueue.async { [store] in
-                    do { try store.recordApp(r) } catch { Log.error("store: cannot record app \(r.appKey): \(error)") }
-                }
+                writer.record(r)
             case let .startUsage(_, s, u):
-                storeQueue.async { [self] in
-                    do {
-                        let row = try store.startUsage(u)
-                        registry.withLock { $0.usageRows[s.rawValue] = row }
-                    } catch { Log.error("store: cannot log usage of \(u.appKey): \(error)") }
-                }
+                writer.startUsage(stream: s.rawValue, u)
             case let .finishUsage(_, s, endedAt):
                 let stream = registry.withLock { $0.streams.removeValue(forKey: s.rawValue) }
-                let real = stream?.bytesReal.load(ordering: .relaxed) ?? 0
-                let silenced = stream?.bytesSilenced.load(ordering: .relaxed) ?? 0
-                storeQueue.async { [self] in
-                    guard let row = registry.withLock({ $0.usageRows.removeValue(forKey: s.rawValue) }) else { return }
-                    do { try store.finishUsage(id: row, endedAt: endedAt, bytesReal: real, bytesSilenced: silenced) } catch {
-                        Log.error("store: cannot finish usage record \(row): \(error)")
-                    }
-                }
+                writer.finishUsage(stream: s.rawValue, endedAt: endedAt,
+                                   bytesReal: stream?.bytesReal.load(ordering: .relaxed) ?? 0,
+                                   bytesSilenced: stream?.bytesSilenced.load(ordering: .relaxed) ?? 0)
             case let .disconnectClient(c, reason):
                 Log.warn("closing client \(c.rawValue): \(reason)")
                 let key = engine.withLock { $0.identity(of: c)?.appKey }
-                storeQueue.async { [store] in
-                    _ = try? store.logEvent(kind: "disconnect", appKey: key, detail: reason, at: wallClockNow())
-                }
+                writer.logEvent(kind: "disconnect", app: key, detail: reason, at: wallClockNow())
                 daemon?.disconnect(sessionID: c.rawValue, reason: reason)
             case let .emit(event):
                 if let e = controlEvent(event) { control?.broadcast(e) }
@@ -269,7 +256,7 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
         if case .failure(let err) = result { return .error(ControlError(.failed, err.description)) }
         // Reply only once the decision is on disk: a crash after "granted"
         // must not lose it. (The control thread may wait; audio never does.)
-        storeQueue.sync {}
+        writer.flushDecisions()
         Log.info("decision for \(key): \(state.rawValue) (\(reason.rawValue))")
         let info = (try? apps())?.first { $0.key == key.description }
         return .app(info ?? AppInfo(key: key.description, state: state.rawValue, reason: reason.rawValue))

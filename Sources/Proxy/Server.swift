@@ -117,6 +117,7 @@ public enum Server {
         control.stop()
         daemon.stop()
         unlink(paths.listen)
+        service.flushStore()
         store.close()
         return 0
     }

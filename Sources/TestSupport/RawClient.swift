@@ -263,9 +263,14 @@ public enum ProcessStats {
     }
 
     /// VmRSS of `pid` in KiB, or -1.
-    public static func residentKiB(_ pid: pid_t) -> Int {
+    public static func residentKiB(_ pid: pid_t) -> Int { statusKiB(pid, "VmRSS:") }
+
+    /// VmHWM (the peak resident set) of `pid` in KiB, or -1.
+    public static func peakResidentKiB(_ pid: pid_t) -> Int { statusKiB(pid, "VmHWM:") }
+
+    private static func statusKiB(_ pid: pid_t, _ field: String) -> Int {
         guard let text = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return -1 }
-        for line in text.split(separator: "\n") where line.hasPrefix("VmRSS:") {
+        for line in text.split(separator: "\n") where line.hasPrefix(field) {
             return Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") ?? -1
         }
         return -1
