@@ -23,6 +23,8 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
     private let engine: Locked<ConsentEngine>
     private let store: PermissionStore
     private let writer: StoreWriter
+    /// The sockets of `earmuff run --app-id` and the processes that own them.
+    let launchers: LauncherSockets
     private let configuration: Configuration
     private let promptCommand: String?
     var control: ControlServer?
@@ -33,6 +35,7 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
         var sessions: [UInt64: SessionState] = [:]
         var streams: [UInt64: RecordStream] = [:]
         var agents: [AgentID: ControlConnectionID] = [:]
+        var controlPeers: [ControlConnectionID: ControlPeer] = [:]
     }
     private let registry = Locked(Registry())
 
@@ -41,6 +44,7 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
         self.configuration = configuration
         self.store = store
         writer = StoreWriter(store: store)
+        launchers = LauncherSockets(directory: paths.launcherDirectory)
         self.paths = paths
         promptCommand = configuration.promptCommand.isEmpty ? nil : configuration.promptCommand
         let decisions = try store.allDecisions()
@@ -230,11 +234,16 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
             case .failure(let err): return .error(ControlError(.unknownPrompt, err.description))
             }
         case let .registerLauncher(appID, purpose):
-            return registerLauncher(appID: appID, purpose: purpose)
+            return registerLauncher(appID: appID, purpose: purpose, connection: connection)
         }
     }
 
+    func connectionOpened(_ connection: ControlConnectionID, peer: ControlPeer) {
+        registry.withLock { $0.controlPeers[connection] = peer }
+    }
+
     func connectionClosed(_ connection: ControlConnectionID) {
+        registry.withLock { _ = $0.controlPeers.removeValue(forKey: connection) }
         let agent = AgentID(connection.rawValue)
         guard registry.withLock({ $0.agents.removeValue(forKey: agent) }) != nil else { return }
         withEngine { e in ((), e.agentDisconnected(agent)) }
@@ -283,18 +292,23 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
         return .failure(ControlError(.ambiguousApp, "\"\(text)\" matches \(matches.sorted().joined(separator: ", ")); give the app key"))
     }
 
-    private func registerLauncher(appID: String, purpose: String?) -> ControlResponse {
+    private func registerLauncher(appID: String, purpose: String?, connection: ControlConnectionID) -> ControlResponse {
         let safe = appID.unicodeScalars.allSatisfy { $0.properties.isAlphabetic || ("0"..."9").contains($0) || "._-".unicodeScalars.contains($0) }
         guard safe, !appID.isEmpty, appID.count <= 200, appID.first != "." else {
             return .error(ControlError(.badRequest, "app id \"\(appID)\" must be letters, digits, '.', '_' or '-', e.g. org.example.Notes"))
         }
-        let path = paths.launcherDirectory + "/" + appID
-        do {
-            try daemon?.addLauncherSocket(path: path, appID: appID, purpose: purpose)
-        } catch {
-            return .error(ControlError(.failed, "cannot open a launcher socket at \(path): \(error)"))
+        guard let peer = registry.withLock({ $0.controlPeers[connection] }), let daemon else {
+            return .error(ControlError(.failed, "the daemon is not ready for launcher sockets"))
         }
-        return .launcher(LauncherInfo(appKey: "launcher:\(appID)", socketPath: path))
+        do {
+            let path = try launchers.register(appID: appID, peerPID: peer.pid, open: { path in
+                try daemon.addLauncherSocket(path: path, appID: appID, purpose: purpose)
+            }, close: { [weak daemon] path in daemon?.removeLauncherSocket(path: path) })
+            return .launcher(LauncherInfo(appKey: "launcher:\(appID)", socketPath: path))
+        } catch {
+            Log.warn("refused a launcher socket for \(appID): \(error)")
+            return .error(ControlError(.failed, error.description))
+        }
     }
 
     // MARK: views

@@ -133,6 +133,16 @@ public final class Daemon: @unchecked Sendable {
         }
     }
 
+    /// Stops accepting on a launcher socket and removes it. Safe from any thread.
+    func removeLauncherSocket(path: String) {
+        clientLoop.post { [self] in
+            guard let l = listeners.removeValue(forKey: path) else { return }
+            clientLoop.remove(l.fd, token: l.token)
+            closeFD(l.fd)
+            unlink(path)
+        }
+    }
+
     /// Stops accepting, closes every session and joins the loops.
     func stop() {
         clientLoop.post { [self] in

@@ -89,8 +89,14 @@ public enum Server {
             store = try PermissionStore(path: paths.store)
             service = try ConsentService(configuration: configuration, declarations: declarations, store: store, paths: paths)
             daemon = try Daemon(listenPath: paths.listen, upstream: upstream, options: RelayOptions(), observer: service) {
-                pid, uid, gid, launcher in
-                IdentityClassifier.classify(ProcessInspector.facts(pid: pid, uid: uid, gid: gid, launcherAppID: launcher))
+                [launchers = service.launchers] pid, uid, gid, launcher in
+                // A launcher socket vouches only for the process tree of the run that owns it.
+                var admitted = launcher
+                if let id = launcher, !launchers.admits(pid, appID: id) {
+                    Log.warn("pid \(pid) connected through a launcher socket of \(id) without descending from its 'earmuff run'; identified by what it is")
+                    admitted = nil
+                }
+                return IdentityClassifier.classify(ProcessInspector.facts(pid: pid, uid: uid, gid: gid, launcherAppID: admitted))
             }
             service.daemon = daemon
             control = try ControlServer(path: paths.control, handler: service,
@@ -117,6 +123,7 @@ public enum Server {
         control.stop()
         daemon.stop()
         unlink(paths.listen)
+        service.launchers.removeAll()
         service.flushStore()
         store.close()
         return 0

@@ -120,5 +120,47 @@ extension EndToEnd {
             #expect(key == "sandboxed:unknown", "\(s.logs)")
             Self.expectSilence(await Self.oneSecond(of: borrowed, s), s)
         }
+
+        /// The entries of earmuff's launcher-socket directory that belong to `appID`.
+        static func launcherSockets(_ s: Setup, appID: String) -> [String] {
+            let dir = s.earmuff.runtimeDir + "/earmuff/app"
+            let names = (try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []
+            return names.filter { $0 == appID || $0.hasPrefix(appID + "@") }.map { dir + "/" + $0 }
+        }
+
+        /// A launcher socket admits only its `earmuff run`'s process tree, and is gone when the command exits.
+        @Test func aLauncherSocketServesOnlyItsRunAndEndsWithIt() async throws {
+            let s = try Setup()
+            defer { s.stop() }
+            let appID = "org.victim.Notes"
+            try s.earmuff.control("grant", "launcher:\(appID)")
+            let run = try Tool.start(s.earmuff.binary, args: ["run", "--app-id", appID, "--control", s.earmuff.controlPath,
+                                                              "--", "sleep", "600"], server: "unix:/nonexistent/pulse/native")
+            let appeared = await Wait.until(timeout: 60) { !Self.launcherSockets(s, appID: appID).isEmpty }
+            #expect(appeared, "no launcher socket: \(run.process.stderrText())\n\(s.logs)")
+            guard let socket = Self.launcherSockets(s, appID: appID).first else { return }
+
+            // Another process of the user connects to that socket: it is not the launcher.
+            let outsider = try Tool.startPurposefulRecording(server: "unix:" + socket, purpose: Self.purpose)
+            let key = try await Self.keySeen(s, prefix: s.key)
+            #expect(key == s.key, "\(s.logs)")
+            Self.expectSilence(await Self.oneSecond(of: outsider, s), s)
+
+            // The command exits: its socket goes with it.
+            _ = run.stop(signal: SIGTERM)
+            let gone = await Wait.until(timeout: 60) { Self.launcherSockets(s, appID: appID).isEmpty }
+            #expect(gone, "launcher socket still there after its command exited\n\(s.logs)")
+        }
+
+        /// Only `earmuff run` may ask for a launcher socket, not any program on the control socket.
+        @Test func onlyEarmuffRunRegistersALauncher() async throws {
+            let s = try Setup()
+            defer { s.stop() }
+            let control = try ControlConnection(path: s.earmuff.controlPath)
+            let reply = try control.request(["type": "register-launcher", "appId": "org.victim.Notes"], id: 1)
+            #expect(reply?["type"] as? String == "error", "\(String(describing: reply))")
+            #expect((reply?["message"] as? String)?.contains("only 'earmuff run'") == true, "\(String(describing: reply))")
+            #expect(Self.launcherSockets(s, appID: "org.victim.Notes").isEmpty)
+        }
     }
 }

@@ -7,8 +7,9 @@ import Testing
         let fields = (3...30).map(String.init).joined(separator: " ")
         let stat = Array("4242 (evil) (x) y) \(fields)\n".utf8)
         // Field 22 is the 20th after the command name: the values above start at 3.
-        #expect(ProcessInspector.startTime(fromStat: stat) == 22)
-        #expect(ProcessInspector.startTime(fromStat: Array("4242 (short) S 1 2".utf8)) == nil)
+        #expect(Lineage.parse(stat: stat)?.parent == 4)
+        #expect(Lineage.parse(stat: stat)?.start == 22)
+        #expect(Lineage.parse(stat: Array("4242 (short) S 1 2".utf8)) == nil)
     }
 
     @Test func keepsOnlyTheVariablesThatLoadCode() {
@@ -30,5 +31,41 @@ import Testing
         let f = ProcessInspector.facts(pid: 4_194_305, uid: getuid(), gid: getgid(), launcherAppID: nil)
         #expect(!f.inspectable)
         #expect(f.exe == nil)
+    }
+}
+
+@Suite struct LineageTests {
+    /// pid → (parent, start): 1 ← 100 ← 200 ← 300, and 400 (a recycled 100's pid would start later).
+    static let tree: [Int32: (parent: Int32, start: UInt64)] = [
+        1: (0, 1), 100: (1, 500), 200: (100, 600), 300: (200, 700), 400: (1, 800),
+    ]
+    static func lookup(_ pid: Int32) -> (parent: Int32, start: UInt64)? { tree[pid] }
+
+    @Test func theOwnerAndItsDescendantsPass() {
+        let owner = ProcessStamp(pid: 100, startTime: 500)
+        for pid: Int32 in [100, 200, 300] {
+            #expect(Lineage.descends(pid, from: owner, lookup: Self.lookup), "\(pid)")
+        }
+    }
+
+    @Test func othersDoNot() {
+        let owner = ProcessStamp(pid: 100, startTime: 500)
+        #expect(!Lineage.descends(400, from: owner, lookup: Self.lookup))
+        #expect(!Lineage.descends(1, from: owner, lookup: Self.lookup))
+        #expect(!Lineage.descends(999, from: owner, lookup: Self.lookup))
+    }
+
+    @Test func aRecycledPidDoesNotPass() {
+        // The owner was pid 100 started at tick 450; pid 100 now is another process.
+        #expect(!Lineage.descends(300, from: ProcessStamp(pid: 100, startTime: 450), lookup: Self.lookup))
+    }
+
+    @Test func ownProcessTree() {
+        guard let me = Lineage.stamp(of: getpid()) else {
+            Issue.record("cannot read /proc/self/stat")
+            return
+        }
+        #expect(Lineage.descends(getpid(), from: me))
+        #expect(!Lineage.descends(1, from: me))
     }
 }

@@ -5,6 +5,7 @@
 
 #include <stdint.h>
 #include <sys/types.h>
+#include "CLinuxProcess.h"
 
 /// Peer credentials of a connected Unix socket (SO_PEERCRED).
 typedef struct {

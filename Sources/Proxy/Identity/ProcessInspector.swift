@@ -23,7 +23,7 @@ public enum ProcessInspector {
         guard pid > 0 else { return facts }
         let dir = "/proc/\(pid)"
         // /proc/PID/stat stays readable for a non-dumpable process.
-        facts.startTime = readSmallFile(dir + "/stat").flatMap(startTime(fromStat:))
+        facts.startTime = readSmallFile(dir + "/stat").flatMap(Lineage.parse(stat:))?.start
         var st = stat()
         guard stat(dir, &st) == 0, st.st_uid == uid else { return facts }
         facts.inspectable = true
@@ -71,16 +71,6 @@ public enum ProcessInspector {
     /// The most bytes read of /proc/PID/environ; a larger environment counts as unreadable
     /// (padding must not push LD_PRELOAD out of sight).
     public static let maximumEnvironmentSize = 1024 * 1024
-
-    /// Field 22 (starttime) of a /proc/PID/stat text; the command name in field 2
-    /// is in parentheses and may itself contain spaces and parentheses.
-    static func startTime(fromStat raw: [UInt8]) -> UInt64? {
-        guard let close = raw.lastIndex(of: UInt8(ascii: ")")) else { return nil }
-        let fields = raw[(close + 1)...].split(separator: UInt8(ascii: " "))
-        // After ")" come field 3 (state) onwards, so field 22 is the 20th.
-        guard fields.count >= 20 else { return nil }
-        return UInt64(String(decoding: fields[19], as: UTF8.self))
-    }
 
     /// The `NAME=value` entries of an environ block that `CodeInjection` looks at.
     static func relevantVariables(_ raw: [UInt8]) -> [String: String] {

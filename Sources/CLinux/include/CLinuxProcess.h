@@ -1,0 +1,11 @@
+// Process handles for Swift: pidfd_open has no glibc wrapper on every system
+// this builds on, and Swift cannot call the variadic syscall(2).
+#ifndef EARMUFF_CLINUX_PROCESS_H
+#define EARMUFF_CLINUX_PROCESS_H
+
+#include <sys/types.h>
+
+/// A pidfd for `pid` (close-on-exec), readable once the process exits; -1 with errno.
+int earmuff_pidfd_open(pid_t pid);
+
+#endif
