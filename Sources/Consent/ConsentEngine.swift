@@ -353,6 +353,8 @@ public struct ConsentEngine: Sendable {
 
         var d = decisions[app] ?? Decision(appKey: app, state: .undetermined, reason: .none)
         d.lastUsedAt = now
+        // Until a prompt shows one, keep the first purpose the app gave, so `apps` can show it.
+        if d.purpose == nil { d.purpose = purpose(of: s) }
         decisions[app] = d
         var actions: [ConsentAction] = [
             .startUsage(c, stream, UsageRecord(appKey: app, source: source, startedAt: now)),

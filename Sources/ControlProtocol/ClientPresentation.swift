@@ -218,7 +218,8 @@ public enum ClientFormat {
 
     /// One line for `grant`/`deny`/`reset`: "exe:/usr/bin/parecord (parecord): granted (user)".
     public static func decision(_ a: AppInfo) -> String {
-        let name = a.displayName.map { " (\(cell($0, max: 40)))" } ?? ""
+        let details = [a.displayName.map { cell($0, max: 40) }, a.identifiedBy.map { "identified by \($0)" }].compactMap { $0 }
+        let name = details.isEmpty ? "" : " (\(details.joined(separator: ", ")))"
         return printable("\(a.key)\(name): \(a.state) (\(a.reason))") + "\n"
     }
 
@@ -307,7 +308,7 @@ public enum ClientUsage {
             let what = subcommand == "grant" ? "Lets APP record: its capture streams get real samples from their next frame."
                 : subcommand == "deny" ? "Denies APP the microphone: its capture streams get silence from their next frame."
                 : "Forgets the decision for APP: it is undetermined and prompts again on its next capture."
-            return "usage: earmuff \(subcommand!) APP [--json] [--control PATH]\n\n\(what)\nAPP is an app key (kind:value, e.g. exe:/usr/bin/parecord or\nflatpak:org.mozilla.firefox; it need not have been seen yet), or the\ndisplay or executable name of exactly one known app.\n\noptions:\n" + json + control + help
+            return "usage: earmuff \(subcommand!) APP [--json] [--control PATH]\n\n\(what)\nAPP is an app key (kind:value, e.g. exe:/usr/bin/parecord or\nflatpak:org.mozilla.firefox; it need not have been seen yet), a command\non PATH or a path (decided for the key its processes get: links are\nfollowed, so arecord decides exe:/usr/bin/aplay; the key is printed), or\nthe executable name of exactly one known app. A name that apps only call\nthemselves decides nothing.\n\noptions:\n" + json + control + help
         case "agent":
             return "usage: earmuff agent [--answer allow|once|deny] [--json] [--control PATH]\n\nBecomes a prompt agent: shows each prompt (app name, key and how it was\nidentified, pid, purpose, source) and reads a/o/d from the terminal:\n  a  allow, remembered      o  allow once, until the client disconnects\n  d  deny, remembered\nWith --answer, answers every prompt that way and prints each.\nRuns until interrupted or the daemon stops.\n\noptions:\n  --answer A       answer every prompt with allow, once or deny\n  --json           print prompts and results as JSON lines\n" + control + help
         case "run":

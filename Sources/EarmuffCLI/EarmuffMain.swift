@@ -3,6 +3,7 @@
 // it over the control socket (ClientCommands.swift). Exit status: 0 success,
 // 1 runtime failure, 64 usage error; `run` passes its command's status through.
 import ControlProtocol
+import Foundation
 import Glibc
 
 /// The release of this build.
@@ -50,9 +51,11 @@ public enum EarmuffMain {
         case .apps(let o):
             return ClientCommands.apps(o)
         case .setDecision(let app, let state, let o):
-            return ClientCommands.decide(.setDecision(app: app, state: state, reason: "user"), o)
+            guard let key = resolveApp(app) else { return 1 }
+            return ClientCommands.decide(.setDecision(app: key, state: state, reason: "user"), o)
         case .reset(let app, let o):
-            return ClientCommands.decide(.reset(app: app), o)
+            guard let key = resolveApp(app) else { return 1 }
+            return ClientCommands.decide(.reset(app: key), o)
         case .agent(let answer, let o):
             return ClientCommands.agent(answer: answer, o)
         case .run(let o):
@@ -60,6 +63,21 @@ public enum EarmuffMain {
         case .watch(let o):
             return ClientCommands.watch(o)
         }
+    }
+}
+
+/// The app key for what was typed (AppNames.swift), said on stderr when it was rewritten; nil after an error.
+private func resolveApp(_ text: String) -> String? {
+    let cwd = FileManager.default.currentDirectoryPath
+    switch AppNames.resolve(text, searchPath: ClientCommands.environment["PATH"], cwd: cwd) {
+    case nil:
+        return text
+    case .success(let r)?:
+        if let note = r.note { Terminal.error("earmuff: \(note)") }
+        return r.key
+    case .failure(let f)?:
+        Terminal.error("earmuff: \(f.message)")
+        return nil
     }
 }
 

@@ -279,17 +279,28 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
             }
             return .success(key)
         }
+        // Names are matched with what the kernel said (the executable, the key's
+        // last path component); what an app calls itself never picks it alone.
         let known = (try? apps()) ?? []
-        let matches = Set(known.filter { a in
-            a.displayName == text || a.executable == text
-                || a.executable.map { ($0.split(separator: "/").last.map(String.init) ?? $0) == text } == true
-                || a.key.hasSuffix("/" + text)
-        }.map(\.key))
-        if matches.count == 1, let k = matches.first, let key = AppKey(parsing: k) { return .success(key) }
-        if matches.isEmpty {
-            return .failure(ControlError(.unknownApp, "no known app is called \"\(text)\"; list them with 'earmuff apps' or give an app key such as exe:/usr/bin/\(text)"))
+        func baseName(_ path: String) -> String { path.split(separator: "/").last.map(String.init) ?? path }
+        let byKernel = known.filter { a in
+            a.executable.map { $0 == text || baseName($0) == text } == true
+                || AppKey(parsing: a.key).map { baseName($0.value) == text } == true
         }
-        return .failure(ControlError(.ambiguousApp, "\"\(text)\" matches \(matches.sorted().joined(separator: ", ")); give the app key"))
+        let byClaim = known.filter { $0.displayName == text && !byKernel.contains($0) }
+        func listed(_ apps: [AppInfo]) -> String {
+            apps.map { "\($0.key) (identified by \($0.identifiedBy ?? "?")\($0.displayName.map { ", calls itself \($0)" } ?? ""))" }
+                .sorted().joined(separator: ", ")
+        }
+        if byKernel.count == 1, let key = AppKey(parsing: byKernel[0].key) { return .success(key) }
+        if byKernel.count > 1 {
+            return .failure(ControlError(.ambiguousApp, "\"\(text)\" matches \(listed(byKernel)); give the app key"))
+        }
+        if !byClaim.isEmpty {
+            return .failure(ControlError(.ambiguousApp, "\"\(text)\" is only what \(listed(byClaim)) calls itself, "
+                + "which any app can claim; give the app key"))
+        }
+        return .failure(ControlError(.unknownApp, "no known app is called \"\(text)\"; list them with 'earmuff apps' or give an app key such as exe:/usr/bin/\(text)"))
     }
 
     private func registerLauncher(appID: String, purpose: String?, connection: ControlConnectionID) -> ControlResponse {

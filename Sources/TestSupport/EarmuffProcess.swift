@@ -90,10 +90,12 @@ public final class EarmuffProcess: Sendable {
 
     /// Runs another `earmuff` subcommand (status, apps, grant…) with the same
     /// private environment, so it finds this instance's default control socket.
-    public func runCLI(_ arguments: [String], timeout: Double = 30) throws -> ToolResult {
+    /// `extraEnvironment` is added to it (e.g. a PATH of test programs).
+    public func runCLI(_ arguments: [String], extraEnvironment: [String: String] = [:],
+                       timeout: Double = 30) throws -> ToolResult {
         let out = "\(directory)/cli-\(UInt32.random(in: 0...UInt32.max))"
         let child = try ChildProcess.spawn(
-            executable: binary, arguments: arguments, environment: environment,
+            executable: binary, arguments: arguments, environment: environment.merging(extraEnvironment) { _, new in new },
             stdoutPath: "\(out).stdout", stderrPath: "\(out).stderr", maxLifetime: Int(timeout) + 30)
         defer {
             try? FileManager.default.removeItem(atPath: "\(out).stdout")
