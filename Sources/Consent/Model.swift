@@ -198,19 +198,37 @@ public struct AppRecord: Sendable, Equatable, Codable {
 /// One capture session for the usage log.
 public struct UsageRecord: Sendable, Equatable, Codable {
     public var appKey: AppKey
+    /// What was captured (`microphone` until capture kinds are told apart).
+    public var kind: String
     public var source: String
     public var startedAt: Double
     public var endedAt: Double?
     public var bytesReal: UInt64
     public var bytesSilenced: UInt64
+    /// The decision in force: at the start (`granted (user)`), and `→ …` when it changed by the end.
+    public var decision: String?
+    /// Bytes per second of the stream's sample format, to turn byte counts into seconds (0: unknown).
+    public var bytesPerSecond: UInt32
 
-    public init(appKey: AppKey, source: String, startedAt: Double, endedAt: Double? = nil,
-                bytesReal: UInt64 = 0, bytesSilenced: UInt64 = 0) {
+    public init(appKey: AppKey, kind: String = "microphone", source: String, startedAt: Double, endedAt: Double? = nil,
+                bytesReal: UInt64 = 0, bytesSilenced: UInt64 = 0, decision: String? = nil, bytesPerSecond: UInt32 = 0) {
         self.appKey = appKey
+        self.kind = kind
         self.source = source
         self.startedAt = startedAt
         self.endedAt = endedAt
         self.bytesReal = bytesReal
         self.bytesSilenced = bytesSilenced
+        self.decision = decision
+        self.bytesPerSecond = bytesPerSecond
+    }
+
+    /// Seconds of real audio (nil when the sample format's rate is unknown).
+    public var realSeconds: Double? { seconds(bytesReal) }
+    /// Seconds of silence given instead.
+    public var silencedSeconds: Double? { seconds(bytesSilenced) }
+
+    private func seconds(_ bytes: UInt64) -> Double? {
+        bytesPerSecond == 0 ? nil : Double(bytes) / Double(bytesPerSecond)
     }
 }

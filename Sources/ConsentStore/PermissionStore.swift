@@ -45,7 +45,7 @@ public struct StoreEvent: Sendable, Equatable {
 /// path, e.g. on one serial store queue.
 public final class PermissionStore: Sendable {
     /// The schema version this build writes and understands.
-    public static let schemaVersion = 1
+    public static let schemaVersion = 2
 
     /// The database file.
     public let path: String
@@ -208,40 +208,46 @@ public final class PermissionStore: Sendable {
         try checkKey(u.appKey)
         return try withDatabase { db in
             try db.run("""
-                INSERT INTO usage (app_key, source, started_at, ended_at, bytes_real, bytes_silenced)
-                VALUES (?, ?, ?, ?, ?, ?)
-                """, [.text(u.appKey.description), .text(u.source), .real(u.startedAt), .real(u.endedAt),
-                      .integer(Int64(bitPattern: u.bytesReal)), .integer(Int64(bitPattern: u.bytesSilenced))])
+                INSERT INTO usage (app_key, kind, source, started_at, ended_at, bytes_real, bytes_silenced,
+                                   decision, bytes_per_second)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """, [.text(u.appKey.description), .text(u.kind), .text(u.source), .real(u.startedAt), .real(u.endedAt),
+                      .integer(Int64(bitPattern: u.bytesReal)), .integer(Int64(bitPattern: u.bytesSilenced)),
+                      .text(u.decision), .integer(Int64(u.bytesPerSecond))])
             return db.lastInsertRowID
         }
     }
 
-    /// Closes the capture session `id` with its end time and byte counts.
-    public func finishUsage(id: Int64, endedAt: Double, bytesReal: UInt64, bytesSilenced: UInt64) throws {
+    /// Closes the capture session `id` with its end time and byte counts; a non-nil
+    /// `decision` replaces the one stored at the start.
+    public func finishUsage(id: Int64, endedAt: Double, bytesReal: UInt64, bytesSilenced: UInt64,
+                            decision: String? = nil) throws {
         try withDatabase { db in
-            try db.run("UPDATE usage SET ended_at = ?, bytes_real = ?, bytes_silenced = ? WHERE id = ?",
-                       [.real(endedAt), .integer(Int64(bitPattern: bytesReal)),
-                        .integer(Int64(bitPattern: bytesSilenced)), .integer(id)])
+            try db.run("""
+                UPDATE usage SET ended_at = ?, bytes_real = ?, bytes_silenced = ?, decision = coalesce(?, decision)
+                WHERE id = ?
+                """, [.real(endedAt), .integer(Int64(bitPattern: bytesReal)),
+                      .integer(Int64(bitPattern: bytesSilenced)), .text(decision), .integer(id)])
             guard db.changes == 1 else { throw StoreError.notFound(what: "usage record \(id)", path: path) }
         }
     }
 
-    /// The newest `limit` capture sessions, of `key` or of every app when nil; newest first.
-    public func usage(for key: AppKey?, limit: Int) throws -> [UsageRecord] {
+    /// The newest `limit` capture sessions, of `key` or of every app when nil, started at
+    /// `since` or later when given; newest first.
+    public func usage(for key: AppKey?, since: Double? = nil, limit: Int) throws -> [UsageRecord] {
         try withDatabase { db in
-            let columns = "app_key, source, started_at, ended_at, bytes_real, bytes_silenced"
-            let rows = if let key {
-                try db.query("SELECT \(columns) FROM usage WHERE app_key = ? ORDER BY started_at DESC, id DESC LIMIT ?",
-                             [.text(key.description), .integer(Int64(max(0, limit)))])
-            } else {
-                try db.query("SELECT \(columns) FROM usage ORDER BY started_at DESC, id DESC LIMIT ?",
-                             [.integer(Int64(max(0, limit)))])
-            }
+            let rows = try db.query("""
+                SELECT app_key, kind, source, started_at, ended_at, bytes_real, bytes_silenced, decision, bytes_per_second
+                FROM usage WHERE (?1 IS NULL OR app_key = ?1) AND (?2 IS NULL OR started_at >= ?2)
+                ORDER BY started_at DESC, id DESC LIMIT ?3
+                """, [.text(key?.description), .real(since), .integer(Int64(max(0, limit)))])
             return try rows.map { row in
-                UsageRecord(appKey: try appKey(row, 0), source: try row.string(1), startedAt: try row.double(2),
-                            endedAt: try row.optionalDouble(3),
-                            bytesReal: UInt64(bitPattern: try row.int64(4)),
-                            bytesSilenced: UInt64(bitPattern: try row.int64(5)))
+                UsageRecord(appKey: try appKey(row, 0), kind: try row.string(1), source: try row.string(2),
+                            startedAt: try row.double(3), endedAt: try row.optionalDouble(4),
+                            bytesReal: UInt64(bitPattern: try row.int64(5)),
+                            bytesSilenced: UInt64(bitPattern: try row.int64(6)),
+                            decision: try row.optionalString(7),
+                            bytesPerSecond: UInt32(clamping: try row.int64(8)))
             }
         }
     }
@@ -327,6 +333,13 @@ public final class PermissionStore: Sendable {
             at      REAL NOT NULL
         );
         CREATE INDEX events_by_time ON events (at);
+        """,
+        // 2: the usage log says what was captured, the decision in force, and how many
+        // bytes make a second (so `earmuff log` shows seconds).
+        """
+        ALTER TABLE usage ADD COLUMN kind TEXT NOT NULL DEFAULT 'microphone';
+        ALTER TABLE usage ADD COLUMN decision TEXT;
+        ALTER TABLE usage ADD COLUMN bytes_per_second INTEGER NOT NULL DEFAULT 0;
         """,
     ]
 

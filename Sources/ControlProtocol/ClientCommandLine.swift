@@ -37,6 +37,8 @@ public enum ClientCommand: Sendable, Equatable {
     /// `run [--app-id ID] [--purpose TEXT] [--listen PATH] -- COMMAND ARGS...`.
     case run(RunOptions)
     case watch(ClientOptions)
+    /// `log [--app APP] [--since TIME]`: `since` as typed (see `SinceTime`), checked at parse time.
+    case log(app: String?, since: String?, ClientOptions)
 }
 
 /// What `earmuff run` was asked to do.
@@ -76,7 +78,7 @@ public struct UsageError: Error, Equatable, Sendable, CustomStringConvertible {
 /// Parses `earmuff` arguments (without the program name).
 public enum ClientCommandLine {
     /// The subcommands, in the order the overview lists them.
-    public static let subcommands = ["serve", "status", "apps", "grant", "deny", "reset", "agent", "run", "watch"]
+    public static let subcommands = ["serve", "status", "apps", "grant", "deny", "reset", "agent", "run", "watch", "log"]
 
     /// Parses the arguments after the program name.
     public static func parse(_ arguments: [String]) -> Result<ClientCommand, UsageError> {
@@ -125,6 +127,28 @@ public enum ClientCommandLine {
             case "deny": return .setDecision(app: app, state: .denied, options)
             default: return .reset(app: app, options)
             }
+        case "log":
+            var p = OptionParser(rest, subcommand: first)
+            var app: String?
+            var since: String?
+            let options = try p.commonOptions(json: true) { name, p throws(UsageError) in
+                switch name {
+                case "--app":
+                    app = try p.value(for: name)
+                case "--since":
+                    let value = try p.value(for: name)
+                    guard SinceTime.parse(value, now: 0) != nil else {
+                        throw UsageError("--since takes \(SinceTime.help), not '\(value)'", subcommand: "log")
+                    }
+                    since = value
+                default:
+                    return false
+                }
+                return true
+            }
+            if p.wantsHelp { return .help(topic: first) }
+            try p.expectNoPositionals(0)
+            return .log(app: app, since: since, options)
         case "agent":
             var p = OptionParser(rest, subcommand: first)
             var answer: PromptAnswer?

@@ -223,6 +223,19 @@ public enum ClientFormat {
         return printable("\(a.key)\(name): \(a.state) (\(a.reason))") + "\n"
     }
 
+    /// The `earmuff log` table.
+    public static func usage(_ sessions: [UsageInfo], timeZone: TimeZone = .current) -> String {
+        if sessions.isEmpty { return "no capture sessions\n" }
+        func seconds(_ s: Double?) -> String { s.map { String(format: "%.1f s", $0) } ?? "-" }
+        var t = TextTable(["APP", "KIND", "SOURCE", "START", "END", "REAL", "SILENCED", "DECISION"])
+        for u in sessions {
+            let end = u.endedAt.map { clock($0, timeZone: timeZone) } ?? "live"
+            t.add([u.appKey, u.kind, cell(u.source, max: 40), date(u.startedAt, timeZone: timeZone) + clock(u.startedAt, timeZone: timeZone).dropFirst(5),
+                   end, seconds(u.realSeconds), seconds(u.silencedSeconds), cell(u.decision)])
+        }
+        return t.render()
+    }
+
     /// The prompt as an agent shows it, several lines.
     public static func prompt(_ p: PromptInfo) -> String {
         var t = TextTable(["", ""])
@@ -286,6 +299,8 @@ public enum ClientUsage {
       run     [--app-id ID] [--purpose TEXT] -- COMMAND [ARGS...]
                                       run COMMAND with PULSE_SERVER pointed at Earmuff
       watch   [--json]                print events until interrupted
+      log     [--app APP] [--since TIME] [--json]
+                                      capture sessions: app, source, start, end, real and silenced seconds
 
     Client subcommands take --control PATH (default $XDG_RUNTIME_DIR/earmuff/control).
     Run 'earmuff SUBCOMMAND --help' for details. Exit status: 0 success,
@@ -313,6 +328,8 @@ public enum ClientUsage {
             return "usage: earmuff agent [--answer allow|once|deny] [--json] [--control PATH]\n\nBecomes a prompt agent: shows each prompt (app name, key and how it was\nidentified, pid, purpose, source) and reads a/o/d from the terminal:\n  a  allow, remembered      o  allow once, until the client disconnects\n  d  deny, remembered\nWith --answer, answers every prompt that way and prints each.\nRuns until interrupted or the daemon stops.\n\noptions:\n  --answer A       answer every prompt with allow, once or deny\n  --json           print prompts and results as JSON lines\n" + control + help
         case "run":
             return "usage: earmuff run [--app-id ID] [--purpose TEXT] [--listen PATH] -- COMMAND [ARGS...]\n\nRuns COMMAND with PULSE_SERVER pointed at Earmuff. The exit status is\nCOMMAND's (127 when it cannot be found, 126 when it cannot be run).\n\noptions:\n  --app-id ID      ask the daemon for a socket of app launcher:ID and connect\n                   COMMAND there, so its clients are identified as ID\n  --purpose TEXT   tell the daemon why COMMAND records (client property\n                   application.capture.purpose, set through PULSE_PROP)\n  --listen PATH    the daemon's client socket (default $XDG_RUNTIME_DIR/earmuff/native)\n" + control + help
+        case "log":
+            return "usage: earmuff log [--app APP] [--since TIME] [--json] [--control PATH]\n\nLists capture sessions from the usage log, newest first: app, what it\ncaptured, the source, start and end, seconds of real audio and of\nsilence, and the decision in force (A → B when it changed).\n\noptions:\n  --app APP        only this app (an app key, or a known app's name)\n  --since TIME     only sessions started since TIME: \(SinceTime.help)\n" + json + control + help
         case "watch":
             return "usage: earmuff watch [--json] [--control PATH]\n\nPrints events as they happen (clients, capture streams, prompts,\ndecisions) until interrupted.\n\noptions:\n" + json + control + help
         default:

@@ -344,6 +344,9 @@ public enum ControlRequest: Sendable, Equatable {
     case answerPrompt(prompt: UInt64, answer: PromptAnswer)
     /// Ask for a per-app listening socket for `earmuff run --app-id`.
     case registerLauncher(appID: String, purpose: String?)
+    /// Capture sessions from the usage log, newest first: of one app (a key or name) when given,
+    /// started at `since` (seconds since 1970) or later when given, at most `limit`.
+    case log(app: String?, since: Double?, limit: Int?)
 
     /// The wire `type` of this request.
     public var typeName: String {
@@ -356,6 +359,7 @@ public enum ControlRequest: Sendable, Equatable {
         case .becomeAgent: "become-agent"
         case .answerPrompt: "answer-prompt"
         case .registerLauncher: "register-launcher"
+        case .log: "log"
         }
     }
 }
@@ -397,6 +401,8 @@ public enum ControlResponse: Sendable, Equatable {
     /// The app after set-decision or reset.
     case app(AppInfo)
     case launcher(LauncherInfo)
+    /// Capture sessions, the reply to `log`.
+    case usage([UsageInfo])
     case error(ControlError)
 
     /// True for `.error`.
@@ -477,6 +483,9 @@ extension ClientMessage: Codable {
                                           answer: try c.decode(PromptAnswer.self, forKey: WireKey("answer"))))
         case "register-launcher":
             body = .request(.registerLauncher(appID: try str("appId"), purpose: try optStr("purpose")))
+        case "log":
+            body = .request(.log(app: try optStr("app"), since: try c.decodeIfPresent(Double.self, forKey: WireKey("since")),
+                                 limit: try c.decodeIfPresent(Int.self, forKey: WireKey("limit"))))
         default:
             throw ControlProtocolError.unknownType(id: id, type)
         }
@@ -506,6 +515,10 @@ extension ClientMessage: Codable {
             case .registerLauncher(let appID, let purpose):
                 try c.encode(appID, forKey: WireKey("appId"))
                 try c.encodeIfPresent(purpose, forKey: WireKey("purpose"))
+            case .log(let app, let since, let limit):
+                try c.encodeIfPresent(app, forKey: WireKey("app"))
+                try c.encodeIfPresent(since, forKey: WireKey("since"))
+                try c.encodeIfPresent(limit, forKey: WireKey("limit"))
             }
         }
     }
@@ -524,6 +537,7 @@ extension ServerMessage: Codable {
         case "apps": self = .response(id: id, .apps(try get([AppInfo].self, "apps")))
         case "app": self = .response(id: id, .app(try get(AppInfo.self, "app")))
         case "launcher": self = .response(id: id, .launcher(try get(LauncherInfo.self, "launcher")))
+        case "usage": self = .response(id: id, .usage(try get([UsageInfo].self, "usage")))
         case "error": self = .response(id: id, .error(try ControlError(from: decoder)))
         case "prompt": self = .prompt(try get(PromptInfo.self, "prompt"))
         case "event":
@@ -567,6 +581,9 @@ extension ServerMessage: Codable {
             case .launcher(let l):
                 try c.encode("launcher", forKey: WireKey("type"))
                 try c.encode(l, forKey: WireKey("launcher"))
+            case .usage(let u):
+                try c.encode("usage", forKey: WireKey("type"))
+                try c.encode(u, forKey: WireKey("usage"))
             case .error(let e):
                 try c.encode("error", forKey: WireKey("type"))
                 try e.encode(to: encoder)

@@ -68,6 +68,21 @@ enum ClientCommands {
         }
     }
 
+    // MARK: log
+
+    static func log(app: String?, since: Double?, _ o: ClientOptions) -> Int32 {
+        do {
+            let client = try ControlClient(path: controlPath(o.controlPath))
+            guard case .usage(let sessions) = try client.request(.log(app: app, since: since, limit: nil)) else {
+                return unexpected("log")
+            }
+            Terminal.out(o.json ? json(sessions) : ClientFormat.usage(sessions))
+            return 0
+        } catch {
+            return fail(error.message)
+        }
+    }
+
     // MARK: watch
 
     static func watch(_ o: ClientOptions) -> Int32 {

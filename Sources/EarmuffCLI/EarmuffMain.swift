@@ -62,6 +62,16 @@ public enum EarmuffMain {
             return ClientCommands.run(o)
         case .watch(let o):
             return ClientCommands.watch(o)
+        case .log(let app, let since, let o):
+            let key: String?
+            if let app {
+                guard let resolved = resolveApp(app) else { return 1 }
+                key = resolved
+            } else {
+                key = nil
+            }
+            let now = Date().timeIntervalSince1970
+            return ClientCommands.log(app: key, since: since.flatMap { SinceTime.parse($0, now: now) }, o)
         }
     }
 }

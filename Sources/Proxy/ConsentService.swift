@@ -52,6 +52,18 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
                                      decisions: decisions))
     }
 
+    /// The decision logged with each live stream's usage row, to tell a change at its end.
+    private let usageDecisions = Locked([UInt64: String?]())
+
+    /// "granted (user)", "denied (user)", "undetermined", or "once" for a stream real by an "allow once".
+    private func decisionText(_ app: AppKey, real: Bool) -> String {
+        let d = engine.withLock { $0.effectiveDecision(for: app) }
+        switch d.state {
+        case .undetermined: return real ? "once" : "undetermined"
+        case .granted, .denied: return "\(d.state.rawValue) (\(d.reason.rawValue))"
+        }
+    }
+
     /// Writes everything queued for the store (before it is closed).
     func flushStore() { writer.flush() }
 
@@ -159,12 +171,23 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
             case let .recordApp(r):
                 writer.record(r)
             case let .startUsage(_, s, u):
+                var u = u
+                let stream = registry.withLock { $0.streams[s.rawValue] }
+                if let stream {
+                    u.bytesPerSecond = UInt32(clamping: stream.sampleSpec.frameSize * Int(stream.sampleSpec.rate))
+                    u.decision = decisionText(u.appKey, real: stream.isReal)
+                }
+                usageDecisions.withLock { $0[s.rawValue] = u.decision }
                 writer.startUsage(stream: s.rawValue, u)
-            case let .finishUsage(_, s, endedAt):
+            case let .finishUsage(c, s, endedAt):
                 let stream = registry.withLock { $0.streams.removeValue(forKey: s.rawValue) }
+                let key = registry.withLock { $0.sessions[c.rawValue]?.identity.appKey }
+                let atStart = usageDecisions.withLock { $0.removeValue(forKey: s.rawValue) } ?? nil
+                let atEnd = key.map { decisionText($0, real: stream?.isReal ?? false) }
                 writer.finishUsage(stream: s.rawValue, endedAt: endedAt,
                                    bytesReal: stream?.bytesReal.load(ordering: .relaxed) ?? 0,
-                                   bytesSilenced: stream?.bytesSilenced.load(ordering: .relaxed) ?? 0)
+                                   bytesSilenced: stream?.bytesSilenced.load(ordering: .relaxed) ?? 0,
+                                   decision: atEnd.flatMap { $0 == atStart ? nil : "\(atStart ?? "?") → \($0)" })
             case let .disconnectClient(c, reason):
                 Log.warn("closing client \(c.rawValue): \(reason)")
                 let key = engine.withLock { $0.identity(of: c)?.appKey }
@@ -235,6 +258,8 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
             }
         case let .registerLauncher(appID, purpose):
             return registerLauncher(appID: appID, purpose: purpose, connection: connection)
+        case let .log(app, since, limit):
+            return usageLog(app: app, since: since, limit: limit)
         }
     }
 
@@ -269,6 +294,29 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
         Log.info("decision for \(key): \(state.rawValue) (\(reason.rawValue))")
         let info = (try? apps())?.first { $0.key == key.description }
         return .app(info ?? AppInfo(key: key.description, state: state.rawValue, reason: reason.rawValue))
+    }
+
+    /// The most sessions one `log` reply carries.
+    static let maximumLogRows = 10_000
+
+    private func usageLog(app: String?, since: Double?, limit: Int?) -> ControlResponse {
+        var key: AppKey?
+        if let app {
+            switch resolveApp(app) {
+            case .success(let k): key = k
+            case .failure(let e): return .error(e)
+            }
+        }
+        do {
+            let rows = try store.usage(for: key, since: since, limit: min(max(limit ?? 1000, 0), Self.maximumLogRows))
+            return .usage(rows.map { u in
+                UsageInfo(appKey: u.appKey.description, kind: u.kind, source: u.source, startedAt: u.startedAt,
+                          endedAt: u.endedAt, realSeconds: u.realSeconds, silencedSeconds: u.silencedSeconds,
+                          decision: u.decision)
+            })
+        } catch {
+            return .error(ControlError(.failed, "cannot read the usage log in \(store.path): \(error)"))
+        }
     }
 
     /// An app key, or an unambiguous display or executable name of a known app.

@@ -24,7 +24,7 @@ final class StoreWriter: @unchecked Sendable {
 
     private enum Row {
         case startUsage(stream: UInt64, UsageRecord)
-        case finishUsage(stream: UInt64, endedAt: Double, bytesReal: UInt64, bytesSilenced: UInt64)
+        case finishUsage(stream: UInt64, endedAt: Double, bytesReal: UInt64, bytesSilenced: UInt64, decision: String?)
         case event(kind: String, app: AppKey?, detail: String, at: Double)
     }
 
@@ -70,9 +70,12 @@ final class StoreWriter: @unchecked Sendable {
         enqueue { $0.rows.append(.startUsage(stream: stream, u)) }
     }
 
-    /// Queues the end of the usage row of `stream`.
-    func finishUsage(stream: UInt64, endedAt: Double, bytesReal: UInt64, bytesSilenced: UInt64) {
-        enqueue { $0.rows.append(.finishUsage(stream: stream, endedAt: endedAt, bytesReal: bytesReal, bytesSilenced: bytesSilenced)) }
+    /// Queues the end of the usage row of `stream` (`decision`, when non-nil, replaces the one logged at the start).
+    func finishUsage(stream: UInt64, endedAt: Double, bytesReal: UInt64, bytesSilenced: UInt64, decision: String?) {
+        enqueue {
+            $0.rows.append(.finishUsage(stream: stream, endedAt: endedAt, bytesReal: bytesReal,
+                                        bytesSilenced: bytesSilenced, decision: decision))
+        }
     }
 
     /// Queues an event-log row, unless `maximumQueuedEvents` are already waiting.
@@ -153,9 +156,11 @@ final class StoreWriter: @unchecked Sendable {
                 let id = try store.startUsage(u)
                 usageRows.withLock { $0[stream] = id }
             } catch { Log.error("store: cannot log usage of \(u.appKey): \(error)") }
-        case let .finishUsage(stream, endedAt, real, silenced):
+        case let .finishUsage(stream, endedAt, real, silenced, decision):
             guard let id = usageRows.withLock({ $0.removeValue(forKey: stream) }) else { return }
-            do { try store.finishUsage(id: id, endedAt: endedAt, bytesReal: real, bytesSilenced: silenced) } catch {
+            do {
+                try store.finishUsage(id: id, endedAt: endedAt, bytesReal: real, bytesSilenced: silenced, decision: decision)
+            } catch {
                 Log.error("store: cannot finish usage record \(id): \(error)")
             }
         case let .event(kind, app, detail, at):

@@ -85,10 +85,47 @@ extension StoreTests {
         db.close()
 
         let error = #expect(throws: StoreError.self) { _ = try PermissionStore(path: path) }
-        #expect(error == .unsupportedSchemaVersion(found: 7, supported: 1, path: path))
+        #expect(error == .unsupportedSchemaVersion(found: 7, supported: PermissionStore.schemaVersion, path: path))
         let text = error.map { "\($0)" } ?? ""
         #expect(text.contains(path))
         #expect(text.contains("schema version 7"))
+    }
+
+    /// A file written by schema 1 (decisions and a usage row) opens, keeps both, and logs the new fields.
+    @Test func migratesAVersion1File() throws {
+        let dir = try TemporaryDirectory()
+        let path = dir.path + "/p.sqlite"
+        let db = try SQLiteDatabase(path: path)
+        try db.execute(script: """
+            CREATE TABLE decisions (app_key TEXT NOT NULL, capability TEXT NOT NULL,
+                state TEXT NOT NULL CHECK (state IN ('undetermined', 'granted', 'denied')), reason TEXT NOT NULL,
+                purpose TEXT, decided_at REAL, last_used_at REAL, PRIMARY KEY (app_key, capability)) WITHOUT ROWID;
+            CREATE TABLE apps (app_key TEXT PRIMARY KEY NOT NULL, display_name TEXT, executable TEXT, method TEXT NOT NULL,
+                first_seen_at REAL NOT NULL, last_seen_at REAL NOT NULL) WITHOUT ROWID;
+            CREATE TABLE usage (id INTEGER PRIMARY KEY, app_key TEXT NOT NULL, source TEXT NOT NULL, started_at REAL NOT NULL,
+                ended_at REAL, bytes_real INTEGER NOT NULL DEFAULT 0, bytes_silenced INTEGER NOT NULL DEFAULT 0);
+            CREATE INDEX usage_by_app ON usage (app_key, started_at);
+            CREATE INDEX usage_by_start ON usage (started_at);
+            CREATE TABLE events (id INTEGER PRIMARY KEY, kind TEXT NOT NULL, app_key TEXT, detail TEXT NOT NULL, at REAL NOT NULL);
+            CREATE INDEX events_by_time ON events (at);
+            INSERT INTO decisions VALUES ('exe:/usr/bin/pacat', 'microphone', 'granted', 'user', 'memos', 5, 6);
+            INSERT INTO usage (app_key, source, started_at, ended_at, bytes_real) VALUES ('exe:/usr/bin/pacat', 'sine', 7, 8, 96000);
+            PRAGMA user_version = 1;
+            """)
+        db.close()
+
+        let store = try PermissionStore(path: path)
+        #expect(try store.decision(for: pacat)?.state == .granted)
+        #expect(try store.usage(for: pacat, limit: 5) == [
+            UsageRecord(appKey: pacat, kind: "microphone", source: "sine", startedAt: 7, endedAt: 8, bytesReal: 96000),
+        ])
+        let id = try store.startUsage(UsageRecord(appKey: pacat, source: "sine", startedAt: 9, decision: "granted (user)",
+                                                  bytesPerSecond: 96000))
+        try store.finishUsage(id: id, endedAt: 10, bytesReal: 96000, bytesSilenced: 48000, decision: "granted (user) → denied (user)")
+        let logged = try store.usage(for: pacat, since: 8.5, limit: 5)
+        #expect(logged.count == 1)
+        #expect(logged.first?.decision == "granted (user) → denied (user)")
+        #expect(logged.first?.realSeconds == 1 && logged.first?.silencedSeconds == 0.5)
     }
 
     @Test func refusesAFileThatIsNotADatabase() throws {

@@ -54,6 +54,13 @@ private func usage(_ r: Result<ClientCommand, UsageError>) -> UsageError? {
         #expect(parse("run", "--listen=/s", "--control", "/c", "pacat", "-r") == .success(.run(RunOptions(listenPath: "/s", controlPath: "/c", command: ["pacat", "-r"]))))
     }
 
+    @Test func log() {
+        #expect(parse("log") == .success(.log(app: nil, since: nil, ClientOptions())))
+        #expect(parse("log", "--app", "pacat", "--since", "2h", "--json")
+                == .success(.log(app: "pacat", since: "2h", ClientOptions(json: true))))
+        #expect(parse("log", "--since=2026-11-30 14:05") == .success(.log(app: nil, since: "2026-11-30 14:05", ClientOptions())))
+    }
+
     @Test func usageErrorsNameTheSubcommandAndAreOneLine() {
         let cases: [([String], String?)] = [
             (["frobnicate"], nil),
@@ -75,6 +82,9 @@ private func usage(_ r: Result<ClientCommand, UsageError>) -> UsageError? {
             (["run", "--purpose", "", "--", "x"], "run"),
             (["run", "--weird", "--", "x"], "run"),
             (["run", "--purpose"], "run"),
+            (["log", "--since", "yesterday"], "log"),
+            (["log", "--app"], "log"),
+            (["log", "extra"], "log"),
         ]
         for (args, sub) in cases {
             guard let e = usage(ClientCommandLine.parse(args)) else {

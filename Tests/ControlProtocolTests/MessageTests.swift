@@ -199,3 +199,44 @@ private func object(_ bytes: [UInt8]) throws -> [String: Any] {
         }
     }
 }
+
+@Suite struct UsageLogMessages {
+    @Test func logRequestAndUsageReplyRoundTrip() throws {
+        let request = ClientMessage.request(.log(app: "pacat", since: 1_700_000_000.5, limit: 20), id: 4)
+        let line = ControlCodec.encodeLine(request)
+        #expect(try ControlCodec.decodeClientMessage(Array(line.dropLast())) == request)
+        let bare = ClientMessage.request(.log(app: nil, since: nil, limit: nil), id: 5)
+        #expect(String(decoding: ControlCodec.encodeLine(bare), as: UTF8.self) == #"{"id":5,"type":"log"}"# + "\n")
+        let reply = ServerMessage.response(id: 4, .usage([
+            UsageInfo(appKey: "exe:/usr/bin/pacat", kind: "microphone", source: "sine", startedAt: 1, endedAt: 3,
+                      realSeconds: 1.5, silencedSeconds: 0.5, decision: "undetermined → granted (user)"),
+        ]))
+        #expect(try ControlCodec.decodeServerMessage(Array(ControlCodec.encodeLine(reply).dropLast())) == reply)
+    }
+
+    @Test func sinceTakesDurationsAndDates() {
+        let utc = TimeZone(identifier: "UTC")!
+        #expect(SinceTime.parse("90s", now: 1000) == 910)
+        #expect(SinceTime.parse("2h", now: 10_000) == 2800)
+        #expect(SinceTime.parse("1.5d", now: 200_000) == 70400)
+        #expect(SinceTime.parse("1970-01-02", now: 0, timeZone: utc) == 86400)
+        #expect(SinceTime.parse("1970-01-01 01:02", now: 0, timeZone: utc) == 3720)
+        #expect(SinceTime.parse("1970-01-01T00:00:30", now: 0, timeZone: utc) == 30)
+        for bad in ["", "h", "-2h", "yesterday", "2h30m", "1970-13-01"] {
+            #expect(SinceTime.parse(bad, now: 0) == nil, "\(bad)")
+        }
+    }
+
+    @Test func logTableShowsSecondsAndLiveSessions() {
+        let utc = TimeZone(identifier: "UTC")!
+        let text = ClientFormat.usage([
+            UsageInfo(appKey: "exe:/usr/bin/pacat", kind: "microphone", source: "sine", startedAt: 0, endedAt: 2,
+                      realSeconds: 1.5, silencedSeconds: 0.5, decision: "granted (user)"),
+            UsageInfo(appKey: "launcher:org.example.Notes", kind: "microphone", source: "mic", startedAt: 60),
+        ], timeZone: utc)
+        #expect(text.contains("1970-01-01 00:00:00"))
+        #expect(text.contains("1.5 s") && text.contains("0.5 s"))
+        #expect(text.contains("live"))
+        #expect(ClientFormat.usage([]) == "no capture sessions\n")
+    }
+}
