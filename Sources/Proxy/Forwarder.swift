@@ -6,8 +6,10 @@
 // stream's silence byte, or is dropped. Packets (commands, replies, events)
 // are collected whole, handed to the direction's filter, which may rewrite
 // them in place (AUTH) or refuse them, and then emitted with their
-// descriptor. Bytes the ring cannot take yet wait in a backlog; while the
-// backlog is not empty the owner stops reading its socket (backpressure).
+// descriptor. Large chunks go straight to the other socket when it takes
+// them (`WriteThrough`); the rest goes to the ring. Bytes the ring cannot take
+// yet wait in a backlog; while the backlog is not empty the owner stops reading
+// its socket (backpressure).
 import Glibc
 import PulseWire
 import Ring
@@ -40,6 +42,14 @@ protocol FrameFilter: AnyObject {
     func memblock(_ descriptor: FrameDescriptor) throws(ProtocolViolation) -> MemblockDisposition
     /// Inspects (and may rewrite in place, keeping its length) one whole packet.
     func packet(_ payload: inout [UInt8]) throws(ProtocolViolation) -> PacketDisposition
+}
+
+/// The consumer of a forwarder's ring, when it can take bytes straight from
+/// the producer (both halves of a session run on one loop thread).
+protocol WriteThrough: AnyObject {
+    /// Writes what the ring holds and then as much of `bytes` as the socket
+    /// takes, with one system call; returns how many of `bytes` were written.
+    func writeThrough(_ bytes: UnsafeRawBufferPointer) -> Int
 }
 
 /// A byte queue with a read index, reused without reallocating.
@@ -82,6 +92,13 @@ final class Forwarder {
     }
 
     let ring: ByteRing
+    /// Takes large chunks straight to the other socket; the ring keeps only the rest.
+    weak var writeThrough: WriteThrough?
+    /// Chunks at least this large are offered to `writeThrough` (smaller ones
+    /// gather in the ring and leave with the next large one or the next drain).
+    static let writeThroughMinimum = 1024
+    /// Packets forwarded so far (the client side polls for a reply after a request).
+    private(set) var packetsForwarded = 0
     private(set) var backlog = ByteBacklog()
     private var state = State.descriptor
     private var header = [UInt8](repeating: 0, count: Limits.descriptorSize)
@@ -171,6 +188,7 @@ final class Forwarder {
     private func finishPacket(filter: FrameFilter) throws(ProtocolViolation) -> Bool {
         guard try filter.packet(&packet) == .forward else { return false }
         precondition(packet.count == Int(packetDescriptor.length), "a filter changed a packet's length")
+        packetsForwarded &+= 1
         let w1 = header.withUnsafeBytes { emit($0) }
         let w2 = packet.withUnsafeBytes { emit($0) }
         return w1 || w2
@@ -191,14 +209,20 @@ final class Forwarder {
     }
 
     private func emit(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        if backlog.isEmpty {
-            let (written, wake) = ring.write(bytes)
-            if written < bytes.count {
-                backlog.append(UnsafeRawBufferPointer(rebasing: bytes[written...]))
-            }
-            return wake
+        guard backlog.isEmpty else {
+            backlog.append(bytes)
+            return false
         }
-        backlog.append(bytes)
-        return false
+        var rest = bytes
+        if bytes.count >= Self.writeThroughMinimum, let sink = writeThrough {
+            let n = sink.writeThrough(bytes)
+            if n == bytes.count { return false }
+            rest = UnsafeRawBufferPointer(rebasing: bytes[n...])
+        }
+        let (written, wake) = ring.write(rest)
+        if written < rest.count {
+            backlog.append(UnsafeRawBufferPointer(rebasing: rest[written...]))
+        }
+        return wake
     }
 }

@@ -1,12 +1,15 @@
-// A session is one client connection and its own upstream connection.
+// A session is one client connection and its own upstream connection, both
+// on the same event loop (thread):
 //
-//   client fd ── ClientHalf (client loop) ──ring up──▶ UpstreamHalf (upstream loop) ── upstream fd
-//             ◀─────────────────────────── ring down ◀──
+//   client fd ── ClientHalf ──ring up──▶ UpstreamHalf ── upstream fd
+//             ◀──────────── ring down ◀──
 //
-// Each half owns one socket and runs on one loop thread. It produces into one
-// ring (what it reads, after its direction's filter) and consumes the other
-// (what it writes). The halves talk only through the rings, `notify`, and
-// `EventLoop.post`; shared control state lives in `SessionState`.
+// Each half owns one socket. It produces into one ring (what it reads, after
+// its direction's filter) and consumes the other (what it writes). A chunk
+// read from one socket goes straight to the other when that socket takes it
+// (`WriteThrough`); only the rest waits in the ring, and a full ring stops
+// reading the source (backpressure). Wake-ups between the two halves stay on
+// the loop's thread; shared control state lives in `SessionState`.
 import CLinux
 import Consent
 import Glibc
@@ -64,7 +67,7 @@ struct HalfSignal: OptionSet, Sendable {
 }
 
 /// One socket of a session, owned by one loop.
-class Half: LoopHandler, Wakeable, @unchecked Sendable {
+class Half: LoopHandler, Wakeable, WriteThrough, @unchecked Sendable {
     // @unchecked Sendable: every mutable property is touched only on `loop`'s
     // thread, except `signals`, which is atomic; other threads only call `notify`.
     let loop: EventLoop
@@ -94,7 +97,8 @@ class Half: LoopHandler, Wakeable, @unchecked Sendable {
 
     // MARK: cross-thread
 
-    /// Wakes this half with `signal`. Safe from any thread.
+    /// Wakes this half with `signal`. Safe from any thread; from the loop's own
+    /// thread (the other half of the session) it costs no system call.
     func notify(_ signal: HalfSignal) {
         signals.bitwiseOr(signal.rawValue, ordering: .releasing)
         if !queued.exchange(true, ordering: .acquiringAndReleasing) {
@@ -174,14 +178,15 @@ class Half: LoopHandler, Wakeable, @unchecked Sendable {
             switch readClosingFDs(fd, into: limit, closedFDs: &closedFDs) {
             case .bytes(let n):
                 if closedFDs > 0 { Log.debug("session \(state.id): closed \(closedFDs) fd(s) received from the \(sideName)") }
-                let wake: Bool
                 do {
-                    wake = try producerForwarder.process(UnsafeMutableRawBufferPointer(rebasing: limit[0..<n]), filter: filter)
+                    _ = try producerForwarder.process(UnsafeMutableRawBufferPointer(rebasing: limit[0..<n]), filter: filter)
                 } catch {
                     close(reason: "protocol violation from the \(sideName): \(error)")
                     return
                 }
-                if wake { peer?.notify(.readable) }
+                // Same thread: write what the ring holds to the other socket now
+                // (a no-op when it is empty or the socket is full).
+                peer?.drainConsumerRing()
                 afterProcessing()
             case .wouldBlock:
                 return
@@ -201,6 +206,30 @@ class Half: LoopHandler, Wakeable, @unchecked Sendable {
 
     /// Called after each processed chunk (the upstream half injects here).
     func afterProcessing() {}
+
+    /// Whether `writeThrough` may write to our socket now (the upstream half
+    /// sends its first bytes with credentials, so not before that).
+    var acceptsWriteThrough: Bool { true }
+
+    func writeThrough(_ bytes: UnsafeRawBufferPointer) -> Int {
+        guard !closed, fd >= 0, !wantWrite, acceptsWriteThrough else { return 0 }
+        var inRing = 0
+        let result = consumerRing.withReadableRegions { a, b -> IOResult in
+            inRing = a.count + b.count
+            return writeRegions(fd, a, b, bytes)
+        }
+        switch result {
+        case .bytes(let n):
+            if consumerRing.consume(min(n, inRing)) { peer?.notify(.space) }
+            return max(0, n - inRing)
+        case .wouldBlock:
+            wantWrite = true
+            return 0
+        case .endOfFile, .failed:
+            // The bytes go to the ring; the next drain reports the error and closes.
+            return 0
+        }
+    }
 
     /// Free space a parked producer waits for: half the ring, so wake-ups move big chunks.
     private var parkThreshold: Int { producerForwarder.ring.capacity / 2 }

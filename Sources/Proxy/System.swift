@@ -43,6 +43,15 @@ func writeRegions(_ fd: Int32, _ a: UnsafeRawBufferPointer, _ b: UnsafeRawBuffer
     return e == EAGAIN || e == EWOULDBLOCK ? .wouldBlock : .failed(e)
 }
 
+/// Writes up to three regions with one sendmsg (no SIGPIPE).
+func writeRegions(_ fd: Int32, _ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer,
+                  _ c: UnsafeRawBufferPointer) -> IOResult {
+    let n = earmuff_send3(fd, a.baseAddress, a.count, b.baseAddress, b.count, c.baseAddress, c.count)
+    if n >= 0 { return .bytes(n) }
+    let e = errno
+    return e == EAGAIN || e == EWOULDBLOCK ? .wouldBlock : .failed(e)
+}
+
 /// Closes a descriptor, ignoring EINTR (Linux always releases the fd).
 func closeFD(_ fd: Int32) {
     if fd >= 0 { _ = Glibc.close(fd) }
