@@ -126,10 +126,18 @@ class Half: LoopHandler, Wakeable, WriteThrough, @unchecked Sendable {
         if s.contains(.readable) || s.contains(.space) { drainConsumerRing() }
     }
 
-    /// Sockets are edge-triggered (registered once with `socketEvents`): a
-    /// read loop runs until EAGAIN, or remembers to come back; a write that hit
-    /// EAGAIN waits for the next EPOLLOUT edge. No epoll_ctl per pause/resume.
-    static let socketEvents = EARMUFF_EPOLLIN | EARMUFF_EPOLLOUT | EARMUFF_EPOLLRDHUP | EARMUFF_EPOLLET
+    /// Sockets are edge-triggered for input (a read loop runs until EAGAIN, or
+    /// remembers to come back), so pausing and resuming reads costs no
+    /// epoll_ctl. Output is watched only while a write waits after EAGAIN:
+    /// watched all the time, every read by the peer would wake the loop (and
+    /// end its wait for a reply) for nothing.
+    static let socketEvents = EARMUFF_EPOLLIN | EARMUFF_EPOLLRDHUP | EARMUFF_EPOLLET
+
+    /// A write hit EAGAIN: watch for output until the socket drains.
+    private func waitForOutput() {
+        wantWrite = true
+        if token != 0 { loop.modify(fd, token: token, events: Self.socketEvents | EARMUFF_EPOLLOUT) }
+    }
 
     func handleEvents(_ events: UInt32) {
         guard !closed else { return }
@@ -137,6 +145,7 @@ class Half: LoopHandler, Wakeable, WriteThrough, @unchecked Sendable {
             wantWrite = false
             drainConsumerRing()
             if closed { return }
+            if !wantWrite && token != 0 { loop.modify(fd, token: token, events: Self.socketEvents) }
         }
         if events & (EARMUFF_EPOLLIN | EARMUFF_EPOLLHUP | EARMUFF_EPOLLERR | EARMUFF_EPOLLRDHUP) != 0 {
             readAvailable()
@@ -223,7 +232,7 @@ class Half: LoopHandler, Wakeable, WriteThrough, @unchecked Sendable {
             if consumerRing.consume(min(n, inRing)) { peer?.notify(.space) }
             return max(0, n - inRing)
         case .wouldBlock:
-            wantWrite = true
+            waitForOutput()
             return 0
         case .endOfFile, .failed:
             // The bytes go to the ring; the next drain reports the error and closes.
@@ -271,7 +280,7 @@ class Half: LoopHandler, Wakeable, WriteThrough, @unchecked Sendable {
             case .bytes(let n):
                 if consumerRing.consume(n) { peer?.notify(.space) }
             case .wouldBlock:
-                wantWrite = true
+                waitForOutput()
                 return
             case .endOfFile:
                 return
