@@ -7,7 +7,7 @@ import Ring
 
 /// The app's socket: reads requests and playback data, writes replies,
 /// events and (possibly silenced) record data.
-final class ClientHalf: Half {
+final class ClientHalf: Half, @unchecked Sendable {
     override var sideName: String { "client" }
     var onClose: (() -> Void)?
     private var requestsSeen = 0
@@ -34,7 +34,7 @@ final class ClientHalf: Half {
 
 /// The sound server's socket: reads replies, events and record data, writes
 /// the client's requests and playback data.
-final class UpstreamHalf: Half {
+final class UpstreamHalf: Half, @unchecked Sendable {
     override var sideName: String { "server" }
     private var credentialsSent = false
     var s2c: ServerToClientFilter { filter as! ServerToClientFilter } // always this type: set in Daemon.accept

@@ -81,6 +81,8 @@ class Half: LoopHandler, Wakeable, WriteThrough, @unchecked Sendable {
     private var reading = true
     private var wantWrite = false
     private var readEOF = false
+    /// The peer's hang-up (or an error) was reported: read on until EOF.
+    private var hangupSeen = false
     private let signals = Atomic<UInt8>(0)
     private let queued = Atomic<Bool>(false)
     var filter: FrameFilter! // set right after init by the subclass; never nil afterwards
@@ -147,6 +149,7 @@ class Half: LoopHandler, Wakeable, WriteThrough, @unchecked Sendable {
             if closed { return }
             if !wantWrite && token != 0 { loop.modify(fd, token: token, events: Self.socketEvents) }
         }
+        if events & (EARMUFF_EPOLLHUP | EARMUFF_EPOLLERR | EARMUFF_EPOLLRDHUP) != 0 { hangupSeen = true }
         if events & (EARMUFF_EPOLLIN | EARMUFF_EPOLLHUP | EARMUFF_EPOLLERR | EARMUFF_EPOLLRDHUP) != 0 {
             readAvailable()
         }
@@ -197,6 +200,11 @@ class Half: LoopHandler, Wakeable, WriteThrough, @unchecked Sendable {
                 // (a no-op when it is empty or the socket is full).
                 peer?.drainConsumerRing()
                 afterProcessing()
+                // A short read emptied the stream socket: new data (or a hang-up
+                // arriving later) raises a new edge, so skip the read that would
+                // only say EAGAIN. Not when the hang-up was already reported
+                // (EOF must still be read), nor when descriptors ended the read.
+                if n < limit.count && closedFDs == 0 && !hangupSeen { return }
             case .wouldBlock:
                 return
             case .endOfFile:

@@ -76,6 +76,20 @@ enum Proc {
         return nil
     }
 
+    /// Context switches (voluntary and not) of all threads of `pid` so far.
+    static func contextSwitches(_ pid: pid_t) -> Int? {
+        guard let tasks = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task") else { return nil }
+        var total = 0
+        for t in tasks {
+            guard let text = try? String(contentsOfFile: "/proc/\(pid)/task/\(t)/status", encoding: .utf8) else { continue }
+            for line in text.split(separator: "\n") where line.hasPrefix("voluntary_ctxt_switches:")
+                || line.hasPrefix("nonvoluntary_ctxt_switches:") {
+                total += Int(line.split(separator: ":").last?.trimmingCharacters(in: .whitespaces) ?? "") ?? 0
+            }
+        }
+        return total
+    }
+
     /// Resident memory (VmRSS) in KiB.
     static func rssKiB(_ pid: pid_t) -> Int? { statusKiB(pid, "VmRSS") }
 

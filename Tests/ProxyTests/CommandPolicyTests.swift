@@ -56,8 +56,8 @@ import Testing
     @Test("streams and clients: only the client's own")
     func ownership() {
         let s = session()
-        s.ownSourceOutputs.withLock { $0.insert(5) }
-        s.ownSinkInputs.withLock { $0.insert(9) }
+        s.ownSourceOutputs.withLock { _ = $0.insert(5) }
+        s.ownSinkInputs.withLock { _ = $0.insert(9) }
         s.clientIndex.withLock { $0 = 3 }
         for c: Command in [.moveSourceOutput, .killSourceOutput, .setSourceOutputVolume, .setSourceOutputMute] {
             #expect(refusal(c, session: s) { $0.writeU32(5) } == nil, "\(c.info.name) on its own source output")
