@@ -189,7 +189,7 @@ extension Measurer {
         let before = Proc.contextSwitches(pid)
         usleep(useconds_t(idleSeconds * 1e6))
         let after = Proc.contextSwitches(pid)
-        let switches = before.flatMap { b in after.map { $0 - b } }
+        let switches = before.flatMap { b in after.map { Proc.contextSwitches(from: b, to: $0) } }
         clients.removeAll()
         return IdleMemory(clients: count, baselineKiB: base, loadedKiB: loaded, threads: threads,
                           idleContextSwitches: switches, idleSeconds: idleSeconds)
