@@ -45,13 +45,9 @@ final class UpstreamHalf: Half, @unchecked Sendable {
         guard !credentialsSent else { return writeRegions(fd, a, b) }
         // The first bytes (AUTH) carry our credentials explicitly, so the
         // server's uid check never depends on when it set SO_PASSCRED.
-        let n = earmuff_send_with_creds(fd, a.baseAddress, a.count)
-        if n >= 0 {
-            credentialsSent = true
-            return .bytes(n)
-        }
-        let e = errno
-        return e == EAGAIN || e == EWOULDBLOCK ? .wouldBlock : .failed(e)
+        let result = IOResult.from(earmuff_send_with_creds(fd, a.baseAddress, a.count), readingZeroIsEOF: false)
+        if case .bytes = result { credentialsSent = true }
+        return result
     }
 
     override func injectPending() {

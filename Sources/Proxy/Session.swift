@@ -207,12 +207,8 @@ class Half: LoopHandler, Wakeable, WriteThrough, @unchecked Sendable {
                 if n < limit.count && closedFDs == 0 && !hangupSeen { return }
             case .wouldBlock:
                 return
-            case .endOfFile:
+            case .peerClosed:
                 endOfInput(reason: "\(sideName) closed the connection")
-                return
-            case .failed(let e) where e == ECONNRESET:
-                // A reset is the peer closing too; whether the kernel sends FIN or RST is timing.
-                close(reason: "\(sideName) closed the connection")
                 return
             case .failed(let e):
                 close(reason: "read from the \(sideName): \(String(cString: strerror(e)))")
@@ -242,7 +238,7 @@ class Half: LoopHandler, Wakeable, WriteThrough, @unchecked Sendable {
         case .wouldBlock:
             waitForOutput()
             return 0
-        case .endOfFile, .failed:
+        case .peerClosed, .failed:
             // The bytes go to the ring; the next drain reports the error and closes.
             return 0
         }
@@ -290,11 +286,11 @@ class Half: LoopHandler, Wakeable, WriteThrough, @unchecked Sendable {
             case .wouldBlock:
                 waitForOutput()
                 return
-            case .endOfFile:
+            case .peerClosed:
+                close(reason: "\(sideName) closed the connection")
                 return
             case .failed(let e):
-                close(reason: e == EPIPE || e == ECONNRESET ? "\(sideName) closed the connection"
-                                                            : "write to the \(sideName): \(String(cString: strerror(e)))")
+                close(reason: "write to the \(sideName): \(String(cString: strerror(e)))")
                 return
             }
         }
