@@ -22,7 +22,8 @@ let package = Package(
 
         // I/O edge
         .target(name: "Proxy", dependencies: ["PulseWire", "Ring", "Consent", "ConsentStore", "ControlProtocol", "CLinux"]),
-        .target(name: "EarmuffCLI", dependencies: ["Proxy", "ControlProtocol", "Consent"]),
+        .target(name: "EarmuffClient", dependencies: ["ControlProtocol", "CLinux"]),
+        .target(name: "EarmuffCLI", dependencies: ["Proxy", "EarmuffClient", "ControlProtocol", "Consent"]),
         .executableTarget(name: "earmuff", dependencies: ["EarmuffCLI"]),
 
         // Benchmarks (run in release: swift run -c release earmuff-bench)
@@ -35,7 +36,7 @@ let package = Package(
         .testTarget(name: "ConsentTests", dependencies: ["Consent"]),
         .testTarget(name: "ConsentStoreTests", dependencies: ["ConsentStore", "Consent"]),
         .testTarget(name: "ControlProtocolTests", dependencies: ["ControlProtocol"]),
-        .testTarget(name: "ProxyTests", dependencies: ["Proxy", "ControlProtocol", "PulseWire", "Ring", "CLinux", "TestSupport"]),
+        .testTarget(name: "ProxyTests", dependencies: ["Proxy", "EarmuffClient", "ControlProtocol", "PulseWire", "Ring", "CLinux", "TestSupport"]),
         .testTarget(name: "EndToEndTests", dependencies: ["TestSupport", "PulseWire", "earmuff"]),
     ]
 )

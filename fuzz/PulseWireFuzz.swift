@@ -1,7 +1,7 @@
 // libFuzzer entry for PulseWire, compiled together with the module's sources
 // by `fuzz/run` (`swiftc -sanitize=fuzzer,address`), so it sees the internal API.
 //
-// One input drives three things, all of which must hold on any bytes:
+// One input drives four things, all of which must hold on any bytes:
 //   byte 0      chunking of the frame stream (chunk sizes, append variant, payload reuse, repetition)
 //   byte 1      protocol version for the typed decoders (8…35, 36, 0xFFFF, max, 7)
 //   byte 2      number k (0…63) of tagstruct read operations that follow
@@ -10,11 +10,18 @@
 // 1. The body is a byte stream for `FrameParser`: fed in a chunking derived
 //    from byte 0 it must give exactly the frames, error and leftover that one
 //    append of the whole body gives; frames must re-encode to the stream.
-// 2. The body and every packet frame's payload are packet payloads: after the
+// 2. The body is also a byte stream for `FrameProcessor`, the state machine
+//    the relay runs on every byte: fed in a chunking derived from byte 0, with
+//    memblocks passed, silenced or dropped by channel and some packets refused
+//    (also chosen by byte 0), its output must be exactly what the frames of
+//    the reference parse give under the same decisions, it must throw exactly
+//    when the reference parse finds a bad descriptor, and it must be at a
+//    frame boundary exactly when nothing is left over.
+// 3. The body and every packet frame's payload are packet payloads: after the
 //    header, every typed decoder runs at the chosen version. Whenever one
 //    succeeds, encode(decode(x)) must be x byte for byte, and decoding again
 //    must give an equal value.
-// 3. A `TagStructReader` over the same payloads performs the k operations,
+// 4. A `TagStructReader` over the same payloads performs the k operations,
 //    then `skipValue` to the end. A successful read must re-encode to exactly
 //    the bytes it consumed and agree with `skipValue`; a failed one must not
 //    move the reader.
@@ -26,6 +33,7 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let input = Array(UnsafeBufferPointer(start: data, count: size))
     let plan = FuzzPlan(input)
     let packets = checkFrameStream(plan.body, chunking: plan.chunking)
+    checkProcessor(plan.body, chunking: plan.chunking)
     checkPayload(plan.body, plan: plan)
     for payload in packets { checkPayload(payload, plan: plan) }
     return 0
@@ -213,6 +221,100 @@ func checkFrameStream(_ body: [UInt8], chunking: UInt8) -> [[UInt8]] {
     }
 
     return whole.frames.filter { $0.descriptor.isPacket }.map { $0.payload }
+}
+
+// MARK: - Frame processor (the relay's state machine)
+
+/// Decisions derived from the chunking byte: which channels are silenced or
+/// dropped, which packets refused; records what goes out.
+final class FuzzHandler: FrameHandler {
+    let rule: UInt8
+    var output: [UInt8] = []
+    var payloadBytes = 0
+
+    init(rule: UInt8) { self.rule = rule }
+
+    func action(channel: UInt32) -> MemblockAction {
+        switch (channel &+ UInt32(rule >> 3)) % 3 {
+        case 0: return .pass
+        case 1: return .silence(rule)
+        default: return .drop
+        }
+    }
+
+    func refuses(_ payload: [UInt8]) -> Bool {
+        rule & 0x20 != 0 && payload.count % 3 == 0
+    }
+
+    func memblock(_ descriptor: FrameDescriptor) throws(ProtocolViolation) -> MemblockAction {
+        action(channel: descriptor.channel)
+    }
+
+    func packet(_ payload: inout [UInt8]) throws(ProtocolViolation) -> Bool { !refuses(payload) }
+
+    func emit(_ bytes: UnsafeRawBufferPointer) { output.append(contentsOf: bytes) }
+
+    func memblockPayload(_ count: Int, silenced: Bool) { payloadBytes += count }
+}
+
+/// Runs the relay's `FrameProcessor` over `body` and compares it with the reference parse.
+func checkProcessor(_ body: [UInt8], chunking: UInt8) {
+    let whole = parseWhole(body)
+    let handler = FuzzHandler(rule: chunking)
+    var expected: [UInt8] = []
+    var expectedPayload = 0
+    func expect(_ d: FrameDescriptor, _ payload: ArraySlice<UInt8>, whole: Bool) {
+        if d.isPacket {
+            if whole && !handler.refuses(Array(payload)) { expected += d.bytes + payload }
+            return
+        }
+        switch handler.action(channel: d.channel) {
+        case .pass:
+            expected += d.bytes + payload
+            expectedPayload += payload.count
+        case .silence(let b):
+            expected += d.bytes + [UInt8](repeating: b, count: payload.count)
+            expectedPayload += payload.count
+        case .drop:
+            break
+        }
+    }
+    for f in whole.frames { expect(f.descriptor, f.payload[...], whole: true) }
+    let consumed = body.count - whole.leftover
+    if whole.error == nil && whole.leftover >= Limits.descriptorSize {
+        // An incomplete frame with a valid descriptor: a memblock streams out what arrived of it.
+        let d = body[consumed..<(consumed + Limits.descriptorSize)].withUnsafeBytes { FrameDescriptor(decoding: $0) }
+        expect(d, body[(consumed + Limits.descriptorSize)...], whole: false)
+    }
+
+    var processor = FrameProcessor()
+    var random = SplitMix64(state: UInt64(chunking) << 32 | UInt64(body.count) ^ 0x5A5A)
+    let maxChunk = [1, 5, 100, 4096][Int(chunking >> 6)]
+    var offset = 0
+    var thrown: ProtocolViolation?
+    var copy = body
+    while offset < copy.count && thrown == nil {
+        let size = min(maxChunk == 1 ? 1 : random.next(upTo: maxChunk), copy.count - offset)
+        let start = offset
+        do {
+            try copy.withUnsafeMutableBytes { buf in
+                try processor.process(UnsafeMutableRawBufferPointer(rebasing: buf[start..<(start + size)]), handler: handler)
+            }
+        } catch {
+            thrown = error as? ProtocolViolation
+            require(thrown != nil, "processor threw \(error)")
+        }
+        offset += size
+    }
+    require((thrown != nil) == (whole.error != nil),
+            "processor threw \(String(describing: thrown)), reference parse found \(String(describing: whole.error))")
+    require(handler.output == expected, "processor output differs from the reference frames under the same decisions")
+    require(handler.payloadBytes == expectedPayload, "processor counted \(handler.payloadBytes) payload bytes, expected \(expectedPayload)")
+    if thrown == nil {
+        require(processor.isAtFrameBoundary == (whole.leftover == 0), "frame boundary disagrees with the leftover")
+        require(processor.packetsForwarded == whole.frames.filter { $0.descriptor.isPacket && !handler.refuses($0.payload) }.count,
+                "packetsForwarded disagrees")
+    }
 }
 
 // MARK: - Typed decoders

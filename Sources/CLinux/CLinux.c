@@ -77,6 +77,23 @@ ssize_t earmuff_send2(int fd, const void *a, size_t alen, const void *b, size_t 
     return n;
 }
 
+ssize_t earmuff_send3(int fd, const void *a, size_t alen, const void *b, size_t blen, const void *c, size_t clen) {
+    struct iovec iov[3];
+    int n = 0;
+    if (alen > 0) { iov[n].iov_base = (void *)a; iov[n].iov_len = alen; n++; }
+    if (blen > 0) { iov[n].iov_base = (void *)b; iov[n].iov_len = blen; n++; }
+    if (clen > 0) { iov[n].iov_base = (void *)c; iov[n].iov_len = clen; n++; }
+    struct msghdr msg;
+    memset(&msg, 0, sizeof(msg));
+    msg.msg_iov = iov;
+    msg.msg_iovlen = n;
+    ssize_t r;
+    do {
+        r = sendmsg(fd, &msg, MSG_NOSIGNAL);
+    } while (r < 0 && errno == EINTR);
+    return r;
+}
+
 /* Sends `len` bytes with one SOL_SOCKET control message of `type` carrying `data`. */
 static ssize_t send_with_control(int fd, const void *buf, size_t len, int type, const void *data, size_t datalen) {
     union { char buf[CMSG_SPACE(sizeof(struct ucred))]; struct cmsghdr align; } ctl;

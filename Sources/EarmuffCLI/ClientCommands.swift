@@ -4,7 +4,7 @@
 import ControlProtocol
 import Foundation
 import Glibc
-import Proxy
+import EarmuffClient
 
 enum ClientCommands {
     static var environment: [String: String] { ProcessInfo.processInfo.environment }

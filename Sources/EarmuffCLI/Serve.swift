@@ -5,6 +5,7 @@ import Proxy
 public enum ServeCommand {
     static let usage = """
     usage: earmuff serve [--config FILE] [--listen PATH] [--upstream SERVER] [--control PATH] [--store PATH] [--log-level LEVEL]
+                     [--loops N]
 
     Runs the Earmuff daemon: apps connect to the listening socket instead of the
     sound server; every packet is relayed to the real server and back.
@@ -17,6 +18,8 @@ public enum ServeCommand {
       --store PATH       permission store (default $XDG_STATE_HOME/earmuff/permissions.sqlite)
       --config FILE      config file read after /etc/earmuff/earmuff.conf
       --log-level LEVEL  error, warn, info or debug
+      --loops N          event-loop threads sessions are spread over, 1 to 256
+                         (default: one per processor online)
 
     """
 
@@ -44,6 +47,13 @@ public enum ServeCommand {
             case "--store": guard let v = value(a) else { return 64 }; opts.store = v
             case "--config": guard let v = value(a) else { return 64 }; opts.configFile = v
             case "--log-level": guard let v = value(a) else { return 64 }; opts.logLevel = v
+            case "--loops":
+                guard let v = value(a) else { return 64 }
+                guard let n = Int(v), (1...256).contains(n) else {
+                    printErr("earmuff serve: --loops must be a number from 1 to 256, not \"\(v)\"")
+                    return 64
+                }
+                opts.loops = n
             default:
                 printErr("earmuff serve: unknown argument '\(a)'; see 'earmuff serve --help'")
                 return 64

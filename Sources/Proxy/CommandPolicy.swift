@@ -1,5 +1,5 @@
-// Command policy for proxied clients (default deny for what captures behind
-// Earmuff's back). Runs on the client loop before a request is forwarded; a
+// Command policy for proxied clients: a table gives every request an access
+// class; a request without one is refused (default deny). Runs on the client loop before a request is forwarded; a
 // refused request is answered ERROR(tag, ACCESS) and never reaches the server.
 //
 // What is refused (protocol reference section 9), unless the app is listed in
@@ -19,52 +19,119 @@
 import Consent
 import PulseWire
 
+/// How a request is checked before it is forwarded (as PipeWire's
+/// pulse-server gives each command its access check in `commands.h`).
+enum AccessClass: Equatable, Sendable {
+    /// Forwarded for every client: queries, its own streams, its own properties.
+    case open
+    /// Only for apps in `trusted-apps`: loading and unloading modules, EXIT.
+    case trustedOnly
+    /// Obsolete autoload commands (PulseAudio itself disconnects for them).
+    case obsolete
+    /// Only on a source output the client created.
+    case ownSourceOutput
+    /// Only on a sink input the client created.
+    case ownSinkInput
+    /// Only on the client itself.
+    case ownClient
+    /// Only for apps whose microphone access is granted.
+    case needsCaptureConsent
+    /// Only the read-only subcommands of known extensions.
+    case readOnlyExtension
+    /// Only the read-only object messages.
+    case readOnlyObjectMessage
+}
+
 enum CommandPolicy {
+    /// The access class of every request a client may send. A command that
+    /// is not in the table is refused (default deny), so an opcode added to
+    /// the protocol later is refused until it is classified here.
+    static let table: [Command: AccessClass] = {
+        var t: [Command: AccessClass] = [:]
+        let open: [Command] = [
+            .auth, .setClientName, .updateClientProplist, .removeClientProplist,
+            .createPlaybackStream, .deletePlaybackStream, .createRecordStream, .deleteRecordStream,
+            .createUploadStream, .deleteUploadStream, .finishUploadStream, .playSample, .removeSample,
+            .drainPlaybackStream, .corkPlaybackStream, .flushPlaybackStream, .triggerPlaybackStream,
+            .prebufPlaybackStream, .corkRecordStream, .flushRecordStream,
+            .setPlaybackStreamName, .setRecordStreamName,
+            .setPlaybackStreamBufferAttr, .setRecordStreamBufferAttr,
+            .updatePlaybackStreamSampleRate, .updateRecordStreamSampleRate,
+            .updatePlaybackStreamProplist, .updateRecordStreamProplist,
+            .removePlaybackStreamProplist, .removeRecordStreamProplist,
+            .getPlaybackLatency, .getRecordLatency,
+            .lookupSink, .lookupSource, .stat, .getServerInfo, .subscribe,
+            .getSinkInfo, .getSinkInfoList, .getSourceInfo, .getSourceInfoList,
+            .getModuleInfo, .getModuleInfoList, .getClientInfo, .getClientInfoList,
+            .getSinkInputInfo, .getSinkInputInfoList, .getSourceOutputInfo, .getSourceOutputInfoList,
+            .getSampleInfo, .getSampleInfoList, .getCardInfo, .getCardInfoList,
+            // Device settings a desktop mixer changes; they reroute nobody's capture.
+            .setSinkVolume, .setSourceVolume, .setSinkMute, .setSourceMute,
+            .suspendSink, .suspendSource, .setCardProfile, .setSinkPort, .setSourcePort, .setPortLatencyOffset,
+        ]
+        for c in open { t[c] = .open }
+        for c: Command in [.loadModule, .unloadModule, .exit] { t[c] = .trustedOnly }
+        for c: Command in [.addAutoload, .removeAutoload, .getAutoloadInfo, .getAutoloadInfoList] { t[c] = .obsolete }
+        for c: Command in [.moveSourceOutput, .killSourceOutput, .setSourceOutputVolume, .setSourceOutputMute] {
+            t[c] = .ownSourceOutput
+        }
+        for c: Command in [.moveSinkInput, .killSinkInput, .setSinkInputVolume, .setSinkInputMute] { t[c] = .ownSinkInput }
+        t[.killClient] = .ownClient
+        t[.setDefaultSource] = .needsCaptureConsent
+        t[.setDefaultSink] = .needsCaptureConsent
+        t[.extension] = .readOnlyExtension
+        t[.sendObjectMessage] = .readOnlyObjectMessage
+        return t
+    }()
+
     /// Nil to forward, or why the request is refused.
     static func refusal(for command: Command, payload: [UInt8], session: SessionState, trusted: Bool,
                         granted: () -> Bool) -> String? {
         if trusted { return nil }
+        guard let access = table[command] else {
+            return "\(command.info.name) is not a request Earmuff forwards"
+        }
         do {
-            return try decide(command, payload: payload, session: session, granted: granted)
+            return try decide(command, access: access, payload: payload, session: session, granted: granted)
         } catch {
             return "cannot parse its arguments (\(error)), so it cannot be checked"
         }
     }
 
-    private static func decide(_ command: Command, payload: [UInt8], session: SessionState,
+    private static func decide(_ command: Command, access: AccessClass, payload: [UInt8], session: SessionState,
                                granted: () -> Bool) throws -> String? {
         var r = TagStructReader(payload)
         _ = try r.readU32()
         _ = try r.readU32()
-        switch command {
-        case .loadModule, .unloadModule, .exit:
+        switch access {
+        case .open:
+            return nil
+        case .trustedOnly:
             return "\(command.info.name) is not allowed for proxied apps (add the app to trusted-apps to allow it)"
-        case .addAutoload, .removeAutoload, .getAutoloadInfo, .getAutoloadInfoList:
+        case .obsolete:
             return "obsolete command"
-        case .moveSourceOutput, .killSourceOutput, .setSourceOutputVolume, .setSourceOutputMute:
+        case .ownSourceOutput:
             let index = try r.readU32()
             let own = session.ownSourceOutputs.withLock { $0.contains(index) }
             return own ? nil : "source output \(index) belongs to another client"
-        case .moveSinkInput, .killSinkInput, .setSinkInputVolume, .setSinkInputMute:
+        case .ownSinkInput:
             let index = try r.readU32()
             let own = session.ownSinkInputs.withLock { $0.contains(index) }
             return own ? nil : "sink input \(index) belongs to another client"
-        case .killClient:
+        case .ownClient:
             let index = try r.readU32()
             let own = session.clientIndex.withLock { $0 == index }
             return own ? nil : "client \(index) is another client"
-        case .setDefaultSource, .setDefaultSink:
+        case .needsCaptureConsent:
             return granted() ? nil : "changing the default device needs microphone consent"
-        case .extension:
+        case .readOnlyExtension:
             return try extensionRefusal(&r)
-        case .sendObjectMessage:
+        case .readOnlyObjectMessage:
             _ = try r.readString() // object path
             let message = try r.readString() ?? ""
             let readOnly = ["list-handlers", "help", "list-codecs", "get-codec", "get-profile-sticky",
                             "pipewire-pulse:list-modules", "pipewire-pulse:describe-module"]
             return readOnly.contains(message) ? nil : "object message \"\(message)\" can change device state"
-        default:
-            return nil
         }
     }
 

@@ -1,9 +1,10 @@
-// The daemon: listening sockets, the two I/O loops, and the session table.
+// The daemon: listening sockets, the I/O loops, and the session table.
 //
-// Threads:
-//   client loop   — accepts apps, owns every client socket (ClientHalf)
-//   upstream loop — owns every server socket (UpstreamHalf)
-// Each session has two ByteRings, one per direction, between them; see
+// Threads: N event loops (`RelayOptions.loops`, default one per core). The
+// first also owns the listening sockets. Each accepted session is pinned to
+// one loop, round robin: its client socket and its upstream socket live on
+// that loop, so a request, a reply or a chunk of audio never changes threads.
+// Each session has two ByteRings, one per direction, between its halves; see
 // docs/ARCHITECTURE.md. Consent decisions reach the audio path only through
 // each RecordStream's atomic access flag.
 import CLinux
@@ -17,7 +18,12 @@ import Synchronization
 public struct RelayOptions: Sendable {
     /// Bytes of each ring (rounded to a power of two).
     public var ringCapacity = 128 * 1024
+    /// Number of event loops (threads) sessions are spread over.
+    public var loops = RelayOptions.onlineCPUs
     public init() {}
+
+    /// Processors online now (at least 1).
+    public static var onlineCPUs: Int { max(1, sysconf(Int32(_SC_NPROCESSORS_ONLN))) }
 }
 
 /// One row of the session table, for status.
@@ -28,7 +34,7 @@ struct SessionEntry {
 
 /// A listening socket and the launcher app id its clients get (nil for the main socket).
 final class Listener: LoopHandler, @unchecked Sendable {
-    // @unchecked Sendable: created on any thread, then touched only on the client loop.
+    // @unchecked Sendable: created on any thread, then touched only on the accept loop.
     let fd: Int32
     let path: String
     let launcherAppID: String?
@@ -61,15 +67,19 @@ final class Listener: LoopHandler, @unchecked Sendable {
 
 /// The relay daemon.
 public final class Daemon: @unchecked Sendable {
-    // @unchecked Sendable: `listeners` is touched only on the client loop (and
+    // @unchecked Sendable: `listeners` and `nextLoop` are touched only on the accept loop (and
     // in start/stop before/after the loops run); the session table and ids are
     // behind a lock or atomic.
     public let upstream: UpstreamAddress
     public let listenPath: String
     let options: RelayOptions
     let observer: SessionObserver
-    let clientLoop: EventLoop
-    let upstreamLoop: EventLoop
+    /// The loops sessions run on; the first also accepts.
+    let loops: [EventLoop]
+    /// The loop that owns the listening sockets.
+    var acceptLoop: EventLoop { loops[0] }
+    /// Round-robin position for the next session (accept loop only).
+    private var nextLoop = 0
     private var listeners: [String: Listener] = [:]
     private let sessions = Locked<[UInt64: SessionEntry]>([:])
     private let nextSessionID = Atomic<UInt64>(1)
@@ -84,20 +94,20 @@ public final class Daemon: @unchecked Sendable {
         self.options = options
         self.observer = observer
         self.identify = identify
-        clientLoop = try EventLoop(name: "client-loop")
-        upstreamLoop = try EventLoop(name: "upstream-loop")
+        var loops: [EventLoop] = []
+        for i in 0..<max(1, options.loops) { loops.append(try EventLoop(name: "loop-\(i)")) }
+        self.loops = loops
     }
 
-    /// Opens the main listening socket and starts both loops.
+    /// Opens the main listening socket and starts the loops.
     func start() throws(SystemError) {
         _ = earmuff_raise_nofile()
         signal(SIGPIPE, SIG_IGN)
         try makeParentDirectory(of: listenPath, mode: 0o700)
         let l = try openListener(path: listenPath, launcherAppID: nil, launcherPurpose: nil)
-        l.token = try clientLoop.register(l.fd, events: EARMUFF_EPOLLIN, handler: l)
+        l.token = try acceptLoop.register(l.fd, events: EARMUFF_EPOLLIN, handler: l)
         listeners[listenPath] = l
-        clientLoop.start()
-        upstreamLoop.start()
+        for loop in loops { loop.start() }
     }
 
     private func openListener(path: String, launcherAppID: String?, launcherPurpose: String?) throws(SystemError) -> Listener {
@@ -118,13 +128,13 @@ public final class Daemon: @unchecked Sendable {
     func addLauncherSocket(path: String, appID: String, purpose: String?) throws(SystemError) {
         try makeParentDirectory(of: path, mode: 0o700)
         let l = try openListener(path: path, launcherAppID: appID, launcherPurpose: purpose)
-        clientLoop.post { [self] in
+        acceptLoop.post { [self] in
             if let old = listeners[path] {
-                clientLoop.remove(old.fd, token: old.token)
+                acceptLoop.remove(old.fd, token: old.token)
                 closeFD(old.fd)
             }
             do {
-                l.token = try clientLoop.register(l.fd, events: EARMUFF_EPOLLIN, handler: l)
+                l.token = try acceptLoop.register(l.fd, events: EARMUFF_EPOLLIN, handler: l)
                 listeners[path] = l
             } catch {
                 Log.error("cannot watch launcher socket \(path): \(error)")
@@ -135,9 +145,9 @@ public final class Daemon: @unchecked Sendable {
 
     /// Stops accepting on a launcher socket and removes it. Safe from any thread.
     func removeLauncherSocket(path: String) {
-        clientLoop.post { [self] in
+        acceptLoop.post { [self] in
             guard let l = listeners.removeValue(forKey: path) else { return }
-            clientLoop.remove(l.fd, token: l.token)
+            acceptLoop.remove(l.fd, token: l.token)
             closeFD(l.fd)
             unlink(path)
         }
@@ -145,9 +155,9 @@ public final class Daemon: @unchecked Sendable {
 
     /// Stops accepting, closes every session and joins the loops.
     func stop() {
-        clientLoop.post { [self] in
+        acceptLoop.post { [self] in
             for l in listeners.values {
-                clientLoop.remove(l.fd, token: l.token)
+                acceptLoop.remove(l.fd, token: l.token)
                 closeFD(l.fd)
                 unlink(l.path)
             }
@@ -155,8 +165,7 @@ public final class Daemon: @unchecked Sendable {
         }
         let all = sessions.withLock { Array($0.values) }
         for e in all { e.upstream?.notify(.terminate) }
-        clientLoop.stopAndJoin()
-        upstreamLoop.stopAndJoin()
+        for loop in loops { loop.stopAndJoin() }
     }
 
     /// Asks a session to close (e.g. a consent decision). Safe from any thread.
@@ -166,7 +175,7 @@ public final class Daemon: @unchecked Sendable {
         e.upstream?.notify(.terminate)
     }
 
-    // MARK: client loop
+    // MARK: accept loop
 
     fileprivate func accept(_ fd: Int32, via listener: Listener) {
         var cred = earmuff_ucred()
@@ -184,10 +193,14 @@ public final class Daemon: @unchecked Sendable {
         }
         let up = ByteRing(capacity: options.ringCapacity)
         let down = ByteRing(capacity: options.ringCapacity)
-        let client = ClientHalf(loop: clientLoop, state: state, produceInto: up, consumeFrom: down)
-        let server = UpstreamHalf(loop: upstreamLoop, state: state, produceInto: down, consumeFrom: up)
+        let loop = loops[nextLoop]
+        nextLoop = (nextLoop + 1) % loops.count
+        let client = ClientHalf(loop: loop, state: state, produceInto: up, consumeFrom: down)
+        let server = UpstreamHalf(loop: loop, state: state, produceInto: down, consumeFrom: up)
         client.peer = server
         server.peer = client
+        client.producerForwarder.writeThrough = server
+        server.producerForwarder.writeThrough = client
         let observer = self.observer
         client.filter = ClientToServerFilter(state: state, observer: observer) { [weak server] tag, code in
             state.queueInjection(ErrorReply(code: code).packet(tag: tag, version: state.protocolVersion))
@@ -197,13 +210,6 @@ public final class Daemon: @unchecked Sendable {
             nextStreamID.add(1, ordering: .relaxed).oldValue
         }
         client.fd = fd
-        do {
-            client.token = try clientLoop.register(fd, events: Half.socketEvents, handler: client)
-        } catch {
-            Log.error("cannot watch client socket: \(error)")
-            closeFD(fd)
-            return
-        }
         sessions.withLock { $0[id] = SessionEntry(state: state, upstream: server) }
         observer.sessionOpened(state)
         client.onClose = { [self] in
@@ -215,6 +221,15 @@ public final class Daemon: @unchecked Sendable {
         Log.info("session \(id): \(identity.appKey) pid \(identity.pid) uid \(identity.uid) identified by \(identity.method.rawValue) (\(identity.strength.rawValue))"
                  + (identity.caveat.map { ": \($0)" } ?? ""))
         let path = upstream.path
-        upstreamLoop.post { server.connect(path: path) }
+        let start = { @Sendable in
+            do {
+                client.token = try loop.register(fd, events: Half.socketEvents, handler: client)
+            } catch {
+                client.close(reason: "cannot watch the client socket: \(error)")
+                return
+            }
+            server.connect(path: path)
+        }
+        if loop === acceptLoop { start() } else { loop.post(start) }
     }
 }

@@ -2,8 +2,15 @@
 // threads, a queue of tasks posted by other threads, and simple timers.
 //
 // Everything registered with a loop is touched only on that loop's thread;
-// other threads talk to it only through `post`, which takes a short lock and
-// signals the eventfd when the queue goes from empty to non-empty.
+// other threads talk to it only through `post` and `wake`, which take a short
+// lock and signal the eventfd when the queue goes from empty to non-empty.
+// A `wake` from the loop's own thread (one half of a session waking the
+// other) costs neither a lock nor a system call: it goes to a local queue
+// that the loop runs after the handler that asked for it.
+//
+// After forwarding a request that expects a reply, a loop may stay awake
+// briefly (`stayAwake(for:)`), polling with a zero timeout instead of sleeping,
+// so the reply is forwarded without waiting for the scheduler to wake it.
 import CLinux
 import Glibc
 import Synchronization
@@ -32,6 +39,13 @@ final class EventLoop: @unchecked Sendable {
     private let tasks = Locked<[@Sendable () -> Void]>([])
     private let woken = Locked<[any Wakeable]>([])
     private var wokenBatch: [any Wakeable] = []
+    /// Wake-ups asked for on the loop's own thread, run after the current handler.
+    private var localWoken: [any Wakeable] = []
+    private var localBatch: [any Wakeable] = []
+    /// Monotonic time until which the loop polls instead of sleeping (0: none).
+    private var awakeUntil: Double = 0
+    /// The loop thread's id once it runs (0 before).
+    private let threadID = Atomic<UInt>(0)
     /// Read buffer shared by every socket of this loop (used only on its thread).
     let scratch: UnsafeMutableRawBufferPointer
     private let stopping = Atomic<Bool>(false)
@@ -96,6 +110,10 @@ final class EventLoop: @unchecked Sendable {
     /// Calls `target.serviceWake()` on the loop thread soon. Safe from any
     /// thread; allocates nothing once the queue has grown to its working size.
     func wake(_ target: any Wakeable) {
+        if isCurrentThread {
+            localWoken.append(target)
+            return
+        }
         let wasEmpty = woken.withLock { queue in
             queue.append(target)
             return queue.count == 1
@@ -103,7 +121,18 @@ final class EventLoop: @unchecked Sendable {
         if wasEmpty { _ = earmuff_eventfd_signal(wakeFD) }
     }
 
+    /// True when called on this loop's thread.
+    var isCurrentThread: Bool {
+        threadID.load(ordering: .relaxed) == UInt(pthread_self())
+    }
+
     // MARK: loop-thread only
+
+    /// Keeps polling instead of sleeping for up to `seconds`, or until the next
+    /// event arrives: used after forwarding a request whose reply is due soon.
+    func stayAwake(for seconds: Double) {
+        awakeUntil = monotonicNow() + seconds
+    }
 
     /// Registers `fd` for `events`; returns the token used for `modify`/`remove`.
     func register(_ fd: Int32, events: UInt32, handler: LoopHandler) throws(SystemError) -> UInt64 {
@@ -133,8 +162,10 @@ final class EventLoop: @unchecked Sendable {
     private func run() {
         var events = [UInt32](repeating: 0, count: 128)
         var datas = [UInt64](repeating: 0, count: 128)
+        threadID.store(UInt(pthread_self()), ordering: .relaxed)
         while !stopping.load(ordering: .acquiring) {
-            let timeout = nextTimeoutMilliseconds()
+            let polling = awakeUntil != 0
+            let timeout = polling ? 0 : nextTimeoutMilliseconds()
             let n = events.withUnsafeMutableBufferPointer { ev in
                 datas.withUnsafeMutableBufferPointer { da in
                     earmuff_epoll_wait(epollFD, ev.baseAddress, da.baseAddress, Int32(ev.count), timeout)
@@ -144,6 +175,11 @@ final class EventLoop: @unchecked Sendable {
                 Log.error("\(name): epoll_wait: \(SystemError("epoll_wait"))")
                 continue
             }
+            if polling && (n > 0 || monotonicNow() >= awakeUntil) {
+                // The awaited event came (or the window passed): sleep normally again,
+                // unless what is handled now forwards another request.
+                awakeUntil = 0
+            }
             for i in 0..<Int(n) {
                 let token = datas[i]
                 if token == 0 {
@@ -152,10 +188,23 @@ final class EventLoop: @unchecked Sendable {
                 } else if let h = handlers[token] {
                     h.handleEvents(events[i])
                 }
+                runLocal()
             }
+            if polling && n == 0 && awakeUntil != 0 { continue }
             runTimers()
+            runLocal()
         }
         runTasks()
+        runLocal()
+    }
+
+    /// Runs the wake-ups asked for on this thread, including those they ask for.
+    private func runLocal() {
+        while !localWoken.isEmpty {
+            swap(&localWoken, &localBatch)
+            for w in localBatch { w.serviceWake() }
+            localBatch.removeAll(keepingCapacity: true)
+        }
     }
 
     private func runTasks() {

@@ -5,11 +5,26 @@ import Glibc
 import PulseWire
 import Ring
 
-/// The app's socket, on the client loop: reads requests and playback data,
-/// writes replies, events and (possibly silenced) record data.
-final class ClientHalf: Half {
+/// The app's socket: reads requests and playback data, writes replies,
+/// events and (possibly silenced) record data.
+final class ClientHalf: Half, @unchecked Sendable {
     override var sideName: String { "client" }
     var onClose: (() -> Void)?
+    private var requestsSeen = 0
+
+    /// How long the loop polls for a reply after forwarding a request. A reply
+    /// from a local server takes tens of microseconds; sleeping and being woken
+    /// for it costs about as much again. Never after audio: only requests
+    /// (packets, which all carry a tag) start the window.
+    static let replyPollSeconds = 0.000_2
+
+    override func afterProcessing() {
+        let forwarded = producerForwarder.packetsForwarded
+        if forwarded != requestsSeen {
+            requestsSeen = forwarded
+            loop.stayAwake(for: Self.replyPollSeconds)
+        }
+    }
 
     override func didClose() {
         onClose?()
@@ -17,24 +32,22 @@ final class ClientHalf: Half {
     }
 }
 
-/// The sound server's socket, on the upstream loop: reads replies, events and
-/// record data, writes the client's requests and playback data.
-final class UpstreamHalf: Half {
+/// The sound server's socket: reads replies, events and record data, writes
+/// the client's requests and playback data.
+final class UpstreamHalf: Half, @unchecked Sendable {
     override var sideName: String { "server" }
     private var credentialsSent = false
     var s2c: ServerToClientFilter { filter as! ServerToClientFilter } // always this type: set in Daemon.accept
+
+    override var acceptsWriteThrough: Bool { credentialsSent }
 
     override func writeOut(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> IOResult {
         guard !credentialsSent else { return writeRegions(fd, a, b) }
         // The first bytes (AUTH) carry our credentials explicitly, so the
         // server's uid check never depends on when it set SO_PASSCRED.
-        let n = earmuff_send_with_creds(fd, a.baseAddress, a.count)
-        if n >= 0 {
-            credentialsSent = true
-            return .bytes(n)
-        }
-        let e = errno
-        return e == EAGAIN || e == EWOULDBLOCK ? .wouldBlock : .failed(e)
+        let result = IOResult.from(earmuff_send_with_creds(fd, a.baseAddress, a.count), readingZeroIsEOF: false)
+        if case .bytes = result { credentialsSent = true }
+        return result
     }
 
     override func injectPending() {
@@ -54,7 +67,7 @@ final class UpstreamHalf: Half {
         s2c.endAll()
     }
 
-    /// Connects to the server at `path` (on the upstream loop) and starts watching it.
+    /// Connects to the server at `path` (on the session's loop) and starts watching it.
     func connect(path: String, attempt: Int = 0) {
         guard !closed else { return }
         if fd < 0 {

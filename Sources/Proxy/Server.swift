@@ -16,6 +16,8 @@ public struct ServeOptions: Sendable {
     public var store: String?
     public var configFile: String?
     public var logLevel: String?
+    /// Event loops (threads) sessions are spread over; nil: one per core.
+    public var loops: Int?
     public var environment: [String: String] = currentEnvironment()
     public init() {}
 }
@@ -88,7 +90,9 @@ public enum Server {
         do {
             store = try PermissionStore(path: paths.store)
             service = try ConsentService(configuration: configuration, declarations: declarations, store: store, paths: paths)
-            daemon = try Daemon(listenPath: paths.listen, upstream: upstream, options: RelayOptions(), observer: service) {
+            var relay = RelayOptions()
+            if let n = opts.loops { relay.loops = n }
+            daemon = try Daemon(listenPath: paths.listen, upstream: upstream, options: relay, observer: service) {
                 [launchers = service.launchers] pid, uid, gid, launcher in
                 // A launcher socket vouches only for the process tree of the run that owns it.
                 var admitted = launcher

@@ -1,12 +1,15 @@
-// A session is one client connection and its own upstream connection.
+// A session is one client connection and its own upstream connection, both
+// on the same event loop (thread):
 //
-//   client fd ── ClientHalf (client loop) ──ring up──▶ UpstreamHalf (upstream loop) ── upstream fd
-//             ◀─────────────────────────── ring down ◀──
+//   client fd ── ClientHalf ──ring up──▶ UpstreamHalf ── upstream fd
+//             ◀──────────── ring down ◀──
 //
-// Each half owns one socket and runs on one loop thread. It produces into one
-// ring (what it reads, after its direction's filter) and consumes the other
-// (what it writes). The halves talk only through the rings, `notify`, and
-// `EventLoop.post`; shared control state lives in `SessionState`.
+// Each half owns one socket. It produces into one ring (what it reads, after
+// its direction's filter) and consumes the other (what it writes). A chunk
+// read from one socket goes straight to the other when that socket takes it
+// (`WriteThrough`); only the rest waits in the ring, and a full ring stops
+// reading the source (backpressure). Wake-ups between the two halves stay on
+// the loop's thread; shared control state lives in `SessionState`.
 import CLinux
 import Consent
 import Glibc
@@ -64,7 +67,7 @@ struct HalfSignal: OptionSet, Sendable {
 }
 
 /// One socket of a session, owned by one loop.
-class Half: LoopHandler, Wakeable, @unchecked Sendable {
+class Half: LoopHandler, Wakeable, WriteThrough, @unchecked Sendable {
     // @unchecked Sendable: every mutable property is touched only on `loop`'s
     // thread, except `signals`, which is atomic; other threads only call `notify`.
     let loop: EventLoop
@@ -78,6 +81,8 @@ class Half: LoopHandler, Wakeable, @unchecked Sendable {
     private var reading = true
     private var wantWrite = false
     private var readEOF = false
+    /// The peer's hang-up (or an error) was reported: read on until EOF.
+    private var hangupSeen = false
     private let signals = Atomic<UInt8>(0)
     private let queued = Atomic<Bool>(false)
     var filter: FrameFilter! // set right after init by the subclass; never nil afterwards
@@ -94,7 +99,8 @@ class Half: LoopHandler, Wakeable, @unchecked Sendable {
 
     // MARK: cross-thread
 
-    /// Wakes this half with `signal`. Safe from any thread.
+    /// Wakes this half with `signal`. Safe from any thread; from the loop's own
+    /// thread (the other half of the session) it costs no system call.
     func notify(_ signal: HalfSignal) {
         signals.bitwiseOr(signal.rawValue, ordering: .releasing)
         if !queued.exchange(true, ordering: .acquiringAndReleasing) {
@@ -122,10 +128,18 @@ class Half: LoopHandler, Wakeable, @unchecked Sendable {
         if s.contains(.readable) || s.contains(.space) { drainConsumerRing() }
     }
 
-    /// Sockets are edge-triggered (registered once with `socketEvents`): a
-    /// read loop runs until EAGAIN, or remembers to come back; a write that hit
-    /// EAGAIN waits for the next EPOLLOUT edge. No epoll_ctl per pause/resume.
-    static let socketEvents = EARMUFF_EPOLLIN | EARMUFF_EPOLLOUT | EARMUFF_EPOLLRDHUP | EARMUFF_EPOLLET
+    /// Sockets are edge-triggered for input (a read loop runs until EAGAIN, or
+    /// remembers to come back), so pausing and resuming reads costs no
+    /// epoll_ctl. Output is watched only while a write waits after EAGAIN:
+    /// watched all the time, every read by the peer would wake the loop (and
+    /// end its wait for a reply) for nothing.
+    static let socketEvents = EARMUFF_EPOLLIN | EARMUFF_EPOLLRDHUP | EARMUFF_EPOLLET
+
+    /// A write hit EAGAIN: watch for output until the socket drains.
+    private func waitForOutput() {
+        wantWrite = true
+        if token != 0 { loop.modify(fd, token: token, events: Self.socketEvents | EARMUFF_EPOLLOUT) }
+    }
 
     func handleEvents(_ events: UInt32) {
         guard !closed else { return }
@@ -133,7 +147,9 @@ class Half: LoopHandler, Wakeable, @unchecked Sendable {
             wantWrite = false
             drainConsumerRing()
             if closed { return }
+            if !wantWrite && token != 0 { loop.modify(fd, token: token, events: Self.socketEvents) }
         }
+        if events & (EARMUFF_EPOLLHUP | EARMUFF_EPOLLERR | EARMUFF_EPOLLRDHUP) != 0 { hangupSeen = true }
         if events & (EARMUFF_EPOLLIN | EARMUFF_EPOLLHUP | EARMUFF_EPOLLERR | EARMUFF_EPOLLRDHUP) != 0 {
             readAvailable()
         }
@@ -174,23 +190,25 @@ class Half: LoopHandler, Wakeable, @unchecked Sendable {
             switch readClosingFDs(fd, into: limit, closedFDs: &closedFDs) {
             case .bytes(let n):
                 if closedFDs > 0 { Log.debug("session \(state.id): closed \(closedFDs) fd(s) received from the \(sideName)") }
-                let wake: Bool
                 do {
-                    wake = try producerForwarder.process(UnsafeMutableRawBufferPointer(rebasing: limit[0..<n]), filter: filter)
+                    _ = try producerForwarder.process(UnsafeMutableRawBufferPointer(rebasing: limit[0..<n]), filter: filter)
                 } catch {
                     close(reason: "protocol violation from the \(sideName): \(error)")
                     return
                 }
-                if wake { peer?.notify(.readable) }
+                // Same thread: write what the ring holds to the other socket now
+                // (a no-op when it is empty or the socket is full).
+                peer?.drainConsumerRing()
                 afterProcessing()
+                // A short read emptied the stream socket: new data (or a hang-up
+                // arriving later) raises a new edge, so skip the read that would
+                // only say EAGAIN. Not when the hang-up was already reported
+                // (EOF must still be read), nor when descriptors ended the read.
+                if n < limit.count && closedFDs == 0 && !hangupSeen { return }
             case .wouldBlock:
                 return
-            case .endOfFile:
+            case .peerClosed:
                 endOfInput(reason: "\(sideName) closed the connection")
-                return
-            case .failed(let e) where e == ECONNRESET:
-                // A reset is the peer closing too; whether the kernel sends FIN or RST is timing.
-                close(reason: "\(sideName) closed the connection")
                 return
             case .failed(let e):
                 close(reason: "read from the \(sideName): \(String(cString: strerror(e)))")
@@ -201,6 +219,30 @@ class Half: LoopHandler, Wakeable, @unchecked Sendable {
 
     /// Called after each processed chunk (the upstream half injects here).
     func afterProcessing() {}
+
+    /// Whether `writeThrough` may write to our socket now (the upstream half
+    /// sends its first bytes with credentials, so not before that).
+    var acceptsWriteThrough: Bool { true }
+
+    func writeThrough(_ bytes: UnsafeRawBufferPointer) -> Int {
+        guard !closed, fd >= 0, !wantWrite, acceptsWriteThrough else { return 0 }
+        var inRing = 0
+        let result = consumerRing.withReadableRegions { a, b -> IOResult in
+            inRing = a.count + b.count
+            return writeRegions(fd, a, b, bytes)
+        }
+        switch result {
+        case .bytes(let n):
+            if consumerRing.consume(min(n, inRing)) { peer?.notify(.space) }
+            return max(0, n - inRing)
+        case .wouldBlock:
+            waitForOutput()
+            return 0
+        case .peerClosed, .failed:
+            // The bytes go to the ring; the next drain reports the error and closes.
+            return 0
+        }
+    }
 
     /// Free space a parked producer waits for: half the ring, so wake-ups move big chunks.
     private var parkThreshold: Int { producerForwarder.ring.capacity / 2 }
@@ -242,13 +284,13 @@ class Half: LoopHandler, Wakeable, @unchecked Sendable {
             case .bytes(let n):
                 if consumerRing.consume(n) { peer?.notify(.space) }
             case .wouldBlock:
-                wantWrite = true
+                waitForOutput()
                 return
-            case .endOfFile:
+            case .peerClosed:
+                close(reason: "\(sideName) closed the connection")
                 return
             case .failed(let e):
-                close(reason: e == EPIPE || e == ECONNRESET ? "\(sideName) closed the connection"
-                                                            : "write to the \(sideName): \(String(cString: strerror(e)))")
+                close(reason: "write to the \(sideName): \(String(cString: strerror(e)))")
                 return
             }
         }

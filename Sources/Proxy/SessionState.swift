@@ -25,6 +25,8 @@ final class SessionState: Sendable {
     let version = Atomic<UInt32>(8)
     private let pending = Locked<[UInt32: PendingRequest]>([:])
     private let injections = Locked<[[UInt8]]>([])
+    /// Packets in `injections`, so the audio path can skip the lock when there are none.
+    private let injectionCount = Atomic<Int>(0)
     private let closeReason = Locked<String?>(nil)
     let properties = Locked<ClientProperties>(ClientProperties())
     /// Source-output indexes of this client's record streams (for ownership checks).
@@ -53,13 +55,18 @@ final class SessionState: Sendable {
 
     /// Queues a packet for the client, to be inserted at the next S→C frame boundary.
     func queueInjection(_ payload: [UInt8]) {
-        injections.withLock { $0.append(payload) }
+        injections.withLock { q in
+            q.append(payload)
+            injectionCount.store(q.count, ordering: .releasing)
+        }
     }
 
     func takeInjections() -> [[UInt8]] {
-        injections.withLock { q in
+        guard injectionCount.load(ordering: .acquiring) > 0 else { return [] }
+        return injections.withLock { q in
             let all = q
             q.removeAll()
+            injectionCount.store(0, ordering: .releasing)
             return all
         }
     }

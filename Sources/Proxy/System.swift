@@ -22,25 +22,39 @@ public struct SystemError: Error, CustomStringConvertible, Sendable {
 enum IOResult: Equatable {
     case bytes(Int)
     case wouldBlock
-    case endOfFile
+    /// The peer is gone: end of file on a read, EPIPE or ECONNRESET on either.
+    /// One meaning, because whether the kernel reports FIN or RST, and whether
+    /// the read or the write sees it first, is timing.
+    case peerClosed
     case failed(Int32)
+
+    /// The result of a call that returned `n` (-1 with `errno` set).
+    static func from(_ n: Int, readingZeroIsEOF: Bool) -> IOResult {
+        if n > 0 || (n == 0 && !readingZeroIsEOF) { return .bytes(n) }
+        if n == 0 { return .peerClosed }
+        switch errno {
+        case EAGAIN, EWOULDBLOCK: return .wouldBlock
+        case EPIPE, ECONNRESET: return .peerClosed
+        case let e: return .failed(e)
+        }
+    }
 }
 
 /// Reads into `buffer`, closing every file descriptor that arrives with the data.
 func readClosingFDs(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, closedFDs: inout Int32) -> IOResult {
-    let n = earmuff_recv_closing_fds(fd, buffer.baseAddress, buffer.count, &closedFDs)
-    if n > 0 { return .bytes(n) }
-    if n == 0 { return .endOfFile }
-    let e = errno
-    return e == EAGAIN || e == EWOULDBLOCK ? .wouldBlock : .failed(e)
+    .from(earmuff_recv_closing_fds(fd, buffer.baseAddress, buffer.count, &closedFDs), readingZeroIsEOF: true)
 }
 
 /// Writes up to two regions with one sendmsg (no SIGPIPE).
 func writeRegions(_ fd: Int32, _ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> IOResult {
-    let n = earmuff_send2(fd, a.baseAddress, a.count, b.baseAddress, b.count)
-    if n >= 0 { return .bytes(n) }
-    let e = errno
-    return e == EAGAIN || e == EWOULDBLOCK ? .wouldBlock : .failed(e)
+    .from(earmuff_send2(fd, a.baseAddress, a.count, b.baseAddress, b.count), readingZeroIsEOF: false)
+}
+
+/// Writes up to three regions with one sendmsg (no SIGPIPE).
+func writeRegions(_ fd: Int32, _ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer,
+                  _ c: UnsafeRawBufferPointer) -> IOResult {
+    .from(earmuff_send3(fd, a.baseAddress, a.count, b.baseAddress, b.count, c.baseAddress, c.count),
+          readingZeroIsEOF: false)
 }
 
 /// Closes a descriptor, ignoring EINTR (Linux always releases the fd).

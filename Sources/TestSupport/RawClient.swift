@@ -246,6 +246,8 @@ public final class RawClient {
         req.maxLength = 1 << 20
         req.fragSize = 1920
         req.adjustLatency = true
+        // A real server checks the volume against the sample spec even when it is not set.
+        req.volume = CVolume(channels: 1, volume: CVolume.norm)
         for (k, v) in properties.sorted(by: { $0.key < $1.key }) { req.proplist.set(k, string: v) }
         req.proplist.set(Proplist.Key.mediaName, string: "raw record")
         var w = TagStructWriter(reservingCapacity: 256)

@@ -231,6 +231,8 @@ final class Bench {
             out.append("Memory of earmuff (VmRSS)")
             out.append("  \(idle.clients) idle clients: \(idle.baselineKiB) KiB → \(idle.loadedKiB) KiB, "
                        + "\(fmt(idle.perClientKiB)) KiB per client\(idle.threads.map { ", \($0) threads" } ?? "")")
+            out.append("  context switches of earmuff while they sat idle for \(fmt(idle.idleSeconds, 0)) s: "
+                       + (idle.idleContextSwitches.map(String.init) ?? "n/a"))
         }
         if let r = recording {
             if idle == nil { out.append("Memory of earmuff (VmRSS)") }
@@ -260,18 +262,24 @@ final class Bench {
             }
             out.append("  \(verdict)  \(name.padding(toLength: 46, withPad: " ", startingAt: 0)) \(detail)")
         }
+        if let d = latency[.direct], let s = latency[.socat], let e = latency[.earmuff] {
+            target("added p50 round trip ≤ 0.5x socat's", e.p50 - d.p50 <= 0.5 * (s.p50 - d.p50),
+                   "earmuff +\(fmt(e.p50 - d.p50)) µs, socat +\(fmt(s.p50 - d.p50)) µs")
+            target("added p99 round trip ≤ 0.5x socat's", e.p99 - d.p99 <= 0.5 * (s.p99 - d.p99),
+                   "earmuff +\(fmt(e.p99 - d.p99)) µs, socat +\(fmt(s.p99 - d.p99)) µs")
+        }
         for n in options.streamCounts.sorted() {
             guard let t = throughput[n], let e = t[.earmuff]?.megabytesPerSecond else { continue }
-            if let s = t[.socat]?.megabytesPerSecond {
-                target("throughput ≥ 1.5x socat, \(n) stream(s)", e >= 1.5 * s, ratio(e, s))
-            }
             if let d = t[.direct]?.megabytesPerSecond {
-                target("throughput ≥ 0.5x direct, \(n) stream(s)", e >= 0.5 * d, ratio(e, d))
+                target("throughput ≥ 0.6x direct, \(n) stream(s)", e >= 0.6 * d, ratio(e, d))
+            }
+            if let ec = t[.earmuff]?.cpuPerGB, let sc = t[.socat]?.cpuPerGB {
+                target("relay CPU per GB ≤ 0.5x socat's, \(n) stream(s)", ec <= 0.5 * sc, ratio(ec, sc))
             }
         }
-        if let d = latency[.direct]?.p99, let s = latency[.socat]?.p99, let e = latency[.earmuff]?.p99 {
-            target("added p99 round trip ≤ socat's", e - d <= s - d,
-                   "earmuff +\(fmt(e - d)) µs, socat +\(fmt(s - d)) µs")
+        if let r = recording {
+            target("\(r.clients) clients at audio rate ≤ 5 % of a core", r.result.cpuPercent.map { $0 <= 5 },
+                   "\(fmt(r.result.cpuPercent, 1)) %")
         }
         if let s = silence {
             let verified = s.denied.frames > 0 && s.denied.silentFrames == s.denied.frames
@@ -285,7 +293,10 @@ final class Bench {
             target("silencing cost < 5%", nil, consent.note)
         }
         if let idle {
-            target("≤ 64 KiB RSS per idle client", idle.perClientKiB <= 64, "\(fmt(idle.perClientKiB)) KiB")
+            target("≤ 16 KiB RSS per idle client", idle.perClientKiB <= 16, "\(fmt(idle.perClientKiB)) KiB")
+            target("0 context switches while idle", idle.idleContextSwitches.map { $0 == 0 },
+                   "\(idle.idleContextSwitches.map(String.init) ?? "n/a") in \(fmt(idle.idleSeconds, 0)) s, "
+                   + "\(idle.clients) clients")
         }
         out.append("  \(pass) passed, \(fail) failed")
         var seen = Set<String>()

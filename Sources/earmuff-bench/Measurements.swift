@@ -154,6 +154,9 @@ struct IdleMemory {
     var baselineKiB: Int
     var loadedKiB: Int
     var threads: Int?
+    /// Context switches of earmuff while the clients sat idle for `idleSeconds`.
+    var idleContextSwitches: Int?
+    var idleSeconds: Double
     var perClientKiB: Double { Double(loadedKiB - baselineKiB) / Double(max(clients, 1)) }
 }
 
@@ -181,8 +184,15 @@ extension Measurer {
         usleep(500_000)
         let loaded = Proc.rssKiB(pid) ?? 0
         let threads = Proc.threads(pid)
+        // An idle relay sleeps: no timers, no polling, no wake-ups while nobody sends.
+        let idleSeconds = options.duration >= 3 ? 10.0 : 2.0
+        let before = Proc.contextSwitches(pid)
+        usleep(useconds_t(idleSeconds * 1e6))
+        let after = Proc.contextSwitches(pid)
+        let switches = before.flatMap { b in after.map { Proc.contextSwitches(from: b, to: $0) } }
         clients.removeAll()
-        return IdleMemory(clients: count, baselineKiB: base, loadedKiB: loaded, threads: threads)
+        return IdleMemory(clients: count, baselineKiB: base, loadedKiB: loaded, threads: threads,
+                          idleContextSwitches: switches, idleSeconds: idleSeconds)
     }
 
     /// `count` recording clients through a fresh earmuff in front of a paced server.

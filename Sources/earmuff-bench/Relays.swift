@@ -76,6 +76,26 @@ enum Proc {
         return nil
     }
 
+    /// Context switches (voluntary and not) so far, per thread of `pid`.
+    static func contextSwitches(_ pid: pid_t) -> [String: Int]? {
+        guard let tasks = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task") else { return nil }
+        var perThread: [String: Int] = [:]
+        for t in tasks {
+            guard let text = try? String(contentsOfFile: "/proc/\(pid)/task/\(t)/status", encoding: .utf8) else { continue }
+            for line in text.split(separator: "\n") where line.hasPrefix("voluntary_ctxt_switches:")
+                || line.hasPrefix("nonvoluntary_ctxt_switches:") {
+                perThread[t, default: 0] += Int(line.split(separator: ":").last?.trimmingCharacters(in: .whitespaces) ?? "") ?? 0
+            }
+        }
+        return perThread
+    }
+
+    /// Context switches between two readings of `contextSwitches` (threads that
+    /// ended in between are not counted; threads that started count whole).
+    static func contextSwitches(from before: [String: Int], to after: [String: Int]) -> Int {
+        after.reduce(0) { $0 + $1.value - (before[$1.key] ?? 0) }
+    }
+
     /// Resident memory (VmRSS) in KiB.
     static func rssKiB(_ pid: pid_t) -> Int? { statusKiB(pid, "VmRSS") }
 

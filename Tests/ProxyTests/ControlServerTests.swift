@@ -5,6 +5,7 @@ import CLinux
 import ControlProtocol
 import Foundation
 import Glibc
+import EarmuffClient
 import Proxy
 import Testing
 

@@ -26,6 +26,10 @@ ssize_t earmuff_recv_closing_fds(int fd, void *buf, size_t len, int *fds_closed)
 /// Returns bytes sent or -1 with errno set. Retries EINTR.
 ssize_t earmuff_send2(int fd, const void *a, size_t alen, const void *b, size_t blen);
 
+/// sendmsg() of up to three buffers, empty ones skipped (what a ring holds,
+/// then a chunk written straight through), MSG_NOSIGNAL. Retries EINTR.
+ssize_t earmuff_send3(int fd, const void *a, size_t alen, const void *b, size_t blen, const void *c, size_t clen);
+
 /// Sends `len` bytes with an SCM_CREDENTIALS message of this process's own
 /// pid/uid/gid attached (what libpulse does for AUTH). Retries EINTR.
 ssize_t earmuff_send_with_creds(int fd, const void *buf, size_t len);

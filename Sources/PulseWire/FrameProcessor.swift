@@ -1,0 +1,148 @@
+// FrameProcessor: the incremental frame state machine the relay runs on every
+// byte of both directions. Pure: it owns no socket, ring or lock; what it reads
+// comes in as chunks of any size, what it lets through goes out through its
+// handler, in order.
+//
+// Per frame: the 20-byte descriptor is collected (it may straddle chunks) and
+// validated with every receiver check of `FrameDescriptor.validate()`. Then
+//   * a memblock streams through chunk by chunk: the handler decides once, from
+//     the descriptor, whether the payload passes, is overwritten in place with
+//     a silence byte, or is dropped (descriptor included);
+//   * a packet is collected whole, handed to the handler (which may rewrite it
+//     in place, keeping its length, or refuse it) and then emitted with its
+//     descriptor.
+// Frames are never split, merged or reordered: the output is the input minus
+// dropped frames, with silenced payloads.
+
+/// What to do with the payload of one memblock frame.
+public enum MemblockAction: Equatable, Sendable {
+    /// Pass the samples through unchanged.
+    case pass
+    /// Overwrite every byte with this value before passing it on.
+    case silence(UInt8)
+    /// Forward neither the descriptor nor the payload.
+    case drop
+}
+
+/// A malformed or forbidden frame: the connection is closed with this cause.
+public struct ProtocolViolation: Error, CustomStringConvertible, Equatable, Sendable {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}
+
+/// Receives what a `FrameProcessor` decides and lets through.
+public protocol FrameHandler: AnyObject {
+    /// A validated memblock descriptor: what to do with its payload.
+    func memblock(_ descriptor: FrameDescriptor) throws(ProtocolViolation) -> MemblockAction
+    /// A whole packet payload, which may be rewritten in place (keeping its
+    /// length); returns false to drop the packet.
+    func packet(_ payload: inout [UInt8]) throws(ProtocolViolation) -> Bool
+    /// Bytes to forward, in order (descriptors, payload chunks, packets).
+    func emit(_ bytes: UnsafeRawBufferPointer)
+    /// `count` payload bytes of the current memblock were passed (or silenced) on.
+    func memblockPayload(_ count: Int, silenced: Bool)
+}
+
+/// Incremental frame processor for one direction of one connection.
+public struct FrameProcessor {
+    private enum State {
+        case descriptor
+        case memblock(remaining: Int, action: MemblockAction)
+        case packet(remaining: Int)
+    }
+
+    private var state = State.descriptor
+    private var header = [UInt8](repeating: 0, count: Limits.descriptorSize)
+    private var headerCount = 0
+    private var packetDescriptor = FrameDescriptor.packet(length: 0)
+    private var packet: [UInt8] = []
+    /// Packets forwarded so far.
+    public private(set) var packetsForwarded = 0
+
+    public init() {}
+
+    /// True when no frame is half-way through (a packet may be inserted here).
+    public var isAtFrameBoundary: Bool {
+        if case .descriptor = state { return headerCount == 0 }
+        return false
+    }
+
+    /// Processes `input`, which may be overwritten in place (silence).
+    /// After a throw the stream is broken; the connection should be closed.
+    public mutating func process(_ input: UnsafeMutableRawBufferPointer, handler: some FrameHandler) throws(ProtocolViolation) {
+        guard let base = input.baseAddress else { return }
+        var pos = 0
+        let end = input.count
+        while pos < end {
+            switch state {
+            case .descriptor:
+                let take = min(Limits.descriptorSize - headerCount, end - pos)
+                let at = headerCount
+                header.withUnsafeMutableBytes { h in
+                    (h.baseAddress! + at).copyMemory(from: base + pos, byteCount: take)
+                }
+                headerCount += take
+                pos += take
+                if headerCount == Limits.descriptorSize {
+                    headerCount = 0
+                    try beginFrame(handler)
+                }
+            case .memblock(let remaining, let action):
+                let n = min(remaining, end - pos)
+                let chunk = UnsafeMutableRawBufferPointer(start: base + pos, count: n)
+                switch action {
+                case .pass:
+                    handler.memblockPayload(n, silenced: false)
+                    handler.emit(UnsafeRawBufferPointer(chunk))
+                case .silence(let byte):
+                    chunk.initializeMemory(as: UInt8.self, repeating: byte)
+                    handler.memblockPayload(n, silenced: true)
+                    handler.emit(UnsafeRawBufferPointer(chunk))
+                case .drop:
+                    break
+                }
+                pos += n
+                state = remaining == n ? .descriptor : .memblock(remaining: remaining - n, action: action)
+            case .packet(let remaining):
+                let n = min(remaining, end - pos)
+                packet.append(contentsOf: UnsafeRawBufferPointer(start: base + pos, count: n))
+                pos += n
+                if remaining == n {
+                    state = .descriptor
+                    try finishPacket(handler)
+                } else {
+                    state = .packet(remaining: remaining - n)
+                }
+            }
+        }
+    }
+
+    private mutating func beginFrame(_ handler: some FrameHandler) throws(ProtocolViolation) {
+        let d = header.withUnsafeBytes { FrameDescriptor(decoding: $0) }
+        do {
+            try d.validate()
+        } catch {
+            throw ProtocolViolation("invalid frame descriptor: \(error)")
+        }
+        if d.isPacket {
+            packetDescriptor = d
+            if packet.capacity > 1 << 20 { packet = [] } else { packet.removeAll(keepingCapacity: true) }
+            packet.reserveCapacity(Int(d.length))
+            state = .packet(remaining: Int(d.length))
+            return
+        }
+        let action = try handler.memblock(d)
+        state = .memblock(remaining: Int(d.length), action: action)
+        if action != .drop {
+            header.withUnsafeBytes { handler.emit($0) }
+        }
+    }
+
+    private mutating func finishPacket(_ handler: some FrameHandler) throws(ProtocolViolation) {
+        guard try handler.packet(&packet) else { return }
+        precondition(packet.count == Int(packetDescriptor.length), "a frame handler changed a packet's length")
+        packetsForwarded &+= 1
+        header.withUnsafeBytes { handler.emit($0) }
+        packet.withUnsafeBytes { handler.emit($0) }
+    }
+}

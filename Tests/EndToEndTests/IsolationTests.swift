@@ -1,0 +1,74 @@
+// Sessions do not hold each other up: a client that stops reading stalls only
+// its own session.
+import Foundation
+import Glibc
+import PulseWire
+import Testing
+import TestSupport
+
+extension EndToEnd {
+    @Suite struct IsolationTests {
+        /// One client records through earmuff and never reads. Meanwhile two
+        /// clients record the same source over the same window, one through
+        /// earmuff and one directly: they get the same number of bytes, within
+        /// one fragment (the largest memblock the direct client saw).
+        @Test func stalledClientDoesNotShortenAnotherRecording() async throws {
+            let server = try PulseServer()
+            defer { server.stop() }
+            let earmuff = try EarmuffProcess(upstream: server.serverString)
+            defer { earmuff.stop() }
+
+            let purpose = ["application.capture.purpose": "isolation test"]
+            let stuck = try RawClient(path: earmuff.listenPath)
+            var small: Int32 = 4096
+            _ = setsockopt(stuck.fd, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
+            try stuck.handshake(name: "stuck", properties: purpose)
+            try stuck.send(RawClient.createRecordStream(tag: 2))
+            // Its stream exists at the server before the window starts.
+            let streamUp = await Wait.until(timeout: 30) {
+                let r = try? Tool.run("pactl", args: ["list", "short", "source-outputs"], server: server.serverString, timeout: 10)
+                return (r?.stdoutText.split(separator: "\n").count ?? 0) >= 1
+            }
+            #expect(streamUp, "the stuck client's record stream never appeared\n\(earmuff.log())")
+
+            let proxied = try RawClient(path: earmuff.listenPath)
+            let direct = try RawClient(path: server.socketPath)
+            for (c, name) in [(proxied, "through-earmuff"), (direct, "direct")] {
+                try c.handshake(name: name, properties: purpose)
+                guard let (command, _) = try c.request(RawClient.createRecordStream(tag: 2), tag: 2),
+                      command == Command.reply.rawValue else {
+                    Issue.record("\(name): no CREATE_RECORD_STREAM reply\n\(earmuff.log())")
+                    return
+                }
+            }
+
+            var viaEarmuff = 0
+            var viaDirect = 0
+            var fragment = 0
+            func take(_ c: RawClient, timeout: Double) throws -> Int {
+                guard let f = try c.readFrame(timeout: timeout), !f.descriptor.isPacket else { return 0 }
+                return f.payload.count
+            }
+            // Long enough for the stuck session's ring and socket buffers to fill.
+            let deadline = Wait.now() + 6
+            while Wait.now() < deadline {
+                let d = try take(direct, timeout: 0.005)
+                viaDirect += d
+                fragment = max(fragment, d)
+                viaEarmuff += try take(proxied, timeout: 0.005)
+            }
+            #expect(viaDirect > 0, "the direct client got no audio")
+            #expect(!proxied.peerClosed, "the client through earmuff was disconnected\n\(earmuff.log())")
+            // The relay's own delay is allowed: the client through earmuff may
+            // catch up for a moment, never for a whole fragment of new data.
+            let wanted = viaDirect - fragment
+            let caughtUp = await Wait.until(timeout: 0.5) {
+                viaEarmuff += (try? take(proxied, timeout: 0.005)) ?? 0
+                return viaEarmuff >= wanted
+            }
+            #expect(caughtUp, "through earmuff \(viaEarmuff) bytes, directly \(viaDirect) bytes over the same window (fragment \(fragment)) while another client stalled\n\(earmuff.log())")
+            #expect(viaEarmuff <= viaDirect + fragment, "through earmuff \(viaEarmuff) bytes is more than directly \(viaDirect)")
+            #expect(earmuff.process.isRunning)
+        }
+    }
+}
