@@ -2,16 +2,22 @@
 // class; a request without one is refused (default deny). Runs on the client loop before a request is forwarded; a
 // refused request is answered ERROR(tag, ACCESS) and never reaches the server.
 //
-// What is refused (protocol reference section 9), unless the app is listed in
-// `trusted-apps`:
-// - LOAD_MODULE, UNLOAD_MODULE, EXIT: modules can open unmediated endpoints
-//   (native-protocol-tcp with auth-anonymous), loop the microphone into a pipe
-//   or the network (loopback, pipe-sink, rtp-send, tunnels), or remove policy.
+// What is refused (protocol reference section 9):
+// - LOAD_MODULE, UNLOAD_MODULE, EXIT, unless the app is in `trusted-apps`:
+//   modules can open unmediated endpoints (native-protocol-tcp with
+//   auth-anonymous), loop the microphone into a pipe or the network
+//   (loopback, pipe-sink, rtp-send, tunnels), or remove policy.
+// - Changing a shared device (volume, mute, suspend, port, card profile,
+//   latency offset of any sink or source) without microphone consent or
+//   `trusted-apps`: muting or suspending the microphone silences every other
+//   app's recording, a consented one's included.
 // - MOVE/KILL of, and volume/mute changes on, source outputs and sink inputs
 //   the client did not create (rerouting another app's capture or playback).
 // - KILL_CLIENT of any client but itself.
-// - SET_DEFAULT_SOURCE / SET_DEFAULT_SINK by apps without microphone consent:
-//   making a monitor the default source makes other, consented apps transmit it.
+// - SET_DEFAULT_SOURCE / SET_DEFAULT_SINK by apps without microphone consent
+//   (or trust): making a monitor the default source makes other, consented
+//   apps transmit it.
+// Trust covers exactly these three; nothing else in the policy is skipped for it.
 // - EXTENSION writes (stream-restore WRITE/DELETE persistently reroute streams;
 //   device-manager reorders devices) and any unknown extension or subcommand.
 // - SEND_OBJECT_MESSAGE other than read-only queries.
@@ -34,8 +40,10 @@ enum AccessClass: Equatable, Sendable {
     case ownSinkInput
     /// Only on the client itself.
     case ownClient
-    /// Only for apps whose microphone access is granted.
+    /// Only for apps whose microphone access is granted (or trusted): default devices.
     case needsCaptureConsent
+    /// Changes a device every app shares: only with microphone consent (or trust).
+    case deviceChange
     /// Only the read-only subcommands of known extensions.
     case readOnlyExtension
     /// Only the read-only object messages.
@@ -65,9 +73,6 @@ enum CommandPolicy {
             .getModuleInfo, .getModuleInfoList, .getClientInfo, .getClientInfoList,
             .getSinkInputInfo, .getSinkInputInfoList, .getSourceOutputInfo, .getSourceOutputInfoList,
             .getSampleInfo, .getSampleInfoList, .getCardInfo, .getCardInfoList,
-            // Device settings a desktop mixer changes; they reroute nobody's capture.
-            .setSinkVolume, .setSourceVolume, .setSinkMute, .setSourceMute,
-            .suspendSink, .suspendSource, .setCardProfile, .setSinkPort, .setSourcePort, .setPortLatencyOffset,
         ]
         for c in open { t[c] = .open }
         for c: Command in [.loadModule, .unloadModule, .exit] { t[c] = .trustedOnly }
@@ -79,6 +84,10 @@ enum CommandPolicy {
         t[.killClient] = .ownClient
         t[.setDefaultSource] = .needsCaptureConsent
         t[.setDefaultSink] = .needsCaptureConsent
+        for c: Command in [.setSinkVolume, .setSourceVolume, .setSinkMute, .setSourceMute, .suspendSink, .suspendSource,
+                           .setCardProfile, .setSinkPort, .setSourcePort, .setPortLatencyOffset] {
+            t[c] = .deviceChange
+        }
         t[.extension] = .readOnlyExtension
         t[.sendObjectMessage] = .readOnlyObjectMessage
         return t
@@ -87,19 +96,18 @@ enum CommandPolicy {
     /// Nil to forward, or why the request is refused.
     static func refusal(for command: Command, payload: [UInt8], session: SessionState, trusted: Bool,
                         granted: () -> Bool) -> String? {
-        if trusted { return nil }
         guard let access = table[command] else {
             return "\(command.info.name) is not a request Earmuff forwards"
         }
         do {
-            return try decide(command, access: access, payload: payload, session: session, granted: granted)
+            return try decide(command, access: access, payload: payload, session: session, trusted: trusted, granted: granted)
         } catch {
             return "cannot parse its arguments (\(error)), so it cannot be checked"
         }
     }
 
     private static func decide(_ command: Command, access: AccessClass, payload: [UInt8], session: SessionState,
-                               granted: () -> Bool) throws -> String? {
+                               trusted: Bool, granted: () -> Bool) throws -> String? {
         var r = TagStructReader(payload)
         _ = try r.readU32()
         _ = try r.readU32()
@@ -107,7 +115,7 @@ enum CommandPolicy {
         case .open:
             return nil
         case .trustedOnly:
-            return "\(command.info.name) is not allowed for proxied apps (add the app to trusted-apps to allow it)"
+            return trusted ? nil : "\(command.info.name) is not allowed for proxied apps (add the app to trusted-apps to allow it)"
         case .obsolete:
             return "obsolete command"
         case .ownSourceOutput:
@@ -123,7 +131,9 @@ enum CommandPolicy {
             let own = session.clientIndex.withLock { $0 == index }
             return own ? nil : "client \(index) is another client"
         case .needsCaptureConsent:
-            return granted() ? nil : "changing the default device needs microphone consent"
+            return trusted || granted() ? nil : "changing the default device needs microphone consent"
+        case .deviceChange:
+            return trusted || granted() ? nil : "\(command.info.name) changes a device every app shares and needs microphone consent"
         case .readOnlyExtension:
             return try extensionRefusal(&r)
         case .readOnlyObjectMessage:

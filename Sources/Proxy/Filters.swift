@@ -107,6 +107,13 @@ final class ClientToServerFilter: FrameFilter {
             var r = body
             // The cookie must be 256 bytes and nothing may follow.
             let word = try AuthRequest.decode(from: &r, version: 0).versionWord
+            // Before 13 there are no transport flags to clear: SHM is negotiated from the
+            // version alone, and the server would send shared-memory references.
+            guard word & ProtocolVersion.numberMask >= ProtocolVersion.firstVersionWithFlags else {
+                throw ProtocolViolation("protocol version \(word) is older than "
+                    + "\(ProtocolVersion.firstVersionWithFlags), the first whose shared memory can be turned off; "
+                    + "the client's libpulse (before 0.9.15) is not supported")
+            }
             let stripped = ProtocolVersion.stripTransportFlags(word)
             setU32(stripped, in: &payload, at: at)
             clientVersion = min(ProtocolVersion.number(of: word), Limits.protocolVersion)

@@ -43,14 +43,31 @@ import Testing
         #expect(refusal(.request) { $0.writeU32(0); $0.writeU32(4096) } != nil)
     }
 
-    @Test("open requests pass; trusted apps pass everything")
+    @Test("open requests pass; trust covers modules, devices and defaults, nothing else")
     func openAndTrusted() {
         #expect(refusal(.getServerInfo) == nil)
-        #expect(refusal(.setSinkVolume) == nil)
         #expect(refusal(.loadModule) { $0.writeString("module-null-sink"); $0.writeString("") } != nil)
         #expect(refusal(.exit) != nil)
         #expect(refusal(.addAutoload) == "obsolete command")
         #expect(refusal(.loadModule, trusted: true) { $0.writeString("module-null-sink"); $0.writeString("") } == nil)
+        #expect(refusal(.setDefaultSource, trusted: true) { $0.writeString("mic") } == nil)
+        // Trust does not reach other apps' streams, other clients, stored routing or obsolete commands.
+        #expect(refusal(.killSourceOutput, trusted: true) { $0.writeU32(6) } == "source output 6 belongs to another client")
+        #expect(refusal(.killClient, trusted: true) { $0.writeU32(4) } == "client 4 is another client")
+        #expect(refusal(.extension, trusted: true) {
+            $0.writeU32(0); $0.writeString("module-stream-restore"); $0.writeU32(2)
+        } != nil)
+        #expect(refusal(.addAutoload, trusted: true) == "obsolete command")
+    }
+
+    @Test("shared devices change only with microphone consent or trust")
+    func deviceChanges() {
+        for c: Command in [.setSinkVolume, .setSourceVolume, .setSinkMute, .setSourceMute, .suspendSink, .suspendSource,
+                           .setCardProfile, .setSinkPort, .setSourcePort, .setPortLatencyOffset] {
+            #expect(refusal(c)?.contains("needs microphone consent") == true, "\(c.info.name)")
+            #expect(refusal(c, granted: true) == nil, "\(c.info.name)")
+            #expect(refusal(c, trusted: true) == nil, "\(c.info.name)")
+        }
     }
 
     @Test("streams and clients: only the client's own")
