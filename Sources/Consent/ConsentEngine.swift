@@ -183,7 +183,7 @@ public struct ConsentPolicy: Sendable, Equatable {
     /// apps.d declarations by app key.
     public var declarations: [AppKey: AppDeclaration]
 
-    public init(missingPurpose: MissingPurposeMode = .disconnect, promptTimeout: Double = 30,
+    public init(missingPurpose: MissingPurposeMode = .prompt, promptTimeout: Double = 30,
                 hasPromptCommand: Bool = false, declarations: [AppKey: AppDeclaration] = [:]) {
         self.missingPurpose = missingPurpose
         self.promptTimeout = promptTimeout
@@ -194,7 +194,8 @@ public struct ConsentPolicy: Sendable, Equatable {
     /// The policy a configuration and its declarations describe.
     public init(configuration c: Configuration, declarations: [AppKey: AppDeclaration]) {
         self.init(missingPurpose: c.missingPurpose, promptTimeout: c.promptTimeout,
-                  hasPromptCommand: !c.promptCommand.trimmingWhitespace().isEmpty, declarations: declarations)
+                  hasPromptCommand: !c.promptCommand.trimmingWhitespace().isEmpty && c.promptVia.contains(.command),
+                  declarations: declarations)
     }
 }
 

@@ -104,6 +104,7 @@ public enum Server {
             service.control = control
             try daemon.start()
             control.start()
+            service.start()
         } catch {
             fail("cannot start: \(error)")
             return 1
@@ -116,6 +117,7 @@ public enum Server {
         Log.info("stopping on signal \(sig)")
         control.stop()
         daemon.stop()
+        service.stop()
         unlink(paths.listen)
         store.close()
         return 0
