@@ -373,7 +373,7 @@ public final class PipeWireServer: Sendable {
             { name = libpipewire-module-protocol-pulse args = { } }
         ]
         pulse.properties = {
-            server.address = [ "unix:native" ]
+            server.address = [ { address = "unix:native" max-clients = 256 } ]
         }
 
         """

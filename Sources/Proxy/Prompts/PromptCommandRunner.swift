@@ -190,7 +190,18 @@ func spawnShell(_ command: String, extraEnvironment: [String: String]) throws ->
     posix_spawnattr_init(&attr)
     defer { posix_spawnattr_destroy(&attr) }
     posix_spawnattr_setpgroup(&attr, 0)
-    posix_spawnattr_setflags(&attr, Int16(POSIX_SPAWN_SETPGROUP))
+    // The daemon blocks SIGTERM and SIGINT in every thread (the main thread
+    // waits for them); the command must not inherit that, or it could not be
+    // stopped with its prompt.
+    var none = sigset_t()
+    sigemptyset(&none)
+    posix_spawnattr_setsigmask(&attr, &none)
+    var stopSignals = sigset_t()
+    sigemptyset(&stopSignals)
+    sigaddset(&stopSignals, SIGTERM)
+    sigaddset(&stopSignals, SIGINT)
+    posix_spawnattr_setsigdefault(&attr, &stopSignals)
+    posix_spawnattr_setflags(&attr, Int16(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
     var pid: pid_t = 0
     let rc = posix_spawn(&pid, "/bin/sh", nil, &attr, &cArgs, &cEnv)
     guard rc == 0 else { throw PromptCommandError(message: "cannot start /bin/sh: \(String(cString: strerror(rc)))") }
