@@ -44,6 +44,11 @@ extension DesktopMocks {
         return bus
     }
 
+    /// Earmuff in front of a fresh server, on `bus` (nil: no session bus at all).
+    static func setup(on bus: SessionBus?, config: [String] = []) throws -> Setup {
+        try Setup(config: config, environment: bus.map { ["DBUS_SESSION_BUS_ADDRESS": $0.address] } ?? [:])
+    }
+
     /// The mock's counters: open now, most open at once, shown, closed by earmuff.
     static func portalStats(_ bus: SessionBus) throws -> (open: Int, maxOpen: Int, shown: Int, closed: Int) {
         let words = try bus.call(portalName, portalPath, mockControl, "Stats").split(separator: " ").dropFirst()
@@ -72,7 +77,7 @@ extension EndToEnd {
         func portalDialogAnswers(_ answer: String) async throws {
             let bus = try DesktopMocks.portalBus()
             defer { bus.stop() }
-            let s = try Setup(environment: ["DBUS_SESSION_BUS_ADDRESS": bus.address])
+            let s = try DesktopMocks.setup(on: bus)
             defer { s.stop() }
             let watch = try await s.earmuff.startWatch()
             defer { watch.stop() }
@@ -116,7 +121,7 @@ extension EndToEnd {
         @Test func notificationActionAnswers() async throws {
             let bus = try DesktopMocks.notificationBus()
             defer { bus.stop() }
-            let s = try Setup(environment: ["DBUS_SESSION_BUS_ADDRESS": bus.address])
+            let s = try DesktopMocks.setup(on: bus)
             defer { s.stop() }
             let watch = try await s.earmuff.startWatch()
             defer { watch.stop() }
@@ -152,7 +157,7 @@ extension EndToEnd {
         func agentAnswerWithdrawsTheDesktopPrompt(_ channel: String) async throws {
             let bus = try channel == "portal" ? DesktopMocks.portalBus() : DesktopMocks.notificationBus()
             defer { bus.stop() }
-            let s = try Setup(environment: ["DBUS_SESSION_BUS_ADDRESS": bus.address])
+            let s = try DesktopMocks.setup(on: bus)
             defer { s.stop() }
             let rec = try s.record()
             if channel == "portal" {
@@ -181,8 +186,7 @@ extension EndToEnd {
         func noDesktopFallsThroughToTheCommand(withBus: Bool) async throws {
             let bus = withBus ? try SessionBus() : nil
             defer { bus?.stop() }
-            let env = bus.map { ["DBUS_SESSION_BUS_ADDRESS": $0.address] } ?? [:]
-            let s = try Setup(config: ["prompt-command = exit 0"], environment: env)
+            let s = try DesktopMocks.setup(on: bus, config: ["prompt-command = exit 0"])
             defer { s.stop() }
             let watch = try await s.earmuff.startWatch()
             defer { watch.stop() }

@@ -50,14 +50,7 @@ final class DeadlineTimers: @unchecked Sendable {
     }
 
     func start() {
-        let box = Unmanaged.passRetained(self)
-        var tid = pthread_t()
-        let rc = pthread_create(&tid, nil, { arg in
-            Unmanaged<DeadlineTimers>.fromOpaque(arg!).takeRetainedValue().run()
-            return nil
-        }, box.toOpaque())
-        precondition(rc == 0, "pthread_create failed: \(rc)")
-        thread = tid
+        thread = startThread { self.run() }
     }
 
     func stopAndJoin() {

@@ -28,9 +28,12 @@ final class DesktopEntries: @unchecked Sendable {
 
     private let state = Locked(State())
     private let directories: [String]
+    /// Where a program named without a path is looked for.
+    private let searchPath: [String]
 
-    /// `environment` supplies XDG_DATA_HOME, XDG_DATA_DIRS and HOME.
+    /// `environment` supplies XDG_DATA_HOME, XDG_DATA_DIRS, HOME and PATH.
     init(environment: [String: String] = currentEnvironment()) {
+        searchPath = (environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin").split(separator: ":").map(String.init)
         let home = environment["HOME"] ?? ""
         let dataHome = environment["XDG_DATA_HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? "\(home)/.local/share"
         let dataDirs = (environment["XDG_DATA_DIRS"].flatMap { $0.isEmpty ? nil : $0 } ?? "/usr/local/share:/usr/share")
@@ -63,7 +66,6 @@ final class DesktopEntries: @unchecked Sendable {
     private func index() -> ([String: Entry], [String: Entry]) {
         var byID: [String: Entry] = [:]
         var byExe: [String: Entry] = [:]
-        let path = (currentEnvironment()["PATH"] ?? "/usr/local/bin:/usr/bin:/bin").split(separator: ":").map(String.init)
         for dir in directories {
             guard let names = try? FileManager.default.contentsOfDirectory(atPath: dir) else { continue }
             for name in names.sorted() where name.hasSuffix(".desktop") {
@@ -72,7 +74,7 @@ final class DesktopEntries: @unchecked Sendable {
                 let id = String(name.dropLast(".desktop".count))
                 if byID[id] == nil { byID[id] = parsed.entry }
                 for program in parsed.programs {
-                    guard let exe = Self.locate(program, path: path) else { continue }
+                    guard let exe = Self.locate(program, path: searchPath) else { continue }
                     let real = resolved(exe)
                     if byExe[real] == nil { byExe[real] = parsed.entry }
                 }

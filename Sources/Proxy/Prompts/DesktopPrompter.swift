@@ -77,14 +77,7 @@ final class DesktopPrompter: @unchecked Sendable {
     deinit { closeFD(wakeFD) }
 
     func start() {
-        let box = Unmanaged.passRetained(self)
-        var tid = pthread_t()
-        let rc = pthread_create(&tid, nil, { arg in
-            Unmanaged<DesktopPrompter>.fromOpaque(arg!).takeRetainedValue().run()
-            return nil
-        }, box.toOpaque())
-        precondition(rc == 0, "pthread_create failed: \(rc)")
-        thread = tid
+        thread = startThread { self.run() }
     }
 
     /// Closes the dialog on screen and stops the thread.

@@ -6,6 +6,7 @@
 // `cancel` drops it from the queue or, if its command is running, signals the
 // command's process group (SIGTERM, then SIGKILL after a grace period), so a
 // dialog the command opened goes away with the prompt.
+import CLinux
 import Glibc
 
 final class PromptCommandRunner: @unchecked Sendable {
@@ -52,14 +53,10 @@ final class PromptCommandRunner: @unchecked Sendable {
     }
 
     func start() {
-        let box = Unmanaged.passRetained(self)
-        var tid = pthread_t()
-        let rc = pthread_create(&tid, nil, { arg in
-            Unmanaged<PromptCommandRunner>.fromOpaque(arg!).takeRetainedValue().run()
-            return nil
-        }, box.toOpaque())
-        precondition(rc == 0, "pthread_create failed: \(rc)")
-        thread = tid
+        // Orphans of a command (its script once `sh -c` is killed) become our children,
+        // so `endGroup` can wait for them.
+        if earmuff_become_subreaper() != 0 { Log.warn("prompt-command: cannot become a subreaper") }
+        thread = startThread { self.run() }
     }
 
     /// Kills a running command and stops the thread.
@@ -114,6 +111,31 @@ final class PromptCommandRunner: @unchecked Sendable {
 
     private static func killTimerKey(_ prompt: UInt64) -> UInt64 { prompt | (1 << 63) }
 
+    /// Ends what the command left running in its process group (the script `sh -c` ran,
+    /// a dialog put in the background), so the next command starts alone: SIGTERM, then
+    /// SIGKILL after the grace period. The daemon is their subreaper (see `start`), so
+    /// they are reaped here; gives up (with a warning) on any that cannot be.
+    private func endGroup(_ pgid: pid_t) {
+        while waitpid(-pgid, nil, WNOHANG) > 0 {}
+        guard kill(-pgid, 0) == 0 else { return }
+        kill(-pgid, SIGTERM)
+        let start = DeadlineTimers.now()
+        var killed = false
+        while true {
+            while waitpid(-pgid, nil, WNOHANG) > 0 {}
+            guard kill(-pgid, 0) == 0 else { return }
+            let waited = DeadlineTimers.now() - start
+            if waited > Self.killGrace && !killed {
+                kill(-pgid, SIGKILL)
+                killed = true
+            } else if waited > 3 * Self.killGrace {
+                Log.warn("prompt-command: processes of group \(pgid) remain after SIGKILL (unreaped); going on")
+                return
+            }
+            usleep(10_000)
+        }
+    }
+
     private func signal() {
         pthread_mutex_lock(wakeMutex)
         pthread_cond_signal(wake)
@@ -164,6 +186,7 @@ final class PromptCommandRunner: @unchecked Sendable {
         }
         var status: Int32 = 0
         while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        endGroup(pid)
         let cancelled = state.withLock { s in
             s.running = nil
             return s.cancelled
