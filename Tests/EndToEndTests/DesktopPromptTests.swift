@@ -180,12 +180,16 @@ extension EndToEnd {
             #expect(try s.earmuff.app(s.key)?.state == "denied")
         }
 
-        /// No session bus, or a bus without either service: the prompt goes straight on to
-        /// prompt-command (no D-Bus timeout in between).
-        @Test(arguments: [false, true])
-        func noDesktopFallsThroughToTheCommand(withBus: Bool) async throws {
-            let bus = withBus ? try SessionBus() : nil
+        /// No session bus, a bus without either service, or a notification server without
+        /// actions: the prompt goes straight on to prompt-command (no D-Bus timeout in between).
+        @Test(arguments: ["no bus", "empty bus", "notifications without actions"])
+        func noDesktopFallsThroughToTheCommand(_ desktop: String) async throws {
+            let bus = desktop == "no bus" ? nil : try SessionBus()
             defer { bus?.stop() }
+            if desktop == "notifications without actions" {
+                try bus?.startMock(template: "notification_daemon", owning: DesktopMocks.notifications,
+                                   parameters: ["capabilities": "body body-markup"])
+            }
             let s = try DesktopMocks.setup(on: bus, config: ["prompt-command = exit 0"])
             defer { s.stop() }
             let watch = try await s.earmuff.startWatch()
@@ -198,6 +202,9 @@ extension EndToEnd {
             let delay = (resolved?.resolution?.resolvedAt ?? .infinity) - (raised?.prompt?.raisedAt ?? 0)
             #expect(delay < 5, "the command answered \(delay) s after the prompt\n\(s.logs)")
             _ = rec.stop()
+            if let bus, desktop != "empty bus" {
+                #expect(!bus.calls(DesktopMocks.notifications).contains("Notify "), "notified without actions")
+            }
         }
     }
 }
