@@ -5,7 +5,6 @@ import Consent
 import Foundation
 import Glibc
 @testable import Proxy
-import Synchronization
 import Testing
 import TestSupport
 
@@ -15,7 +14,7 @@ import TestSupport
         let timers = DeadlineTimers()
         timers.start()
         defer { timers.stopAndJoin() }
-        let fired = Mutex<[(UInt64, Double)]>([])
+        let fired = Locked<[(UInt64, Double)]>([])
         let start = DeadlineTimers.now()
         for (key, after) in [(1, 0.3), (2, 0.1), (3, 0.2), (4, 0.15), (5, 0.25)] as [(UInt64, Double)] {
             timers.schedule(key: key, after: after) { fired.withLock { $0.append((key, DeadlineTimers.now() - start)) } }
@@ -37,8 +36,8 @@ import TestSupport
         let timers = DeadlineTimers()
         timers.start()
         defer { timers.stopAndJoin() }
-        let early = Mutex(0)
-        let count = Mutex(0)
+        let early = Locked(0)
+        let count = Locked(0)
         let start = DeadlineTimers.now()
         for i in 0..<1000 {
             let due = Double(i % 50) / 100
@@ -61,7 +60,7 @@ import TestSupport
         let timers = DeadlineTimers()
         timers.start()
         defer { timers.stopAndJoin() }
-        let exits = Mutex<[(UInt64, Int32, Bool)]>([])
+        let exits = Locked<[(UInt64, Int32, Bool)]>([])
         let runner = PromptCommandRunner(
             command: "echo \"start $EARMUFF_N\" >> \(dir)/log; sleep 60 & wait", timers: timers
         ) { prompt, status, cancelled in exits.withLock { $0.append((prompt, status, cancelled)) } }
@@ -87,7 +86,7 @@ import TestSupport
         let timers = DeadlineTimers()
         timers.start()
         defer { timers.stopAndJoin() }
-        let exits = Mutex<[(UInt64, Int32, Bool)]>([])
+        let exits = Locked<[(UInt64, Int32, Bool)]>([])
         let runner = PromptCommandRunner(command: "exit 7", timers: timers) { p, s, c in exits.withLock { $0.append((p, s, c)) } }
         runner.start()
         defer { runner.stopAndJoin() }
