@@ -64,8 +64,11 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
             }))
     }
 
-    /// Starts the prompt threads (timers, desktop, prompt command).
-    func start() { delivery.start() }
+    /// Starts the prompt threads (timers, desktop, prompt command) and indexes desktop entries.
+    func start() {
+        delivery.start()
+        desktopEntries.refresh()
+    }
 
     /// Withdraws what is on screen, ends a running prompt command, joins the threads.
     func stop() { delivery.stop() }

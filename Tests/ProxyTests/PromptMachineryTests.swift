@@ -126,7 +126,7 @@ import TestSupport
     }
 
     /// A host app is named by the entry whose Exec is its executable; a Flatpak by its id's entry.
-    @Test func lookupByExecutableAndByID() throws {
+    @Test func lookupByExecutableAndByID() async throws {
         let dir = try TempDir.make(prefix: "earmuff-entries")
         defer { TempDir.remove(dir) }
         try TempDir.makeDirectory("\(dir)/share/applications")
@@ -140,6 +140,9 @@ import TestSupport
             .write(toFile: "\(dir)/share/applications/org.mozilla.firefox.desktop", atomically: true, encoding: .utf8)
         let entries = DesktopEntries(environment: ["HOME": dir, "XDG_DATA_HOME": "\(dir)/share",
                                                    "XDG_DATA_DIRS": "\(dir)/none", "PATH": "\(dir)/bin"])
+        let key = AppKey(kind: "exe", value: exe)
+        #expect(entries.entry(for: key, executable: exe) == nil, "there is no index before the first refresh")
+        #expect(await Wait.until(timeout: 30) { entries.entry(for: key, executable: exe) != nil })
         #expect(entries.entry(for: AppKey(kind: "exe", value: exe), executable: exe)
                 == DesktopEntries.Entry(name: "Voice Notes", icon: "notes"))
         #expect(entries.entry(for: AppKey(kind: "flatpak", value: "org.mozilla.firefox"), executable: "/app/lib/firefox/firefox")?.name

@@ -6,9 +6,11 @@
 //     directories included);
 //   - a host program by the desktop entry whose `Exec` (or `TryExec`)
 //     program resolves to the same executable the kernel reports.
-// Found entries are cached per app key; the directories are indexed at most
-// once a minute.
+// Lookups come from the I/O loops (a prompt is raised there) and never read
+// the directories: they use the last index, which a background queue rebuilds
+// at start and, after a lookup, when it is more than a minute old.
 import Consent
+import Dispatch
 import Foundation
 import Glibc
 
@@ -24,6 +26,7 @@ final class DesktopEntries: @unchecked Sendable {
         var byID: [String: Entry] = [:]
         var byExecutable: [String: Entry] = [:]
         var indexedAt: Double = -.infinity
+        var indexing = false
     }
 
     private let state = Locked(State())
@@ -44,20 +47,37 @@ final class DesktopEntries: @unchecked Sendable {
         directories = dirs.map { $0 + "/applications" }
     }
 
-    /// The entry for an app, or nil when the system has none for it.
-    func entry(for key: AppKey, executable: String?) -> Entry? {
-        state.withLock { s in
-            if let cached = s.cache[key] { return cached }
-            let now = DeadlineTimers.now()
-            if now - s.indexedAt > 60 {
-                (s.byID, s.byExecutable) = index()
-                s.indexedAt = now
+    /// Rebuilds the index on a background queue unless one is being built or is fresh.
+    func refresh() {
+        let start = state.withLock { s -> Bool in
+            guard !s.indexing, DeadlineTimers.now() - s.indexedAt > 60 else { return false }
+            s.indexing = true
+            return true
+        }
+        guard start else { return }
+        DispatchQueue.global(qos: .utility).async { [self] in
+            let (byID, byExe) = index()
+            state.withLock { s in
+                (s.byID, s.byExecutable) = (byID, byExe)
+                s.indexedAt = DeadlineTimers.now()
+                s.indexing = false
+                s.cache.removeAll()
             }
+        }
+    }
+
+    /// The entry for an app from the last index, or nil when it has none (or there is
+    /// no index yet). Reads no directory.
+    func entry(for key: AppKey, executable: String?) -> Entry? {
+        defer { refresh() }
+        let real = executable.map(resolved)
+        return state.withLock { s in
+            if let cached = s.cache[key] { return cached }
             let found: Entry? = switch key.kind {
             case "flatpak", "launcher", "snap": s.byID[key.value]
-            default: executable.flatMap { s.byExecutable[resolved($0)] }
+            default: real.flatMap { s.byExecutable[$0] }
             }
-            s.cache[key] = found
+            if s.indexedAt > -.infinity { s.cache[key] = found }
             return found
         }
     }
