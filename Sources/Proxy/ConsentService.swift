@@ -64,10 +64,11 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
             }))
     }
 
-    /// Starts the prompt threads (timers, desktop, prompt command) and indexes desktop entries.
+    /// Indexes desktop entries and starts the prompt threads (timers, desktop, prompt
+    /// command). Call before apps can connect.
     func start() {
+        desktopEntries.build()
         delivery.start()
-        desktopEntries.refresh()
     }
 
     /// Withdraws what is on screen, ends a running prompt command, joins the threads.

@@ -102,9 +102,9 @@ public enum Server {
                 }
             }
             service.control = control
+            service.start()
             try daemon.start()
             control.start()
-            service.start()
         } catch {
             fail("cannot start: \(error)")
             return 1

@@ -45,8 +45,10 @@ extension DesktopMocks {
     }
 
     /// Earmuff in front of a fresh server, on `bus` (nil: no session bus at all).
-    static func setup(on bus: SessionBus?, config: [String] = []) throws -> Setup {
-        try Setup(config: config, environment: bus.map { ["DBUS_SESSION_BUS_ADDRESS": $0.address] } ?? [:])
+    static func setup(on bus: SessionBus?, config: [String] = [], environment: [String: String] = [:]) throws -> Setup {
+        var env = environment
+        if let bus { env["DBUS_SESSION_BUS_ADDRESS"] = bus.address }
+        return try Setup(config: config, environment: env)
     }
 
     /// The mock's counters: open now, most open at once, shown, closed by earmuff.
@@ -149,6 +151,28 @@ extension EndToEnd {
             }
             #expect(withdrawn, "\(bus.calls(DesktopMocks.notifications))")
             #expect(try s.earmuff.app(s.key)?.state == "granted")
+        }
+
+        /// The prompt names the app by the desktop entry whose Exec is its executable, with
+        /// that entry's icon; the name the app gave itself appears only as "calls itself".
+        @Test func promptNamesTheAppByItsDesktopEntry() async throws {
+            let scratch = try Helpers.scratch()
+            defer { TempDir.remove(scratch) }
+            try TempDir.makeDirectory("\(scratch)/share/applications")
+            try "[Desktop Entry]\nType=Application\nName=Sound Recorder\nIcon=audio-recorder\nExec=parecord --record %f\n"
+                .write(toFile: "\(scratch)/share/applications/sound-recorder.desktop", atomically: true, encoding: .utf8)
+            let bus = try DesktopMocks.notificationBus()
+            defer { bus.stop() }
+            let s = try DesktopMocks.setup(on: bus, environment: ["XDG_DATA_DIRS": "\(scratch)/share"])
+            defer { s.stop() }
+            let rec = try s.record()
+            let shown = await Wait.until(timeout: 60, interval: 0.05) { bus.calls(DesktopMocks.notifications).contains("Notify ") }
+            #expect(shown, "\(s.logs)")
+            let notify = bus.calls(DesktopMocks.notifications)
+            for needle in ["Sound Recorder wants to use the microphone", "\"audio-recorder\"", "Calls itself “parecord”"] {
+                #expect(notify.contains(needle), "\(needle) missing from \(notify)")
+            }
+            _ = rec.stop()
         }
 
         /// An agent answers first: the dialog is cancelled with Request.Close, or the

@@ -7,8 +7,9 @@
 //   - a host program by the desktop entry whose `Exec` (or `TryExec`)
 //     program resolves to the same executable the kernel reports.
 // Lookups come from the I/O loops (a prompt is raised there) and never read
-// the directories: they use the last index, which a background queue rebuilds
-// at start and, after a lookup, when it is more than a minute old.
+// the directories: they use the last index, built at start-up before apps
+// connect and rebuilt on a background queue, after a lookup, when it is more
+// than a minute old.
 import Consent
 import Dispatch
 import Foundation
@@ -47,6 +48,16 @@ final class DesktopEntries: @unchecked Sendable {
         directories = dirs.map { $0 + "/applications" }
     }
 
+    /// Builds the index now, on this thread (at start-up, before apps connect).
+    func build() {
+        let (byID, byExe) = index()
+        state.withLock { s in
+            (s.byID, s.byExecutable) = (byID, byExe)
+            s.indexedAt = DeadlineTimers.now()
+            s.cache.removeAll()
+        }
+    }
+
     /// Rebuilds the index on a background queue unless one is being built or is fresh.
     func refresh() {
         let start = state.withLock { s -> Bool in
@@ -56,13 +67,8 @@ final class DesktopEntries: @unchecked Sendable {
         }
         guard start else { return }
         DispatchQueue.global(qos: .utility).async { [self] in
-            let (byID, byExe) = index()
-            state.withLock { s in
-                (s.byID, s.byExecutable) = (byID, byExe)
-                s.indexedAt = DeadlineTimers.now()
-                s.indexing = false
-                s.cache.removeAll()
-            }
+            build()
+            state.withLock { $0.indexing = false }
         }
     }
 
