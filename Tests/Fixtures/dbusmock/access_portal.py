@@ -7,8 +7,7 @@ interface, or the caller closes it with org.freedesktop.impl.portal.Request
 .Close on the request handle (then it replies 2, as the real backends do).
 It counts how many dialogs were ever open at the same time.
 
-Parameters: "bus-name" is not supported by dbusmock templates; this mock
-always claims the GNOME backend's name.
+It takes no parameters and always claims the GNOME backend's name.
 '''
 
 import dbus
