@@ -12,6 +12,7 @@ let package = Package(
         // C glue
         .systemLibrary(name: "CSQLite", path: "Sources/CSQLite"),
         .target(name: "CLinux", path: "Sources/CLinux"),
+        .systemLibrary(name: "CSystemd", path: "Sources/CSystemd"),
 
         // Pure core
         .target(name: "PulseWire"),
@@ -19,9 +20,10 @@ let package = Package(
         .target(name: "Consent", dependencies: ["PulseWire"]),
         .target(name: "ConsentStore", dependencies: ["CSQLite", "Consent"]),
         .target(name: "ControlProtocol"),
+        .target(name: "DBus", dependencies: ["CSystemd"]),
 
         // I/O edge
-        .target(name: "Proxy", dependencies: ["PulseWire", "Ring", "Consent", "ConsentStore", "ControlProtocol", "CLinux"]),
+        .target(name: "Proxy", dependencies: ["PulseWire", "Ring", "Consent", "ConsentStore", "ControlProtocol", "CLinux", "DBus"]),
         .target(name: "EarmuffClient", dependencies: ["ControlProtocol", "CLinux"]),
         .target(name: "EarmuffCLI", dependencies: ["Proxy", "EarmuffClient", "ControlProtocol", "Consent"]),
         .executableTarget(name: "earmuff", dependencies: ["EarmuffCLI"]),

@@ -29,8 +29,11 @@ ensure_packages() {
     fi
 }
 
-# The build and the PulseAudio tests.
-EARMUFF_PACKAGES=(libpulse-dev libsqlite3-dev pulseaudio pulseaudio-utils socat sox)
+# The build (sd-bus from libsystemd-dev for desktop prompts), the PulseAudio
+# tests, and the desktop prompt tests (a private dbus-daemon, python-dbusmock
+# services, busctl from systemd).
+EARMUFF_PACKAGES=(libpulse-dev libsqlite3-dev libsystemd-dev pulseaudio pulseaudio-utils socat sox
+                  dbus python3-dbusmock systemd)
 # The second end-to-end pass: PipeWire, its pulse server, the session manager,
 # the SPA plugins and a private D-Bus (without recommends: no ALSA glue, rtkit).
 EARMUFF_PIPEWIRE_PACKAGES=(pipewire pipewire-bin pipewire-pulse wireplumber libspa-0.2-modules dbus)

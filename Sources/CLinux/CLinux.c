@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/prctl.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -250,4 +251,8 @@ int earmuff_count_open_fds(void) {
     }
     closedir(d);
     return n - 1; // the directory's own fd
+}
+
+int earmuff_become_subreaper(void) {
+    return prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0 ? 0 : -errno;
 }

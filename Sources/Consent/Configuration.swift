@@ -18,6 +18,21 @@ public enum MissingPurposeMode: String, Sendable, Equatable, CaseIterable {
     case prompt
 }
 
+/// Where a prompt is shown (`prompt-via`), tried in order; the first available one shows it.
+public enum PromptChannel: String, Sendable, Equatable, CaseIterable {
+    /// The desktop's xdg-desktop-portal backend: `org.freedesktop.impl.portal.Access.AccessDialog`.
+    case portal
+    /// A desktop notification with actions (`org.freedesktop.Notifications`).
+    case notification
+    /// `prompt-command`, when one is configured and no agent is connected.
+    case command
+    /// Connected `earmuff agent`s (they get every prompt whatever comes first).
+    case agent
+
+    /// What `prompt-via = auto` means.
+    public static let auto: [PromptChannel] = [.portal, .notification, .command, .agent]
+}
+
 /// How much the daemon logs, most severe first (the one log-level type: the
 /// config file, `--log-level` and the logger all use it).
 public enum LogLevel: String, Sendable, Equatable, CaseIterable, Comparable {
@@ -81,7 +96,9 @@ public struct Configuration: Sendable, Equatable {
     /// Permission store path, before expansion.
     public var store: String = "$XDG_STATE_HOME/earmuff/permissions.sqlite"
     /// What happens to an undetermined app without a purpose string.
-    public var missingPurpose: MissingPurposeMode = .disconnect
+    public var missingPurpose: MissingPurposeMode = .prompt
+    /// Where prompts are shown, in order of preference.
+    public var promptVia: [PromptChannel] = PromptChannel.auto
     /// Seconds a prompt waits for an answer.
     public var promptTimeout: Double = 30
     /// Shell command (run with `/bin/sh -c`) that answers prompts when no agent is connected; empty: none.
@@ -101,7 +118,7 @@ public struct Configuration: Sendable, Equatable {
 
     /// Every key earmuff.conf accepts, in documentation order.
     public static let keys = ["upstream", "listen", "control", "store", "missing-purpose",
-                              "prompt-timeout", "prompt-command", "trusted-apps", "log-level"]
+                              "prompt-via", "prompt-timeout", "prompt-command", "trusted-apps", "log-level"]
 
     /// Longest accepted prompt-timeout, in seconds.
     public static let maximumPromptTimeout: Double = 86_400
@@ -113,6 +130,7 @@ public struct Configuration: Sendable, Equatable {
         public var control: String?
         public var store: String?
         public var missingPurpose: MissingPurposeMode?
+        public var promptVia: [PromptChannel]?
         public var promptTimeout: Double?
         public var promptCommand: String?
         public var trustedApps: [AppKey]?
@@ -153,6 +171,8 @@ public struct Configuration: Sendable, Equatable {
                         throw fail("missing-purpose must be disconnect, deny or prompt, not \"\(value)\"")
                     }
                     o.missingPurpose = mode
+                case "prompt-via":
+                    o.promptVia = try parsePromptVia(value, fail: fail)
                 case "prompt-timeout":
                     guard let seconds = Double(value), seconds.isFinite, seconds > 0,
                           seconds <= maximumPromptTimeout else {
@@ -191,6 +211,7 @@ public struct Configuration: Sendable, Equatable {
         if let v = o.control { c.control = v }
         if let v = o.store { c.store = v }
         if let v = o.missingPurpose { c.missingPurpose = v }
+        if let v = o.promptVia { c.promptVia = v }
         if let v = o.promptTimeout { c.promptTimeout = v }
         if let v = o.promptCommand { c.promptCommand = v }
         if let v = o.trustedApps { c.trustedApps = v }
@@ -203,6 +224,23 @@ public struct Configuration: Sendable, Equatable {
         var c = Configuration()
         for f in files { c = c.merging(try parse(text: f.text, file: f.path)) }
         return c
+    }
+
+    /// `auto`, or channel names separated by spaces or commas, each at most once.
+    static func parsePromptVia(_ value: String, fail: (String) -> ConfigError) throws(ConfigError) -> [PromptChannel] {
+        let names = value.split { $0 == " " || $0 == "," || $0 == "\t" }.map(String.init)
+        let choices = "auto, or a list of " + PromptChannel.allCases.map(\.rawValue).joined(separator: ", ")
+        if names == ["auto"] { return PromptChannel.auto }
+        guard !names.isEmpty else { throw fail("prompt-via needs a value: \(choices)") }
+        var channels: [PromptChannel] = []
+        for name in names {
+            guard let c = PromptChannel(rawValue: name) else {
+                throw fail("prompt-via: unknown channel \"\(name)\"; write \(choices), e.g. prompt-via = notification agent")
+            }
+            guard !channels.contains(c) else { throw fail("prompt-via lists \"\(name)\" twice; name each channel once") }
+            channels.append(c)
+        }
+        return channels
     }
 
     /// Whether `app` may load and unload modules or stop the server.

@@ -74,6 +74,9 @@ public struct Prompt: Sendable, Equatable {
     public var id: PromptID
     public var appKey: AppKey
     public var method: IdentificationMethod
+    /// How much the identity can be relied on, and why it is weaker than its method suggests.
+    public var strength: IdentityStrength = .weak
+    public var caveat: String?
     /// The client's claimed name (sanitised), for display only.
     public var displayName: String
     public var executable: String?
@@ -183,7 +186,7 @@ public struct ConsentPolicy: Sendable, Equatable {
     /// apps.d declarations by app key.
     public var declarations: [AppKey: AppDeclaration]
 
-    public init(missingPurpose: MissingPurposeMode = .disconnect, promptTimeout: Double = 30,
+    public init(missingPurpose: MissingPurposeMode = .prompt, promptTimeout: Double = 30,
                 hasPromptCommand: Bool = false, declarations: [AppKey: AppDeclaration] = [:]) {
         self.missingPurpose = missingPurpose
         self.promptTimeout = promptTimeout
@@ -194,7 +197,8 @@ public struct ConsentPolicy: Sendable, Equatable {
     /// The policy a configuration and its declarations describe.
     public init(configuration c: Configuration, declarations: [AppKey: AppDeclaration]) {
         self.init(missingPurpose: c.missingPurpose, promptTimeout: c.promptTimeout,
-                  hasPromptCommand: !c.promptCommand.trimmingWhitespace().isEmpty, declarations: declarations)
+                  hasPromptCommand: !c.promptCommand.trimmingWhitespace().isEmpty && c.promptVia.contains(.command),
+                  declarations: declarations)
     }
 }
 
@@ -510,6 +514,7 @@ public struct ConsentEngine: Sendable {
         let id = PromptID(nextPrompt)
         nextPrompt += 1
         let prompt = Prompt(id: id, appKey: s.identity.appKey, method: s.identity.method,
+                            strength: s.identity.strength, caveat: s.identity.caveat,
                             displayName: displayName(of: s), executable: s.identity.executable,
                             pid: s.identity.pid, purpose: purpose(of: s), source: source, raisedAt: now)
         var actions: [ConsentAction] = [.emit(.promptRaised(prompt))]

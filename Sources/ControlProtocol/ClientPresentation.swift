@@ -240,15 +240,16 @@ public enum ClientFormat {
     public static func prompt(_ p: PromptInfo) -> String {
         var t = TextTable(["", ""])
         t.rows = [
-            ["app", p.displayName.map { cell($0, max: 60) } ?? "(no name given)"],
-            ["key", "\(p.appKey) (identified by \(p.identifiedBy))"],
+            ["app", cell(PromptWording.name(p), max: 60)],
+            ["calls itself", p.displayName.map { cell($0, max: 60) } ?? "(no name given)"],
+            ["key", PromptWording.identity(p)],
             ["pid", p.pid.map(String.init) ?? "-"],
-            ["purpose", p.purpose.map { cell($0, max: 200) } ?? "(none declared)"],
-            ["source", cell(p.source, max: 80)],
+            ["purpose", PromptWording.purpose(p)],
+            ["source", PromptWording.device(p)],
         ]
-        if let exe = p.executable { t.rows.insert(["executable", exe], at: 2) }
+        if let exe = p.executable { t.rows.insert(["executable", exe], at: 3) }
         let body = t.render().split(separator: "\n").map { "  " + $0 + "\n" }.joined()
-        return "prompt \(p.id): an app wants to record audio\n" + body
+        return "prompt \(p.id): \(printable(PromptWording.title(p)))\n" + body
     }
 
     /// One line per event for `earmuff watch`.
@@ -267,7 +268,7 @@ public enum ClientFormat {
         case .streamEnded(let s):
             text = "client \(s.client) stream \(s.stream) \(s.appKey) real \(bytes(s.bytesReal)), silenced \(bytes(s.bytesSilenced))"
         case .promptRaised(let p):
-            text = "prompt \(p.id) \(p.appKey) (\(cell(p.displayName, max: 40)), pid \(p.pid.map(String.init) ?? "-")) purpose: \(cell(p.purpose))"
+            text = "prompt \(p.id) \(p.appKey) (\(cell(p.displayName, max: 40)), pid \(p.pid.map(String.init) ?? "-")) purpose: \(p.purpose.map { cell($0) } ?? PromptWording.noReason)"
         case .promptResolved(let r):
             text = "prompt \(r.prompt) \(r.appKey) \(r.outcome.rawValue)" + (r.by.map { " by \($0)" } ?? "")
         case .decisionChanged(let a):

@@ -228,9 +228,18 @@ public struct PromptInfo: Codable, Sendable, Equatable {
     public var executable: String?
     /// Seconds since 1970 when the prompt was raised.
     public var raisedAt: Double?
+    /// The app's name from the system (its desktop entry), not from the app.
+    public var systemName: String?
+    /// The icon of that desktop entry (a theme name or an absolute path).
+    public var icon: String?
+    /// "strong" when a sandbox or a launcher socket vouches for the key, "weak" otherwise.
+    public var strength: String?
+    /// Why the identity is weaker than its method suggests, when it is.
+    public var caveat: String?
 
     public init(id: UInt64, appKey: String, displayName: String? = nil, identifiedBy: String, pid: Int32? = nil,
-                purpose: String? = nil, source: String? = nil, executable: String? = nil, raisedAt: Double? = nil) {
+                purpose: String? = nil, source: String? = nil, executable: String? = nil, raisedAt: Double? = nil,
+                systemName: String? = nil, icon: String? = nil, strength: String? = nil, caveat: String? = nil) {
         self.id = id
         self.appKey = appKey
         self.displayName = displayName
@@ -240,6 +249,10 @@ public struct PromptInfo: Codable, Sendable, Equatable {
         self.source = source
         self.executable = executable
         self.raisedAt = raisedAt
+        self.systemName = systemName
+        self.icon = icon
+        self.strength = strength
+        self.caveat = caveat
     }
 }
 
@@ -249,14 +262,17 @@ public struct PromptResolution: Codable, Sendable, Equatable {
     public var prompt: UInt64
     public var appKey: String
     public var outcome: PromptOutcome
-    /// Who resolved it: "agent", "prompt-command", "timeout", "cli", ...
+    /// Who resolved it: "agent", "portal", "notification", "prompt-command", "timeout", "cli", ...
     public var by: String?
+    /// Seconds since 1970 when it was resolved.
+    public var resolvedAt: Double?
 
-    public init(prompt: UInt64, appKey: String, outcome: PromptOutcome, by: String? = nil) {
+    public init(prompt: UInt64, appKey: String, outcome: PromptOutcome, by: String? = nil, resolvedAt: Double? = nil) {
         self.prompt = prompt
         self.appKey = appKey
         self.outcome = outcome
         self.by = by
+        self.resolvedAt = resolvedAt
     }
 }
 

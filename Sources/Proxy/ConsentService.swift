@@ -5,9 +5,11 @@
 //     under a lock for microseconds and returns actions;
 //   - stream access flags are flipped while that lock is held, so flips for
 //     one stream are applied in the order the engine decided them;
-//   - everything slow is handed off: SQLite writes to the coalescing StoreWriter, the
-//     prompt command and prompt timers to Dispatch, messages to the control
-//     thread. The audio path only ever loads each RecordStream's atomic flag.
+//   - everything slow is handed off: SQLite writes to the coalescing
+//     StoreWriter; prompt timers, desktop dialogs and the prompt command to
+//     PromptDelivery (a timer thread, a D-Bus thread, a command thread);
+//     messages to the control thread. The audio path only ever loads each
+//     RecordStream's atomic flag.
 import CLinux
 import ConsentStore
 import Consent
@@ -27,6 +29,12 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
     let launchers: LauncherSockets
     private let configuration: Configuration
     private let promptCommand: String?
+    /// Set at the end of init (its handlers call back into the service).
+    private var delivery: PromptDelivery!
+    /// The desktop channel that answered a prompt, for the `by` of its resolution.
+    private let answeredVia = Locked([UInt64: PromptChannel]())
+    /// Desktop entries, for the name and icon a prompt shows.
+    private let desktopEntries = DesktopEntries()
     var control: ControlServer?
     weak var daemon: Daemon?
     let paths: DaemonPaths
@@ -50,6 +58,35 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
         let decisions = try store.allDecisions()
         engine = Locked(ConsentEngine(policy: ConsentPolicy(configuration: configuration, declarations: declarations),
                                      decisions: decisions))
+        delivery = PromptDelivery(via: configuration.promptVia, command: promptCommand, handlers: .init(
+            answered: { [unowned self] prompt, answer, via in answerFromDesktop(prompt, answer, via: via) },
+            timedOut: { [unowned self] prompt in
+                withEngine { e in ((), e.promptTimedOut(PromptID(prompt), now: wallClockNow())) }
+            },
+            commandExited: { [unowned self] prompt, status in
+                withEngine { e in ((), e.promptCommandFinished(PromptID(prompt), exitStatus: status, now: wallClockNow())) }
+            }))
+    }
+
+    /// Indexes desktop entries and starts the prompt threads (timers, desktop, prompt
+    /// command). Call before apps can connect.
+    func start() {
+        desktopEntries.build()
+        delivery.start()
+    }
+
+    /// Withdraws what is on screen, ends a running prompt command, joins the threads.
+    func stop() { delivery.stop() }
+
+    private func answerFromDesktop(_ prompt: UInt64, _ answer: Consent.PromptAnswer, via: PromptChannel) {
+        answeredVia.withLock { $0[prompt] = via }
+        let ok = withEngine { e -> (Bool, [ConsentAction]) in
+            switch e.answer(PromptID(prompt), answer, by: nil, now: wallClockNow()) {
+            case .success(let actions): return (true, actions)
+            case .failure: return (false, [])
+            }
+        }
+        if !ok { answeredVia.withLock { _ = $0.removeValue(forKey: prompt) } }
     }
 
     /// The decision logged with each live stream's usage row, to tell a change at its end.
@@ -160,12 +197,11 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
                 for c in conns { control?.send(.prompt(info), to: c) }
             case let .closePrompt(prompt, outcome, _):
                 Log.info("prompt \(prompt.id.rawValue) for \(prompt.appKey) resolved: \(outcomeName(outcome))")
+                delivery.closed(prompt.id.rawValue)
             case let .runPromptCommand(prompt):
-                runPromptCommand(prompt)
+                delivery.wantsCommand(prompt.id.rawValue, environment: promptCommandEnvironment(prompt))
             case let .schedulePromptTimeout(id, seconds):
-                DispatchQueue.global().asyncAfter(deadline: .now() + seconds) { [self] in
-                    withEngine { e in ((), e.promptTimedOut(id, now: wallClockNow())) }
-                }
+                delivery.scheduleTimeout(id.rawValue, after: seconds)
             case let .persistDecision(d):
                 writer.save(d)
             case let .recordApp(r):
@@ -194,14 +230,14 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
                 writer.logEvent(kind: "disconnect", app: key, detail: reason, at: wallClockNow())
                 daemon?.disconnect(sessionID: c.rawValue, reason: reason)
             case let .emit(event):
+                if case let .promptRaised(p) = event { delivery.raised(promptInfo(p)) }
                 if let e = controlEvent(event) { control?.broadcast(e) }
             }
         }
     }
 
-    private func runPromptCommand(_ prompt: Prompt) {
-        guard let command = promptCommand else { return }
-        let env: [String: String] = [
+    private func promptCommandEnvironment(_ prompt: Prompt) -> [String: String] {
+        [
             "EARMUFF_APP_KEY": prompt.appKey.description,
             "EARMUFF_APP_NAME": prompt.displayName,
             "EARMUFF_PURPOSE": prompt.purpose ?? "",
@@ -209,11 +245,6 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
             "EARMUFF_SOURCE": prompt.source,
             "EARMUFF_IDENTIFIED_BY": prompt.method.rawValue,
         ]
-        DispatchQueue.global().async { [self] in
-            let status = runShell(command, extraEnvironment: env)
-            Log.info("prompt-command for \(prompt.appKey) exited with \(status)")
-            withEngine { e in ((), e.promptCommandFinished(prompt.id, exitStatus: status, now: wallClockNow())) }
-        }
     }
 
     // MARK: ControlHandler (control thread)
@@ -415,9 +446,11 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
     }
 
     private func promptInfo(_ p: Prompt) -> PromptInfo {
-        PromptInfo(id: p.id.rawValue, appKey: p.appKey.description, displayName: p.displayName,
-                   identifiedBy: p.method.rawValue, pid: p.pid, purpose: p.purpose, source: p.source,
-                   executable: p.executable, raisedAt: p.raisedAt)
+        let entry = desktopEntries.entry(for: p.appKey, executable: p.executable)
+        return PromptInfo(id: p.id.rawValue, appKey: p.appKey.description, displayName: p.displayName,
+                          identifiedBy: p.method.rawValue, pid: p.pid, purpose: p.purpose, source: p.source,
+                          executable: p.executable, raisedAt: p.raisedAt, systemName: entry?.name, icon: entry?.icon,
+                          strength: p.strength.rawValue, caveat: p.caveat)
     }
 
     private func clientInfo(_ c: ClientID, _ identity: ClientIdentity?) -> ClientInfo {
@@ -453,14 +486,15 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
             Log.info("prompt \(p.id.rawValue) raised for \(p.appKey) (\(p.displayName)), purpose: \(p.purpose ?? "none")")
             return .promptRaised(promptInfo(p))
         case let .promptResolved(p, outcome):
+            let via = answeredVia.withLock { $0.removeValue(forKey: p.id.rawValue) }
             let by: String = switch outcome {
-            case .answered: "agent"
+            case .answered: via?.rawValue ?? "agent"
             case .commandAnswered: "prompt-command"
             case .timedOut: "timeout"
             case .superseded: "cli"
             }
             return .promptResolved(PromptResolution(prompt: p.id.rawValue, appKey: p.appKey.description,
-                                                    outcome: controlOutcome(outcome), by: by))
+                                                    outcome: controlOutcome(outcome), by: by, resolvedAt: wallClockNow()))
         case let .promptCommandGaveNoAnswer(p, status):
             Log.warn("prompt-command for prompt \(p.rawValue) exited with \(status): no answer")
             return nil
@@ -496,24 +530,3 @@ func canConnect(_ path: String) -> Bool {
 
 /// `s16le 2ch 44100Hz`, as pactl writes it.
 func specText(_ s: SampleSpec) -> String { "\(s.format.name) \(s.channels)ch \(s.rate)Hz" }
-
-/// Runs `/bin/sh -c command` and returns its exit status (or 128+signal).
-func runShell(_ command: String, extraEnvironment: [String: String]) -> Int32 {
-    var env = currentEnvironment()
-    for (k, v) in extraEnvironment { env[k] = v }
-    let argv: [String] = ["/bin/sh", "-c", command]
-    let envStrings = env.map { "\($0.key)=\($0.value)" }
-    var cArgs = argv.map { strdup($0) } + [nil]
-    var cEnv = envStrings.map { strdup($0) } + [nil]
-    defer {
-        for p in cArgs { free(p) }
-        for p in cEnv { free(p) }
-    }
-    var pid: pid_t = 0
-    let rc = posix_spawn(&pid, "/bin/sh", nil, nil, &cArgs, &cEnv)
-    guard rc == 0 else { return 127 }
-    var status: Int32 = 0
-    while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-    if status & 0x7f == 0 { return (status >> 8) & 0xff }
-    return 128 + (status & 0x7f)
-}

@@ -112,6 +112,7 @@ public enum Server {
                 }
             }
             service.control = control
+            service.start()
             try daemon.start()
             control.start()
         } catch {
@@ -126,6 +127,7 @@ public enum Server {
         Log.info("stopping on signal \(sig)")
         control.stop()
         daemon.stop()
+        service.stop()
         unlink(paths.listen)
         service.launchers.removeAll()
         service.flushStore()

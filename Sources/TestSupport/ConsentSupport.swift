@@ -57,6 +57,8 @@ public struct PromptView: Decodable, Sendable, Equatable {
     public var purpose: String?
     /// The source it wants to record from.
     public var source: String?
+    /// When it was raised (seconds since 1970).
+    public var raisedAt: Double?
 }
 
 /// `earmuff status --json`.
@@ -100,6 +102,8 @@ public struct ResolutionView: Decodable, Sendable, Equatable {
     public var appKey: String
     /// allow, once, deny, timeout, cancelled.
     public var outcome: String
+    /// When it was resolved (seconds since 1970).
+    public var resolvedAt: Double?
     /// Who resolved it, when known.
     public var by: String?
 }
@@ -293,7 +297,7 @@ extension Tool {
     public static func startPurposefulRecording(
         server: String, purpose: String?, format: PCMFormat = .s16le, rate: Int = 48000, channels: Int = 1,
         device: String? = nil, extraArguments: [String] = [], latencyMsec: Int = 20,
-        environment: [String: String] = [:]
+        environment: [String: String] = [:], tool name: String = "parecord"
     ) throws -> Recording {
         var args = ["--raw", "--format=\(format.pulseName)", "--rate=\(rate)", "--channels=\(channels)",
                     "--latency-msec=\(latencyMsec)"] + extraArguments
@@ -301,7 +305,7 @@ extension Tool {
         args.append("recording.raw")
         var env = environment
         if let purpose { env["PULSE_PROP"] = purposeProperty(purpose) }
-        let tool = try start("parecord", args: args, server: server, environment: env)
+        let tool = try start(name, args: args, server: server, environment: env)
         return Recording(tool: tool, format: format, rate: rate, channels: channels)
     }
 

@@ -297,7 +297,7 @@ public final class PipeWireServer: Sendable {
             try TempDir.makeDirectory("\(dir)/\(sub)")
         }
         let files: [(String, String)] = [
-            ("dbus.conf", dbusConfig(socket: "\(dir)/run/bus")),
+            ("dbus.conf", SessionBus.configuration(socket: "\(dir)/run/bus")),
             ("pipewire/pipewire.conf", pipewireConfig),
             ("pipewire/pipewire-pulse.conf", pipewirePulseConfig),
             ("pipewire/client.conf", clientConfig),
@@ -307,27 +307,6 @@ public final class PipeWireServer: Sendable {
         for (path, text) in files {
             try text.write(toFile: "\(dir)/\(path)", atomically: true, encoding: .utf8)
         }
-    }
-
-    /// A session bus with no service directories, so it never activates
-    /// (and leaves behind) any service.
-    private static func dbusConfig(socket: String) -> String {
-        """
-        <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
-         "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-        <busconfig>
-          <type>session</type>
-          <keep_umask/>
-          <listen>unix:path=\(socket)</listen>
-          <auth>EXTERNAL</auth>
-          <policy context="default">
-            <allow send_destination="*" eavesdrop="true"/>
-            <allow eavesdrop="true"/>
-            <allow own="*"/>
-          </policy>
-        </busconfig>
-
-        """
     }
 
     /// The daemon: Debian's module list minus rt, portal, profiler and x11-bell,
@@ -394,7 +373,7 @@ public final class PipeWireServer: Sendable {
             { name = libpipewire-module-protocol-pulse args = { } }
         ]
         pulse.properties = {
-            server.address = [ "unix:native" ]
+            server.address = [ { address = "unix:native" max-clients = 256 } ]
         }
 
         """

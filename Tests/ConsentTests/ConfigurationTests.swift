@@ -29,7 +29,8 @@ private func declarationError(_ text: String, file: String = "/etc/earmuff/apps.
         #expect(c.listen == "$XDG_RUNTIME_DIR/earmuff/native")
         #expect(c.control == "$XDG_RUNTIME_DIR/earmuff/control")
         #expect(c.store == "$XDG_STATE_HOME/earmuff/permissions.sqlite")
-        #expect(c.missingPurpose == .disconnect)
+        #expect(c.missingPurpose == .prompt)
+        #expect(c.promptVia == [.portal, .notification, .command, .agent])
         #expect(c.promptTimeout == 30)
         #expect(c.promptCommand == "")
         #expect(c.trustedApps.isEmpty)
@@ -91,8 +92,19 @@ private func declarationError(_ text: String, file: String = "/etc/earmuff/apps.
         let e = parseError("log-level = info\n\nprompt-timout = 5\n")
         #expect(e?.description.hasPrefix(#"/etc/earmuff/earmuff.conf:3: unknown key "prompt-timout"; did you mean "prompt-timeout"? (keys: upstream, listen,"#) == true)
         let far = parseError("colour = blue\n")
-        #expect(far?.description == #"/etc/earmuff/earmuff.conf:1: unknown key "colour" (keys: upstream, listen, control, store, missing-purpose, prompt-timeout, prompt-command, trusted-apps, log-level)"#)
+        #expect(far?.description == #"/etc/earmuff/earmuff.conf:1: unknown key "colour" (keys: upstream, listen, control, store, missing-purpose, prompt-via, prompt-timeout, prompt-command, trusted-apps, log-level)"#)
         #expect(parseError("Missing_Purpose = deny\n")?.message.contains(#"did you mean "missing-purpose"?"#) == true)
+    }
+
+    @Test func promptViaIsAnOrderedList() throws {
+        #expect(try Configuration.parse(text: "prompt-via = auto\n", file: admin).promptVia == PromptChannel.auto)
+        #expect(try Configuration.parse(text: "prompt-via = notification, agent\n", file: admin).promptVia
+                == [.notification, .agent])
+        #expect(try Configuration.parse(text: "prompt-via = command portal\n", file: admin).promptVia == [.command, .portal])
+        #expect(parseError("\nprompt-via = portal dialog\n")?.description
+                == #"/etc/earmuff/earmuff.conf:2: prompt-via: unknown channel "dialog"; write auto, or a list of portal, notification, command, agent, e.g. prompt-via = notification agent"#)
+        #expect(parseError("prompt-via = agent agent\n")?.message.contains("twice") == true)
+        #expect(parseError("prompt-via =\n")?.message.hasPrefix("prompt-via needs a value") == true)
     }
 
     @Test func badValuesNameTheFix() {

@@ -461,8 +461,17 @@ private func closed(in actions: [ConsentAction]) -> [(PromptID, PromptOutcome, [
 }
 
 @Suite struct MissingPurpose {
-    @Test func disconnectByDefault() throws {
+    @Test func promptByDefault() throws {
+        #expect(ConsentPolicy().missingPurpose == .prompt)
         var e = engine()
+        e.connect(c1, recorder, purpose: nil)
+        let r = e.record(c1, s1)
+        #expect(r.admitted && !r.real)
+        #expect(try #require(prompts(in: r.actions).first).purpose == nil)
+    }
+
+    @Test func disconnectModeRefuses() throws {
+        var e = engine(ConsentPolicy(missingPurpose: .disconnect))
         e.connect(c1, recorder, purpose: nil)
         let a = e.recordStreamRequested(c1, now: 1)
         #expect(!a.proceed)
@@ -479,14 +488,14 @@ private func closed(in actions: [ConsentAction]) -> [(PromptID, PromptOutcome, [
     }
 
     @Test func propertyPurposeSuffices() {
-        var e = engine()
+        var e = engine(ConsentPolicy(missingPurpose: .disconnect))
         e.connect(c1, recorder, purpose: nil)
         _ = e.clientPropertiesChanged(c1, applicationName: "rec", processBinary: nil, capturePurpose: "Voice memos", now: 0)
         #expect(e.recordStreamRequested(c1, now: 1).proceed)
     }
 
     @Test func blankPurposeCountsAsMissing() {
-        var e = engine()
+        var e = engine(ConsentPolicy(missingPurpose: .disconnect))
         e.connect(c1, recorder, purpose: "  \n")
         _ = e.clientPropertiesChanged(c1, applicationName: nil, processBinary: nil, capturePurpose: "\u{7}", now: 0)
         #expect(!e.recordStreamRequested(c1, now: 1).proceed)

@@ -28,7 +28,8 @@ extension EndToEnd {
             /// The app key of parecord (`exe:` + the real path of pacat).
             let key: String
 
-            init(config: [String] = [], store: String? = nil, server existing: PulseServer? = nil) throws {
+            init(config: [String] = [], store: String? = nil, server existing: PulseServer? = nil,
+                 environment: [String: String] = [:]) throws {
                 key = try Tool.appKey(for: "parecord")
                 scratch = try Helpers.scratch()
                 var args: [String] = []
@@ -45,7 +46,7 @@ extension EndToEnd {
                     throw error
                 }
                 do {
-                    earmuff = try EarmuffProcess(upstream: server.serverString, extraArguments: args)
+                    earmuff = try EarmuffProcess(upstream: server.serverString, extraArguments: args, environment: environment)
                 } catch {
                     server.stop()
                     TempDir.remove(scratch)
@@ -384,9 +385,10 @@ extension EndToEnd {
 
         // MARK: 7. missing purpose
 
-        /// By default a recorder without a purpose is disconnected; the daemon keeps serving.
+        /// `missing-purpose = disconnect` (the strict mode): a recorder without a purpose is
+        /// disconnected; the daemon keeps serving.
         @Test func missingPurposeDisconnects() async throws {
-            let s = try Setup()
+            let s = try Setup(config: ["missing-purpose = disconnect"])
             defer { s.stop() }
             let rec = try s.record(purpose: nil)
             let result = rec.tool.wait(timeout: 60)
@@ -412,15 +414,22 @@ extension EndToEnd {
             #expect(AudioAnalysis.isUniform(audio, value: 0))
         }
 
-        /// `missing-purpose = prompt`: silence and a prompt that says no purpose was given.
-        @Test func missingPurposePromptMode() async throws {
-            let s = try Setup(config: ["missing-purpose = prompt"])
+        /// The default config (`missing-purpose = prompt`): a plain parecord, as in the README,
+        /// records silence and raises one prompt that says it gave no reason.
+        @Test func defaultConfigPromptsForAppsWithoutPurpose() async throws {
+            let s = try Setup()
             defer { s.stop() }
+            let agent = try s.earmuff.startCLI(["agent"])
+            defer { agent.stop() }
             let rec = try s.record(purpose: nil)
             #expect(await rec.waitForAudio(seconds: 1), "\(rec.tool.process.stderrText())\n\(s.logs)")
             let status = try await s.earmuff.waitForStatus { $0.prompts(of: s.key).count == 1 }
             #expect(status.prompts(of: s.key).count == 1, "\(status)")
             #expect(status.prompts(of: s.key).first?.purpose == nil, "\(status)")
+            let said = await Wait.until(timeout: 60, interval: 0.05) { agent.output().contains("gave no reason") }
+            #expect(said, "agent output:\n\(agent.output())\n\(s.logs)")
+            #expect(agent.output().components(separatedBy: "wants to use the microphone").count == 2,
+                    "one prompt expected:\n\(agent.output())")
             let (result, audio) = rec.stop()
             #expect(result.status == 0, "\(result)")
             #expect(AudioAnalysis.isUniform(audio, value: 0))

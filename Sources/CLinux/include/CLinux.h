@@ -82,4 +82,8 @@ long earmuff_raise_nofile(void);
 /// Counts open file descriptors of this process (via /proc/self/fd), or -1.
 int earmuff_count_open_fds(void);
 
+/// Makes this process the reaper of its orphaned descendants (PR_SET_CHILD_SUBREAPER),
+/// so what a child leaves behind can be waited for. Returns 0 or -errno.
+int earmuff_become_subreaper(void);
+
 #endif

@@ -1,0 +1,75 @@
+// What a prompt says, the same on every channel (terminal agent, desktop
+// dialog, notification): the name the system gives the app (its desktop
+// entry, else its executable), how it was identified and how far that can be
+// trusted, the purpose or the fact that it gave none, and what it records.
+// A name the app chose itself appears only as "calls itself ...".
+
+/// The title and body lines of a prompt.
+public enum PromptWording {
+    /// Shown instead of a purpose when the app declared none.
+    public static let noReason = "gave no reason"
+
+    /// The name to show: the desktop entry's, else the executable's file name, else the app key.
+    public static func name(_ p: PromptInfo) -> String {
+        if let n = p.systemName, !n.isEmpty { return n }
+        if let exe = p.executable, let last = exe.split(separator: "/").last { return String(last) }
+        return p.appKey
+    }
+
+    /// "Firefox wants to use the microphone".
+    public static func title(_ p: PromptInfo) -> String {
+        "\(cell(name(p), max: 60)) wants to \(isMonitor(p.source) ? "record what your computer plays" : "use the microphone")"
+    }
+
+    /// The purpose in quotes, or "gave no reason".
+    public static func purpose(_ p: PromptInfo) -> String {
+        p.purpose.map { "“\(cell($0, max: 200))”" } ?? noReason
+    }
+
+    /// How the app was identified, and how much that says (the daemon's strength and caveat).
+    public static func identity(_ p: PromptInfo) -> String {
+        let how: String = switch p.identifiedBy {
+        case "flatpak": "its Flatpak sandbox"
+        case "snap": "its snap confinement"
+        case "systemd-scope": "its systemd unit"
+        case "launcher": "the socket of its earmuff run"
+        case "exe": "the executable the kernel reports"
+        case "script": "the script on its interpreter's command line"
+        case "sandboxed": "a sandbox whose metadata cannot be confirmed"
+        case "uninspectable": "nothing: its process cannot be inspected"
+        default: "an unknown method"
+        }
+        let strength: String = switch p.strength {
+        case "strong": "strong: the sandbox or the launcher vouches for it"
+        case "weak": "weak: any program of yours could pose as it"
+        default: "strength unknown"
+        }
+        let caveat = p.caveat.map { "; \(cell($0, max: 160))" } ?? ""
+        return "\(p.appKey), identified by \(p.identifiedBy): \(how) (\(strength)\(caveat))"
+    }
+
+    /// "microphone mic" / "system audio out.monitor" / "default microphone".
+    public static func device(_ p: PromptInfo) -> String {
+        let source = p.source ?? ""
+        if source.isEmpty { return "the default microphone" }
+        return isMonitor(source) ? "system audio (\(cell(source, max: 80)))" : "microphone \(cell(source, max: 80))"
+    }
+
+    /// The body as lines: purpose, identity, device, and the claimed name when it differs.
+    public static func bodyLines(_ p: PromptInfo) -> [String] {
+        var lines = [
+            "Purpose: \(purpose(p))",
+            "Who: \(identity(p))",
+            "Records from: \(device(p))",
+        ]
+        if let claimed = p.displayName, !claimed.isEmpty, claimed != name(p) {
+            lines.append("Calls itself “\(cell(claimed, max: 60))”")
+        }
+        if let pid = p.pid { lines.append("Process: \(pid)") }
+        return lines
+    }
+
+    private static func isMonitor(_ source: String?) -> Bool { source?.hasSuffix(".monitor") == true }
+
+    private static func cell(_ text: String, max: Int) -> String { ClientFormat.cell(text, max: max) }
+}

@@ -1,0 +1,155 @@
+// A connection to the session bus through sd-bus (libsystemd).
+//
+// sd-bus objects are not thread-safe: a connection and everything made from
+// it (messages, slots) belong to the one thread that drives it. That thread
+// waits on `fd` for `events` (and until `deadline`), then calls `process()`
+// until it returns false; replies and signals reach the handlers given to
+// `callAsync` and `onSignal` from inside `process()`.
+import CSystemd
+import Glibc
+
+/// A registration (pending async call or signal match); dropping it cancels it.
+public final class BusSlot {
+    let raw: OpaquePointer
+    init(_ raw: OpaquePointer) { self.raw = raw }
+    deinit { sd_bus_slot_unref(raw) }
+}
+
+/// The Swift closure behind a slot; released by the slot's destroy callback.
+private final class HandlerBox {
+    let handler: (BusMessage) -> Void
+    init(_ handler: @escaping (BusMessage) -> Void) { self.handler = handler }
+}
+
+private let dispatchToBox: sd_bus_message_handler_t = { message, userdata, _ in
+    guard let message, let userdata else { return 0 }
+    Unmanaged<HandlerBox>.fromOpaque(userdata).takeUnretainedValue().handler(BusMessage(borrowing: message))
+    return 0
+}
+
+private let releaseBox: sd_bus_destroy_t = { userdata in
+    if let userdata { Unmanaged<HandlerBox>.fromOpaque(userdata).release() }
+}
+
+/// One bus connection, used by one thread.
+public final class BusConnection {
+    private let bus: OpaquePointer
+
+    /// Connects to the user's session bus: `$DBUS_SESSION_BUS_ADDRESS`, else
+    /// `$XDG_RUNTIME_DIR/bus`. Fails at once when there is none.
+    public static func session() throws(BusError) -> BusConnection {
+        var bus: OpaquePointer?
+        let rc = sd_bus_open_user(&bus)
+        guard rc >= 0, let bus else { throw BusError("connect to the session bus", errno: rc) }
+        return BusConnection(bus)
+    }
+
+    private init(_ bus: OpaquePointer) { self.bus = bus }
+
+    deinit { sd_bus_flush_close_unref(bus) }
+
+    /// This connection's unique name, e.g. `:1.42`.
+    public var uniqueName: String? {
+        var p: UnsafePointer<CChar>?
+        guard sd_bus_get_unique_name(bus, &p) >= 0, let p else { return nil }
+        return String(cString: p)
+    }
+
+    /// The socket to poll.
+    public var fd: Int32 { sd_bus_get_fd(bus) }
+
+    /// The poll events to wait for now.
+    public var events: Int16 { Int16(truncatingIfNeeded: max(0, sd_bus_get_events(bus))) }
+
+    /// Milliseconds until sd-bus next needs `process()` (a call timing out), or -1 for none.
+    public var pollTimeoutMilliseconds: Int32 {
+        var usec: UInt64 = 0
+        guard sd_bus_get_timeout(bus, &usec) >= 0, usec != UInt64.max else { return -1 }
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &now)
+        let nowUsec = UInt64(now.tv_sec) * 1_000_000 + UInt64(now.tv_nsec) / 1000
+        guard usec > nowUsec else { return 0 }
+        return Int32(min(UInt64(Int32.max), (usec - nowUsec + 999) / 1000))
+    }
+
+    /// Handles one pending item (incoming message, timeout); returns whether there was one.
+    /// Throws when the connection is lost.
+    public func process() throws(BusError) -> Bool {
+        let rc = sd_bus_process(bus, nil)
+        if rc < 0 { throw BusError("process the bus", errno: rc) }
+        return rc > 0
+    }
+
+    /// A method call to fill with arguments.
+    public func methodCall(destination: String, path: String, interface: String,
+                           member: String) throws(BusError) -> BusMessage {
+        var m: OpaquePointer?
+        let rc = sd_bus_message_new_method_call(bus, &m, destination, path, interface, member)
+        guard rc >= 0, let m else { throw BusError("new call \(interface).\(member)", errno: rc) }
+        return BusMessage(owning: m)
+    }
+
+    /// Sends `call` and waits for its reply (other traffic is queued meanwhile).
+    /// Throws the error reply, or a timeout after `timeout` seconds.
+    public func call(_ call: BusMessage, timeout: Double) throws(BusError) -> BusMessage {
+        var err = sd_bus_error(name: nil, message: nil, _need_free: 0)
+        defer { sd_bus_error_free(&err) }
+        var reply: OpaquePointer?
+        let rc = sd_bus_call(bus, call.raw, UInt64(timeout * 1_000_000), &err, &reply)
+        if rc < 0 {
+            if let name = err.name {
+                throw BusError(name: String(cString: name), message: err.message.map { String(cString: $0) } ?? "")
+            }
+            throw BusError("call", errno: rc)
+        }
+        guard let reply else { throw BusError("call", errno: -EIO) }
+        return BusMessage(owning: reply)
+    }
+
+    /// Sends `call`; `reply` runs from `process()` with the reply or an error reply
+    /// (sd-bus makes one on timeout). Keep the slot until then: dropping it cancels.
+    public func callAsync(_ call: BusMessage, timeout: Double,
+                          reply: @escaping (BusMessage) -> Void) throws(BusError) -> BusSlot {
+        let box = Unmanaged.passRetained(HandlerBox(reply))
+        var slot: OpaquePointer?
+        let rc = sd_bus_call_async(bus, &slot, call.raw, dispatchToBox, box.toOpaque(), UInt64(timeout * 1_000_000))
+        return try adopt(slot, rc, box, "call")
+    }
+
+    /// Sends `call` without waiting for (or wanting) a reply.
+    public func send(_ call: BusMessage) throws(BusError) {
+        _ = sd_bus_message_set_expect_reply(call.raw, 0)
+        let rc = sd_bus_send(bus, call.raw, nil)
+        if rc < 0 { throw BusError("send", errno: rc) }
+    }
+
+    /// Runs `handler` for every matching signal until the slot is dropped. Nil matches any.
+    public func onSignal(sender: String? = nil, path: String? = nil, interface: String, member: String? = nil,
+                         handler: @escaping (BusMessage) -> Void) throws(BusError) -> BusSlot {
+        let box = Unmanaged.passRetained(HandlerBox(handler))
+        var slot: OpaquePointer?
+        let rc = sd_bus_match_signal(bus, &slot, sender, path, interface, member, dispatchToBox, box.toOpaque())
+        return try adopt(slot, rc, box, "match \(interface)")
+    }
+
+    private func adopt(_ slot: OpaquePointer?, _ rc: Int32, _ box: Unmanaged<HandlerBox>,
+                       _ what: String) throws(BusError) -> BusSlot {
+        guard rc >= 0, let slot else {
+            box.release()
+            throw BusError(what, errno: rc < 0 ? rc : -EIO)
+        }
+        sd_bus_slot_set_destroy_callback(slot, releaseBox)
+        return BusSlot(slot)
+    }
+
+    /// Whether `name` has an owner now or can be started by the bus.
+    public func isProvided(_ name: String) -> Bool {
+        guard let m = try? methodCall(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+                                      interface: "org.freedesktop.DBus", member: "NameHasOwner") else { return false }
+        if (try? m.append(name)) != nil, let r = try? call(m, timeout: 5), (try? r.readBool()) == true { return true }
+        guard let list = try? methodCall(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+                                         interface: "org.freedesktop.DBus", member: "ListActivatableNames"),
+              let r = try? call(list, timeout: 5), let names = try? r.readStrings() else { return false }
+        return names.contains(name)
+    }
+}

@@ -1,0 +1,183 @@
+// A D-Bus message, built and read through sd-bus (libsystemd).
+//
+// A thin owner of an `sd_bus_message *`: appending basic values and opening
+// containers on the way out, peeking, reading and entering containers on the
+// way in. sd-bus does all marshalling; nothing here knows the wire format.
+// Like the connection it came from, a message belongs to one thread.
+import CSystemd
+import Glibc
+
+/// A D-Bus failure: an error reply (name and message) or a local sd-bus error (errno).
+public struct BusError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The D-Bus error name, e.g. `org.freedesktop.DBus.Error.ServiceUnknown`.
+    public var name: String
+    public var message: String
+
+    public init(name: String, message: String) {
+        self.name = name
+        self.message = message
+    }
+
+    /// A local failure of `operation` with a negative errno from sd-bus.
+    init(_ operation: String, errno code: Int32) {
+        name = "errno.\(-code)"
+        message = "\(operation): \(String(cString: strerror(-code)))"
+    }
+
+    public var description: String { "\(name): \(message)" }
+
+    /// Whether the error says nobody provides the service, object, interface or method.
+    public var meansNotProvided: Bool {
+        [
+            "org.freedesktop.DBus.Error.ServiceUnknown", "org.freedesktop.DBus.Error.NameHasNoOwner",
+            "org.freedesktop.DBus.Error.UnknownMethod", "org.freedesktop.DBus.Error.UnknownObject",
+            "org.freedesktop.DBus.Error.UnknownInterface", "org.freedesktop.DBus.Error.Spawn.ChildExited",
+            "org.freedesktop.DBus.Error.Spawn.ServiceNotFound", "org.freedesktop.DBus.Error.Spawn.ExecFailed",
+        ].contains(name)
+    }
+}
+
+/// One D-Bus message (method call, reply, error or signal).
+public final class BusMessage {
+    let raw: OpaquePointer
+
+    /// Takes over a reference the caller owns.
+    init(owning raw: OpaquePointer) { self.raw = raw }
+
+    /// Adds a reference to a message sd-bus lends to a callback.
+    init(borrowing raw: OpaquePointer) {
+        self.raw = raw
+        sd_bus_message_ref(raw)
+    }
+
+    deinit { sd_bus_message_unref(raw) }
+
+    // MARK: header
+
+    public var member: String? { sd_bus_message_get_member(raw).map { String(cString: $0) } }
+    public var interface: String? { sd_bus_message_get_interface(raw).map { String(cString: $0) } }
+    public var path: String? { sd_bus_message_get_path(raw).map { String(cString: $0) } }
+    public var sender: String? { sd_bus_message_get_sender(raw).map { String(cString: $0) } }
+
+    /// The error this reply carries, or nil for a normal reply.
+    public var error: BusError? {
+        guard sd_bus_message_is_method_error(raw, nil) > 0, let e = sd_bus_message_get_error(raw) else { return nil }
+        return BusError(name: e.pointee.name.map { String(cString: $0) } ?? "unknown",
+                        message: e.pointee.message.map { String(cString: $0) } ?? "")
+    }
+
+    // MARK: writing
+
+    private func check(_ rc: Int32, _ what: String) throws(BusError) {
+        if rc < 0 { throw BusError(what, errno: rc) }
+    }
+
+    public func append(_ s: String) throws(BusError) { try appendText(s, type: "s") }
+
+    public func append(objectPath s: String) throws(BusError) { try appendText(s, type: "o") }
+
+    private func appendText(_ s: String, type: Character) throws(BusError) {
+        let rc = s.withCString { p in sd_bus_message_append_basic(raw, CChar(type.asciiValue!), p) }
+        try check(rc, "append \(type)")
+    }
+
+    public func append(_ v: UInt32) throws(BusError) {
+        var v = v
+        try check(sd_bus_message_append_basic(raw, CChar(UInt8(ascii: "u")), &v), "append u")
+    }
+
+    public func append(byte v: UInt8) throws(BusError) {
+        var v = v
+        try check(sd_bus_message_append_basic(raw, CChar(UInt8(ascii: "y")), &v), "append y")
+    }
+
+    public func append(_ v: Int32) throws(BusError) {
+        var v = v
+        try check(sd_bus_message_append_basic(raw, CChar(UInt8(ascii: "i")), &v), "append i")
+    }
+
+    public func append(_ v: Bool) throws(BusError) {
+        var b: Int32 = v ? 1 : 0
+        try check(sd_bus_message_append_basic(raw, CChar(UInt8(ascii: "b")), &b), "append b")
+    }
+
+    /// Appends `as`.
+    public func append(strings: [String]) throws(BusError) {
+        try open("a", "s")
+        for s in strings { try append(s) }
+        try close()
+    }
+
+    /// Opens an array (`a`), struct (`r`), dict entry (`e`) or variant (`v`) of the given contents.
+    public func open(_ type: Character, _ contents: String) throws(BusError) {
+        let rc = contents.withCString { sd_bus_message_open_container(raw, CChar(type.asciiValue!), $0) }
+        try check(rc, "open \(type)\(contents)")
+    }
+
+    public func close() throws(BusError) { try check(sd_bus_message_close_container(raw), "close container") }
+
+    /// Appends one `{sv}` entry whose variant is written by `value`.
+    public func appendEntry(_ key: String, _ signature: String, _ value: () throws(BusError) -> Void) throws(BusError) {
+        try open("e", "sv")
+        try append(key)
+        try open("v", signature)
+        try value()
+        try close()
+        try close()
+    }
+
+    // MARK: reading
+
+    /// The type and contents of the next item; nil at the end of the current container.
+    public func peek() throws(BusError) -> (type: Character, contents: String)? {
+        var t: CChar = 0
+        var contents: UnsafePointer<CChar>?
+        let rc = sd_bus_message_peek_type(raw, &t, &contents)
+        try check(rc, "peek")
+        guard rc > 0 else { return nil }
+        return (Character(UnicodeScalar(UInt8(bitPattern: t))), contents.map { String(cString: $0) } ?? "")
+    }
+
+    public func readString() throws(BusError) -> String { try readText("s") }
+
+    public func readObjectPath() throws(BusError) -> String { try readText("o") }
+
+    private func readText(_ type: Character) throws(BusError) -> String {
+        var p: UnsafePointer<CChar>?
+        try check(sd_bus_message_read_basic(raw, CChar(type.asciiValue!), &p), "read \(type)")
+        return p.map { String(cString: $0) } ?? ""
+    }
+
+    public func readUInt32() throws(BusError) -> UInt32 {
+        var v: UInt32 = 0
+        try check(sd_bus_message_read_basic(raw, CChar(UInt8(ascii: "u")), &v), "read u")
+        return v
+    }
+
+    public func readBool() throws(BusError) -> Bool {
+        var v: Int32 = 0
+        try check(sd_bus_message_read_basic(raw, CChar(UInt8(ascii: "b")), &v), "read b")
+        return v != 0
+    }
+
+    /// Reads `as`.
+    public func readStrings() throws(BusError) -> [String] {
+        try enter("a", "s")
+        var out: [String] = []
+        while try peek() != nil { out.append(try readString()) }
+        try exit()
+        return out
+    }
+
+    public func enter(_ type: Character, _ contents: String) throws(BusError) {
+        let rc = contents.withCString { sd_bus_message_enter_container(raw, CChar(type.asciiValue!), $0) }
+        try check(rc, "enter \(type)\(contents)")
+    }
+
+    public func exit() throws(BusError) { try check(sd_bus_message_exit_container(raw), "exit container") }
+
+    /// Skips the next complete item of the given signature.
+    public func skip(_ types: String) throws(BusError) {
+        try check(types.withCString { sd_bus_message_skip(raw, $0) }, "skip \(types)")
+    }
+}

@@ -1,0 +1,370 @@
+// Desktop prompts over the session bus, one dialog at a time.
+//
+// A dedicated thread owns the bus connection (sd-bus is single-threaded): it
+// polls the bus socket and an eventfd that other threads signal after queueing
+// a request (`offer`, `withdraw`), so no relay or control thread ever waits on
+// D-Bus. Prompts wait in order; the first is shown on the first channel that
+// is available, in the configured order:
+//   portal        org.freedesktop.impl.portal.Access.AccessDialog on the
+//                 desktop's xdg-desktop-portal backend (GNOME, KDE, GTK);
+//                 cancelled with org.freedesktop.impl.portal.Request.Close
+//   notification  org.freedesktop.Notifications with actions, when the
+//                 server lists "actions" in GetCapabilities; withdrawn with
+//                 CloseNotification
+// With no bus, or no such service on it, a prompt is reported `unavailable`
+// at once and the next channel (prompt-command, agents) takes it.
+import CLinux
+import Consent
+import ControlProtocol
+import DBus
+import Glibc
+
+final class DesktopPrompter: @unchecked Sendable {
+    // @unchecked Sendable: `requests` and `stopping` are locked; everything
+    // else is touched by the bus thread only.
+    enum Outcome: Sendable, Equatable {
+        case answered(Consent.PromptAnswer, via: PromptChannel)
+        /// No desktop channel could show it.
+        case unavailable
+        /// The person closed the dialog or notification without answering.
+        case dismissed(via: PromptChannel)
+    }
+
+    private enum Request {
+        case offer(PromptInfo)
+        case withdraw(UInt64)
+    }
+
+    private struct Shown {
+        var prompt: PromptInfo
+        var channel: PromptChannel
+        /// Channels still to try if this one turns out not to be provided.
+        var rest: [PromptChannel]
+        var destination: String = ""
+        var handle: String = ""
+        var notification: UInt32 = 0
+        var pendingCall: BusSlot?
+    }
+
+    /// Backends that implement the Access portal, in order of preference.
+    static let portalBackends = ["org.freedesktop.impl.portal.desktop.gnome",
+                                 "org.freedesktop.impl.portal.desktop.kde",
+                                 "org.freedesktop.impl.portal.desktop.gtk"]
+    static let portalPath = "/org/freedesktop/portal/desktop"
+    static let notificationsName = "org.freedesktop.Notifications"
+    static let notificationsPath = "/org/freedesktop/Notifications"
+    static let icon = "audio-input-microphone-symbolic"
+
+    private let channels: [PromptChannel]
+    private let report: @Sendable (UInt64, Outcome) -> Void
+    private let requests = Locked<(queue: [Request], stopping: Bool)>(([], false))
+    private let wakeFD: Int32
+    private var thread: pthread_t?
+
+    // Bus thread only.
+    private var bus: BusConnection?
+    private var signalSlots: [BusSlot] = []
+    private var waiting: [PromptInfo] = []
+    private var current: Shown?
+
+    /// `channels`: the desktop channels to try, in order. `report` runs on the bus thread.
+    init(channels: [PromptChannel], report: @escaping @Sendable (UInt64, Outcome) -> Void) {
+        self.channels = channels.filter { $0 == .portal || $0 == .notification }
+        self.report = report
+        wakeFD = earmuff_eventfd()
+    }
+
+    deinit { closeFD(wakeFD) }
+
+    func start() {
+        thread = startThread { self.run() }
+    }
+
+    /// Closes the dialog on screen and stops the thread.
+    func stopAndJoin() {
+        requests.withLock { $0.stopping = true }
+        _ = earmuff_eventfd_signal(wakeFD)
+        if let t = thread {
+            pthread_join(t, nil)
+            thread = nil
+        }
+    }
+
+    /// Queues a prompt for the desktop.
+    func offer(_ p: PromptInfo) { post(.offer(p)) }
+
+    /// The prompt is resolved elsewhere or timed out: take it off the screen or the queue.
+    func withdraw(_ prompt: UInt64) { post(.withdraw(prompt)) }
+
+    private func post(_ r: Request) {
+        requests.withLock { $0.queue.append(r) }
+        _ = earmuff_eventfd_signal(wakeFD)
+    }
+
+    // MARK: the bus thread
+
+    private func run() {
+        while true {
+            let (batch, stopping) = requests.withLock { r -> ([Request], Bool) in
+                defer { r.queue.removeAll() }
+                return (r.queue, r.stopping)
+            }
+            if stopping { break }
+            for r in batch {
+                switch r {
+                case .offer(let p): waiting.append(p)
+                case .withdraw(let id): withdrawNow(id)
+                }
+            }
+            processBus()
+            if current == nil, !waiting.isEmpty {
+                showNext()
+                continue // handle what the calls queued before sleeping
+            }
+            var fds = [pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)]
+            var timeout: Int32 = -1
+            if let bus {
+                fds.append(pollfd(fd: bus.fd, events: bus.events, revents: 0))
+                timeout = bus.pollTimeoutMilliseconds
+            }
+            _ = poll(&fds, nfds_t(fds.count), timeout)
+            _ = earmuff_eventfd_drain(wakeFD)
+        }
+        if let c = current { withdrawNow(c.prompt.id) }
+        bus = nil
+    }
+
+    private func processBus() {
+        guard let b = bus else { return }
+        do {
+            while try b.process() {}
+        } catch {
+            Log.warn("desktop prompts: lost the session bus (\(error))")
+            signalSlots = []
+            bus = nil
+            if let c = current {
+                current = nil
+                report(c.prompt.id, .unavailable)
+            }
+        }
+    }
+
+    private func connect() -> BusConnection? {
+        if let bus { return bus }
+        do {
+            let b = try BusConnection.session()
+            signalSlots = [
+                try b.onSignal(path: Self.notificationsPath, interface: Self.notificationsName, member: "ActionInvoked") {
+                    [unowned self] m in notificationAction(m)
+                },
+                try b.onSignal(path: Self.notificationsPath, interface: Self.notificationsName,
+                               member: "NotificationClosed") { [unowned self] m in notificationClosed(m) },
+            ]
+            bus = b
+            return b
+        } catch {
+            Log.debug("desktop prompts: no session bus (\(error))")
+            return nil
+        }
+    }
+
+    private func showNext() {
+        let p = waiting.removeFirst()
+        show(p, on: channels)
+    }
+
+    /// Shows `p` on the first of `list` that works, else reports it unavailable.
+    private func show(_ p: PromptInfo, on list: [PromptChannel]) {
+        guard let b = connect() else { return report(p.id, .unavailable) }
+        var rest = list
+        while !rest.isEmpty {
+            let c = rest.removeFirst()
+            let shown: Shown? = switch c {
+            case .portal: showPortal(p, bus: b, rest: rest)
+            case .notification: showNotification(p, bus: b, rest: rest)
+            case .command, .agent: nil
+            }
+            if let shown {
+                current = shown
+                Log.info("prompt \(p.id) for \(p.appKey) shown by \(c.rawValue) \(shown.destination)")
+                return
+            }
+        }
+        report(p.id, .unavailable)
+    }
+
+    private func withdrawNow(_ id: UInt64) {
+        waiting.removeAll { $0.id == id }
+        guard let c = current, c.prompt.id == id else { return }
+        current = nil
+        guard let b = bus else { return }
+        do {
+            switch c.channel {
+            case .portal:
+                let m = try b.methodCall(destination: c.destination, path: c.handle,
+                                         interface: "org.freedesktop.impl.portal.Request", member: "Close")
+                try b.send(m)
+            case .notification:
+                let m = try b.methodCall(destination: c.destination, path: Self.notificationsPath,
+                                         interface: Self.notificationsName, member: "CloseNotification")
+                try m.append(c.notification)
+                try b.send(m)
+            case .command, .agent:
+                break
+            }
+        } catch {
+            Log.warn("desktop prompts: cannot close prompt \(id) on \(c.channel.rawValue): \(error)")
+        }
+    }
+
+    /// The prompt was answered or dismissed on the desktop.
+    private func finish(_ c: Shown, _ outcome: Outcome) {
+        current = nil
+        report(c.prompt.id, outcome)
+    }
+
+    // MARK: portal
+
+    private func showPortal(_ p: PromptInfo, bus b: BusConnection, rest: [PromptChannel]) -> Shown? {
+        guard let name = Self.portalBackends.first(where: { b.isProvided($0) }) else { return nil }
+        let sender = String((b.uniqueName ?? "earmuff").compactMap { $0 == ":" ? nil : $0 == "." ? "_" : $0 })
+        var shown = Shown(prompt: p, channel: .portal, rest: rest, destination: name,
+                          handle: "\(Self.portalPath)/request/\(sender)/earmuff\(p.id)")
+        do {
+            let m = try b.methodCall(destination: name, path: Self.portalPath,
+                                     interface: "org.freedesktop.impl.portal.Access", member: "AccessDialog")
+            try m.append(objectPath: shown.handle)
+            try m.append("") // app_id: Earmuff asks for the host
+            try m.append("") // parent_window
+            try m.append(PromptWording.title(p))
+            try m.append("Until you answer, it records silence.")
+            try m.append(PromptWording.bodyLines(p).joined(separator: "\n"))
+            try m.open("a", "{sv}")
+            try m.appendEntry("modal", "b") { () throws(BusError) in try m.append(false) }
+            try m.appendEntry("grant_label", "s") { () throws(BusError) in try m.append("Allow") }
+            try m.appendEntry("deny_label", "s") { () throws(BusError) in try m.append("Deny") }
+            try m.appendEntry("icon", "s") { () throws(BusError) in try m.append(Self.icon) }
+            try m.appendEntry("choices", "a(ssa(ss)s)") { () throws(BusError) in
+                try m.open("a", "(ssa(ss)s)")
+                try m.open("r", "ssa(ss)s")
+                try m.append("once")
+                try m.append("Only this time")
+                try m.open("a", "(ss)")
+                try m.close()
+                try m.append("false")
+                try m.close()
+                try m.close()
+            }
+            try m.close()
+            let id = p.id
+            shown.pendingCall = try b.callAsync(m, timeout: 7 * 86_400) { [unowned self] reply in
+                portalReplied(id, reply)
+            }
+            return shown
+        } catch {
+            Log.warn("desktop prompts: AccessDialog on \(name) failed: \(error)")
+            return nil
+        }
+    }
+
+    private func portalReplied(_ id: UInt64, _ reply: BusMessage) {
+        guard let c = current, c.prompt.id == id, c.channel == .portal else { return }
+        if let e = reply.error {
+            current = nil
+            Log.warn("desktop prompts: AccessDialog on \(c.destination): \(e)")
+            return e.meansNotProvided ? show(c.prompt, on: c.rest) : report(id, .dismissed(via: .portal))
+        }
+        do {
+            let response = try reply.readUInt32()
+            var once = false
+            try reply.enter("a", "{sv}")
+            while try reply.peek() != nil {
+                try reply.enter("e", "sv")
+                if try reply.readString() == "choices" {
+                    try reply.enter("v", "a(ss)")
+                    try reply.enter("a", "(ss)")
+                    while try reply.peek() != nil {
+                        try reply.enter("r", "ss")
+                        if try reply.readString() == "once", try reply.readString() == "true" { once = true }
+                        try reply.exit()
+                    }
+                    try reply.exit()
+                    try reply.exit()
+                } else {
+                    try reply.skip("v")
+                }
+                try reply.exit()
+            }
+            switch response {
+            case 0: finish(c, .answered(once ? .once : .allow, via: .portal))
+            case 1: finish(c, .answered(.deny, via: .portal))
+            default: finish(c, .dismissed(via: .portal))
+            }
+        } catch {
+            Log.warn("desktop prompts: unreadable AccessDialog reply from \(c.destination): \(error)")
+            finish(c, .dismissed(via: .portal))
+        }
+    }
+
+    // MARK: notifications
+
+    private func showNotification(_ p: PromptInfo, bus b: BusConnection, rest: [PromptChannel]) -> Shown? {
+        do {
+            let caps = try b.call(try b.methodCall(destination: Self.notificationsName, path: Self.notificationsPath,
+                                                   interface: Self.notificationsName, member: "GetCapabilities"),
+                                  timeout: 10).readStrings()
+            guard caps.contains("actions") else {
+                Log.debug("desktop prompts: the notification server has no actions (\(caps.joined(separator: " ")))")
+                return nil
+            }
+            let markup = caps.contains("body-markup")
+            let lines = PromptWording.bodyLines(p).map { markup ? escapeMarkup($0) : $0 }
+            let m = try b.methodCall(destination: Self.notificationsName, path: Self.notificationsPath,
+                                     interface: Self.notificationsName, member: "Notify")
+            try m.append("Earmuff")
+            try m.append(UInt32(0))
+            try m.append(p.icon ?? Self.icon)
+            try m.append(PromptWording.title(p))
+            try m.append(lines.joined(separator: "\n"))
+            try m.append(strings: ["allow", "Allow", "once", "Allow once", "deny", "Deny"])
+            try m.open("a", "{sv}")
+            try m.appendEntry("urgency", "y") { () throws(BusError) in try m.append(byte: 2) }
+            try m.appendEntry("resident", "b") { () throws(BusError) in try m.append(true) }
+            try m.appendEntry("category", "s") { () throws(BusError) in try m.append("device") }
+            try m.close()
+            try m.append(Int32(0)) // never expires: Earmuff withdraws it
+            let id = try b.call(m, timeout: 10).readUInt32()
+            return Shown(prompt: p, channel: .notification, rest: rest, destination: Self.notificationsName,
+                         notification: id)
+        } catch {
+            if !error.meansNotProvided { Log.warn("desktop prompts: notification failed: \(error)") }
+            return nil
+        }
+    }
+
+    private func notificationAction(_ m: BusMessage) {
+        guard let id = try? m.readUInt32(), let key = try? m.readString(),
+              let c = current, c.channel == .notification, c.notification == id,
+              let answer = Consent.PromptAnswer(rawValue: key) else { return }
+        withdrawNow(c.prompt.id) // resident: it stays up unless closed
+        report(c.prompt.id, .answered(answer, via: .notification))
+    }
+
+    private func notificationClosed(_ m: BusMessage) {
+        guard let id = try? m.readUInt32(), let c = current, c.channel == .notification, c.notification == id
+        else { return }
+        finish(c, .dismissed(via: .notification))
+    }
+}
+
+/// Escapes text for a notification body that is read as markup.
+private func escapeMarkup(_ s: String) -> String {
+    s.map { c -> String in
+        switch c {
+        case "&": "&amp;"
+        case "<": "&lt;"
+        case ">": "&gt;"
+        default: String(c)
+        }
+    }.joined()
+}

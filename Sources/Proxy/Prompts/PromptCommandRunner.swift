@@ -1,0 +1,237 @@
+// `prompt-command`, one process at a time.
+//
+// Prompts that want the command wait in order; one runner thread starts the
+// command for the first, waits for it, and reports its exit status. When a
+// prompt is resolved elsewhere (an agent, the desktop, the CLI) or times out,
+// `cancel` drops it from the queue or, if its command is running, signals the
+// command's process group (SIGTERM, then SIGKILL after a grace period), so a
+// dialog the command opened goes away with the prompt.
+import CLinux
+import Glibc
+
+final class PromptCommandRunner: @unchecked Sendable {
+    // @unchecked Sendable: `state` is a Locked; the rest is immutable.
+    struct Job: Sendable {
+        var prompt: UInt64
+        var environment: [String: String]
+    }
+
+    private struct State {
+        var queue: [Job] = []
+        /// The prompt whose command runs; pid 0 while it is being started.
+        var running: (prompt: UInt64, pid: pid_t)?
+        /// Whether the running command was cancelled.
+        var cancelled = false
+        var stopping = false
+    }
+
+    private let command: String
+    private let timers: DeadlineTimers
+    private let finished: @Sendable (_ prompt: UInt64, _ status: Int32, _ cancelled: Bool) -> Void
+    private let state = Locked(State())
+    private let wake = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
+    private let wakeMutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    private var thread: pthread_t?
+    /// Seconds between SIGTERM and SIGKILL for a cancelled command.
+    static let killGrace = 2.0
+
+    /// `finished` runs on the runner thread after each command exits.
+    init(command: String, timers: DeadlineTimers,
+         finished: @escaping @Sendable (_ prompt: UInt64, _ status: Int32, _ cancelled: Bool) -> Void) {
+        self.command = command
+        self.timers = timers
+        self.finished = finished
+        pthread_cond_init(wake, nil)
+        pthread_mutex_init(wakeMutex, nil)
+    }
+
+    deinit {
+        pthread_cond_destroy(wake)
+        pthread_mutex_destroy(wakeMutex)
+        wake.deallocate()
+        wakeMutex.deallocate()
+    }
+
+    func start() {
+        // Orphans of a command (its script once `sh -c` is killed) become our children,
+        // so `endGroup` can wait for them.
+        if earmuff_become_subreaper() != 0 { Log.warn("prompt-command: cannot become a subreaper") }
+        thread = startThread { self.run() }
+    }
+
+    /// Kills a running command and stops the thread.
+    func stopAndJoin() {
+        let running = state.withLock { s -> pid_t? in
+            s.stopping = true
+            s.queue.removeAll()
+            return s.running?.pid
+        }
+        if let pid = running { kill(-pid, SIGKILL) }
+        signal()
+        if let t = thread {
+            pthread_join(t, nil)
+            thread = nil
+        }
+    }
+
+    /// Queues the command for `job.prompt` (once per prompt).
+    func enqueue(_ job: Job) {
+        let added = state.withLock { s -> Bool in
+            guard !s.stopping, s.running?.prompt != job.prompt, !s.queue.contains(where: { $0.prompt == job.prompt })
+            else { return false }
+            s.queue.append(job)
+            return true
+        }
+        if added { signal() }
+    }
+
+    /// The prompt is closed: forget its job, or end its running command.
+    func cancel(prompt: UInt64) {
+        let pid = state.withLock { s -> pid_t? in
+            s.queue.removeAll { $0.prompt == prompt }
+            guard let r = s.running, r.prompt == prompt else { return nil }
+            s.cancelled = true
+            return r.pid
+        }
+        // pid 0: still starting; runOne sees `cancelled` once it has the pid.
+        guard let pid, pid > 0 else { return }
+        terminate(pid, prompt: prompt)
+    }
+
+    private func terminate(_ pid: pid_t, prompt: UInt64) {
+        kill(-pid, SIGTERM)
+        timers.schedule(key: Self.killTimerKey(prompt), after: Self.killGrace) { [state] in
+            // Still the same process (pid not yet reaped, so not reused): make sure it goes.
+            if state.withLock({ $0.running?.pid }) == pid { kill(-pid, SIGKILL) }
+        }
+    }
+
+    /// How many commands are running (0 or 1).
+    var runningCount: Int { state.withLock { $0.running == nil ? 0 : 1 } }
+
+    private static func killTimerKey(_ prompt: UInt64) -> UInt64 { prompt | (1 << 63) }
+
+    /// Ends what the command left running in its process group (the script `sh -c` ran,
+    /// a dialog put in the background), so the next command starts alone: SIGTERM, then
+    /// SIGKILL after the grace period. The daemon is their subreaper (see `start`), so
+    /// they are reaped here; gives up (with a warning) on any that cannot be.
+    private func endGroup(_ pgid: pid_t) {
+        while waitpid(-pgid, nil, WNOHANG) > 0 {}
+        guard kill(-pgid, 0) == 0 else { return }
+        kill(-pgid, SIGTERM)
+        let start = DeadlineTimers.now()
+        var killed = false
+        while true {
+            while waitpid(-pgid, nil, WNOHANG) > 0 {}
+            guard kill(-pgid, 0) == 0 else { return }
+            let waited = DeadlineTimers.now() - start
+            if waited > Self.killGrace && !killed {
+                kill(-pgid, SIGKILL)
+                killed = true
+            } else if waited > 3 * Self.killGrace {
+                Log.warn("prompt-command: processes of group \(pgid) remain after SIGKILL (unreaped); going on")
+                return
+            }
+            usleep(10_000)
+        }
+    }
+
+    private func signal() {
+        pthread_mutex_lock(wakeMutex)
+        pthread_cond_signal(wake)
+        pthread_mutex_unlock(wakeMutex)
+    }
+
+    private func run() {
+        while true {
+            pthread_mutex_lock(wakeMutex)
+            var job: Job?
+            var stop = false
+            while true {
+                (job, stop) = state.withLock { s -> (Job?, Bool) in
+                    if s.stopping { return (nil, true) }
+                    guard !s.queue.isEmpty else { return (nil, false) }
+                    let next = s.queue.removeFirst()
+                    s.running = (next.prompt, 0)
+                    s.cancelled = false
+                    return (next, false)
+                }
+                if job != nil || stop { break }
+                pthread_cond_wait(wake, wakeMutex)
+            }
+            pthread_mutex_unlock(wakeMutex)
+            guard let job, !stop else { return }
+            runOne(job)
+        }
+    }
+
+    private func runOne(_ job: Job) {
+        let pid: pid_t
+        do {
+            pid = try spawnShell(command, extraEnvironment: job.environment)
+        } catch {
+            Log.error("prompt-command: \(error)")
+            state.withLock { $0.running = nil }
+            finished(job.prompt, 127, false)
+            return
+        }
+        let (stopping, cancelledWhileStarting) = state.withLock { s in
+            s.running = (job.prompt, pid)
+            return (s.stopping, s.cancelled)
+        }
+        if stopping {
+            kill(-pid, SIGKILL)
+        } else if cancelledWhileStarting {
+            terminate(pid, prompt: job.prompt)
+        }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        endGroup(pid)
+        let cancelled = state.withLock { s in
+            s.running = nil
+            return s.cancelled
+        }
+        timers.cancel(key: Self.killTimerKey(job.prompt))
+        let code = status & 0x7f == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+        finished(job.prompt, code, cancelled)
+    }
+}
+
+/// Starts `/bin/sh -c command` in a new process group (so a cancel reaches what
+/// it starts) and returns its pid.
+func spawnShell(_ command: String, extraEnvironment: [String: String]) throws -> pid_t {
+    var env = currentEnvironment()
+    for (k, v) in extraEnvironment { env[k] = v }
+    let argv: [String] = ["/bin/sh", "-c", command]
+    var cArgs = argv.map { strdup($0) } + [nil]
+    var cEnv = env.map { strdup("\($0.key)=\($0.value)") } + [nil]
+    defer {
+        for p in cArgs { free(p) }
+        for p in cEnv { free(p) }
+    }
+    var attr = posix_spawnattr_t()
+    posix_spawnattr_init(&attr)
+    defer { posix_spawnattr_destroy(&attr) }
+    posix_spawnattr_setpgroup(&attr, 0)
+    // The daemon blocks SIGTERM and SIGINT in every thread (the main thread
+    // waits for them); the command must not inherit that, or it could not be
+    // stopped with its prompt.
+    var none = sigset_t()
+    sigemptyset(&none)
+    posix_spawnattr_setsigmask(&attr, &none)
+    var stopSignals = sigset_t()
+    sigemptyset(&stopSignals)
+    sigaddset(&stopSignals, SIGTERM)
+    sigaddset(&stopSignals, SIGINT)
+    posix_spawnattr_setsigdefault(&attr, &stopSignals)
+    posix_spawnattr_setflags(&attr, Int16(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+    var pid: pid_t = 0
+    let rc = posix_spawn(&pid, "/bin/sh", nil, &attr, &cArgs, &cEnv)
+    guard rc == 0 else { throw PromptCommandError(message: "cannot start /bin/sh: \(String(cString: strerror(rc)))") }
+    return pid
+}
+
+struct PromptCommandError: Error, CustomStringConvertible {
+    var message: String
+    var description: String { message }
+}

@@ -1,0 +1,135 @@
+import Foundation
+import Glibc
+import Synchronization
+
+/// A private `dbus-daemon --session` in a temp directory, and python-dbusmock
+/// services on it. The bus activates nothing (no service directories), so a
+/// service exists only if a test starts it. `busctl` talks to it for the
+/// test. Keep it alive for the whole test (`defer { bus.stop() }`).
+public final class SessionBus: Sendable {
+    /// The temp directory (socket, config, logs).
+    public let directory: String
+    /// `unix:path=…`, the DBUS_SESSION_BUS_ADDRESS value.
+    public let address: String
+    private let daemon: ChildProcess
+    private let mocks = Mutex<[ChildProcess]>([])
+
+    public init(startTimeout: Double = 30, maxLifetime: Int = 1800) throws {
+        guard let dbus = findExecutable("dbus-daemon"), findExecutable("busctl") != nil else {
+            throw TestSupportError("dbus-daemon or busctl not found in PATH; install dbus and systemd")
+        }
+        let dir = try TempDir.make(prefix: "earmuff-bus")
+        directory = dir
+        address = "unix:path=\(dir)/bus"
+        do {
+            try Self.configuration(socket: "\(dir)/bus").write(toFile: "\(dir)/dbus.conf", atomically: true, encoding: .utf8)
+            daemon = try ChildProcess.spawn(
+                executable: dbus, arguments: ["--config-file=\(dir)/dbus.conf", "--nofork", "--nopidfile"],
+                environment: Tool.privateEnvironment(root: dir), stdoutPath: "\(dir)/dbus.log", stderrPath: "\(dir)/dbus.log",
+                maxLifetime: maxLifetime, cleanupDirectory: dir)
+        } catch {
+            TempDir.remove(dir)
+            throw error
+        }
+        let up = Wait.untilBlocking(timeout: startTimeout, interval: 0.02) {
+            !daemon.isRunning || UnixSocket.canConnect("\(dir)/bus")
+        }
+        guard up, daemon.isRunning else {
+            stop()
+            throw TestSupportError("dbus-daemon did not start within \(startTimeout) s")
+        }
+    }
+
+    /// A session bus configuration listening on `socket`, with no service
+    /// directories, so it never activates (and leaves behind) any service.
+    public static func configuration(socket: String) -> String {
+        """
+        <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+         "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+        <busconfig>
+          <type>session</type>
+          <keep_umask/>
+          <listen>unix:path=\(socket)</listen>
+          <auth>EXTERNAL</auth>
+          <policy context="default">
+            <allow send_destination="*" eavesdrop="true"/>
+            <allow eavesdrop="true"/>
+            <allow own="*"/>
+          </policy>
+        </busconfig>
+
+        """
+    }
+
+    /// A python-dbusmock template shipped with the tests (Tests/Fixtures/dbusmock/NAME.py).
+    public static func fixtureTemplate(_ name: String) -> String {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Tests/Fixtures/dbusmock/\(name).py").path
+    }
+
+    /// Starts `python3 -m dbusmock --template TEMPLATE` (a stock template name or a
+    /// file) and waits until it owns `name`. Its call log is `logPath(name)`.
+    @discardableResult
+    public func startMock(template: String, owning name: String, parameters: [String: String] = [:],
+                          timeout: Double = 30) throws -> ChildProcess {
+        let python = findExecutable("/usr/bin/python3") ?? findExecutable("python3") ?? "python3"
+        var args = ["-m", "dbusmock", "--session", "--template", template, "-l", logPath(name)]
+        if !parameters.isEmpty {
+            let json = try JSONSerialization.data(withJSONObject: parameters)
+            args += ["--parameters", String(decoding: json, as: UTF8.self)]
+        }
+        var env = Tool.privateEnvironment(root: directory)
+        env["DBUS_SESSION_BUS_ADDRESS"] = address
+        let mock = try ChildProcess.spawn(executable: python, arguments: args, environment: env,
+                                          stdoutPath: "\(directory)/\(name).out", stderrPath: "\(directory)/\(name).out",
+                                          maxLifetime: 1800)
+        mocks.withLock { $0.append(mock) }
+        let owned = Wait.untilBlocking(timeout: timeout, interval: 0.05) {
+            !mock.isRunning || (try? hasOwner(name)) == true
+        }
+        guard owned, mock.isRunning else {
+            let out = (try? String(contentsOfFile: "\(directory)/\(name).out", encoding: .utf8)) ?? ""
+            throw TestSupportError("dbusmock \(template) did not take \(name) within \(timeout) s (python3-dbusmock installed?): \(out)")
+        }
+        return mock
+    }
+
+    /// Where the mock owning `name` logs its calls, one line each.
+    public func logPath(_ name: String) -> String { "\(directory)/\(name).calls" }
+
+    /// The calls the mock owning `name` has logged so far.
+    public func calls(_ name: String) -> String { (try? String(contentsOfFile: logPath(name), encoding: .utf8)) ?? "" }
+
+    /// Whether `name` has an owner on the bus.
+    public func hasOwner(_ name: String) throws -> Bool {
+        try call("org.freedesktop.DBus", "/org/freedesktop/DBus", "org.freedesktop.DBus", "NameHasOwner", "s", name)
+            == "b true"
+    }
+
+    /// `busctl call` on this bus; returns its output line (e.g. `u 3`), throws unless it succeeds.
+    @discardableResult
+    public func call(_ destination: String, _ path: String, _ interface: String, _ member: String,
+                     _ signature: String = "", _ arguments: String..., timeout: Double = 30) throws -> String {
+        let out = "\(directory)/busctl-\(UInt32.random(in: 0...UInt32.max))"
+        defer {
+            try? FileManager.default.removeItem(atPath: "\(out).stdout")
+            try? FileManager.default.removeItem(atPath: "\(out).stderr")
+        }
+        var args = ["--address=\(address)", "call", destination, path, interface, member]
+        if !signature.isEmpty { args += [signature] + arguments }
+        let child = try ChildProcess.spawn(executable: findExecutable("busctl") ?? "busctl", arguments: args,
+                                           environment: Tool.privateEnvironment(root: directory),
+                                           stdoutPath: "\(out).stdout", stderrPath: "\(out).stderr",
+                                           maxLifetime: Int(timeout) + 30)
+        let result = child.finish(timeout: timeout)
+        guard result.succeeded else { throw TestSupportError("busctl \(args.joined(separator: " ")) failed: \(result)") }
+        return result.stdoutText.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// Stops the mocks and the bus, and removes the directory.
+    public func stop() {
+        for m in mocks.withLock({ $0 }) { m.terminate(signal: SIGTERM, grace: 5) }
+        daemon.terminate(signal: SIGTERM, grace: 5)
+        TempDir.remove(directory)
+    }
+}

@@ -1,0 +1,234 @@
+// Desktop prompts through the real daemon on a private session bus: the
+// xdg-desktop-portal Access backend (our dbusmock template) and a
+// notification server (python-dbusmock's notification_daemon template) stand
+// in for the desktop; `busctl` plays the person clicking. Audio is judged by
+// content as in ConsentEndToEndTests.
+
+import Foundation
+import Glibc
+import Testing
+import TestSupport
+
+extension DesktopMocks {
+    typealias Setup = EndToEnd.ConsentEndToEndTests.Setup
+    typealias ConsentE2E = EndToEnd.ConsentEndToEndTests
+
+    static let portalName = "org.freedesktop.impl.portal.desktop.gnome"
+    static let portalPath = "/org/freedesktop/portal/desktop"
+    static let mockControl = "org.earmuff.test.AccessMock"
+    static let notifications = "org.freedesktop.Notifications"
+    static let notificationsPath = "/org/freedesktop/Notifications"
+
+    /// A bus with the Access backend mock on it.
+    static func portalBus() throws -> SessionBus {
+        let bus = try SessionBus()
+        do {
+            try bus.startMock(template: SessionBus.fixtureTemplate("access_portal"), owning: portalName)
+        } catch {
+            bus.stop()
+            throw error
+        }
+        return bus
+    }
+
+    /// A bus with a notification server that supports actions.
+    static func notificationBus() throws -> SessionBus {
+        let bus = try SessionBus()
+        do {
+            try bus.startMock(template: "notification_daemon", owning: notifications,
+                              parameters: ["capabilities": "actions body body-markup"])
+        } catch {
+            bus.stop()
+            throw error
+        }
+        return bus
+    }
+
+    /// Earmuff in front of a fresh server, on `bus` (nil: no session bus at all).
+    static func setup(on bus: SessionBus?, config: [String] = [], environment: [String: String] = [:]) throws -> Setup {
+        var env = environment
+        if let bus { env["DBUS_SESSION_BUS_ADDRESS"] = bus.address }
+        return try Setup(config: config, environment: env)
+    }
+
+    /// The mock's counters: open now, most open at once, shown, closed by earmuff.
+    static func portalStats(_ bus: SessionBus) throws -> (open: Int, maxOpen: Int, shown: Int, closed: Int) {
+        let words = try bus.call(portalName, portalPath, mockControl, "Stats").split(separator: " ").dropFirst()
+            .compactMap { Int($0) }
+        guard words.count == 4 else { throw TestSupportError("unexpected Stats reply \(words)") }
+        return (words[0], words[1], words[2], words[3])
+    }
+}
+
+/// Namespace for the desktop prompt suites.
+enum DesktopMocks {}
+
+extension EndToEnd {
+    @Suite(.serialized) struct DesktopPromptTests {
+        typealias Setup = DesktopMocks.Setup
+
+        /// Waits until the portal mock has shown `count` dialogs.
+        static func waitForDialogs(_ bus: SessionBus, _ count: Int) async -> Bool {
+            await Wait.until(timeout: 60, interval: 0.05) { ((try? DesktopMocks.portalStats(bus))?.shown ?? 0) >= count }
+        }
+
+        /// The Access dialog answers: granted turns the live recording real and stores
+        /// granted; "only this time" turns it real and stores nothing but user-once;
+        /// denied keeps it silent and stores denied.
+        @Test(arguments: ["granted", "once", "denied"])
+        func portalDialogAnswers(_ answer: String) async throws {
+            let bus = try DesktopMocks.portalBus()
+            defer { bus.stop() }
+            let s = try DesktopMocks.setup(on: bus)
+            defer { s.stop() }
+            let watch = try await s.earmuff.startWatch()
+            defer { watch.stop() }
+            let rec = try s.record()
+            #expect(await rec.waitForAudio(seconds: 0.5), "\(s.logs)")
+            #expect(await Self.waitForDialogs(bus, 1), "no dialog:\n\(bus.calls(DesktopMocks.portalName))\n\(s.logs)")
+            let dialog = try bus.call(DesktopMocks.portalName, DesktopMocks.portalPath, DesktopMocks.mockControl, "LastDialog")
+            #expect(dialog.contains("wants to use the microphone"), "\(dialog)")
+            #expect(dialog.contains(DesktopMocks.ConsentE2E.purpose), "the purpose is missing: \(dialog)")
+            #expect(dialog.contains(s.key), "the app key is missing: \(dialog)")
+            #expect(dialog.contains("audio-input-microphone-symbolic"), "\(dialog)")
+            #expect(AudioAnalysis.isUniform(rec.data(), value: 0), "real audio before the answer")
+
+            let (response, once) = answer == "denied" ? ("1", "false") : ("0", answer == "once" ? "true" : "false")
+            try bus.call(DesktopMocks.portalName, DesktopMocks.portalPath, DesktopMocks.mockControl, "Answer", "ub", response, once)
+            let resolved = try await watch.waitForLine { $0.event == "prompt-resolved" && $0.resolution?.appKey == s.key }
+            let expected = ["granted": "allow", "once": "once", "denied": "deny"][answer]
+            #expect(resolved?.resolution?.outcome == expected, "\(watch.summary)\n\(s.logs)")
+            #expect(resolved?.resolution?.by == "portal", "\(watch.summary)")
+            if answer == "denied" {
+                _ = await rec.waitForAudio(seconds: 1)
+                let (_, audio) = rec.stop()
+                #expect(AudioAnalysis.isUniform(audio, value: 0))
+            } else {
+                #expect(await DesktopMocks.ConsentE2E.waitForToneAfterSwitch(rec, seconds: 1), "no tone after the answer\n\(s.logs)")
+                let (_, audio) = rec.stop()
+                let at = (audio.firstIndex { $0 != 0 } ?? audio.count) / 2 * 2
+                #expect(at > 0, "the recording was never silent")
+                #expect(Helpers.analyze(audio.subdata(in: at..<audio.count), format: .s16le)
+                    .isTone(expectedRMS: Helpers.micRMS, minimumSeconds: 0.9))
+            }
+            let app = try s.earmuff.app(s.key)
+            let state = ["granted": "granted", "once": "undetermined", "denied": "denied"][answer]
+            #expect(app?.state == state && app?.reason == (answer == "once" ? "user-once" : "user"),
+                    "\(String(describing: app))")
+            #expect(try DesktopMocks.portalStats(bus).closed == 0, "an answered dialog was closed")
+        }
+
+        /// A notification with actions: Allow flips the live recording to the tone; the
+        /// notification is resident, so earmuff withdraws it after the answer.
+        @Test func notificationActionAnswers() async throws {
+            let bus = try DesktopMocks.notificationBus()
+            defer { bus.stop() }
+            let s = try DesktopMocks.setup(on: bus)
+            defer { s.stop() }
+            let watch = try await s.earmuff.startWatch()
+            defer { watch.stop() }
+            let rec = try s.record(purpose: nil)
+            let shown = await Wait.until(timeout: 60, interval: 0.05) { bus.calls(DesktopMocks.notifications).contains("Notify ") }
+            #expect(shown, "no notification:\n\(bus.calls(DesktopMocks.notifications))\n\(s.logs)")
+            let notify = bus.calls(DesktopMocks.notifications)
+            for needle in ["\"allow\"", "\"Allow\"", "\"once\"", "\"deny\"", "gave no reason", "wants to use the microphone",
+                           "urgency", "resident"] {
+                #expect(notify.contains(needle), "\(needle) missing from \(notify)")
+            }
+            #expect(AudioAnalysis.isUniform(rec.data(), value: 0), "real audio before the answer")
+            // The stock mock numbers notifications from 1.
+            try bus.call(DesktopMocks.notifications, DesktopMocks.notificationsPath, "org.freedesktop.DBus.Mock", "EmitSignal",
+                         "sssav", "", "ActionInvoked", "us", "2", "u", "1", "s", "allow")
+            let resolved = try await watch.waitForLine { $0.event == "prompt-resolved" && $0.resolution?.appKey == s.key }
+            #expect(resolved?.resolution?.outcome == "allow" && resolved?.resolution?.by == "notification",
+                    "\(watch.summary)\n\(s.logs)")
+            #expect(await DesktopMocks.ConsentE2E.waitForToneAfterSwitch(rec, seconds: 1), "no tone after the answer\n\(s.logs)")
+            let (_, audio) = rec.stop()
+            let at = (audio.firstIndex { $0 != 0 } ?? audio.count) / 2 * 2
+            #expect(at > 0, "the recording was never silent")
+            let withdrawn = await Wait.until(timeout: 30, interval: 0.05) {
+                bus.calls(DesktopMocks.notifications).contains("CloseNotification 1")
+            }
+            #expect(withdrawn, "\(bus.calls(DesktopMocks.notifications))")
+            #expect(try s.earmuff.app(s.key)?.state == "granted")
+        }
+
+        /// The prompt names the app by the desktop entry whose Exec is its executable, with
+        /// that entry's icon; the name the app gave itself appears only as "calls itself".
+        @Test func promptNamesTheAppByItsDesktopEntry() async throws {
+            let scratch = try Helpers.scratch()
+            defer { TempDir.remove(scratch) }
+            try TempDir.makeDirectory("\(scratch)/share/applications")
+            try "[Desktop Entry]\nType=Application\nName=Sound Recorder\nIcon=audio-recorder\nExec=parecord --record %f\n"
+                .write(toFile: "\(scratch)/share/applications/sound-recorder.desktop", atomically: true, encoding: .utf8)
+            let bus = try DesktopMocks.notificationBus()
+            defer { bus.stop() }
+            let s = try DesktopMocks.setup(on: bus, environment: ["XDG_DATA_DIRS": "\(scratch)/share"])
+            defer { s.stop() }
+            let rec = try s.record()
+            let shown = await Wait.until(timeout: 60, interval: 0.05) { bus.calls(DesktopMocks.notifications).contains("Notify ") }
+            #expect(shown, "\(s.logs)")
+            let notify = bus.calls(DesktopMocks.notifications)
+            for needle in ["Sound Recorder wants to use the microphone", "\"audio-recorder\"", "Calls itself “parecord”"] {
+                #expect(notify.contains(needle), "\(needle) missing from \(notify)")
+            }
+            _ = rec.stop()
+        }
+
+        /// An agent answers first: the dialog is cancelled with Request.Close, or the
+        /// notification withdrawn with CloseNotification.
+        @Test(arguments: ["portal", "notification"])
+        func agentAnswerWithdrawsTheDesktopPrompt(_ channel: String) async throws {
+            let bus = try channel == "portal" ? DesktopMocks.portalBus() : DesktopMocks.notificationBus()
+            defer { bus.stop() }
+            let s = try DesktopMocks.setup(on: bus)
+            defer { s.stop() }
+            let rec = try s.record()
+            if channel == "portal" {
+                #expect(await Self.waitForDialogs(bus, 1), "\(s.logs)")
+            } else {
+                #expect(await Wait.until(timeout: 60, interval: 0.05) {
+                    bus.calls(DesktopMocks.notifications).contains("Notify ")
+                }, "\(s.logs)")
+            }
+            let agent = try s.earmuff.startCLI(["agent", "--answer", "deny", "--json"])
+            defer { agent.stop() }
+            _ = try await agent.waitForLine { $0.type == "answered" }
+            let closed = await Wait.until(timeout: 30, interval: 0.05) {
+                channel == "portal" ? ((try? DesktopMocks.portalStats(bus))?.closed ?? 0) == 1
+                    : bus.calls(DesktopMocks.notifications).contains("CloseNotification 1")
+            }
+            #expect(closed, "\(bus.calls(channel == "portal" ? DesktopMocks.portalName : DesktopMocks.notifications))\n\(s.logs)")
+            if channel == "portal" { #expect(try DesktopMocks.portalStats(bus).open == 0) }
+            _ = rec.stop()
+            #expect(try s.earmuff.app(s.key)?.state == "denied")
+        }
+
+        /// No session bus, a bus without either service, or a notification server without
+        /// actions: the prompt goes straight on to prompt-command (no D-Bus timeout in between).
+        @Test(arguments: ["no bus", "empty bus", "notifications without actions"])
+        func noDesktopFallsThroughToTheCommand(_ desktop: String) async throws {
+            let bus = desktop == "no bus" ? nil : try SessionBus()
+            defer { bus?.stop() }
+            if desktop == "notifications without actions" {
+                try bus?.startMock(template: "notification_daemon", owning: DesktopMocks.notifications,
+                                   parameters: ["capabilities": "body body-markup"])
+            }
+            let s = try DesktopMocks.setup(on: bus, config: ["prompt-command = exit 0"])
+            defer { s.stop() }
+            let watch = try await s.earmuff.startWatch()
+            defer { watch.stop() }
+            let rec = try s.record()
+            let raised = try await watch.waitForLine { $0.event == "prompt-raised" && $0.prompt?.appKey == s.key }
+            let resolved = try await watch.waitForLine { $0.event == "prompt-resolved" && $0.resolution?.appKey == s.key }
+            #expect(resolved?.resolution?.by == "prompt-command", "\(watch.summary)\n\(s.logs)")
+            // sd-bus's call timeout is 25 s and ours 10 s: well under that means nothing waited on D-Bus.
+            let delay = (resolved?.resolution?.resolvedAt ?? .infinity) - (raised?.prompt?.raisedAt ?? 0)
+            #expect(delay < 5, "the command answered \(delay) s after the prompt\n\(s.logs)")
+            _ = rec.stop()
+            if let bus, desktop != "empty bus" {
+                #expect(!bus.calls(DesktopMocks.notifications).contains("Notify "), "notified without actions")
+            }
+        }
+    }
+}

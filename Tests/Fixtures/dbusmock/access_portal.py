@@ -1,0 +1,78 @@
+'''xdg-desktop-portal backend mock: org.freedesktop.impl.portal.Access
+
+A python-dbusmock template for the desktop side of the Access portal, as
+GNOME (org.freedesktop.impl.portal.desktop.gnome) provides it. AccessDialog
+stays open until the test answers it through the org.earmuff.test.AccessMock
+interface, or the caller closes it with org.freedesktop.impl.portal.Request
+.Close on the request handle (then it replies 2, as the real backends do).
+It counts how many dialogs were ever open at the same time.
+
+It takes no parameters and always claims the GNOME backend's name.
+'''
+
+import dbus
+import dbus.service
+
+from dbusmock import mockobject
+
+BUS_NAME = 'org.freedesktop.impl.portal.desktop.gnome'
+MAIN_OBJ = '/org/freedesktop/portal/desktop'
+MAIN_IFACE = 'org.freedesktop.impl.portal.Access'
+SYSTEM_BUS = False
+
+CONTROL_IFACE = 'org.earmuff.test.AccessMock'
+REQUEST_IFACE = 'org.freedesktop.impl.portal.Request'
+
+
+def load(mock, parameters):
+    mock.pending = {}      # handle -> reply callback, in arrival order
+    mock.dialogs = []      # (handle, title, subtitle, body, icon) of every dialog
+    mock.max_open = 0
+    mock.closed = []       # handles closed by the caller
+
+
+@dbus.service.method(MAIN_IFACE, in_signature='osssssa{sv}', out_signature='ua{sv}',
+                     async_callbacks=('reply', 'error'))
+def AccessDialog(self, handle, app_id, parent_window, title, subtitle, body, options, reply, error):
+    handle = str(handle)
+    self.pending[handle] = reply
+    self.max_open = max(self.max_open, len(self.pending))
+    self.dialogs.append((handle, str(title), str(subtitle), str(body), str(options.get('icon', ''))))
+    main = self
+
+    def close(_request, *args):
+        main.closed.append(handle)
+        answer = main.pending.pop(handle, None)
+        if answer is not None:
+            answer(dbus.UInt32(2), dbus.Dictionary({}, signature='sv'))
+
+    if handle not in mockobject.objects:
+        self.AddObject(handle, REQUEST_IFACE, {}, [])
+        mockobject.objects[handle].AddMethod(REQUEST_IFACE, 'Close', '', '', close)
+
+
+@dbus.service.method(CONTROL_IFACE, in_signature='ub', out_signature='s')
+def Answer(self, response, once):
+    '''Answers the oldest open dialog: 0 granted (once: "only this time" ticked), 1 denied, 2 cancelled.'''
+    if not self.pending:
+        return ''
+    handle = next(iter(self.pending))
+    answer = self.pending.pop(handle)
+    results = {}
+    if response == 0:
+        results['choices'] = dbus.Array([dbus.Struct(('once', 'true' if once else 'false'), signature='ss')],
+                                        signature='(ss)')
+    answer(dbus.UInt32(response), dbus.Dictionary(results, signature='sv'))
+    return handle
+
+
+@dbus.service.method(CONTROL_IFACE, in_signature='', out_signature='uuuu')
+def Stats(self):
+    '''Open dialogs now, the most ever open at once, dialogs shown, dialogs closed by the caller.'''
+    return (len(self.pending), self.max_open, len(self.dialogs), len(self.closed))
+
+
+@dbus.service.method(CONTROL_IFACE, in_signature='', out_signature='sssss')
+def LastDialog(self):
+    '''Handle, title, subtitle, body and icon of the latest dialog.'''
+    return self.dialogs[-1] if self.dialogs else ('', '', '', '', '')
