@@ -185,6 +185,12 @@ extension EndToEnd {
             #expect(after.clients(of: s.key).map(\.id) == [clientID].compactMap { $0 }, "reconnected? \(before) vs \(after)")
             #expect(after.streams(of: s.key).map(\.audio) == ["real"], "\(after)")
             #expect(after.prompts.isEmpty, "\(after)")
+            // Once real, earmuff silences nothing more of the stream.
+            let silencedAtSwitch = after.streams(of: s.key).first?.bytesSilenced
+            let mark = rec.byteCount()
+            _ = await Wait.until(timeout: 60) { rec.byteCount() >= mark + Self.bytes(0.5, of: rec) || !rec.tool.process.isRunning }
+            let atEnd = try s.earmuff.status().streams(of: s.key).first?.bytesSilenced
+            #expect(atEnd == silencedAtSwitch && atEnd != nil, "silenced again after the switch: \(String(describing: silencedAtSwitch)) → \(String(describing: atEnd))")
 
             let (result, audio) = rec.stop()
             #expect(result.status == 0, "\(result)")
@@ -197,7 +203,11 @@ extension EndToEnd {
             let report = Helpers.analyze(tail, format: .s16le)
             #expect(report.isTone(expectedRMS: Helpers.micRMS, minimumSeconds: 1), "after allow: \(report)")
             // One switch: once real, no stretch of silence comes back (the sine has no 10 ms of zeros).
-            #expect(Self.longestSilentRun(tail, format: .s16le) < 480, "silence after the switch")
+            // PipeWire's tone, a player feeding a null sink, drops a period now and then on a loaded
+            // machine, directly too; there the counters above are the check.
+            if (try? ServerKind.selected()) != .pipewire {
+                #expect(Self.longestSilentRun(tail, format: .s16le) < 480, "silence after the switch")
+            }
             let app = try s.earmuff.app(s.key)
             #expect(app?.state == "granted" && app?.reason == "user", "\(String(describing: app))")
         }
