@@ -107,6 +107,11 @@ public struct Configuration: Sendable, Equatable {
     public var trustedApps: [AppKey] = []
     /// How much the daemon logs.
     public var logLevel: LogLevel = .info
+    /// Clients Earmuff relays at once; the rest are refused. Below PulseAudio's 64 slots,
+    /// so that apps through Earmuff can never take every slot of the server.
+    public var maxClients: Int = 56
+    /// Clients one app may have at once (one app cannot take every slot Earmuff has).
+    public var maxClientsPerApp: Int = 32
 
     /// The defaults.
     public init() {}
@@ -118,7 +123,11 @@ public struct Configuration: Sendable, Equatable {
 
     /// Every key earmuff.conf accepts, in documentation order.
     public static let keys = ["upstream", "listen", "control", "store", "missing-purpose",
-                              "prompt-via", "prompt-timeout", "prompt-command", "trusted-apps", "log-level"]
+                              "prompt-via", "prompt-timeout", "prompt-command", "trusted-apps", "log-level",
+                              "max-clients", "max-clients-per-app"]
+
+    /// The most clients any limit may allow (the descriptors they need must stay far below the process limit).
+    public static let maximumClientLimit = 4096
 
     /// Longest accepted prompt-timeout, in seconds.
     public static let maximumPromptTimeout: Double = 86_400
@@ -135,6 +144,8 @@ public struct Configuration: Sendable, Equatable {
         public var promptCommand: String?
         public var trustedApps: [AppKey]?
         public var logLevel: LogLevel?
+        public var maxClients: Int?
+        public var maxClientsPerApp: Int?
 
         public init() {}
     }
@@ -195,6 +206,11 @@ public struct Configuration: Sendable, Equatable {
                         throw fail("log-level must be error, warn, info or debug, not \"\(value)\"")
                     }
                     o.logLevel = level
+                case "max-clients", "max-clients-per-app":
+                    guard let n = Int(value), n >= 1, n <= maximumClientLimit else {
+                        throw fail("\(key) must be a whole number from 1 to \(maximumClientLimit), not \"\(value)\"")
+                    }
+                    if key == "max-clients" { o.maxClients = n } else { o.maxClientsPerApp = n }
                 default:
                     throw fail(unknownKeyMessage(key, known: keys))
                 }
@@ -216,6 +232,8 @@ public struct Configuration: Sendable, Equatable {
         if let v = o.promptCommand { c.promptCommand = v }
         if let v = o.trustedApps { c.trustedApps = v }
         if let v = o.logLevel { c.logLevel = v }
+        if let v = o.maxClients { c.maxClients = v }
+        if let v = o.maxClientsPerApp { c.maxClientsPerApp = v }
         return c
     }
 

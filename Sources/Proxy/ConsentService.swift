@@ -360,13 +360,24 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
         }
         // Names are matched with what the kernel said (the executable, the key's
         // last path component); what an app calls itself never picks it alone.
-        let known = (try? apps()) ?? []
+        // Connected clients count too: their app records may still wait in the store writer.
+        let live = engine.withLock { $0.clientSnapshots }.map { c in
+            AppInfo(key: c.identity.appKey.description, displayName: c.displayName, state: "", reason: "",
+                    identifiedBy: c.identity.method.rawValue, executable: c.identity.executable)
+        }
+        let all = ((try? apps()) ?? []) + live
         func baseName(_ path: String) -> String { path.split(separator: "/").last.map(String.init) ?? path }
-        let byKernel = known.filter { a in
+        let kernelKeys = Set(all.filter { a in
             a.executable.map { $0 == text || baseName($0) == text } == true
                 || AppKey(parsing: a.key).map { baseName($0.value) == text } == true
+        }.map(\.key))
+        // One line per app key (the store's record and a live client may both name it).
+        func onePerKey(_ apps: [AppInfo]) -> [AppInfo] {
+            var seen = Set<String>()
+            return apps.filter { seen.insert($0.key).inserted }
         }
-        let byClaim = known.filter { $0.displayName == text && !byKernel.contains($0) }
+        let byKernel = onePerKey(all.filter { kernelKeys.contains($0.key) })
+        let byClaim = onePerKey(all.filter { $0.displayName == text && !kernelKeys.contains($0.key) })
         func listed(_ apps: [AppInfo]) -> String {
             apps.map { "\($0.key) (identified by \($0.identifiedBy ?? "?")\($0.displayName.map { ", calls itself \($0)" } ?? ""))" }
                 .sorted().joined(separator: ", ")

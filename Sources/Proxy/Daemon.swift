@@ -20,6 +20,9 @@ public struct RelayOptions: Sendable {
     public var ringCapacity = 128 * 1024
     /// Number of event loops (threads) sessions are spread over.
     public var loops = RelayOptions.onlineCPUs
+    /// Clients relayed at once, and per app (the configuration's max-clients, max-clients-per-app).
+    public var maxClients = Configuration().maxClients
+    public var maxClientsPerApp = Configuration().maxClientsPerApp
     public init() {}
 
     /// Processors online now (at least 1).
@@ -30,6 +33,23 @@ public struct RelayOptions: Sendable {
 struct SessionEntry {
     let state: SessionState
     weak var upstream: UpstreamHalf?
+}
+
+/// A refused client's socket, kept open until the client has sent its first request (or
+/// closed): closed at once, libpulse's AUTH would fail with EPIPE before it read the
+/// refusal. At most `maximumLingering` wait; the oldest is closed first.
+final class RefusedConnection: LoopHandler {
+    static let maximumLingering = 64
+    let fd: Int32
+    var token: UInt64 = 0
+    unowned let daemon: Daemon
+
+    init(fd: Int32, daemon: Daemon) {
+        self.fd = fd
+        self.daemon = daemon
+    }
+
+    func handleEvents(_ events: UInt32) { daemon.finishRefusal(self) }
 }
 
 /// A listening socket and the launcher app id its clients get (nil for the main socket).
@@ -81,6 +101,8 @@ public final class Daemon: @unchecked Sendable {
     /// Round-robin position for the next session (accept loop only).
     private var nextLoop = 0
     private var listeners: [String: Listener] = [:]
+    /// Refused clients waiting to be closed (accept loop only).
+    private var refused: [RefusedConnection] = []
     private let sessions = Locked<[UInt64: SessionEntry]>([:])
     private let nextSessionID = Atomic<UInt64>(1)
     private let nextStreamID = Atomic<UInt64>(1)
@@ -177,6 +199,40 @@ public final class Daemon: @unchecked Sendable {
 
     // MARK: accept loop
 
+    /// The limit a new client of `app` would go over, or nil.
+    private func limitReached(for app: AppKey) -> String? {
+        let (total, ofApp) = sessions.withLock { s in (s.count, s.values.count { $0.state.identity.appKey == app }) }
+        if total >= options.maxClients { return "max-clients (\(options.maxClients)) clients are connected" }
+        if ofApp >= options.maxClientsPerApp { return "max-clients-per-app (\(options.maxClientsPerApp)) clients of this app are connected" }
+        return nil
+    }
+
+    /// Answers the AUTH that libpulse sends first (tag 0) with "Connection refused", and
+    /// closes once the client has sent something or hung up (see RefusedConnection).
+    private func refuseConnection(_ fd: Int32) {
+        let payload = ErrorReply(code: .connectionRefused).packet(tag: 0, version: Limits.protocolVersion)
+        let frame = FrameDescriptor(length: UInt32(payload.count), channel: FrameDescriptor.controlChannel).bytes + payload
+        _ = frame.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        _ = shutdown(fd, Int32(SHUT_WR))
+        let r = RefusedConnection(fd: fd, daemon: self)
+        do {
+            r.token = try acceptLoop.register(fd, events: EARMUFF_EPOLLIN | EARMUFF_EPOLLRDHUP, handler: r)
+        } catch {
+            closeFD(fd)
+            return
+        }
+        refused.append(r)
+        if refused.count > RefusedConnection.maximumLingering { finishRefusal(refused[0]) }
+    }
+
+    /// Closes a refused client's socket (on the accept loop).
+    fileprivate func finishRefusal(_ r: RefusedConnection) {
+        guard let i = refused.firstIndex(where: { $0 === r }) else { return }
+        refused.remove(at: i)
+        acceptLoop.remove(r.fd, token: r.token)
+        closeFD(r.fd)
+    }
+
     fileprivate func accept(_ fd: Int32, via listener: Listener) {
         var cred = earmuff_ucred()
         guard earmuff_peercred(fd, &cred) == 0 else {
@@ -184,8 +240,19 @@ public final class Daemon: @unchecked Sendable {
             closeFD(fd)
             return
         }
-        let id = nextSessionID.add(1, ordering: .relaxed).oldValue
+        // The real server trusts Earmuff's uid: a peer of another uid would borrow it.
+        guard cred.uid == geteuid() || cred.uid == 0 else {
+            Log.warn("refused pid \(cred.pid) uid \(cred.uid) on \(listener.path): only uid \(geteuid()) or root may connect")
+            closeFD(fd)
+            return
+        }
         let identity = identify(cred.pid, cred.uid, cred.gid, listener.launcherAppID)
+        if let limit = limitReached(for: identity.appKey) {
+            Log.warn("refused \(identity.appKey) pid \(cred.pid): \(limit); raise it in earmuff.conf if this app needs more")
+            refuseConnection(fd)
+            return
+        }
+        let id = nextSessionID.add(1, ordering: .relaxed).oldValue
         let state = SessionState(id: id, identity: identity, launcherAppID: listener.launcherAppID,
                                  connectedAt: wallClockNow())
         if let p = listener.launcherPurpose {

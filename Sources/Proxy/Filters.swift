@@ -99,6 +99,13 @@ final class ClientToServerFilter: FrameFilter {
     private func handle(_ command: Command, header: PacketHeader, body: TagStructReader,
                         payload: inout [UInt8]) throws -> PacketDisposition {
         let version = state.protocolVersion
+        // Replies are matched to requests by tag: a tag still waiting for its reply
+        // would let one request's reply pass for another's (a PLAY_SAMPLE index taken
+        // for the client's own index, an AUTH reply with its flags).
+        if let problem = state.tagProblem(header.tag) {
+            throw ProtocolViolation("\(command.info.name): \(problem)")
+        }
+        var expected: PendingRequest?
         switch command {
         case .auth:
             guard !authSeen else { throw ProtocolViolation("second AUTH") }
@@ -118,13 +125,13 @@ final class ClientToServerFilter: FrameFilter {
             setU32(stripped, in: &payload, at: at)
             clientVersion = min(ProtocolVersion.number(of: word), Limits.protocolVersion)
             state.version.store(clientVersion, ordering: .releasing)
-            state.expectReply(tag: header.tag, .auth)
+            expected = .auth
         case .setClientName:
             var r = body
             let msg = try SetClientName.decode(from: &r, version: version)
             state.properties.withLock { $0.update(from: msg.proplist) }
             observer.clientPropertiesChanged(state)
-            state.expectReply(tag: header.tag, .setClientName)
+            expected = .setClientName
         case .updateClientProplist:
             var r = body
             _ = try r.readU32() // update mode
@@ -137,25 +144,49 @@ final class ClientToServerFilter: FrameFilter {
             if let reason = observer.recordStreamRequested(state) {
                 throw ProtocolViolation(reason)
             }
-            state.expectReply(tag: header.tag, .createRecord(source: req.sourceName, spec: req.sampleSpec))
+            expected = .createRecord(source: req.sourceName, spec: req.sampleSpec)
         case .createPlaybackStream:
-            state.expectReply(tag: header.tag, .createPlayback)
+            expected = .createPlayback
         case .createUploadStream:
-            state.expectReply(tag: header.tag, .createUpload)
+            expected = .createUpload
         case .deleteRecordStream:
             var r = body
-            state.expectReply(tag: header.tag, .deleteRecord(channel: try r.readU32()))
+            expected = .deleteRecord(channel: try r.readU32())
         case .enableSrbchannel, .disableSrbchannel, .registerMemfdShmid:
             throw ProtocolViolation("client tried to set up shared memory (\(command.info.name)) on a connection without SHM")
         default:
             break
         }
         if let reason = observer.refusal(for: command, payload: payload, session: state) {
-            Log.info("session \(state.id) (\(state.identity.appKey)): refused \(command.info.name): \(reason)")
+            try noteRefusal(command, reason)
             refuse(header.tag, ErrorCode.access.rawValue)
             return .drop
         }
+        state.expectReply(tag: header.tag, expected)
         return .forward
+    }
+
+    /// Refusals logged one by one before they are only counted.
+    static let refusalsLogged = 10
+    /// After that, one summary line per this many refusals.
+    static let refusalSummaryEvery = 10_000
+    private var refusals = 0
+
+    /// Logs a refusal (the first few, then a summary line now and then), and closes a client
+    /// that leaves too many of Earmuff's ERROR replies unread: each one waits in memory.
+    private func noteRefusal(_ command: Command, _ reason: String) throws(ProtocolViolation) {
+        refusals += 1
+        let who = "session \(state.id) (\(state.identity.appKey))"
+        if refusals <= Self.refusalsLogged {
+            Log.info("\(who): refused \(command.info.name): \(reason)"
+                     + (refusals == Self.refusalsLogged ? " (further refusals are counted, not logged one by one)" : ""))
+        } else if refusals % Self.refusalSummaryEvery == 0 {
+            Log.info("\(who): \(refusals) requests refused so far; the last: \(command.info.name): \(reason)")
+        }
+        guard state.injectionBacklog < SessionState.maximumInjections else {
+            throw ProtocolViolation("\(refusals) requests refused and \(state.injectionBacklog) of their replies "
+                                    + "unread: the client does not read what it asks for")
+        }
     }
 }
 

@@ -51,7 +51,9 @@ final class UpstreamHalf: Half, @unchecked Sendable {
     }
 
     override func injectPending() {
-        guard producerForwarder.isAtFrameBoundary else { return }
+        // Only into free space: while the client does not read, refusals stay counted in
+        // the session (which closes a client that lets too many pile up), not in a backlog.
+        guard producerForwarder.isAtFrameBoundary, producerForwarder.backlog.isEmpty else { return }
         var wake = false
         for packet in state.takeInjections() {
             wake = producerForwarder.inject(packet: packet) || wake

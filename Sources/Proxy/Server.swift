@@ -92,6 +92,8 @@ public enum Server {
             service = try ConsentService(configuration: configuration, declarations: declarations, store: store, paths: paths)
             var relay = RelayOptions()
             if let n = opts.loops { relay.loops = n }
+            relay.maxClients = configuration.maxClients
+            relay.maxClientsPerApp = configuration.maxClientsPerApp
             daemon = try Daemon(listenPath: paths.listen, upstream: upstream, options: relay, observer: service) {
                 [launchers = service.launchers] pid, uid, gid, launcher in
                 // A launcher socket vouches only for the process tree of the run that owns it.

@@ -259,6 +259,7 @@ class Half: LoopHandler, Wakeable, WriteThrough, @unchecked Sendable {
             if producerForwarder.ring.parkProducer(minimumFreeSpace: parkThreshold) { notify(.space) }
             return
         }
+        injectPending()
         if readEOF {
             // Everything read before EOF is in the ring now.
             finishAfterEOF()

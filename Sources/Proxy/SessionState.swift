@@ -23,7 +23,16 @@ final class SessionState: Sendable {
     let launcherAppID: String?
     /// Effective protocol version used to parse layouts: min(client, server), masked.
     let version = Atomic<UInt32>(8)
-    private let pending = Locked<[UInt32: PendingRequest]>([:])
+    /// Requests forwarded and not answered yet: every tag, and what matters of some.
+    private struct Outstanding {
+        var tags: Set<UInt32> = []
+        var requests: [UInt32: PendingRequest] = [:]
+    }
+    private let pending = Locked(Outstanding())
+    /// The most requests a client may have waiting for replies.
+    static let maximumOutstanding = 16_384
+    /// The most refusals (ERROR replies Earmuff makes) that may wait for a client that does not read.
+    static let maximumInjections = 1024
     private let injections = Locked<[[UInt8]]>([])
     /// Packets in `injections`, so the audio path can skip the lock when there are none.
     private let injectionCount = Atomic<Int>(0)
@@ -45,13 +54,34 @@ final class SessionState: Sendable {
 
     var protocolVersion: UInt32 { version.load(ordering: .acquiring) }
 
-    func expectReply(tag: UInt32, _ request: PendingRequest) {
-        pending.withLock { $0[tag] = request }
+    /// Why a request with `tag` must not be forwarded: its tag still waits for a reply
+    /// (the server's two replies could not be told apart), or too many do; nil if it may.
+    func tagProblem(_ tag: UInt32) -> String? {
+        pending.withLock { p in
+            if p.tags.contains(tag) { return "tag \(tag) is still waiting for its reply" }
+            if p.tags.count >= Self.maximumOutstanding { return "more than \(Self.maximumOutstanding) requests wait for replies" }
+            return nil
+        }
     }
 
-    func takePending(tag: UInt32) -> PendingRequest? {
-        pending.withLock { $0.removeValue(forKey: tag) }
+    /// A request with `tag` goes to the server; `request` says what its reply will set up.
+    func expectReply(tag: UInt32, _ request: PendingRequest? = nil) {
+        pending.withLock { p in
+            p.tags.insert(tag)
+            if let request { p.requests[tag] = request }
+        }
     }
+
+    /// The reply (or error) for `tag` arrived: it no longer waits; what it sets up, if anything.
+    func takePending(tag: UInt32) -> PendingRequest? {
+        pending.withLock { p in
+            p.tags.remove(tag)
+            return p.requests.removeValue(forKey: tag)
+        }
+    }
+
+    /// Refusals queued for the client and not yet written.
+    var injectionBacklog: Int { injectionCount.load(ordering: .acquiring) }
 
     /// Queues a packet for the client, to be inserted at the next S→C frame boundary.
     func queueInjection(_ payload: [UInt8]) {

@@ -55,5 +55,112 @@ extension EndToEnd {
             }
             #expect(shown, "\(s.logs)")
         }
+
+        /// Idle authenticated clients fill earmuff's own limits, never the server's 64 slots:
+        /// the refused client hears "Connection refused", and others still reach the server.
+        @Test func clientsCannotFillTheServersSlots() async throws {
+            let s = try Setup(config: ["max-clients-per-app = 64"])
+            defer { s.stop() }
+            var clients: [RawClient] = []
+            defer { for c in clients { c.close() } }
+            var refused = 0
+            for _ in 0..<64 {
+                let c = try RawClient(path: s.earmuff.listenPath)
+                clients.append(c)
+                do { try c.handshake() } catch { refused += 1 }
+            }
+            #expect(refused == 64 - 56, "\(refused) refused\n\(s.logs)")
+            #expect(s.earmuff.log().contains("max-clients (56) clients are connected"))
+            let through = try Tool.run("pactl", args: ["info"], server: s.earmuff.serverString, timeout: 20)
+            #expect(!through.succeeded && through.stderr.contains("Connection refused"), "\(through)")
+            let direct = try Tool.run("pactl", args: ["info"], server: s.server.serverString, timeout: 20)
+            #expect(direct.succeeded, "the server has no slot left: \(direct)")
+        }
+
+        @Test func oneAppCannotTakeEveryClient() async throws {
+            let s = try Setup(config: ["max-clients-per-app = 3"])
+            defer { s.stop() }
+            var clients: [RawClient] = []
+            defer { for c in clients { c.close() } }
+            for _ in 0..<3 {
+                let c = try RawClient(path: s.earmuff.listenPath)
+                try c.handshake()
+                clients.append(c)
+            }
+            let fourth = try RawClient(path: s.earmuff.listenPath)
+            defer { fourth.close() }
+            #expect(throws: (any Error).self) { try fourth.handshake() }
+            #expect(s.earmuff.log().contains("max-clients-per-app (3)"), "\(s.logs)")
+            let other = try Tool.run("pactl", args: ["info"], server: s.earmuff.serverString, timeout: 20)
+            #expect(other.succeeded, "another app was refused: \(other)")
+        }
+
+        /// A socket that another uid can reach (a mode set wrong) still serves only the daemon's uid.
+        @Test func otherUIDsAreRefused() async throws {
+            guard getuid() == 0 else { return }  // only root can act as another uid here
+            let s = try Setup()
+            defer { s.stop() }
+            chmod(s.earmuff.directory, 0o755)
+            chmod(s.earmuff.listenPath, 0o777)
+            guard let setpriv = findExecutable("setpriv"), let pactl = findExecutable("pactl") else {
+                throw TestSupportError("setpriv (util-linux) and pactl are needed")
+            }
+            let r = try Tool.run(setpriv, args: ["--reuid=65534", "--regid=65534", "--clear-groups", pactl, "info"],
+                                 server: s.earmuff.serverString, timeout: 20)
+            #expect(!r.succeeded, "another uid used the sound server: \(r)")
+            let line = await Wait.until(timeout: 30) { s.earmuff.log().contains("uid 65534 on \(s.earmuff.listenPath)") }
+            #expect(line, "\(s.logs)")
+        }
+
+        /// Two requests with one tag: the server's two replies could not be told apart.
+        @Test func aTagStillAwaitingItsReplyClosesTheClient() async throws {
+            let s = try Setup()
+            defer { s.stop() }
+            let c = try RawClient(path: s.earmuff.listenPath)
+            defer { c.close() }
+            try c.handshake()
+            try c.send(RawClient.setClientName(tag: 5, name: "me") + RawClient.packet(.playSample, tag: 5) { w in
+                w.writeU32(0xFFFF_FFFF); w.writeString(nil); w.writeU32(0x10000); w.writeString("bell")
+                w.writeProplist(Proplist())
+            })
+            #expect(c.waitUntilClosed(timeout: 30), "\(s.logs)")
+            let logged = await Wait.until(timeout: 30) { s.earmuff.log().contains("tag 5 is still waiting for its reply") }
+            #expect(logged, "\(s.logs)")
+            // AUTH's tag too.
+            let d = try RawClient(path: s.earmuff.listenPath)
+            defer { d.close() }
+            try d.send(RawClient.auth(tag: 0) + RawClient.packet(.getServerInfo, tag: 0))
+            #expect(d.waitUntilClosed(timeout: 30), "\(s.logs)")
+        }
+
+        /// A client that sends refused requests and never reads their replies: few log lines,
+        /// bounded memory, and it is closed.
+        @Test func refusedRequestsFromAClientThatNeverReads() async throws {
+            let s = try Setup()
+            defer { s.stop() }
+            let pid = s.earmuff.process.pid
+            let c = try RawClient(path: s.earmuff.listenPath)
+            defer { c.close() }
+            try c.handshake()
+            let peakBefore = ProcessStats.peakResidentKiB(pid)
+            var batch: [UInt8] = []
+            for tag in UInt32(10)..<UInt32(1010) {
+                batch += RawClient.packet(.loadModule, tag: tag) { $0.writeString("module-null-sink"); $0.writeString("") }
+            }
+            var tag: UInt32 = 10
+            for _ in 0..<200 {
+                do { try c.send(batch) } catch { break }  // closed by earmuff: done
+                tag += 1000
+            }
+            #expect(c.waitUntilClosed(timeout: 60), "earmuff kept a client whose refusals pile up\n\(s.logs)")
+            let closed = await Wait.until(timeout: 30) { s.earmuff.log().contains("the client does not read what it asks for") }
+            #expect(closed, "\(s.logs)")
+            let lines = s.earmuff.log().split(separator: "\n").filter { $0.contains("refused LOAD_MODULE") }.count
+            #expect(lines <= 10, "\(lines) refusal lines")
+            let grown = ProcessStats.peakResidentKiB(pid) - peakBefore
+            #expect(grown < 24 * 1024, "peak memory grew by \(grown) KiB")
+            let other = try Tool.run("pactl", args: ["info"], server: s.earmuff.serverString, timeout: 20)
+            #expect(other.succeeded, "\(other)")
+        }
     }
 }

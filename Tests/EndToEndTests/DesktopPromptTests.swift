@@ -135,6 +135,7 @@ extension EndToEnd {
                            "urgency", "resident"] {
                 #expect(notify.contains(needle), "\(needle) missing from \(notify)")
             }
+            #expect(await rec.waitForAudio(seconds: 0.1), "\(s.logs)")
             #expect(AudioAnalysis.isUniform(rec.data(), value: 0), "real audio before the answer")
             // The stock mock numbers notifications from 1.
             try bus.call(DesktopMocks.notifications, DesktopMocks.notificationsPath, "org.freedesktop.DBus.Mock", "EmitSignal",

@@ -60,7 +60,8 @@ extension EndToEnd {
             let server = try PipeWireServer()
             defer { server.stop() }
             let conf = "\(scratch)/earmuff.conf"
-            try "prompt-timeout = \(Self.timeout)\nprompt-command = /bin/sh \(script)\n"
+            // The private pipewire-pulse takes 256 clients; earmuff's own limit must let 100 apps in.
+            try "prompt-timeout = \(Self.timeout)\nprompt-command = /bin/sh \(script)\nmax-clients = 200\n"
                 .write(toFile: conf, atomically: true, encoding: .utf8)
             let earmuff = try EarmuffProcess(upstream: server.serverString, extraArguments: ["--config", conf],
                                              environment: env)

@@ -17,6 +17,24 @@ import Testing
         #expect(ProcessInspector.relevantVariables(raw) == ["LD_PRELOAD": "/tmp/a.so", "PYTHONPATH": "/x=y"])
     }
 
+    @Test func flatpakInfoIsReadOnlyFromLocalFileSystems() {
+        let flatpak = """
+            2431 2380 0:118 / / rw,nosuid,nodev,relatime - tmpfs tmpfs rw,size=4096k,uid=1000
+            2432 2431 259:2 /usr /usr ro,nosuid,nodev,relatime master:1 - ext4 /dev/nvme0n1p2 rw
+            2440 2431 0:45 /user/1000/.flatpak/2316139651/info /.flatpak-info ro,nosuid,nodev - tmpfs tmpfs rw,size=3280664k
+            """
+        #expect(ProcessInspector.flatpakInfoIsSafeToRead(mountinfo: flatpak))
+        let fuseRoot = "2431 2380 0:118 / / rw,nosuid - fuse.evil evil rw,user_id=1000,group_id=1000\n"
+        #expect(!ProcessInspector.flatpakInfoIsSafeToRead(mountinfo: fuseRoot))
+        let fuseInfo = flatpak + "\n2450 2431 0:99 / /.flatpak-info rw - fuse evil rw,user_id=1000\n"
+        #expect(!ProcessInspector.flatpakInfoIsSafeToRead(mountinfo: fuseInfo))
+        let overlay = "2431 2380 0:118 / / rw - overlay overlay rw,lowerdir=/a,upperdir=/b\n"
+        #expect(!ProcessInspector.flatpakInfoIsSafeToRead(mountinfo: overlay))
+        #expect(!ProcessInspector.flatpakInfoIsSafeToRead(mountinfo: ""))
+        // A tmpfs mounted over a FUSE root later hides it.
+        #expect(ProcessInspector.flatpakInfoIsSafeToRead(mountinfo: fuseRoot + "2500 2431 0:50 / / rw - tmpfs tmpfs rw\n"))
+    }
+
     @Test func readsItsOwnProcess() {
         let f = ProcessInspector.facts(pid: getpid(), uid: getuid(), gid: getgid(), launcherAppID: nil)
         #expect(f.inspectable)

@@ -46,8 +46,36 @@ public enum ProcessInspector {
         facts.cgroup = readSmallFile(dir + "/cgroup").map { String(decoding: $0, as: UTF8.self) }
         let label = readSmallFile(dir + "/attr/apparmor/current") ?? readSmallFile(dir + "/attr/current")
         facts.apparmorLabel = label.map { String(decoding: $0, as: UTF8.self) }
-        facts.flatpakInfo = readFlatpakInfo(dir + "/root").map { String(decoding: $0, as: UTF8.self) }
+        // /.flatpak-info lives in a file system the peer chose: read it only where reads cannot hang.
+        if let mounts = readSmallFile(dir + "/mountinfo", limit: maximumEnvironmentSize),
+           flatpakInfoIsSafeToRead(mountinfo: String(decoding: mounts, as: UTF8.self)) {
+            facts.flatpakInfo = readFlatpakInfo(dir + "/root").map { String(decoding: $0, as: UTF8.self) }
+        }
         return facts
+    }
+
+    /// File systems whose reads the kernel answers itself (no daemon can make them wait).
+    static let localFileSystems: Set<String> = ["tmpfs", "ramfs", "ext2", "ext3", "ext4", "btrfs", "xfs", "f2fs",
+                                                "squashfs", "erofs", "vfat", "exfat"]
+
+    /// Whether opening `/.flatpak-info` in the peer's mount namespace touches only local file
+    /// systems: the mount it lies on (a bind mount of the file itself, else the root) is one of
+    /// `localFileSystems`. A FUSE file system could leave an open or read waiting for ever
+    /// (and overlayfs may sit on one). `mountinfo` is the kernel's /proc/PID/mountinfo.
+    static func flatpakInfoIsSafeToRead(mountinfo: String) -> Bool {
+        var holder: String?
+        for line in mountinfo.split(separator: "\n") {
+            // ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPEROPTIONS
+            let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+            guard fields.count >= 7, let dash = fields.firstIndex(of: "-"), dash + 1 < fields.count else { continue }
+            let point = fields[4]
+            // Later lines are mounted over earlier ones; the file's own mount beats the root's.
+            if point == "/.flatpak-info" || (point == "/" && holder?.hasPrefix("/.flatpak-info:") != true) {
+                holder = "\(point):\(fields[dash + 1])"
+            }
+        }
+        guard let holder, let type = holder.split(separator: ":").last else { return false }
+        return localFileSystems.contains(String(type))
     }
 
     /// `/.flatpak-info` inside the peer's root, when its root is not ours.
