@@ -74,6 +74,15 @@ public enum Server {
             Log.warn("no sound server at \(upstream) yet; apps will be refused until it appears")
         }
 
+        // A socket passed by the service manager (earmuff.socket) replaces binding --listen.
+        let activated: Int32?
+        do {
+            activated = try SocketActivation.takeListener(for: paths.listen, environment: env)
+        } catch {
+            fail("\(error)")
+            return 64
+        }
+
         // Block the stop signals in every thread; the main thread waits for them.
         var set = sigset_t()
         sigemptyset(&set)
@@ -88,7 +97,8 @@ public enum Server {
         do {
             store = try PermissionStore(path: paths.store)
             service = try ConsentService(configuration: configuration, declarations: declarations, store: store, paths: paths)
-            daemon = try Daemon(listenPath: paths.listen, upstream: upstream, options: RelayOptions(), observer: service) {
+            daemon = try Daemon(listenPath: paths.listen, activatedListener: activated, upstream: upstream,
+                                options: RelayOptions(), observer: service) {
                 pid, uid, gid, launcher in
                 IdentityClassifier.classify(ProcessInspector.facts(pid: pid, uid: uid, gid: gid, launcherAppID: launcher))
             }
@@ -108,7 +118,8 @@ public enum Server {
             fail("cannot start: \(error)")
             return 1
         }
-        Log.info("listening on \(paths.listen), relaying to \(upstream); control \(paths.control); store \(paths.store)")
+        let how = activated.map { " (socket fd \($0) from the service manager)" } ?? ""
+        Log.info("listening on \(paths.listen)\(how), relaying to \(upstream); control \(paths.control); store \(paths.store)")
         var line = Array("PULSE_SERVER=unix:\(paths.listen)\n".utf8)
         line.withUnsafeMutableBytes { _ = write(1, $0.baseAddress, $0.count) }
         var sig: Int32 = 0
@@ -116,7 +127,8 @@ public enum Server {
         Log.info("stopping on signal \(sig)")
         control.stop()
         daemon.stop()
-        unlink(paths.listen)
+        // A passed socket stays: the service manager keeps it for the next start.
+        if activated == nil { unlink(paths.listen) }
         store.close()
         return 0
     }
