@@ -246,6 +246,7 @@ public enum ClientUsage {
     subcommands:
       serve   [--config FILE] [--listen PATH] [--upstream SERVER] [--control PATH] [--store PATH]
                                       run the daemon
+      setup   [--undo] [--dry-run]    make Earmuff the session's sound socket (systemd user units)
       status  [--json]                daemon, upstream, clients, capture streams, pending prompts
       apps    [--json]                every known app and its decision
       grant   APP                     let APP record (an app key, or a known app's name)

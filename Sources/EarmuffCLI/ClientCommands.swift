@@ -32,7 +32,7 @@ enum ClientCommands {
         do {
             let client = try ControlClient(path: controlPath(o.controlPath))
             guard case .status(let s) = try client.request(.status) else { return unexpected("status") }
-            Terminal.out(o.json ? json(s) : ClientFormat.status(s))
+            Terminal.out(o.json ? json(s) : ClientFormat.status(s) + "\n" + SessionTakeover.describe(s) + "\n")
             return 0
         } catch {
             return fail(error.message)

@@ -74,7 +74,15 @@ public final class PipeWireServer: Sendable {
     /// other line runs as `pactl <line>`; one that fails makes the start fail.
     /// The watchdog ends every process when the test process dies, or after
     /// `maxLifetime` seconds.
-    public init(extraConfig: [String] = [], startTimeout: Double = 60, maxLifetime: Int = 1800) throws {
+    ///
+    /// With `configHome`, pipewire-pulse runs as a session's would: with
+    /// `XDG_CONFIG_HOME=configHome` and no `PIPEWIRE_CONFIG_DIR`, its main
+    /// configuration in `configHome/pipewire/pipewire-pulse.conf` (written
+    /// here, standing in for the distribution's) and whatever the user's
+    /// `pipewire-pulse.conf.d/` there says; it is then expected to listen at
+    /// `run/pulse/<pulseSocketName>`.
+    public init(extraConfig: [String] = [], startTimeout: Double = 60, maxLifetime: Int = 1800,
+                configHome: String? = nil, pulseSocketName: String = "native") throws {
         var missing: [String] = []
         for tool in ["dbus-daemon", "pipewire", "wireplumber", "pipewire-pulse", "pactl", "pacat", "sox"] where findExecutable(tool) == nil {
             missing.append(tool)
@@ -88,7 +96,7 @@ public final class PipeWireServer: Sendable {
         let dir = try TempDir.make(prefix: "earmuff-pw")
         directory = dir
         runtimeDir = "\(dir)/run"
-        socketPath = "\(dir)/run/pulse/native"
+        socketPath = "\(dir)/run/pulse/\(pulseSocketName)"
         busAddress = "unix:path=\(dir)/run/bus"
         logPath = "\(dir)/pipewire-pulse.log"
         self.maxLifetime = maxLifetime
@@ -125,6 +133,12 @@ public final class PipeWireServer: Sendable {
             // Info level for the protocol module only: one line per AUTH and per
             // command worth knowing about, no per-cycle noise.
             pulseEnv["PIPEWIRE_DEBUG"] = "2,mod.protocol-pulse:3"
+            if let configHome {
+                try TempDir.makeDirectory("\(configHome)/pipewire")
+                try Self.pipewirePulseConfig.write(toFile: "\(configHome)/pipewire/pipewire-pulse.conf", atomically: true, encoding: .utf8)
+                pulseEnv["XDG_CONFIG_HOME"] = configHome
+                pulseEnv.removeValue(forKey: "PIPEWIRE_CONFIG_DIR")
+            }
             process = try spawn(pulse, [], log: "pipewire-pulse.log", env: pulseEnv)
         } catch {
             for child in started.reversed() { child.terminate(signal: SIGTERM, grace: 5) }

@@ -44,11 +44,12 @@ extension EndToEnd {
             let listen = "\(dir)/run/native"
             try Self.restarter.write(toFile: "\(dir)/restarter.sh", atomically: true, encoding: .utf8)
             let binary = try EarmuffProcess.locateBinary()
+            let env = Tool.privateEnvironment(root: dir)
             let manager = try ChildProcess.spawn(
                 executable: activate,
-                arguments: ["-l", listen, "--fdname=earmuff.socket", "/bin/sh", "\(dir)/restarter.sh", dir,
+                arguments: ["-l", listen, "--fdname=earmuff.socket"] + Self.passing(env) + ["/bin/sh", "\(dir)/restarter.sh", dir,
                             binary, "serve", "--listen", listen, "--upstream", server.serverString, "--log-level", "debug"],
-                environment: Tool.privateEnvironment(root: dir),
+                environment: env,
                 stdoutPath: "\(dir)/stdout", stderrPath: "\(dir)/stderr.log", maxLifetime: 600)
             defer {
                 manager.terminate(signal: SIGTERM, grace: 5)
@@ -96,7 +97,7 @@ extension EndToEnd {
             let binary = try EarmuffProcess.locateBinary()
             let manager = try ChildProcess.spawn(
                 executable: activate,
-                arguments: ["-l", "\(dir)/run/passed", binary, "serve", "--listen", "\(dir)/run/native",
+                arguments: ["-l", "\(dir)/run/passed"] + Self.passing(Tool.privateEnvironment(root: dir)) + [binary, "serve", "--listen", "\(dir)/run/native",
                             "--upstream", "unix:\(dir)/run/nothing"],
                 environment: Tool.privateEnvironment(root: dir),
                 stdoutPath: "\(dir)/stdout", stderrPath: "\(dir)/stderr.log", maxLifetime: 300)
@@ -108,6 +109,12 @@ extension EndToEnd {
             #expect(log.contains("none listening on \(dir)/run/native"), "log:\n\(log)")
             #expect(log.contains("\(dir)/run/passed"))
             #expect(!FileManager.default.fileExists(atPath: "\(dir)/run/native"))
+        }
+
+        /// `-E NAME` for every variable: systemd-socket-activate passes the
+        /// service only those (as a service manager gives only its own).
+        static func passing(_ env: [String: String]) -> [String] {
+            env.keys.sorted().flatMap { ["-E", $0] }
         }
 
         static func inode(_ path: String) throws -> UInt {

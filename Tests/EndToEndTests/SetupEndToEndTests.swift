@@ -1,0 +1,355 @@
+// `earmuff setup`: the files it writes, checked by systemd itself, and a
+// session taken over end to end. No systemd user manager runs here, so setup
+// runs with --no-systemctl (the commands it would run are checked in its
+// output), and the test plays the manager: it starts the real server with
+// the configuration setup wrote (XDG_CONFIG_HOME), and Earmuff exactly as
+// earmuff.socket and earmuff.service say, through `systemd-socket-activate`.
+
+import Foundation
+import Glibc
+import Testing
+import TestSupport
+
+extension EndToEnd {
+    @Suite struct SetupEndToEndTests {
+        /// A PulseAudio system startup script like the distribution's, with the test microphone.
+        static let systemScript = """
+            load-module module-native-protocol-unix auth-anonymous=1
+            load-module module-null-sink sink_name=\(PulseServer.sinkName)
+            load-module module-sine-source source_name=\(PulseServer.sourceName) rate=\(PulseServer.toneRate) frequency=\(Int(PulseServer.toneFrequency))
+            set-default-sink \(PulseServer.sinkName)
+            set-default-source \(PulseServer.sourceName)
+
+            """
+
+        /// A scratch home: `config` (XDG_CONFIG_HOME), `home`, and the system script.
+        struct Home {
+            let dir: String
+            var config: String { "\(dir)/config" }
+            var units: String { "\(dir)/config/systemd/user" }
+            var systemScript: String { "\(dir)/system.pa" }
+
+            init() throws {
+                dir = try Helpers.scratch()
+                for sub in ["config", "home", "run", "state"] { try TempDir.makeDirectory("\(dir)/\(sub)") }
+                try SetupEndToEndTests.systemScript.write(toFile: systemScript, atomically: true, encoding: .utf8)
+            }
+
+            /// Runs `earmuff ARGS` as the user of this home (no user manager, no server unless `runtime` has one).
+            func earmuff(_ args: [String], runtime: String? = nil, extra: [String: String] = [:]) throws -> ToolResult {
+                var env = Tool.privateEnvironment(root: dir)
+                env["XDG_RUNTIME_DIR"] = runtime ?? "\(dir)/run"
+                env["PULSE_CLIENTCONFIG"] = "\(dir)/client.conf"
+                try "autospawn = no\n".write(toFile: "\(dir)/client.conf", atomically: true, encoding: .utf8)
+                env.merge(extra) { _, new in new }
+                let out = "\(dir)/cli-\(UInt32.random(in: 0...UInt32.max))"
+                let child = try ChildProcess.spawn(executable: try EarmuffProcess.locateBinary(), arguments: args, environment: env,
+                                                   stdoutPath: "\(out).stdout", stderrPath: "\(out).stderr", maxLifetime: 120)
+                return child.finish(timeout: 90)
+            }
+
+            func setup(_ server: ServerKind, _ more: [String] = []) throws -> ToolResult {
+                try earmuff(["setup", "--server", server == .pipewire ? "pipewire" : "pulseaudio", "--no-systemctl",
+                             "--pulse-script", systemScript] + more)
+            }
+
+            /// `$HOME/.config/pulse`, where PulseAudio reads the user's default.pa.
+            var pulseConfig: String { "\(dir)/home/.config/pulse" }
+
+            /// Every regular file under the config directory and HOME, with its
+            /// contents (paths relative to the config directory, or `~/…`).
+            func files() -> [String: String] {
+                var out: [String: String] = [:]
+                for (root, prefix) in [(config, ""), ("\(dir)/home", "~/")] {
+                    guard let e = FileManager.default.enumerator(atPath: root) else { continue }
+                    for case let rel as String in e {
+                        var isDir: ObjCBool = false
+                        let path = "\(root)/\(rel)"
+                        if FileManager.default.fileExists(atPath: path, isDirectory: &isDir), !isDir.boolValue {
+                            out[prefix + rel] = (try? String(contentsOfFile: path, encoding: .utf8)) ?? "<unreadable>"
+                        }
+                    }
+                }
+                return out
+            }
+
+            func remove() { TempDir.remove(dir) }
+        }
+
+        static let pipewireFiles: Set = ["systemd/user/earmuff.socket", "systemd/user/earmuff.service",
+                                         "systemd/user/pipewire-pulse.socket.d/earmuff.conf",
+                                         "pipewire/pipewire-pulse.conf.d/earmuff.conf"]
+        static let pulseFiles: Set = ["systemd/user/earmuff.socket", "systemd/user/earmuff.service",
+                                      "systemd/user/pulseaudio.socket.d/earmuff.conf", "~/.config/pulse/default.pa"]
+
+        @Test(arguments: [ServerKind.pipewire, .pulseaudio])
+        func systemdAcceptsTheUnits(_ server: ServerKind) throws {
+            let home = try Home()
+            defer { home.remove() }
+            let r = try home.setup(server)
+            #expect(r.succeeded, "\(r)")
+            var env = Tool.privateEnvironment(root: home.dir)
+            // The trailing colon keeps the system's unit directories after ours.
+            env["SYSTEMD_UNIT_PATH"] = "\(home.units):"
+            let moved = server == .pipewire ? "pipewire-pulse.socket" : "pulseaudio.socket"
+            var units = ["\(home.units)/earmuff.socket", "\(home.units)/earmuff.service"]
+            if FileManager.default.fileExists(atPath: "/usr/lib/systemd/user/\(moved)") { units.append(moved) }
+            let verify = try ChildProcess.spawn(executable: try #require(findExecutable("systemd-analyze")),
+                                                arguments: ["--user", "verify"] + units, environment: env,
+                                                stdoutPath: "\(home.dir)/verify.out", stderrPath: "\(home.dir)/verify.err",
+                                                maxLifetime: 120).finish(timeout: 90)
+            #expect(verify.succeeded, "\(verify)")
+            #expect(verify.stderr.isEmpty, "systemd-analyze warned: \(verify.stderr)")
+            let socket = try String(contentsOfFile: "\(home.units)/earmuff.socket", encoding: .utf8)
+            #expect(socket.contains("ListenStream=%t/pulse/native\n"))
+            #expect(socket.contains("Priority=6\n"))
+            let service = try String(contentsOfFile: "\(home.units)/earmuff.service", encoding: .utf8)
+            #expect(service.contains("ExecStart=\(try EarmuffProcess.locateBinary()) serve --listen %t/pulse/native --upstream unix:%t/pulse/upstream\n"))
+            #expect(service.contains("Restart=on-failure\n"))
+            #expect(service.contains("After=\(moved)\n"))
+            let dropIn = try String(contentsOfFile: "\(home.units)/\(moved).d/earmuff.conf", encoding: .utf8)
+            #expect(dropIn.contains("ListenStream=\nListenStream=%t/pulse/upstream\n"))
+        }
+
+        @Test func dryRunWritesNothingAndASecondRunChangesNothing() throws {
+            let home = try Home()
+            defer { home.remove() }
+            let dry = try home.setup(.pipewire, ["--dry-run"])
+            #expect(dry.succeeded, "\(dry)")
+            #expect(home.files().isEmpty, "dry run wrote \(home.files().keys)")
+            for f in Self.pipewireFiles { #expect(dry.stdoutText.contains("would write \(home.config)/\(f):"), "\(dry)") }
+            for cmd in ["daemon-reload", "stop pipewire-pulse.service pipewire-pulse.socket", "start pipewire-pulse.socket",
+                        "enable --now earmuff.socket"] {
+                #expect(dry.stdoutText.contains("would run: systemctl --user \(cmd)\n"), "\(dry)")
+            }
+
+            let first = try home.setup(.pipewire)
+            #expect(first.succeeded, "\(first)")
+            #expect(Set(home.files().keys) == Self.pipewireFiles)
+            #expect(first.stdoutText.contains("not running systemctl (--no-systemctl)"))
+            let written = home.files()
+            var inodes: [String: UInt] = [:]
+            for f in written.keys { var st = stat(); stat("\(home.config)/\(f)", &st); inodes[f] = UInt(st.st_ino) }
+
+            let second = try home.setup(.pipewire)
+            #expect(second.succeeded, "\(second)")
+            #expect(second.stdoutText.contains("nothing to change"), "\(second)")
+            #expect(home.files() == written)
+            for f in written.keys { var st = stat(); stat("\(home.config)/\(f)", &st); #expect(UInt(st.st_ino) == inodes[f], "\(f) rewritten") }
+            let dryAgain = try home.setup(.pipewire, ["--dry-run"])
+            #expect(!dryAgain.stdoutText.contains("would write"), "\(dryAgain)")
+            #expect(!dryAgain.stdoutText.contains("would run: systemctl --user stop"), "\(dryAgain)")
+        }
+
+        @Test func refusesWhatItCannotHandleAndWritesNothing() throws {
+            let home = try Home()
+            defer { home.remove() }
+            // No server anywhere, none named.
+            let none = try home.earmuff(["setup", "--no-systemctl"])
+            #expect(none.status == 1, "\(none)")
+            #expect(none.stderr.contains("no sound server found"), "\(none)")
+            #expect(none.stderr.contains("--server pipewire|pulseaudio"))
+            #expect(home.files().isEmpty)
+
+            // A drop-in of the user's own that moves the socket elsewhere.
+            let foreign = "\(home.units)/pipewire-pulse.socket.d/override.conf"
+            try TempDir.makeDirectory("\(home.units)/pipewire-pulse.socket.d")
+            try "[Socket]\nListenStream=\nListenStream=%t/pulse/mine\n".write(toFile: foreign, atomically: true, encoding: .utf8)
+            let r = try home.setup(.pipewire)
+            #expect(r.status == 1, "\(r)")
+            #expect(r.stderr.contains("\(foreign):2 sets ListenStream"), "\(r)")
+            #expect(r.stderr.contains("remove that line"))
+            #expect(Set(home.files().keys) == ["systemd/user/pipewire-pulse.socket.d/override.conf"])
+            try FileManager.default.removeItem(atPath: foreign)
+
+            // A default.pa of the user's own is not overwritten.
+            try TempDir.makeDirectory(home.pulseConfig)
+            try "load-module module-null-sink\n".write(toFile: "\(home.pulseConfig)/default.pa", atomically: true, encoding: .utf8)
+            let pa = try home.setup(.pulseaudio)
+            #expect(pa.status == 1, "\(pa)")
+            #expect(pa.stderr.contains("\(home.pulseConfig)/default.pa exists and was not written by earmuff setup"), "\(pa)")
+            #expect(Set(home.files().keys) == ["~/.config/pulse/default.pa"])
+        }
+
+        @Test func detectsTheServerFromPactl() throws {
+            let server = try PulseServer()
+            defer { server.stop() }
+            let home = try Home()
+            defer { home.remove() }
+            let r = try home.earmuff(["setup", "--dry-run"], extra: ["PULSE_SERVER": server.serverString])
+            #expect(r.succeeded, "\(r)")
+            let name = server.kind == .pipewire ? "pipewire-pulse" : "PulseAudio"
+            #expect(r.stdoutText.contains("the session's server is \(name)"), "\(r)")
+        }
+
+        @Test func takesOverTheSessionAndUndoes() async throws {
+            let kind = try ServerKind.selected()
+            let home = try Home()
+            defer { home.remove() }
+            let key = try Tool.appKey(for: "parecord")
+
+            let setup = try home.setup(kind)
+            #expect(setup.succeeded, "\(setup)")
+
+            // The real server, configured by what setup wrote: on pulse/upstream.
+            let session = try SessionServerProcess(kind: kind, home: home, userConfig: true)
+            defer { session.stop() }
+            #expect(UnixSocket.canConnect("\(session.runtimeDir)/pulse/upstream"))
+            #expect(!FileManager.default.fileExists(atPath: "\(session.runtimeDir)/pulse/native"))
+
+            // Earmuff as the units say, socket-activated on pulse/native.
+            let earmuff = try UnitLauncher(home: home, runtimeDir: session.runtimeDir)
+            defer { earmuff.stop() }
+            let env = ["XDG_RUNTIME_DIR": session.runtimeDir]
+
+            let info = try Tool.run("pactl", args: ["info"], server: "", environment: env, timeout: 60)
+            #expect(info.succeeded, "\(info)\nearmuff:\n\(earmuff.log())")
+            #expect(info.stdoutText.contains("Server String: \(session.runtimeDir)/pulse/native"), "\(info)")
+
+            let rec = try Tool.startPurposefulRecording(server: "", purpose: "Setup test", environment: env)
+            #expect(await rec.waitForAudio(seconds: 1.0, timeout: 90), "earmuff:\n\(earmuff.log())")
+            let status = try earmuff.cli(["status", "--json"])
+            try #require(status.succeeded, "\(status)\nearmuff:\n\(earmuff.log())\nparecord: \(rec.tool.process.stderrText())")
+            let view = try ConsentJSON.decode(StatusView.self, from: status.stdout)
+            #expect(!view.clients(of: key).isEmpty, "status: \(status.stdoutText)")
+            let text = try earmuff.cli(["status"])
+            #expect(text.stdoutText.contains("taken over"), "\(text.stdoutText)")
+            let (_, silent) = rec.stop()
+            #expect(silent.count > 0 && silent.allSatisfy { $0 == 0 }, "undecided app heard something")
+
+            try earmuff.cliChecked(["grant", key])
+            let rec2 = try Tool.startPurposefulRecording(server: "", purpose: "Setup test", environment: env)
+            _ = await rec2.waitForAudio(seconds: 1.5, timeout: 90)
+            let (_, granted) = rec2.stop()
+            let report = Helpers.analyze(granted.suffix(granted.count / 2 * 2), format: .s16le)
+            #expect(report.isTone(expectedRMS: Helpers.micRMS, minimumSeconds: 0.5), "\(report)")
+
+            // Undo: exactly setup's files go, and the server is back on pulse/native.
+            earmuff.stop()
+            session.stop()
+            let undo = try home.earmuff(["setup", "--undo", "--no-systemctl"])
+            #expect(undo.succeeded, "\(undo)")
+            let ours = kind == .pipewire ? Self.pipewireFiles : Self.pulseFiles
+            #expect(Set(home.files().keys).isDisjoint(with: ours), "left: \(home.files().keys)")
+            let direct = try SessionServerProcess(kind: kind, home: home, userConfig: false)
+            defer { direct.stop() }
+            #expect(!FileManager.default.fileExists(atPath: "\(direct.runtimeDir)/pulse/upstream"))
+            let rec3 = try Tool.startRecording(server: "", environment: ["XDG_RUNTIME_DIR": direct.runtimeDir])
+            _ = await rec3.waitForAudio(seconds: 1.5, timeout: 90)
+            let (_, straight) = rec3.stop()
+            #expect(Helpers.analyze(straight, format: .s16le).isTone(expectedRMS: Helpers.micRMS, minimumSeconds: 0.5))
+        }
+    }
+}
+
+/// The real server as a session runs it, in a private runtime directory: with
+/// `userConfig`, reading the user configuration setup wrote (XDG_CONFIG_HOME);
+/// without it, the system's only. Ready once it answers on pulse/upstream
+/// (user configuration) or pulse/native.
+final class SessionServerProcess: Sendable {
+    let runtimeDir: String
+    private let pipeWire: PipeWireServer?
+    private let pulse: ChildProcess?
+    private let dir: String?
+
+    init(kind: ServerKind, home: EndToEnd.SetupEndToEndTests.Home, userConfig: Bool) throws {
+        let socketName = userConfig ? "upstream" : "native"
+        if kind == .pipewire {
+            let pw = try PipeWireServer(configHome: home.config, pulseSocketName: socketName)
+            pipeWire = pw
+            pulse = nil
+            dir = nil
+            runtimeDir = pw.runtimeDir
+            return
+        }
+        pipeWire = nil
+        let dir = try TempDir.make(prefix: "earmuff-session")
+        self.dir = dir
+        runtimeDir = "\(dir)/run"
+        try TempDir.makeDirectory(runtimeDir)
+        var env = Tool.privateEnvironment(root: dir)
+        env["HOME"] = "\(home.dir)/home"
+        env["XDG_CONFIG_HOME"] = home.config
+        env["XDG_RUNTIME_DIR"] = runtimeDir
+        env["DBUS_SESSION_BUS_ADDRESS"] = "unix:path=\(dir)/no-dbus"
+        env["PULSE_STATE_PATH"] = "\(dir)/state"
+        let guardArgs = ["--daemonize=no", "--exit-idle-time=-1", "--use-pid-file=no", "--system=no", "--realtime=no",
+                         "--high-priority=no", "--log-target=stderr"]
+        // Without the user's default.pa, PulseAudio runs the system script: here the test's.
+        let script = userConfig ? [] : ["-n", "-F", home.systemScript]
+        pulse = try ChildProcess.spawn(executable: try findExecutable("pulseaudio") ?? { throw TestSupportError("pulseaudio not found") }(),
+                                       arguments: script + guardArgs, environment: env,
+                                       stdoutPath: "\(dir)/pulseaudio.log", stderrPath: "\(dir)/pulseaudio.log",
+                                       maxLifetime: 900, cleanupDirectory: dir)
+        let socket = "\(runtimeDir)/pulse/\(socketName)"
+        let ready = Wait.untilBlocking(timeout: 60, interval: 0.05) {
+            !(self.pulse?.isRunning ?? false) || UnixSocket.canConnect(socket)
+        }
+        guard ready, pulse?.isRunning == true else {
+            let log = (try? String(contentsOfFile: "\(dir)/pulseaudio.log", encoding: .utf8)) ?? ""
+            stop()
+            throw TestSupportError("PulseAudio did not listen on \(socket); log:\n\(log)")
+        }
+    }
+
+    func stop() {
+        pipeWire?.stop()
+        pulse?.terminate(signal: SIGTERM, grace: 5)
+        if let dir { TempDir.remove(dir) }
+    }
+}
+
+/// Earmuff started exactly as `earmuff.socket` and `earmuff.service` say
+/// (`%t` being the runtime directory), through `systemd-socket-activate`.
+final class UnitLauncher: Sendable {
+    let process: ChildProcess
+    let environment: [String: String]
+    let dir: String
+
+    init(home: EndToEnd.SetupEndToEndTests.Home, runtimeDir: String) throws {
+        let socketUnit = try String(contentsOfFile: "\(home.units)/earmuff.socket", encoding: .utf8)
+        let serviceUnit = try String(contentsOfFile: "\(home.units)/earmuff.service", encoding: .utf8)
+        func value(_ key: String, in text: String) throws -> String {
+            guard let line = text.split(separator: "\n").last(where: { $0.hasPrefix("\(key)=") }) else {
+                throw TestSupportError("no \(key)= in\n\(text)")
+            }
+            return String(line.dropFirst(key.count + 1)).replacingOccurrences(of: "%t", with: runtimeDir)
+        }
+        let listen = try value("ListenStream", in: socketUnit)
+        let exec = try value("ExecStart", in: serviceUnit).split(separator: " ").map(String.init)
+        dir = try TempDir.make(prefix: "earmuff-unit")
+        for sub in ["home", "config", "state", "cache", "data"] { try TempDir.makeDirectory("\(dir)/\(sub)") }
+        var env = Tool.privateEnvironment(root: dir)
+        env["XDG_RUNTIME_DIR"] = runtimeDir
+        environment = env
+        let activate = try findExecutable("systemd-socket-activate") ?? { throw TestSupportError("systemd-socket-activate not found; install systemd") }()
+        // Like a service manager, systemd-socket-activate gives the service only
+        // the variables it is told to (-E).
+        let pass = env.keys.sorted().flatMap { ["-E", $0] }
+        process = try ChildProcess.spawn(executable: activate, arguments: ["-l", listen, "--fdname=earmuff.socket"] + pass + exec,
+                                         environment: env, stdoutPath: "\(dir)/stdout", stderrPath: "\(dir)/stderr.log",
+                                         maxLifetime: 900, cleanupDirectory: dir)
+        guard Wait.untilBlocking(timeout: 30, interval: 0.02, { FileManager.default.fileExists(atPath: listen) || !self.process.isRunning }),
+              process.isRunning else {
+            throw TestSupportError("systemd-socket-activate did not listen on \(listen): \(process.stderrText())")
+        }
+    }
+
+    func log() -> String { process.stderrText() }
+
+    func cli(_ args: [String]) throws -> ToolResult {
+        let out = "\(dir)/cli-\(UInt32.random(in: 0...UInt32.max))"
+        return try ChildProcess.spawn(executable: try EarmuffProcess.locateBinary(), arguments: args, environment: environment,
+                                      stdoutPath: "\(out).stdout", stderrPath: "\(out).stderr", maxLifetime: 120).finish(timeout: 90)
+    }
+
+    func cliChecked(_ args: [String]) throws {
+        let r = try cli(args)
+        guard r.succeeded else { throw TestSupportError("earmuff \(args) failed: \(r)\nlog:\n\(log())") }
+    }
+
+    func stop() {
+        process.terminate(signal: SIGTERM, grace: 5)
+        TempDir.remove(dir)
+    }
+}
