@@ -111,6 +111,29 @@ extension EndToEnd {
             #expect(dropIn.contains("ListenStream=\nListenStream=%t/pulse/upstream\n"))
         }
 
+        @Test func movesTheNativeProtocolOfTheDistributionsDefaultPa() throws {
+            let system = "/etc/pulse/default.pa"
+            guard let original = try? String(contentsOfFile: system, encoding: .utf8) else {
+                Issue.record("\(system) missing; install pulseaudio")
+                return
+            }
+            let home = try Home()
+            defer { home.remove() }
+            let r = try home.earmuff(["setup", "--server", "pulseaudio", "--no-systemctl"])
+            #expect(r.succeeded, "\(r)")
+            let written = try String(contentsOfFile: "\(home.pulseConfig)/default.pa", encoding: .utf8)
+            let loads = written.split(separator: "\n").filter { $0.hasPrefix("load-module module-native-protocol-unix") }
+            #expect(loads == ["load-module module-native-protocol-unix socket=upstream"], "\(written)")
+            // Every other line of the system script is kept, in order, after setup's
+            // five header lines; each moved line is preceded by a comment with the original.
+            let native = "load-module module-native-protocol-unix"
+            let body = written.split(separator: "\n", omittingEmptySubsequences: false).dropFirst(5)
+                .filter { !$0.hasPrefix("# earmuff setup: was ") && !$0.hasPrefix(native) }
+            let expected = original.split(separator: "\n", omittingEmptySubsequences: false).filter { !$0.hasPrefix(native) }
+            #expect(Array(body) == expected, "\(written)")
+            #expect(written.contains("# earmuff setup: was \"\(native)\"\n"))
+        }
+
         @Test func dryRunWritesNothingAndASecondRunChangesNothing() throws {
             let home = try Home()
             defer { home.remove() }

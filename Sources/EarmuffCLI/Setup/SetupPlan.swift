@@ -174,6 +174,7 @@ enum SetupPlan {
         # protocol moved to $XDG_RUNTIME_DIR/\(upstreamSocket), behind Earmuff.
         # Run 'earmuff setup' again after the system script changes.
 
+
         """ + out.joined(separator: "\n") + (out.last == "" ? "" : "\n")
     }
 
