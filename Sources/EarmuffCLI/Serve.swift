@@ -4,7 +4,7 @@ import Proxy
 /// `earmuff serve`: runs the proxy daemon.
 public enum ServeCommand {
     static let usage = """
-    usage: earmuff serve [--config FILE] [--listen PATH] [--upstream SERVER] [--control PATH] [--store PATH] [--log-level LEVEL]
+    usage: earmuff serve [--config FILE] [--listen PATH] [--upstream SERVER] [--control PATH] [--store PATH] [--log-level LEVEL] [--snapd-socket PATH]
 
     Runs the Earmuff daemon: apps connect to the listening socket instead of the
     sound server; every packet is relayed to the real server and back.
@@ -17,6 +17,8 @@ public enum ServeCommand {
       --store PATH       permission store (default $XDG_STATE_HOME/earmuff/permissions.sqlite)
       --config FILE      config file read after /etc/earmuff/earmuff.conf
       --log-level LEVEL  error, warn, info or debug
+      --snapd-socket PATH  snapd's socket, asked whether a snap's audio-record
+                         plug is connected (default /run/snapd.socket)
 
     """
 
@@ -44,6 +46,7 @@ public enum ServeCommand {
             case "--store": guard let v = value(a) else { return 64 }; opts.store = v
             case "--config": guard let v = value(a) else { return 64 }; opts.configFile = v
             case "--log-level": guard let v = value(a) else { return 64 }; opts.logLevel = v
+            case "--snapd-socket": guard let v = value(a) else { return 64 }; opts.snapdSocket = v
             default:
                 printErr("earmuff serve: unknown argument '\(a)'; see 'earmuff serve --help'")
                 return 64

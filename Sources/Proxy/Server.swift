@@ -16,6 +16,8 @@ public struct ServeOptions: Sendable {
     public var store: String?
     public var configFile: String?
     public var logLevel: String?
+    /// snapd's socket, asked about snaps' audio-record connections.
+    public var snapdSocket: String = "/run/snapd.socket"
     public var environment: [String: String] = currentEnvironment()
     public init() {}
 }
@@ -103,6 +105,7 @@ public enum Server {
                 IdentityClassifier.classify(ProcessInspector.facts(pid: pid, uid: uid, gid: gid, launcherAppID: launcher))
             }
             service.daemon = daemon
+            service.snapGate = SnapRecordGate(snapd: SnapdClient(socketPath: opts.snapdSocket))
             control = try ControlServer(path: paths.control, handler: service,
                                         options: ControlServerOptions(daemonVersion: earmuffVersion)) { lvl, msg in
                 switch lvl {

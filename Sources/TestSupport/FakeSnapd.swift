@@ -1,0 +1,123 @@
+import Foundation
+import Glibc
+import Synchronization
+
+/// A stand-in for snapd's REST API on a Unix socket (snapd itself cannot run
+/// in a test): it answers `GET /v2/connections?snap=NAME&interface=audio-record`
+/// the way snapd does, from the set of snaps whose `audio-record` plug is
+/// connected, and records every request line it got.
+public final class FakeSnapd: Sendable {
+    /// How it answers.
+    public enum Mode: Sendable {
+        /// `Content-Length` bodies, as snapd sends them.
+        case normal
+        /// `Transfer-Encoding: chunked` bodies.
+        case chunked
+        /// An error document with HTTP 500.
+        case failing
+    }
+
+    public let socketPath: String
+    private let fd: Int32
+    private let connected: Mutex<Set<String>>
+    private let requests = Mutex<[String]>([])
+    private let mode: Mode
+    private let stopped = Mutex(false)
+
+    public init(socketPath: String, connected: Set<String>, mode: Mode = .normal) throws {
+        self.socketPath = socketPath
+        self.connected = Mutex(connected)
+        self.mode = mode
+        let s = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard s >= 0 else { throw TestSupportError("socket: errno \(errno)") }
+        var addr = sockaddr_un()
+        addr.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(socketPath.utf8)
+        withUnsafeMutableBytes(of: &addr.sun_path) { $0.copyBytes(from: bytes) }
+        let rc = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(s, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard rc == 0, listen(s, 16) == 0 else {
+            close(s)
+            throw TestSupportError("bind/listen \(socketPath): errno \(errno)")
+        }
+        fd = s
+        let thread = Thread { [self] in serve() }
+        thread.start()
+    }
+
+    /// Connects or disconnects `snap`'s audio-record plug.
+    public func setConnected(_ snap: String, _ on: Bool) {
+        connected.withLock { if on { $0.insert(snap) } else { $0.remove(snap) } }
+    }
+
+    /// The request lines received so far.
+    public var requestLines: [String] { requests.withLock { $0 } }
+
+    public func stop() {
+        let first = stopped.withLock { s -> Bool in defer { s = true }; return !s }
+        guard first else { return }
+        shutdown(fd, Int32(SHUT_RDWR))
+        close(fd)
+        unlink(socketPath)
+    }
+
+    deinit { stop() }
+
+    private func serve() {
+        while !stopped.withLock({ $0 }) {
+            let c = accept(fd, nil, nil)
+            if c < 0 {
+                if errno == EINTR { continue }
+                return
+            }
+            handle(c)
+            close(c)
+        }
+    }
+
+    private func handle(_ c: Int32) {
+        var request: [UInt8] = []
+        var buf = [UInt8](repeating: 0, count: 4096)
+        while !String(decoding: request, as: UTF8.self).contains("\r\n\r\n") {
+            let n = buf.withUnsafeMutableBytes { recv(c, $0.baseAddress, $0.count, 0) }
+            if n <= 0 { return }
+            request += buf[..<n]
+        }
+        let line = String(String(decoding: request, as: UTF8.self).split(separator: "\r\n").first ?? "")
+        requests.withLock { $0.append(line) }
+        let target = line.split(separator: " ").dropFirst().first.map(String.init) ?? ""
+        let snap = URLComponents(string: target)?.queryItems?.first { $0.name == "snap" }?.value ?? ""
+        let body: String
+        let status: String
+        if mode == .failing {
+            status = "500 Internal Server Error"
+            body = #"{"type":"error","status-code":500,"status":"Internal Server Error","result":{"message":"cannot read state"}}"#
+        } else {
+            status = "200 OK"
+            let plugged = connected.withLock { $0.contains(snap) }
+            let established = plugged
+                ? #"[{"slot":{"snap":"snapd","slot":"audio-record"},"plug":{"snap":"\#(snap)","plug":"audio-record"},"interface":"audio-record","manual":true}]"#
+                : "[]"
+            let connections = plugged ? #"[{"snap":"snapd","slot":"audio-record"}]"# : "[]"
+            body = #"{"type":"sync","status-code":200,"status":"OK","result":{"established":\#(established),"plugs":[{"snap":"\#(snap)","plug":"audio-record","interface":"audio-record","connections":\#(connections)}],"slots":[{"snap":"snapd","slot":"audio-record","interface":"audio-record"}]}}"#
+        }
+        var response = "HTTP/1.1 \(status)\r\nContent-Type: application/json\r\n"
+        if mode == .chunked {
+            let bytes = Array(body.utf8)
+            let half = bytes.count / 2
+            response += "Transfer-Encoding: chunked\r\n\r\n"
+            response += String(half, radix: 16) + "\r\n" + String(decoding: bytes[..<half], as: UTF8.self) + "\r\n"
+            response += String(bytes.count - half, radix: 16) + "\r\n" + String(decoding: bytes[half...], as: UTF8.self) + "\r\n0\r\n\r\n"
+        } else {
+            response += "Content-Length: \(body.utf8.count)\r\n\r\n" + body
+        }
+        let out = Array(response.utf8)
+        var sent = 0
+        while sent < out.count {
+            let n = out.withUnsafeBytes { send(c, $0.baseAddress! + sent, $0.count - sent, Int32(MSG_NOSIGNAL)) }  // non-nil: out is non-empty
+            if n <= 0 { return }
+            sent += n
+        }
+    }
+}
