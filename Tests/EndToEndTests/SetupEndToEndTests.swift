@@ -244,7 +244,7 @@ extension EndToEnd {
             let rec2 = try Tool.startPurposefulRecording(server: "", purpose: "Setup test", environment: env)
             _ = await rec2.waitForAudio(seconds: 1.5, timeout: 90)
             let (_, granted) = rec2.stop()
-            let report = Helpers.analyze(granted.suffix(granted.count / 2 * 2), format: .s16le)
+            let report = Helpers.analyze(granted, format: .s16le)
             #expect(report.isTone(expectedRMS: Helpers.micRMS, minimumSeconds: 0.5), "\(report)")
 
             // Undo: exactly setup's files go, and the server is back on pulse/native.
@@ -261,6 +261,38 @@ extension EndToEnd {
             _ = await rec3.waitForAudio(seconds: 1.5, timeout: 90)
             let (_, straight) = rec3.stop()
             #expect(Helpers.analyze(straight, format: .s16le).isTone(expectedRMS: Helpers.micRMS, minimumSeconds: 0.5))
+        }
+
+        @Test func aFlatpakSandboxGoesThroughEarmuff() async throws {
+            let kind = try ServerKind.selected()
+            let home = try Home()
+            defer { home.remove() }
+            let setup = try home.setup(kind)
+            #expect(setup.succeeded, "\(setup)")
+            let session = try SessionServerProcess(kind: kind, home: home, userConfig: true)
+            defer { session.stop() }
+            let earmuff = try UnitLauncher(home: home, runtimeDir: session.runtimeDir)
+            defer { earmuff.stop() }
+            let appID = "org.example.Recorder"
+            let key = "flatpak:\(appID)"
+            let socket = "\(session.runtimeDir)/pulse/native"
+
+            let rec = try Sandbox.startFlatpakRecording(appID: appID, sessionSocket: socket, purpose: "Flatpak test")
+            #expect(await rec.waitForAudio(seconds: 1.0, timeout: 90),
+                    "sandbox: \(rec.tool.process.stderrText())\nearmuff:\n\(earmuff.log())")
+            let status = try earmuff.cli(["status", "--json"])
+            try #require(status.succeeded, "\(status)")
+            let clients = try ConsentJSON.decode(StatusView.self, from: status.stdout).clients(of: key)
+            #expect(clients.first?.identifiedBy == "flatpak", "status: \(status.stdoutText)")
+            let (_, silent) = rec.stop()
+            #expect(silent.count > 0 && silent.allSatisfy { $0 == 0 }, "an undecided Flatpak heard something")
+
+            try earmuff.cliChecked(["grant", key])
+            let rec2 = try Sandbox.startFlatpakRecording(appID: appID, sessionSocket: socket, purpose: "Flatpak test")
+            _ = await rec2.waitForAudio(seconds: 1.5, timeout: 90)
+            let (_, granted) = rec2.stop()
+            let report = Helpers.analyze(granted, format: .s16le)
+            #expect(report.isTone(expectedRMS: Helpers.micRMS, minimumSeconds: 0.5), "\(report)")
         }
     }
 }
