@@ -1,12 +1,13 @@
 import Foundation
 import Glibc
-import Synchronization
 
 /// A stand-in for snapd's REST API on a Unix socket (snapd itself cannot run
 /// in a test): it answers `GET /v2/connections?snap=NAME&interface=audio-record`
 /// the way snapd does, from the set of snaps whose `audio-record` plug is
-/// connected, and records every request line it got.
-public final class FakeSnapd: Sendable {
+/// connected, and records every request line it got. Its state is behind an
+/// NSLock (a pthread mutex), which the thread sanitizer understands.
+public final class FakeSnapd: @unchecked Sendable {
+    // @unchecked Sendable: the mutable fields are touched only under `lock`.
     /// How it answers.
     public enum Mode: Sendable {
         /// `Content-Length` bodies, as snapd sends them.
@@ -19,14 +20,15 @@ public final class FakeSnapd: Sendable {
 
     public let socketPath: String
     private let fd: Int32
-    private let connected: Mutex<Set<String>>
-    private let requests = Mutex<[String]>([])
+    private let lock = NSLock()
+    private var connected: Set<String>
+    private var requests: [String] = []
     private let mode: Mode
-    private let stopped = Mutex(false)
+    private var stopped = false
 
     public init(socketPath: String, connected: Set<String>, mode: Mode = .normal) throws {
         self.socketPath = socketPath
-        self.connected = Mutex(connected)
+        self.connected = connected
         self.mode = mode
         let s = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard s >= 0 else { throw TestSupportError("socket: errno \(errno)") }
@@ -48,14 +50,14 @@ public final class FakeSnapd: Sendable {
 
     /// Connects or disconnects `snap`'s audio-record plug.
     public func setConnected(_ snap: String, _ on: Bool) {
-        connected.withLock { if on { $0.insert(snap) } else { $0.remove(snap) } }
+        lock.withLock { if on { connected.insert(snap) } else { connected.remove(snap) } }
     }
 
     /// The request lines received so far.
-    public var requestLines: [String] { requests.withLock { $0 } }
+    public var requestLines: [String] { lock.withLock { requests } }
 
     public func stop() {
-        let first = stopped.withLock { s -> Bool in defer { s = true }; return !s }
+        let first = lock.withLock { () -> Bool in defer { stopped = true }; return !stopped }
         guard first else { return }
         shutdown(fd, Int32(SHUT_RDWR))
         close(fd)
@@ -65,7 +67,7 @@ public final class FakeSnapd: Sendable {
     deinit { stop() }
 
     private func serve() {
-        while !stopped.withLock({ $0 }) {
+        while !lock.withLock({ stopped }) {
             let c = accept(fd, nil, nil)
             if c < 0 {
                 if errno == EINTR { continue }
@@ -85,7 +87,7 @@ public final class FakeSnapd: Sendable {
             request += buf[..<n]
         }
         let line = String(String(decoding: request, as: UTF8.self).split(separator: "\r\n").first ?? "")
-        requests.withLock { $0.append(line) }
+        lock.withLock { requests.append(line) }
         let target = line.split(separator: " ").dropFirst().first.map(String.init) ?? ""
         let snap = URLComponents(string: target)?.queryItems?.first { $0.name == "snap" }?.value ?? ""
         let body: String
@@ -95,7 +97,7 @@ public final class FakeSnapd: Sendable {
             body = #"{"type":"error","status-code":500,"status":"Internal Server Error","result":{"message":"cannot read state"}}"#
         } else {
             status = "200 OK"
-            let plugged = connected.withLock { $0.contains(snap) }
+            let plugged = lock.withLock { connected.contains(snap) }
             let established = plugged
                 ? #"[{"slot":{"snap":"snapd","slot":"audio-record"},"plug":{"snap":"\#(snap)","plug":"audio-record"},"interface":"audio-record","manual":true}]"#
                 : "[]"
