@@ -35,6 +35,7 @@ enum ClientCommands {
             Terminal.out(o.json ? json(s) : ClientFormat.status(s) + "\n" + SessionTakeover.describe(s) + "\n")
             return 0
         } catch {
+            if let hint = SessionTakeover.idleHint() { Terminal.error(hint) }
             return fail(error.message)
         }
     }

@@ -109,6 +109,19 @@ extension EndToEnd {
             #expect(service.contains("After=\(moved)\n"))
             let dropIn = try String(contentsOfFile: "\(home.units)/\(moved).d/earmuff.conf", encoding: .utf8)
             #expect(dropIn.contains("ListenStream=\nListenStream=%t/pulse/upstream\n"))
+
+            // A binary whose path needs quoting in ExecStart=.
+            try TempDir.makeDirectory("\(home.dir)/with space")
+            try FileManager.default.copyItem(atPath: try EarmuffProcess.locateBinary(), toPath: "\(home.dir)/with space/earmuff")
+            let quoted = try home.setup(server, ["--binary", "\(home.dir)/with space/earmuff"])
+            #expect(quoted.succeeded, "\(quoted)")
+            let requoted = try String(contentsOfFile: "\(home.units)/earmuff.service", encoding: .utf8)
+            #expect(requoted.contains("ExecStart=\"\(home.dir)/with space/earmuff\" serve "), "\(requoted)")
+            let verifyQuoted = try ChildProcess.spawn(executable: try #require(findExecutable("systemd-analyze")),
+                                                      arguments: ["--user", "verify", "\(home.units)/earmuff.service"], environment: env,
+                                                      stdoutPath: "\(home.dir)/verify2.out", stderrPath: "\(home.dir)/verify2.err",
+                                                      maxLifetime: 120).finish(timeout: 90)
+            #expect(verifyQuoted.succeeded && verifyQuoted.stderr.isEmpty, "\(verifyQuoted)")
         }
 
         @Test func movesTheNativeProtocolOfTheDistributionsDefaultPa() throws {
@@ -224,6 +237,10 @@ extension EndToEnd {
             let earmuff = try UnitLauncher(home: home, runtimeDir: session.runtimeDir)
             defer { earmuff.stop() }
             let env = ["XDG_RUNTIME_DIR": session.runtimeDir]
+
+            // Nothing has connected yet, so systemd has not started Earmuff: status says why.
+            let idle = try earmuff.cli(["status"])
+            #expect(idle.status == 1 && idle.stderr.contains("session: set up by earmuff setup"), "\(idle)")
 
             let info = try Tool.run("pactl", args: ["info"], server: "", environment: env, timeout: 60)
             #expect(info.succeeded, "\(info)\nearmuff:\n\(earmuff.log())")
@@ -376,6 +393,7 @@ final class UnitLauncher: Sendable {
         for sub in ["home", "config", "state", "cache", "data"] { try TempDir.makeDirectory("\(dir)/\(sub)") }
         var env = Tool.privateEnvironment(root: dir)
         env["XDG_RUNTIME_DIR"] = runtimeDir
+        env["XDG_CONFIG_HOME"] = home.config  // the session's user: it ran setup
         environment = env
         let activate = try findExecutable("systemd-socket-activate") ?? { throw TestSupportError("systemd-socket-activate not found; install systemd") }()
         // Like a service manager, systemd-socket-activate gives the service only

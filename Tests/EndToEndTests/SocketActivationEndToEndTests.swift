@@ -76,7 +76,7 @@ extension EndToEnd {
             defer { waiting.close() }
 
             // Start it again under the same listener: the waiting client is served.
-            FileManager.default.createFile(atPath: "\(dir)/go.2", contents: Data())
+            #expect(FileManager.default.createFile(atPath: "\(dir)/go.2", contents: Data()))
             try waiting.handshake(name: "waited-through-restart", timeout: 60)
             let pid2 = try Self.pid(in: dir, start: 2)
             #expect(pid2 != pid1)

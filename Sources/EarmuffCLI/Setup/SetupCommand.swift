@@ -93,11 +93,9 @@ struct SetupRunner {
     private func say(_ s: String) { Terminal.out(s + "\n") }
 
     func context() throws -> SetupContext {
-        guard let home = environment["HOME"], home.hasPrefix("/") else {
+        guard let (home, configHome) = SetupPlan.directories(environment: environment) else {
             throw SetupError(description: "HOME is not set to an absolute path; run setup in your login session")
         }
-        var configHome = home + "/.config"
-        if let x = environment["XDG_CONFIG_HOME"], x.hasPrefix("/") { configHome = x }
         let binary = options.binary ?? Self.ownBinary()
         let script = (try? String(contentsOfFile: options.pulseScript, encoding: .utf8)).map { (options.pulseScript, $0) }
         return SetupContext(configHome: configHome, home: home, binary: binary, pulseSystemScript: script)

@@ -43,6 +43,13 @@ struct SetupError: Error, CustomStringConvertible {
 }
 
 enum SetupPlan {
+    /// `$HOME`, and `$XDG_CONFIG_HOME` (default `$HOME/.config`); nil without an absolute HOME.
+    static func directories(environment: [String: String]) -> (home: String, configHome: String)? {
+        guard let home = environment["HOME"], home.hasPrefix("/") else { return nil }
+        if let x = environment["XDG_CONFIG_HOME"], x.hasPrefix("/") { return (home, x) }
+        return (home, home + "/.config")
+    }
+
     /// The first line of every file setup writes; `--undo` removes only files that carry it.
     static let marker = "# Written by earmuff setup; 'earmuff setup --undo' removes this file."
     /// The socket apps connect to (Earmuff's, after setup), relative to `$XDG_RUNTIME_DIR`.
