@@ -30,19 +30,7 @@ public final class FakeSnapd: @unchecked Sendable {
         self.socketPath = socketPath
         self.connected = connected
         self.mode = mode
-        let s = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard s >= 0 else { throw TestSupportError("socket: errno \(errno)") }
-        var addr = sockaddr_un()
-        addr.sun_family = sa_family_t(AF_UNIX)
-        let bytes = Array(socketPath.utf8)
-        withUnsafeMutableBytes(of: &addr.sun_path) { $0.copyBytes(from: bytes) }
-        let rc = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(s, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        guard rc == 0, listen(s, 16) == 0 else {
-            close(s)
-            throw TestSupportError("bind/listen \(socketPath): errno \(errno)")
-        }
+        let s = try UnixSocket.listen(socketPath)
         fd = s
         let thread = Thread { [self] in serve() }
         thread.start()

@@ -90,19 +90,7 @@ import TestSupport
 
     // MARK: helpers
 
-    private func listeningSocket(_ path: String) throws -> Int32 {
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw TestSupportError("socket: errno \(errno)") }
-        var addr = sockaddr_un()
-        addr.sun_family = sa_family_t(AF_UNIX)
-        let bytes = Array(path.utf8)
-        withUnsafeMutableBytes(of: &addr.sun_path) { $0.copyBytes(from: bytes) }
-        let rc = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        guard rc == 0, listen(fd, 8) == 0 else { throw TestSupportError("bind/listen \(path): errno \(errno)") }
-        return fd
-    }
+    private func listeningSocket(_ path: String) throws -> Int32 { try UnixSocket.listen(path, backlog: 8) }
 
     /// Moves `fds` to consecutive free descriptor numbers (as systemd lays
     /// them out from 3) and returns the first.
