@@ -253,7 +253,9 @@ enum ClientCommands {
                 return fail(error.message)
             }
         } else {
-            server = o.listenPath ?? ClientPaths.clientSocket(environment: environment, uid: getuid())
+            // After `earmuff setup`, Earmuff is the session's socket (held by systemd).
+            server = o.listenPath ?? SessionTakeover.sessionSocket(environment: environment)
+                ?? ClientPaths.clientSocket(environment: environment, uid: getuid())
             var st = stat()
             if stat(server, &st) != 0 {
                 return fail("cannot reach the daemon's client socket at \(server) (\(String(cString: strerror(errno)))); start it with 'earmuff serve'")

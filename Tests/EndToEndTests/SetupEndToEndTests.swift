@@ -246,6 +246,10 @@ extension EndToEnd {
             #expect(info.succeeded, "\(info)\nearmuff:\n\(earmuff.log())")
             #expect(info.stdoutText.contains("Server String: \(session.runtimeDir)/pulse/native"), "\(info)")
 
+            // `earmuff run` points its command at the session socket now.
+            let viaRun = try earmuff.cli(["run", "--purpose", "Setup test", "--", "pactl", "info"])
+            #expect(viaRun.succeeded && viaRun.stdoutText.contains("Server String: unix:\(session.runtimeDir)/pulse/native\n"), "\(viaRun)")
+
             let rec = try Tool.startPurposefulRecording(server: "", purpose: "Setup test", environment: env)
             #expect(await rec.waitForAudio(seconds: 1.0, timeout: 90), "earmuff:\n\(earmuff.log())")
             let status = try earmuff.cli(["status", "--json"])
