@@ -207,6 +207,71 @@ extension EndToEnd {
             #expect(Set(home.files().keys) == ["~/.config/pulse/default.pa"])
         }
 
+        /// A stand-in for `systemctl` (no user manager runs here): it logs its
+        /// arguments, says pipewire-pulse.socket is enabled, and fails the
+        /// command named by FAKE_SYSTEMCTL_FAIL.
+        static let fakeSystemctl = """
+            #!/bin/sh
+            echo "$*" >> "$FAKE_SYSTEMCTL_LOG"
+            case "$*" in
+                "--user is-enabled pipewire-pulse.socket") echo enabled; exit 0 ;;
+                "--user is-enabled "*) echo disabled; exit 1 ;;
+            esac
+            if [ -n "$FAKE_SYSTEMCTL_FAIL" ] && [ "$*" = "--user $FAKE_SYSTEMCTL_FAIL" ]; then
+                echo "Job for unit failed." >&2; exit 1
+            fi
+            exit 0
+
+            """
+
+        /// Runs setup as if a user manager ran: `$XDG_RUNTIME_DIR/systemd/private`
+        /// exists and `systemctl` is the fake above. Returns the result and the commands it ran.
+        func withFakeManager(_ home: Home, _ args: [String], fail: String = "") throws -> (ToolResult, [String]) {
+            try TempDir.makeDirectory("\(home.dir)/bin")
+            try TempDir.makeDirectory("\(home.dir)/run/systemd")
+            _ = FileManager.default.createFile(atPath: "\(home.dir)/run/systemd/private", contents: Data())
+            try Self.fakeSystemctl.write(toFile: "\(home.dir)/bin/systemctl", atomically: true, encoding: .utf8)
+            chmod("\(home.dir)/bin/systemctl", 0o755)
+            let log = "\(home.dir)/systemctl.log"
+            try? FileManager.default.removeItem(atPath: log)
+            let r = try home.earmuff(args, extra: ["PATH": "\(home.dir)/bin:/usr/bin:/bin", "FAKE_SYSTEMCTL_LOG": log,
+                                                   "FAKE_SYSTEMCTL_FAIL": fail])
+            let lines = ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
+            return (r, lines)
+        }
+
+        @Test func runsSystemctlInOrderWhenAUserManagerRuns() throws {
+            let home = try Home()
+            defer { home.remove() }
+            // No server answers pactl: the enabled socket unit tells which server it is.
+            let (first, ran) = try withFakeManager(home, ["setup"])
+            #expect(first.succeeded, "\(first)")
+            #expect(ran == ["--user is-enabled pipewire-pulse.socket", "--user daemon-reload",
+                            "--user stop pipewire-pulse.service pipewire-pulse.socket", "--user start pipewire-pulse.socket",
+                            "--user enable --now earmuff.socket"], "\(ran)")
+            #expect(Set(home.files().keys) == Self.pipewireFiles)
+
+            let (second, again) = try withFakeManager(home, ["setup", "--server", "pipewire"])
+            #expect(second.succeeded, "\(second)")
+            #expect(again == ["--user enable --now earmuff.socket"], "a second run restarted the server: \(again)")
+
+            let (undo, undone) = try withFakeManager(home, ["setup", "--undo"])
+            #expect(undo.succeeded, "\(undo)")
+            #expect(undone == ["--user disable --now earmuff.socket earmuff.service", "--user daemon-reload",
+                               "--user stop pipewire-pulse.service pipewire-pulse.socket", "--user start pipewire-pulse.socket"],
+                    "\(undone)")
+            #expect(home.files().isEmpty, "\(home.files().keys)")
+        }
+
+        @Test func aFailingSystemctlCommandStopsSetupWithItsError() throws {
+            let home = try Home()
+            defer { home.remove() }
+            let (r, ran) = try withFakeManager(home, ["setup", "--server", "pipewire"], fail: "start pipewire-pulse.socket")
+            #expect(r.status == 1, "\(r)")
+            #expect(r.stderr.contains("systemctl --user start pipewire-pulse.socket failed (status 1): Job for unit failed."), "\(r)")
+            #expect(ran.last == "--user start pipewire-pulse.socket", "\(ran)")
+        }
+
         @Test func detectsTheServerFromPactl() throws {
             let server = try PulseServer()
             defer { server.stop() }
