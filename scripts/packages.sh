@@ -31,8 +31,9 @@ ensure_packages() {
 
 # The build and the PulseAudio tests.
 # systemd: systemd-socket-activate and systemd-analyze (socket activation and
-# `earmuff setup`); bubblewrap: the Flatpak-shaped sandbox test.
-EARMUFF_PACKAGES=(libpulse-dev libsqlite3-dev pulseaudio pulseaudio-utils socat sox systemd bubblewrap)
+# `earmuff setup`); bubblewrap: the Flatpak-shaped sandbox test; xvfb and
+# x11-utils (xprop): PulseAudio's X11 root-window announcement under setup.
+EARMUFF_PACKAGES=(libpulse-dev libsqlite3-dev pulseaudio pulseaudio-utils socat sox systemd bubblewrap xvfb x11-utils)
 # The second end-to-end pass: PipeWire, its pulse server, the session manager,
 # the SPA plugins and a private D-Bus (without recommends: no ALSA glue, rtkit).
 EARMUFF_PIPEWIRE_PACKAGES=(pipewire pipewire-bin pipewire-pulse wireplumber libspa-0.2-modules dbus)

@@ -272,6 +272,58 @@ extension EndToEnd {
             #expect(ran.last == "--user start pipewire-pulse.socket", "\(ran)")
         }
 
+        /// PulseAudio under X11: module-x11-publish announces the real socket in
+        /// the root window; setup notices and prints commands that really remove it.
+        @Test(.enabled(if: (try? ServerKind.selected()) == .pulseaudio, "a PulseAudio module"))
+        func pulseAudiosX11PublishIsFoundAndTheAdviceWorks() throws {
+            guard let xvfb = findExecutable("Xvfb"), let xprop = findExecutable("xprop") else {
+                Issue.record("Xvfb or xprop not found; install xvfb x11-utils")
+                return
+            }
+            let home = try Home()
+            defer { home.remove() }
+            var display = 0
+            var x: ChildProcess?
+            for n in 0..<20 {
+                let candidate = 200 + Int(UInt32.random(in: 0..<500)) + n
+                guard !FileManager.default.fileExists(atPath: "/tmp/.X11-unix/X\(candidate)") else { continue }
+                let p = try ChildProcess.spawn(executable: xvfb, arguments: [":\(candidate)", "-nolisten", "tcp"],
+                                               environment: Tool.privateEnvironment(root: home.dir),
+                                               stdoutPath: "\(home.dir)/xvfb.log", stderrPath: "\(home.dir)/xvfb.log", maxLifetime: 600)
+                if Wait.untilBlocking(timeout: 30, interval: 0.05, { UnixSocket.canConnect("/tmp/.X11-unix/X\(candidate)") || !p.isRunning }),
+                   p.isRunning {
+                    x = p
+                    display = candidate
+                    break
+                }
+                p.terminate()
+            }
+            guard let x else { Issue.record("Xvfb did not start"); return }
+            defer { x.terminate() }
+            let server = try PulseServer(extraConfig: ["load-module module-x11-publish display=:\(display)"], kind: .pulseaudio)
+            defer { server.stop() }
+            func rootProperty() throws -> String {
+                try ChildProcess.spawn(executable: xprop, arguments: ["-display", ":\(display)", "-root", "PULSE_SERVER"],
+                                       environment: Tool.privateEnvironment(root: home.dir), stdoutPath: "\(home.dir)/xprop.out",
+                                       stderrPath: "\(home.dir)/xprop.err", maxLifetime: 60).finish(timeout: 30).stdoutText
+            }
+            #expect(try rootProperty().contains(server.socketPath), "module-x11-publish did not publish the socket")
+
+            let r = try home.earmuff(["setup", "--dry-run"], extra: ["PULSE_SERVER": server.serverString])
+            #expect(r.succeeded, "\(r)")
+            #expect(r.stdoutText.contains("module-x11-publish is loaded in this session now"), "\(r)")
+            #expect(r.stdoutText.contains("pactl unload-module module-x11-publish; xprop -root -remove PULSE_SERVER"))
+
+            // The advice, carried out: the property is gone and stays gone.
+            let unload = try server.pactl("unload-module", "module-x11-publish")
+            #expect(unload.succeeded, "\(unload)")
+            _ = try ChildProcess.spawn(executable: xprop, arguments: ["-display", ":\(display)", "-root", "-remove", "PULSE_SERVER"],
+                                       environment: Tool.privateEnvironment(root: home.dir), stdoutPath: "\(home.dir)/xprop2.out",
+                                       stderrPath: "\(home.dir)/xprop2.err", maxLifetime: 60).finish(timeout: 30)
+            let after = try rootProperty()
+            #expect(!after.contains(server.socketPath) && !after.contains("PULSE_SERVER(STRING)"), "PULSE_SERVER is still on the root window: \(after)")
+        }
+
         @Test func detectsTheServerFromPactl() throws {
             let server = try PulseServer()
             defer { server.stop() }

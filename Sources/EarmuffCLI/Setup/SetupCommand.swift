@@ -141,7 +141,10 @@ struct SetupRunner {
         }
         if !options.dryRun && !changed { say("nothing to change: the session is already set up") }
         try systemctl(SetupPlan.takeoverCommands(server, filesChanged: changed))
-        if server == .pulseaudio { say(Self.x11Note) }
+        if server == .pulseaudio {
+            say(Self.x11Note)
+            if x11PublishLoaded() { say("module-x11-publish is loaded in this session now: run the first two commands above") }
+        }
         if !options.dryRun {
             say("check with: earmuff status   (undo with: earmuff setup --undo)")
         }
@@ -155,9 +158,17 @@ struct SetupRunner {
         pactl unload-module module-x11-publish; xprop -root -remove PULSE_SERVER
     and, to keep it from coming back at the next login, hide its autostart entry:
         printf '[Desktop Entry]\\nHidden=true\\n' > ~/.config/autostart/pulseaudio.desktop
-    (this also drops module-x11-cork-request and module-x11-xsmp; pipewire-pulse
-    publishes nothing there).
+    (this also drops module-x11-cork-request and module-x11-xsmp).
     """
+
+    /// Whether the running server has module-x11-publish loaded (pactl, as the user runs it).
+    func x11PublishLoaded() -> Bool {
+        var env = environment
+        env["LC_ALL"] = "C"
+        env["PULSE_BINARY"] = "/bin/false"
+        guard let out = Subprocess.run("pactl", ["list", "short", "modules"], environment: env), out.status == 0 else { return false }
+        return out.stdout.split(separator: "\n").contains { $0.split(separator: "\t").dropFirst().first == "module-x11-publish" }
+    }
 
     // MARK: undo
 
@@ -181,6 +192,9 @@ struct SetupRunner {
             try systemctl(after)
             if !options.dryRun, let server {
                 say("\(server.displayName) is back on $XDG_RUNTIME_DIR/\(SetupPlan.sessionSocket)")
+            }
+            if server == .pulseaudio {
+                say("if you hid PulseAudio's X11 autostart entry for Earmuff, remove ~/.config/autostart/pulseaudio.desktop to bring module-x11-publish back")
             }
         }
         return 0
