@@ -290,10 +290,13 @@ extension EndToEnd {
             let setup = try home.setup(kind)
             #expect(setup.succeeded, "\(setup)")
 
-            // The real server, configured by what setup wrote: on pulse/upstream.
-            let session = try SessionServerProcess(kind: kind, home: home, userConfig: true)
+            // The real server, configured by what setup wrote and started as its moved
+            // socket unit starts it: it takes the socket on pulse/upstream (same inode).
+            let session = try SessionServerProcess(kind: kind, home: home, userConfig: true, socketActivated: true)
             defer { session.stop() }
-            #expect(UnixSocket.canConnect("\(session.runtimeDir)/pulse/upstream"))
+            #expect(session.socketPath == "\(session.runtimeDir)/pulse/upstream")
+            #expect(try SocketActivationEndToEndTests.inode(session.socketPath) == session.activatedSocketInode,
+                    "the server bound its own socket instead of taking the one systemd passed")
             #expect(!FileManager.default.fileExists(atPath: "\(session.runtimeDir)/pulse/native"))
 
             // Earmuff as the units say, socket-activated on pulse/native.

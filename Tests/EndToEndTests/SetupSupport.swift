@@ -63,30 +63,41 @@ extension EndToEnd.SetupEndToEndTests {
 }
 
 /// The real server as a session runs it, in a private runtime directory: with
-/// `userConfig`, reading the user configuration setup wrote (XDG_CONFIG_HOME);
-/// without it, the system's only. Ready once it answers on pulse/upstream
-/// (user configuration) or pulse/native.
+/// `userConfig`, reading the user configuration setup wrote (XDG_CONFIG_HOME,
+/// and HOME for PulseAudio's default.pa); without it, the system's only.
+/// With `socketActivated`, started the way its (moved) systemd socket unit
+/// starts it: `systemd-socket-activate` binds the socket first and passes it
+/// on the first connection; `activatedSocketInode` is that socket's inode, so a
+/// test can tell that the server took the passed socket rather than binding
+/// its own. Ready once `pactl info` answers on pulse/upstream (user
+/// configuration) or pulse/native.
 final class SessionServerProcess: Sendable {
     let runtimeDir: String
+    let socketPath: String
+    let activatedSocketInode: UInt?
     private let pipeWire: PipeWireServer?
     private let pulse: ChildProcess?
     private let dir: String?
 
-    init(kind: ServerKind, home: EndToEnd.SetupEndToEndTests.Home, userConfig: Bool) throws {
+    init(kind: ServerKind, home: EndToEnd.SetupEndToEndTests.Home, userConfig: Bool, socketActivated: Bool = false) throws {
         let socketName = userConfig ? "upstream" : "native"
         if kind == .pipewire {
-            let pw = try PipeWireServer(configHome: home.config, pulseSocketName: socketName)
+            let pw = try PipeWireServer(configHome: home.config, pulseSocketName: socketName, socketActivated: socketActivated)
             pipeWire = pw
             pulse = nil
             dir = nil
             runtimeDir = pw.runtimeDir
+            socketPath = pw.socketPath
+            activatedSocketInode = pw.activatedSocketInode
             return
         }
         pipeWire = nil
         let dir = try TempDir.make(prefix: "earmuff-session")
         self.dir = dir
         runtimeDir = "\(dir)/run"
-        try TempDir.makeDirectory(runtimeDir)
+        let socket = "\(runtimeDir)/pulse/\(socketName)"
+        socketPath = socket
+        try TempDir.makeDirectory("\(runtimeDir)/pulse")
         var env = Tool.privateEnvironment(root: dir)
         env["HOME"] = "\(home.dir)/home"
         env["XDG_CONFIG_HOME"] = home.config
@@ -97,18 +108,36 @@ final class SessionServerProcess: Sendable {
                          "--high-priority=no", "--log-target=stderr"]
         // Without the user's default.pa, PulseAudio runs the system script: here the test's.
         let script = userConfig ? [] : ["-n", "-F", home.systemScript]
-        pulse = try ChildProcess.spawn(executable: try findExecutable("pulseaudio") ?? { throw TestSupportError("pulseaudio not found") }(),
-                                       arguments: script + guardArgs, environment: env,
-                                       stdoutPath: "\(dir)/pulseaudio.log", stderrPath: "\(dir)/pulseaudio.log",
-                                       maxLifetime: 900, cleanupDirectory: dir)
-        let socket = "\(runtimeDir)/pulse/\(socketName)"
-        let ready = Wait.untilBlocking(timeout: 60, interval: 0.05) {
-            !(self.pulse?.isRunning ?? false) || UnixSocket.canConnect(socket)
+        let pulseaudio = try findExecutable("pulseaudio") ?? { throw TestSupportError("pulseaudio not found") }()
+        var executable = pulseaudio
+        var arguments = script + guardArgs
+        if socketActivated {
+            executable = try findExecutable("systemd-socket-activate") ?? { throw TestSupportError("systemd-socket-activate not found; install systemd") }()
+            arguments = ["-l", socket] + env.keys.sorted().flatMap { ["-E", $0] } + [pulseaudio] + arguments
         }
-        guard ready, pulse?.isRunning == true else {
+        let child = try ChildProcess.spawn(executable: executable, arguments: arguments, environment: env,
+                                           stdoutPath: "\(dir)/pulseaudio.log", stderrPath: "\(dir)/pulseaudio.log",
+                                           maxLifetime: 900, cleanupDirectory: dir)
+        pulse = child
+        var st = stat()
+        if socketActivated, Wait.untilBlocking(timeout: 30, interval: 0.02, { stat(socket, &st) == 0 || !child.isRunning }),
+           stat(socket, &st) == 0 {
+            activatedSocketInode = UInt(st.st_ino)
+        } else {
+            activatedSocketInode = nil
+        }
+        var last = "nothing yet"
+        let ready = Wait.untilBlocking(timeout: 60, interval: 0.05) {
+            guard child.isRunning else { return true }
+            guard FileManager.default.fileExists(atPath: socket),
+                  let info = try? Tool.run("pactl", args: ["info"], server: "unix:\(socket)", timeout: 10) else { return false }
+            last = "\(info)"
+            return info.succeeded
+        }
+        guard ready, child.isRunning else {
             let log = (try? String(contentsOfFile: "\(dir)/pulseaudio.log", encoding: .utf8)) ?? ""
             stop()
-            throw TestSupportError("PulseAudio did not listen on \(socket); log:\n\(log)")
+            throw TestSupportError("PulseAudio did not answer on \(socket); last pactl: \(last); log:\n\(log)")
         }
     }
 
