@@ -14,9 +14,10 @@ public enum SetupCommand {
 
     Makes Earmuff the session's sound socket: systemd user units put Earmuff on
     $XDG_RUNTIME_DIR/pulse/native and the real server (pipewire-pulse or
-    PulseAudio) behind it on $XDG_RUNTIME_DIR/pulse/upstream, so every app,
-    Flatpak and snap included, goes through Earmuff. Runs as the user; writes
-    only under $XDG_CONFIG_HOME (~/.config).
+    PulseAudio) behind it on $XDG_RUNTIME_DIR/pulse/upstream, so every app
+    that uses the PulseAudio socket, Flatpaks and snaps included, goes through
+    Earmuff. Runs as the user; writes only under $XDG_CONFIG_HOME (~/.config),
+    and PulseAudio's user default.pa in ~/.config/pulse.
 
       --undo            remove exactly what setup wrote; the real server goes
                         back to pulse/native
