@@ -348,7 +348,8 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
         let d = daemon
         return StatusPayload(
             daemon: DaemonInfo(pid: getpid(), version: earmuffVersion, listenPath: paths.listen, controlPath: paths.control,
-                               storePath: store.path, uptimeSeconds: wallClockNow() - (d?.startedAt ?? wallClockNow())),
+                               storePath: store.path, uptimeSeconds: wallClockNow() - (d?.startedAt ?? wallClockNow()),
+                               sessionSocket: paths.isSessionSocket, socketActivated: d.map { $0.activatedListener != nil }),
             upstream: UpstreamInfo(server: d?.upstream.description ?? "", reachable: d.map { canConnect($0.upstream.path) } ?? false),
             clients: clientInfos, streams: streamInfos, prompts: prompts.map(promptInfo))
     }

@@ -29,6 +29,8 @@ struct DaemonPaths: Sendable {
     var store: String
     /// Directory of the per-app launcher sockets (`earmuff run --app-id`).
     var launcherDirectory: String
+    /// Whether `listen` is the session's socket, `$XDG_RUNTIME_DIR/pulse/native`.
+    var isSessionSocket = false
 }
 
 /// A configuration problem that stops the daemon from starting (exit 64).
@@ -170,7 +172,9 @@ public enum Server {
         let control = try opts.control ?? Configuration.expand(c.control, environment: expandEnv)
         let store = try opts.store ?? Configuration.expand(c.store, environment: expandEnv)
         let runtime = try Configuration.expand("$XDG_RUNTIME_DIR/earmuff", environment: expandEnv)
-        return DaemonPaths(listen: listen, control: control, store: store, launcherDirectory: runtime + "/app")
+        var paths = DaemonPaths(listen: listen, control: control, store: store, launcherDirectory: runtime + "/app")
+        paths.isSessionSocket = try listen == Configuration.expand("$XDG_RUNTIME_DIR/pulse/native", environment: expandEnv)
+        return paths
     }
 
     static func readIfPresent(_ path: String) -> String? {

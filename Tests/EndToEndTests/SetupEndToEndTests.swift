@@ -322,8 +322,12 @@ extension EndToEnd {
             try #require(status.succeeded, "\(status)\nearmuff:\n\(earmuff.log())\nparecord: \(rec.tool.process.stderrText())")
             let view = try ConsentJSON.decode(StatusView.self, from: status.stdout)
             #expect(!view.clients(of: key).isEmpty, "status: \(status.stdoutText)")
+            let daemon = try JSONSerialization.jsonObject(with: status.stdout) as? [String: Any]
+            let daemonInfo = daemon?["daemon"] as? [String: Any]
+            #expect(daemonInfo?["sessionSocket"] as? Bool == true && daemonInfo?["socketActivated"] as? Bool == true, "\(status.stdoutText)")
             let text = try earmuff.cli(["status"])
-            #expect(text.stdoutText.contains("taken over"), "\(text.stdoutText)")
+            #expect(text.stdoutText.contains("session: taken over"), "\(text.stdoutText)")
+            #expect(text.stdoutText.contains("the real server is at unix:\(session.runtimeDir)/pulse/upstream"), "\(text.stdoutText)")
             let (_, silent) = rec.stop()
             #expect(silent.count > 0 && silent.allSatisfy { $0 == 0 }, "undecided app heard something")
 

@@ -67,6 +67,12 @@ extension EndToEnd {
             #expect(first.stdoutText.contains("Server Name: "))
             #expect(log().contains("(socket fd 3 from the service manager)"), "log:\n\(log())")
             let pid1 = try Self.pid(in: dir, start: 1)
+            let status = try ChildProcess.spawn(executable: binary, arguments: ["status", "--json"], environment: env,
+                                                stdoutPath: "\(dir)/status.out", stderrPath: "\(dir)/status.err",
+                                                maxLifetime: 60).finish(timeout: 30)
+            let daemon = (try? JSONSerialization.jsonObject(with: status.stdout) as? [String: Any])?["daemon"] as? [String: Any]
+            #expect(daemon?["socketActivated"] as? Bool == true, "\(status)")
+            #expect(daemon?["sessionSocket"] as? Bool == false, "not $XDG_RUNTIME_DIR/pulse/native: \(status)")
 
             // Stop earmuff: the socket stays, same inode, and still takes connections.
             kill(pid1, SIGTERM)

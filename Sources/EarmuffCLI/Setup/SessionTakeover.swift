@@ -5,15 +5,18 @@ import ControlProtocol
 import Foundation
 
 enum SessionTakeover {
-    /// Whether the daemon of `status` listens on the session's default socket.
+    /// Whether the daemon of `status` listens on the session's default socket
+    /// (as it says, or, from an older daemon, as this environment says).
     static func isTakenOver(_ status: StatusPayload, environment: [String: String]) -> Bool {
+        if let said = status.daemon.sessionSocket { return said }
         guard let runtime = environment["XDG_RUNTIME_DIR"], !runtime.isEmpty else { return false }
         return status.daemon.listenPath == "\(runtime)/\(SetupPlan.sessionSocket)"
     }
 
     static func describe(_ status: StatusPayload, environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
         if isTakenOver(status, environment: environment) {
-            return "session: taken over: apps using the default socket (\(status.daemon.listenPath)), Flatpaks and snaps included, go through Earmuff; the real server is at \(status.upstream.server)"
+            let held = status.daemon.socketActivated == true ? ", held by systemd (earmuff.socket)" : ""
+            return "session: taken over: apps using the default socket (\(status.daemon.listenPath)\(held)), Flatpaks and snaps included, go through Earmuff; the real server is at \(status.upstream.server)"
         }
         return "session: not taken over: only apps pointed at \(status.daemon.listenPath) (PULSE_SERVER, earmuff run) go through Earmuff; the others reach the real server directly; 'earmuff setup' makes Earmuff the session's socket"
     }
