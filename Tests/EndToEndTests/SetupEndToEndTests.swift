@@ -201,6 +201,13 @@ extension EndToEnd {
             #expect(second.succeeded, "\(second)")
             #expect(again == ["--user enable --now earmuff.socket"], "a second run restarted the server: \(again)")
 
+            let before = home.files()
+            let (dryUndo, ranDry) = try withFakeManager(home, ["setup", "--undo", "--dry-run"])
+            #expect(dryUndo.succeeded && ranDry.isEmpty, "\(dryUndo) \(ranDry)")
+            #expect(home.files() == before, "a dry undo changed files")
+            for f in Self.pipewireFiles { #expect(dryUndo.stdoutText.contains("would remove \(home.config)/\(f)\n"), "\(dryUndo)") }
+            #expect(dryUndo.stdoutText.contains("would run: systemctl --user disable --now earmuff.socket earmuff.service\n"))
+
             let (undo, undone) = try withFakeManager(home, ["setup", "--undo"])
             #expect(undo.succeeded, "\(undo)")
             #expect(undone == ["--user disable --now earmuff.socket earmuff.service", "--user daemon-reload",
