@@ -31,9 +31,12 @@ ensure_packages() {
 
 # The build (sd-bus from libsystemd-dev for desktop prompts), the PulseAudio
 # tests, and the desktop prompt tests (a private dbus-daemon, python-dbusmock
-# services, busctl from systemd).
+# services, busctl from systemd). systemd also brings systemd-socket-activate
+# and systemd-analyze (socket activation and `earmuff setup`); bubblewrap: the
+# Flatpak-shaped sandbox test; xvfb and x11-utils (xprop): PulseAudio's X11
+# root-window announcement under setup.
 EARMUFF_PACKAGES=(libpulse-dev libsqlite3-dev libsystemd-dev pulseaudio pulseaudio-utils socat sox
-                  dbus python3-dbusmock systemd)
+                  dbus python3-dbusmock systemd bubblewrap xvfb x11-utils)
 # The second end-to-end pass: PipeWire, its pulse server, the session manager,
 # the SPA plugins and a private D-Bus (without recommends: no ALSA glue, rtkit).
 EARMUFF_PIPEWIRE_PACKAGES=(pipewire pipewire-bin pipewire-pulse wireplumber libspa-0.2-modules dbus)

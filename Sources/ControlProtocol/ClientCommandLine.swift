@@ -27,6 +27,8 @@ public enum ClientCommand: Sendable, Equatable {
     case version
     /// `earmuff serve ARGS...`, passed to the daemon's own parser.
     case serve(arguments: [String])
+    /// `earmuff setup ARGS...`, passed to setup's own parser.
+    case setup(arguments: [String])
     case status(ClientOptions)
     case apps(ClientOptions)
     /// `grant APP` / `deny APP`.
@@ -78,7 +80,7 @@ public struct UsageError: Error, Equatable, Sendable, CustomStringConvertible {
 /// Parses `earmuff` arguments (without the program name).
 public enum ClientCommandLine {
     /// The subcommands, in the order the overview lists them.
-    public static let subcommands = ["serve", "status", "apps", "grant", "deny", "reset", "agent", "run", "watch", "log"]
+    public static let subcommands = ["serve", "setup", "status", "apps", "grant", "deny", "reset", "agent", "run", "watch", "log"]
 
     /// Parses the arguments after the program name.
     public static func parse(_ arguments: [String]) -> Result<ClientCommand, UsageError> {
@@ -107,6 +109,8 @@ public enum ClientCommandLine {
             return .version
         case "serve":
             return .serve(arguments: rest)
+        case "setup":
+            return .setup(arguments: rest)
         case "status", "apps", "watch":
             var p = OptionParser(rest, subcommand: first)
             let options = try p.commonOptions(json: true)

@@ -290,6 +290,7 @@ public enum ClientUsage {
     subcommands:
       serve   [--config FILE] [--listen PATH] [--upstream SERVER] [--control PATH] [--store PATH]
                                       run the daemon
+      setup   [--undo] [--dry-run]    make Earmuff the session's sound socket (systemd user units)
       status  [--json]                daemon, upstream, clients, capture streams, pending prompts
       apps    [--json]                every known app and its decision
       grant   APP                     let APP record (an app key, or a known app's name)
@@ -328,7 +329,7 @@ public enum ClientUsage {
         case "agent":
             return "usage: earmuff agent [--answer allow|once|deny] [--json] [--control PATH]\n\nBecomes a prompt agent: shows each prompt (app name, key and how it was\nidentified, pid, purpose, source) and reads a/o/d from the terminal:\n  a  allow, remembered      o  allow once, until the client disconnects\n  d  deny, remembered\nWith --answer, answers every prompt that way and prints each.\nRuns until interrupted or the daemon stops.\n\noptions:\n  --answer A       answer every prompt with allow, once or deny\n  --json           print prompts and results as JSON lines\n" + control + help
         case "run":
-            return "usage: earmuff run [--app-id ID] [--purpose TEXT] [--listen PATH] -- COMMAND [ARGS...]\n\nRuns COMMAND with PULSE_SERVER pointed at Earmuff. The exit status is\nCOMMAND's (127 when it cannot be found, 126 when it cannot be run).\n\noptions:\n  --app-id ID      ask the daemon for a socket of app launcher:ID and connect\n                   COMMAND there, so its clients are identified as ID\n  --purpose TEXT   tell the daemon why COMMAND records (client property\n                   application.capture.purpose, set through PULSE_PROP)\n  --listen PATH    the daemon's client socket (default $XDG_RUNTIME_DIR/earmuff/native)\n" + control + help
+            return "usage: earmuff run [--app-id ID] [--purpose TEXT] [--listen PATH] -- COMMAND [ARGS...]\n\nRuns COMMAND with PULSE_SERVER pointed at Earmuff. The exit status is\nCOMMAND's (127 when it cannot be found, 126 when it cannot be run).\n\noptions:\n  --app-id ID      ask the daemon for a socket of app launcher:ID and connect\n                   COMMAND there, so its clients are identified as ID\n  --purpose TEXT   tell the daemon why COMMAND records (client property\n                   application.capture.purpose, set through PULSE_PROP)\n  --listen PATH    the daemon's client socket (default $XDG_RUNTIME_DIR/earmuff/native,\n                   or $XDG_RUNTIME_DIR/pulse/native after 'earmuff setup')\n" + control + help
         case "log":
             return "usage: earmuff log [--app APP] [--since TIME] [--json] [--control PATH]\n\nLists capture sessions from the usage log, newest first: app, what it\ncaptured, the source, start and end, seconds of real audio and of\nsilence, and the decision in force (A → B when it changed).\n\noptions:\n  --app APP        only this app (an app key, or a known app's name)\n  --since TIME     only sessions started since TIME: \(SinceTime.help)\n" + json + control + help
         case "watch":

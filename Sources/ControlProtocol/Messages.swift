@@ -125,14 +125,22 @@ public struct DaemonInfo: Codable, Sendable, Equatable {
     public var storePath: String
     /// Seconds since the daemon started.
     public var uptimeSeconds: Double
+    /// Whether `listenPath` is the session's own socket, `$XDG_RUNTIME_DIR/pulse/native`
+    /// (after `earmuff setup`): apps reach Earmuff without being pointed at it.
+    public var sessionSocket: Bool?
+    /// Whether the listening socket came from the service manager (socket activation).
+    public var socketActivated: Bool?
 
-    public init(pid: Int32, version: String, listenPath: String, controlPath: String, storePath: String, uptimeSeconds: Double) {
+    public init(pid: Int32, version: String, listenPath: String, controlPath: String, storePath: String, uptimeSeconds: Double,
+                sessionSocket: Bool? = nil, socketActivated: Bool? = nil) {
         self.pid = pid
         self.version = version
         self.listenPath = listenPath
         self.controlPath = controlPath
         self.storePath = storePath
         self.uptimeSeconds = uptimeSeconds
+        self.sessionSocket = sessionSocket
+        self.socketActivated = socketActivated
     }
 }
 

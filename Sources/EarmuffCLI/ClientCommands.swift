@@ -32,9 +32,10 @@ enum ClientCommands {
         do {
             let client = try ControlClient(path: controlPath(o.controlPath))
             guard case .status(let s) = try client.request(.status) else { return unexpected("status") }
-            Terminal.out(o.json ? json(s) : ClientFormat.status(s))
+            Terminal.out(o.json ? json(s) : ClientFormat.status(s) + "\n" + SessionTakeover.describe(s) + "\n")
             return 0
         } catch {
+            if let hint = SessionTakeover.idleHint() { Terminal.error(hint) }
             return fail(error.message)
         }
     }
@@ -267,7 +268,9 @@ enum ClientCommands {
                 return fail(error.message)
             }
         } else {
-            server = o.listenPath ?? ClientPaths.clientSocket(environment: environment, uid: getuid())
+            // After `earmuff setup`, Earmuff is the session's socket (held by systemd).
+            server = o.listenPath ?? SessionTakeover.sessionSocket(environment: environment)
+                ?? ClientPaths.clientSocket(environment: environment, uid: getuid())
             var st = stat()
             if stat(server, &st) != 0 {
                 return fail("cannot reach the daemon's client socket at \(server) (\(String(cString: strerror(errno)))); start it with 'earmuff serve'")

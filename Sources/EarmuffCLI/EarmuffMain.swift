@@ -39,6 +39,7 @@ public enum EarmuffMain {
         switch command {
         case .help(let topic):
             if topic == "serve" { return ServeCommand.run(arguments: ["--help"]) }
+            if topic == "setup" { return SetupCommand.run(arguments: ["--help"]) }
             Terminal.out(ClientUsage.text(for: topic))
             return 0
         case .version:
@@ -46,6 +47,8 @@ public enum EarmuffMain {
             return 0
         case .serve(let arguments):
             return ServeCommand.run(arguments: arguments)
+        case .setup(let arguments):
+            return SetupCommand.run(arguments: arguments)
         case .status(let o):
             return ClientCommands.status(o)
         case .apps(let o):

@@ -5,7 +5,7 @@ import Proxy
 public enum ServeCommand {
     static let usage = """
     usage: earmuff serve [--config FILE] [--listen PATH] [--upstream SERVER] [--control PATH] [--store PATH] [--log-level LEVEL]
-                     [--loops N]
+                     [--loops N] [--snapd-socket PATH]
 
     Runs the Earmuff daemon: apps connect to the listening socket instead of the
     sound server; every packet is relayed to the real server and back.
@@ -20,6 +20,8 @@ public enum ServeCommand {
       --log-level LEVEL  error, warn, info or debug
       --loops N          event-loop threads sessions are spread over, 1 to 256
                          (default: one per processor online)
+      --snapd-socket PATH  snapd's socket, asked whether a snap's audio-record
+                         plug is connected (default /run/snapd.socket)
 
     """
 
@@ -54,6 +56,7 @@ public enum ServeCommand {
                     return 64
                 }
                 opts.loops = n
+            case "--snapd-socket": guard let v = value(a) else { return 64 }; opts.snapdSocket = v
             default:
                 printErr("earmuff serve: unknown argument '\(a)'; see 'earmuff serve --help'")
                 return 64

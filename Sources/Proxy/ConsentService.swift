@@ -37,6 +37,8 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
     private let desktopEntries = DesktopEntries()
     var control: ControlServer?
     weak var daemon: Daemon?
+    /// snapd's say on snap connections (audio-record); nil: not checked.
+    var snapGate: SnapRecordGate?
     let paths: DaemonPaths
 
     private struct Registry {
@@ -110,8 +112,8 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
     private func withEngine<R>(_ body: (inout ConsentEngine) -> (R, [ConsentAction])) -> R {
         let (result, deferred) = engine.withLock { e -> (R, [ConsentAction]) in
             let (r, actions) = body(&e)
-            for case let .setStreamAccess(_, s, real) in actions {
-                registry.withLock { $0.streams[s.rawValue] }?.setReal(real)
+            for case let .setStreamAccess(c, s, real) in actions {
+                registry.withLock { $0.streams[s.rawValue] }?.setReal(real && snapAllows(c.rawValue))
             }
             return (r, actions) // flips are also logged by perform()
         }
@@ -128,9 +130,25 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
             ((), e.clientConnected(ClientID(session.id), identity: session.identity, launcherPurpose: purpose,
                                    now: wallClockNow()))
         }
+        snapGate?.sessionOpened(id: session.id, identity: session.identity) { [weak self] in
+            self?.reapplyAccess(session: session.id)
+        }
+    }
+
+    private func snapAllows(_ session: UInt64) -> Bool { snapGate?.allows(session) ?? true }
+
+    /// Sets every live stream of `session` to what the engine says, snapd permitting.
+    private func reapplyAccess(session: UInt64) {
+        engine.withLock { e in
+            for stream in registry.withLock({ $0.streams.values.filter { $0.sessionID == session } }) {
+                let real = e.isStreamReal(ClientID(session), StreamID(stream.streamID)) ?? false
+                stream.setReal(real && snapAllows(session))
+            }
+        }
     }
 
     func sessionClosed(_ session: SessionState) {
+        snapGate?.sessionClosed(id: session.id)
         withEngine { e in ((), e.clientDisconnected(ClientID(session.id), now: wallClockNow())) }
         registry.withLock { $0.sessions[session.id] = nil }
     }
@@ -161,7 +179,7 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
             let (real, actions) = e.recordStreamStarted(ClientID(session.id), stream: StreamID(stream.streamID),
                                                         source: source, now: wallClockNow())
             // Set under the engine lock, before any later flip for this stream.
-            stream.setReal(real)
+            stream.setReal(real && snapAllows(session.id))
             return ((), actions)
         }
         Log.info("session \(session.id) (\(session.identity.appKey)): record stream on \(source), "
@@ -433,7 +451,8 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
         let d = daemon
         return StatusPayload(
             daemon: DaemonInfo(pid: getpid(), version: earmuffVersion, listenPath: paths.listen, controlPath: paths.control,
-                               storePath: store.path, uptimeSeconds: wallClockNow() - (d?.startedAt ?? wallClockNow())),
+                               storePath: store.path, uptimeSeconds: wallClockNow() - (d?.startedAt ?? wallClockNow()),
+                               sessionSocket: paths.isSessionSocket, socketActivated: d.map { $0.activatedListener != nil }),
             upstream: UpstreamInfo(server: d?.upstream.description ?? "", reachable: d.map { canConnect($0.upstream.path) } ?? false),
             clients: clientInfos, streams: streamInfos, prompts: prompts.map(promptInfo))
     }

@@ -61,6 +61,9 @@ final class Listener: LoopHandler, @unchecked Sendable {
     let launcherPurpose: String?
     unowned let daemon: Daemon
     var token: UInt64 = 0
+    /// Whether stopping removes the socket file: not for a socket the service
+    /// manager passed, which must keep its inode across restarts.
+    var removeOnStop = true
 
     init(fd: Int32, path: String, launcherAppID: String?, launcherPurpose: String?, daemon: Daemon) {
         self.fd = fd
@@ -92,6 +95,9 @@ public final class Daemon: @unchecked Sendable {
     // behind a lock or atomic.
     public let upstream: UpstreamAddress
     public let listenPath: String
+    /// The listening socket passed by the service manager (socket activation),
+    /// used instead of binding `listenPath`.
+    let activatedListener: Int32?
     let options: RelayOptions
     let observer: SessionObserver
     /// The loops sessions run on; the first also accepts.
@@ -109,9 +115,11 @@ public final class Daemon: @unchecked Sendable {
     let identify: @Sendable (Int32, UInt32, UInt32, String?) -> ClientIdentity
     public let startedAt = wallClockNow()
 
-    init(listenPath: String, upstream: UpstreamAddress, options: RelayOptions, observer: SessionObserver,
+    init(listenPath: String, activatedListener: Int32? = nil, upstream: UpstreamAddress, options: RelayOptions,
+         observer: SessionObserver,
          identify: @escaping @Sendable (Int32, UInt32, UInt32, String?) -> ClientIdentity) throws(SystemError) {
         self.listenPath = listenPath
+        self.activatedListener = activatedListener
         self.upstream = upstream
         self.options = options
         self.observer = observer
@@ -121,12 +129,18 @@ public final class Daemon: @unchecked Sendable {
         self.loops = loops
     }
 
-    /// Opens the main listening socket and starts the loops.
+    /// Opens the main listening socket (or takes the passed one) and starts the loops.
     func start() throws(SystemError) {
         _ = earmuff_raise_nofile()
         signal(SIGPIPE, SIG_IGN)
-        try makeParentDirectory(of: listenPath, mode: 0o700)
-        let l = try openListener(path: listenPath, launcherAppID: nil, launcherPurpose: nil)
+        let l: Listener
+        if let fd = activatedListener {
+            l = Listener(fd: fd, path: listenPath, launcherAppID: nil, launcherPurpose: nil, daemon: self)
+            l.removeOnStop = false
+        } else {
+            try makeParentDirectory(of: listenPath, mode: 0o700)
+            l = try openListener(path: listenPath, launcherAppID: nil, launcherPurpose: nil)
+        }
         l.token = try acceptLoop.register(l.fd, events: EARMUFF_EPOLLIN, handler: l)
         listeners[listenPath] = l
         for loop in loops { loop.start() }
@@ -181,7 +195,7 @@ public final class Daemon: @unchecked Sendable {
             for l in listeners.values {
                 acceptLoop.remove(l.fd, token: l.token)
                 closeFD(l.fd)
-                unlink(l.path)
+                if l.removeOnStop { unlink(l.path) }
             }
             listeners.removeAll()
         }

@@ -18,6 +18,8 @@ public struct ServeOptions: Sendable {
     public var logLevel: String?
     /// Event loops (threads) sessions are spread over; nil: one per core.
     public var loops: Int?
+    /// snapd's socket, asked about snaps' audio-record connections.
+    public var snapdSocket: String = "/run/snapd.socket"
     public var environment: [String: String] = currentEnvironment()
     public init() {}
 }
@@ -29,6 +31,8 @@ struct DaemonPaths: Sendable {
     var store: String
     /// Directory of the per-app launcher sockets (`earmuff run --app-id`).
     var launcherDirectory: String
+    /// Whether `listen` is the session's socket, `$XDG_RUNTIME_DIR/pulse/native`.
+    var isSessionSocket = false
 }
 
 /// A configuration problem that stops the daemon from starting (exit 64).
@@ -76,6 +80,15 @@ public enum Server {
             Log.warn("no sound server at \(upstream) yet; apps will be refused until it appears")
         }
 
+        // A socket passed by the service manager (earmuff.socket) replaces binding --listen.
+        let activated: Int32?
+        do {
+            activated = try SocketActivation.takeListener(for: paths.listen, environment: env)
+        } catch {
+            fail("\(error)")
+            return 64
+        }
+
         // Block the stop signals in every thread; the main thread waits for them.
         var set = sigset_t()
         sigemptyset(&set)
@@ -94,7 +107,8 @@ public enum Server {
             if let n = opts.loops { relay.loops = n }
             relay.maxClients = configuration.maxClients
             relay.maxClientsPerApp = configuration.maxClientsPerApp
-            daemon = try Daemon(listenPath: paths.listen, upstream: upstream, options: relay, observer: service) {
+            daemon = try Daemon(listenPath: paths.listen, activatedListener: activated, upstream: upstream,
+                                options: relay, observer: service) {
                 [launchers = service.launchers] pid, uid, gid, launcher in
                 // A launcher socket vouches only for the process tree of the run that owns it.
                 var admitted = launcher
@@ -105,6 +119,7 @@ public enum Server {
                 return IdentityClassifier.classify(ProcessInspector.facts(pid: pid, uid: uid, gid: gid, launcherAppID: admitted))
             }
             service.daemon = daemon
+            service.snapGate = SnapRecordGate(snapd: SnapdClient(socketPath: opts.snapdSocket))
             control = try ControlServer(path: paths.control, handler: service,
                                         options: ControlServerOptions(daemonVersion: earmuffVersion)) { lvl, msg in
                 switch lvl {
@@ -121,7 +136,8 @@ public enum Server {
             fail("cannot start: \(error)")
             return 1
         }
-        Log.info("listening on \(paths.listen), relaying to \(upstream); control \(paths.control); store \(paths.store)")
+        let how = activated.map { " (socket fd \($0) from the service manager)" } ?? ""
+        Log.info("listening on \(paths.listen)\(how), relaying to \(upstream); control \(paths.control); store \(paths.store)")
         var line = Array("PULSE_SERVER=unix:\(paths.listen)\n".utf8)
         line.withUnsafeMutableBytes { _ = write(1, $0.baseAddress, $0.count) }
         var sig: Int32 = 0
@@ -130,7 +146,8 @@ public enum Server {
         control.stop()
         daemon.stop()
         service.stop()
-        unlink(paths.listen)
+        // A passed socket stays: the service manager keeps it for the next start.
+        if activated == nil { unlink(paths.listen) }
         service.launchers.removeAll()
         service.flushStore()
         store.close()
@@ -171,7 +188,9 @@ public enum Server {
         let control = try opts.control ?? Configuration.expand(c.control, environment: expandEnv)
         let store = try opts.store ?? Configuration.expand(c.store, environment: expandEnv)
         let runtime = try Configuration.expand("$XDG_RUNTIME_DIR/earmuff", environment: expandEnv)
-        return DaemonPaths(listen: listen, control: control, store: store, launcherDirectory: runtime + "/app")
+        var paths = DaemonPaths(listen: listen, control: control, store: store, launcherDirectory: runtime + "/app")
+        paths.isSessionSocket = try listen == Configuration.expand("$XDG_RUNTIME_DIR/pulse/native", environment: expandEnv)
+        return paths
     }
 
     static func readIfPresent(_ path: String) -> String? {

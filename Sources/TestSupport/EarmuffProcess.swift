@@ -153,8 +153,31 @@ public final class EarmuffProcess: Sendable {
     }
 }
 
-/// Minimal Unix-socket probing for readiness checks.
+/// Minimal Unix sockets for tests: readiness probes and plain listeners.
 public enum UnixSocket {
+    /// A blocking, close-on-exec stream socket bound to `path` and listening.
+    public static func listen(_ path: String, backlog: Int32 = 16) throws -> Int32 {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw TestSupportError("socket: errno \(errno)") }
+        var addr = sockaddr_un()
+        addr.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        guard bytes.count < MemoryLayout.size(ofValue: addr.sun_path) else {
+            close(fd)
+            throw TestSupportError("socket path too long: \(path)")
+        }
+        withUnsafeMutableBytes(of: &addr.sun_path) { $0.copyBytes(from: bytes) }
+        let rc = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard rc == 0, Glibc.listen(fd, backlog) == 0 else {
+            let e = errno
+            close(fd)
+            throw TestSupportError("bind/listen \(path): errno \(e)")
+        }
+        return fd
+    }
+
     /// Whether a stream connection to `path` succeeds right now.
     public static func canConnect(_ path: String) -> Bool {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)

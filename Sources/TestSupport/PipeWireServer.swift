@@ -46,6 +46,8 @@ public final class PipeWireServer: Sendable {
     public let wireplumberProcess: ChildProcess
     /// The `pipewire-pulse` server (the process the tests talk to).
     public let process: ChildProcess
+    /// The inode of the socket `systemd-socket-activate` bound (with `socketActivated`).
+    public let activatedSocketInode: UInt?
     /// Each tone: `pacat` playing a FIFO into a sink, and `sox` writing the sine into the FIFO.
     private let tones: Mutex<[(player: RunningTool, generator: ChildProcess)]> = Mutex([])
     private let maxLifetime: Int
@@ -74,7 +76,18 @@ public final class PipeWireServer: Sendable {
     /// other line runs as `pactl <line>`; one that fails makes the start fail.
     /// The watchdog ends every process when the test process dies, or after
     /// `maxLifetime` seconds.
-    public init(extraConfig: [String] = [], startTimeout: Double = 60, maxLifetime: Int = 1800) throws {
+    ///
+    /// With `configHome`, pipewire-pulse runs as a session's would: with
+    /// `XDG_CONFIG_HOME=configHome` and no `PIPEWIRE_CONFIG_DIR`, its main
+    /// configuration in `configHome/pipewire/pipewire-pulse.conf` (written
+    /// here, standing in for the distribution's) and whatever the user's
+    /// `pipewire-pulse.conf.d/` there says; it is then expected to listen at
+    /// `run/pulse/<pulseSocketName>`. With `socketActivated` too, it is
+    /// started as its systemd socket unit would start it: by
+    /// `systemd-socket-activate`, which binds that path first and passes the
+    /// socket on the first connection; `activatedSocketInode` is that socket's inode.
+    public init(extraConfig: [String] = [], startTimeout: Double = 60, maxLifetime: Int = 1800,
+                configHome: String? = nil, pulseSocketName: String = "native", socketActivated: Bool = false) throws {
         var missing: [String] = []
         for tool in ["dbus-daemon", "pipewire", "wireplumber", "pipewire-pulse", "pactl", "pacat", "sox"] where findExecutable(tool) == nil {
             missing.append(tool)
@@ -88,7 +101,7 @@ public final class PipeWireServer: Sendable {
         let dir = try TempDir.make(prefix: "earmuff-pw")
         directory = dir
         runtimeDir = "\(dir)/run"
-        socketPath = "\(dir)/run/pulse/native"
+        socketPath = "\(dir)/run/pulse/\(pulseSocketName)"
         busAddress = "unix:path=\(dir)/run/bus"
         logPath = "\(dir)/pipewire-pulse.log"
         self.maxLifetime = maxLifetime
@@ -125,7 +138,29 @@ public final class PipeWireServer: Sendable {
             // Info level for the protocol module only: one line per AUTH and per
             // command worth knowing about, no per-cycle noise.
             pulseEnv["PIPEWIRE_DEBUG"] = "2,mod.protocol-pulse:3"
-            process = try spawn(pulse, [], log: "pipewire-pulse.log", env: pulseEnv)
+            if let configHome {
+                try TempDir.makeDirectory("\(configHome)/pipewire")
+                try Self.pipewirePulseConfig.write(toFile: "\(configHome)/pipewire/pipewire-pulse.conf", atomically: true, encoding: .utf8)
+                pulseEnv["XDG_CONFIG_HOME"] = configHome
+                pulseEnv.removeValue(forKey: "PIPEWIRE_CONFIG_DIR")
+            }
+            if socketActivated {
+                guard let activate = findExecutable("systemd-socket-activate") else {
+                    throw TestSupportError("systemd-socket-activate not found in PATH; install systemd")
+                }
+                try TempDir.makeDirectory("\(dir)/run/pulse")
+                // Like a service manager, it passes the service only the variables named with -E.
+                let pass = pulseEnv.keys.sorted().flatMap { ["-E", $0] }
+                let path = "\(dir)/run/pulse/\(pulseSocketName)"
+                let child = try spawn(activate, ["-l", path] + pass + [pulse], log: "pipewire-pulse.log", env: pulseEnv)
+                process = child
+                var st = stat()
+                try waitFor("systemd-socket-activate", child) { stat(path, &st) == 0 }
+                activatedSocketInode = UInt(st.st_ino)
+            } else {
+                process = try spawn(pulse, [], log: "pipewire-pulse.log", env: pulseEnv)
+                activatedSocketInode = nil
+            }
         } catch {
             for child in started.reversed() { child.terminate(signal: SIGTERM, grace: 5) }
             TempDir.remove(dir)

@@ -79,7 +79,9 @@ public enum Tool {
             let conf = "\(dir)/client.conf"
             try clientConfig.fileContents.write(toFile: conf, atomically: true, encoding: .utf8)
             env["PULSE_CLIENTCONFIG"] = conf
-            env["PULSE_SERVER"] = server
+            // An empty server leaves PULSE_SERVER unset: libpulse then finds
+            // the server the default way ($XDG_RUNTIME_DIR/pulse/native).
+            if !server.isEmpty { env["PULSE_SERVER"] = server }
             env.merge(environment) { _, new in new }
             let process = try ChildProcess.spawn(
                 executable: "/usr/bin/env",

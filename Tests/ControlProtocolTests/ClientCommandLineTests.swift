@@ -27,6 +27,10 @@ private func usage(_ r: Result<ClientCommand, UsageError>) -> UsageError? {
         #expect(parse("serve", "--listen", "/x", "--bogus") == .success(.serve(arguments: ["--listen", "/x", "--bogus"])))
     }
 
+    @Test func setupPassesEverythingThrough() {
+        #expect(parse("setup", "--undo", "--dry-run") == .success(.setup(arguments: ["--undo", "--dry-run"])))
+    }
+
     @Test func statusAppsWatch() {
         #expect(parse("status") == .success(.status(ClientOptions())))
         #expect(parse("status", "--json") == .success(.status(ClientOptions(json: true))))
@@ -107,7 +111,8 @@ private func usage(_ r: Result<ClientCommand, UsageError>) -> UsageError? {
     }
 
     @Test func everySubcommandHasHelp() {
-        for sub in ClientCommandLine.subcommands where sub != "serve" {
+        // serve and setup print their own usage (EarmuffCLI).
+        for sub in ClientCommandLine.subcommands where sub != "serve" && sub != "setup" {
             let text = ClientUsage.text(for: sub)
             #expect(text.hasPrefix("usage: earmuff \(sub)"), "\(sub)")
         }

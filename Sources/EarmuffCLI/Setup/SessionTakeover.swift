@@ -1,0 +1,46 @@
+// The "session" line of `earmuff status`: whether Earmuff is the session's
+// sound socket ($XDG_RUNTIME_DIR/pulse/native, after `earmuff setup`) and
+// where the real server is.
+import ControlProtocol
+import Foundation
+
+enum SessionTakeover {
+    /// Whether the daemon of `status` listens on the session's default socket
+    /// (as it says, or, from an older daemon, as this environment says).
+    static func isTakenOver(_ status: StatusPayload, environment: [String: String]) -> Bool {
+        if let said = status.daemon.sessionSocket { return said }
+        guard let runtime = environment["XDG_RUNTIME_DIR"], !runtime.isEmpty else { return false }
+        return status.daemon.listenPath == "\(runtime)/\(SetupPlan.sessionSocket)"
+    }
+
+    static func describe(_ status: StatusPayload, environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
+        if isTakenOver(status, environment: environment) {
+            let held = status.daemon.socketActivated == true ? ", held by systemd (earmuff.socket)" : ""
+            return "session: taken over: apps using the default socket (\(status.daemon.listenPath)\(held)), Flatpaks and snaps included, go through Earmuff; the real server is at \(status.upstream.server)"
+        }
+        return "session: not taken over: only apps pointed at \(status.daemon.listenPath) (PULSE_SERVER, earmuff run) go through Earmuff; the others reach the real server directly; 'earmuff setup' makes Earmuff the session's socket"
+    }
+
+    /// `earmuff.socket` when `earmuff setup` installed it, else nil.
+    static func installedSocketUnit(environment: [String: String]) -> String? {
+        guard let (_, config) = SetupPlan.directories(environment: environment) else { return nil }
+        let unit = "\(config)/systemd/user/earmuff.socket"
+        guard let text = try? String(contentsOfFile: unit, encoding: .utf8), text.hasPrefix(SetupPlan.marker) else { return nil }
+        return unit
+    }
+
+    /// The session socket (`$XDG_RUNTIME_DIR/pulse/native`) when setup made
+    /// it Earmuff's; `earmuff run` points apps there then.
+    static func sessionSocket(environment: [String: String]) -> String? {
+        guard installedSocketUnit(environment: environment) != nil,
+              let runtime = environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/") else { return nil }
+        return "\(runtime)/\(SetupPlan.sessionSocket)"
+    }
+
+    /// When the daemon cannot be reached but `earmuff setup` installed the
+    /// socket unit: systemd starts Earmuff with the first app, so say so.
+    static func idleHint(environment: [String: String] = ProcessInfo.processInfo.environment) -> String? {
+        guard let unit = installedSocketUnit(environment: environment) else { return nil }
+        return "session: set up by earmuff setup (\(unit)); systemd starts Earmuff when the first app connects to $XDG_RUNTIME_DIR/\(SetupPlan.sessionSocket) (check: systemctl --user status earmuff.socket earmuff.service)"
+    }
+}

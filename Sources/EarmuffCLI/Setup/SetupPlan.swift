@@ -1,0 +1,216 @@
+// What `earmuff setup` writes, as pure functions of where things live and
+// which server runs the session: systemd user units for Earmuff, the real
+// server's socket moved to `pulse/upstream`, and the server's own
+// configuration told so. Nothing here touches the file system; SetupCommand
+// reads the current files and carries the plan out.
+import Foundation
+
+/// The sound server that runs the session.
+public enum SessionServer: String, Sendable, CaseIterable {
+    case pipewire
+    case pulseaudio
+
+    /// Its systemd user socket unit.
+    var socketUnit: String { self == .pipewire ? "pipewire-pulse.socket" : "pulseaudio.socket" }
+    /// Its systemd user service unit.
+    var serviceUnit: String { self == .pipewire ? "pipewire-pulse.service" : "pulseaudio.service" }
+    /// The name people know it by.
+    var displayName: String { self == .pipewire ? "pipewire-pulse" : "PulseAudio" }
+}
+
+/// One file setup owns.
+struct SetupFile: Equatable {
+    let path: String
+    let contents: String
+}
+
+/// Where setup writes, and what it puts into the units.
+struct SetupContext {
+    /// `$XDG_CONFIG_HOME`, or `$HOME/.config`.
+    var configHome: String
+    /// `$HOME`: PulseAudio reads the user's default.pa from `$HOME/.config/pulse`
+    /// (or `$HOME/.pulse`), whatever `XDG_CONFIG_HOME` says.
+    var home: String
+    /// The `earmuff` binary the service runs.
+    var binary: String
+    /// The system's PulseAudio startup script (for `.pulseaudio`), and its text.
+    var pulseSystemScript: (path: String, text: String)?
+}
+
+/// A setup configuration problem: exit 1, nothing written.
+struct SetupError: Error, CustomStringConvertible {
+    let description: String
+}
+
+enum SetupPlan {
+    /// `$HOME`, and `$XDG_CONFIG_HOME` (default `$HOME/.config`); nil without an absolute HOME.
+    static func directories(environment: [String: String]) -> (home: String, configHome: String)? {
+        guard let home = environment["HOME"], home.hasPrefix("/") else { return nil }
+        if let x = environment["XDG_CONFIG_HOME"], x.hasPrefix("/") { return (home, x) }
+        return (home, home + "/.config")
+    }
+
+    /// The first line of every file setup writes; `--undo` removes only files that carry it.
+    static let marker = "# Written by earmuff setup; 'earmuff setup --undo' removes this file."
+    /// The socket apps connect to (Earmuff's, after setup), relative to `$XDG_RUNTIME_DIR`.
+    static let sessionSocket = "pulse/native"
+    /// Where the real server listens after setup, relative to `$XDG_RUNTIME_DIR`.
+    static let upstreamSocket = "pulse/upstream"
+
+    static func unitDirectory(_ c: SetupContext) -> String { "\(c.configHome)/systemd/user" }
+    static func socketDropIn(_ c: SetupContext, _ s: SessionServer) -> String {
+        "\(unitDirectory(c))/\(s.socketUnit).d/earmuff.conf"
+    }
+    static func pipewirePulseDropIn(_ c: SetupContext) -> String { "\(c.configHome)/pipewire/pipewire-pulse.conf.d/earmuff.conf" }
+    static func pulseScript(_ c: SetupContext) -> String { "\(c.home)/.config/pulse/default.pa" }
+    /// The older user location, which PulseAudio reads first.
+    static func legacyPulseScript(_ c: SetupContext) -> String { "\(c.home)/.pulse/default.pa" }
+
+    /// Every path setup may write, for any server (what `--undo` looks at).
+    static func allPaths(_ c: SetupContext) -> [String] {
+        ["\(unitDirectory(c))/earmuff.socket", "\(unitDirectory(c))/earmuff.service",
+         socketDropIn(c, .pipewire), pipewirePulseDropIn(c), socketDropIn(c, .pulseaudio), pulseScript(c)]
+    }
+
+    /// The files for `server`.
+    static func files(_ c: SetupContext, server: SessionServer) throws -> [SetupFile] {
+        var files = [
+            SetupFile(path: "\(unitDirectory(c))/earmuff.socket", contents: socketUnit(server)),
+            SetupFile(path: "\(unitDirectory(c))/earmuff.service", contents: serviceUnit(server, binary: c.binary)),
+            SetupFile(path: socketDropIn(c, server), contents: movedSocket(server)),
+        ]
+        switch server {
+        case .pipewire:
+            files.append(SetupFile(path: pipewirePulseDropIn(c), contents: pipewirePulseAddress))
+        case .pulseaudio:
+            guard let system = c.pulseSystemScript else {
+                throw SetupError(description: "PulseAudio's startup script was not found (/etc/pulse/default.pa); reinstall pulseaudio, or give it with --pulse-script FILE")
+            }
+            files.append(SetupFile(path: pulseScript(c), contents: try pulseStartupScript(from: system.text, path: system.path)))
+        }
+        return files
+    }
+
+    static func socketUnit(_ server: SessionServer) -> String {
+        // Priority= and Backlog= as the server's own socket unit sets them.
+        let backlog = server == .pulseaudio ? "Backlog=5\n" : ""
+        return """
+        \(marker)
+        [Unit]
+        Description=Earmuff consent proxy: the session's PulseAudio socket
+
+        [Socket]
+        Priority=6
+        \(backlog)ListenStream=%t/\(sessionSocket)
+
+        [Install]
+        WantedBy=sockets.target
+
+        """
+    }
+
+    static func serviceUnit(_ server: SessionServer, binary: String) -> String {
+        """
+        \(marker)
+        [Unit]
+        Description=Earmuff consent proxy in front of \(server.displayName)
+        Requires=earmuff.socket
+        Wants=\(server.socketUnit)
+        After=\(server.socketUnit)
+
+        [Service]
+        Type=simple
+        ExecStart=\(quoteForExec(binary)) serve --listen %t/\(sessionSocket) --upstream unix:%t/\(upstreamSocket)
+        Restart=on-failure
+        Slice=session.slice
+
+        [Install]
+        Also=earmuff.socket
+
+        """
+    }
+
+    /// The drop-in that moves the real server's socket unit to `pulse/upstream`.
+    static func movedSocket(_ server: SessionServer) -> String {
+        """
+        \(marker)
+        # Earmuff listens on %t/\(sessionSocket); \(server.displayName) moves behind it.
+        [Socket]
+        ListenStream=
+        ListenStream=%t/\(upstreamSocket)
+
+        """
+    }
+
+    /// pipewire-pulse takes a socket-activated descriptor only when its path is
+    /// one of `server.address`, and otherwise binds that address itself.
+    static let pipewirePulseAddress = """
+        \(marker)
+        # pipewire-pulse listens behind Earmuff, at $XDG_RUNTIME_DIR/\(upstreamSocket).
+        pulse.properties = {
+            server.address = [ "unix:upstream" ]
+        }
+
+        """
+
+    /// The system's startup script with its `module-native-protocol-unix` line
+    /// moved to `socket=upstream` (relative: under `$XDG_RUNTIME_DIR/pulse`).
+    /// A copy rather than `.include`: the system script runs in `.fail` mode,
+    /// so its own load of the protocol on `pulse/native`, where Earmuff
+    /// listens, would stop the server.
+    static func pulseStartupScript(from system: String, path: String) throws -> String {
+        var moved = 0
+        var out: [String] = []
+        for line in system.split(separator: "\n", omittingEmptySubsequences: false) {
+            let words = line.split(whereSeparator: { $0 == " " || $0 == "\t" })
+            if words.count >= 2, words[0] == "load-module", words[1] == "module-native-protocol-unix" {
+                let kept = words.dropFirst(2).filter { !$0.hasPrefix("socket=") }.map(String.init)
+                out.append("# earmuff setup: was \"\(line)\"")
+                out.append((["load-module", "module-native-protocol-unix", "socket=upstream"] + kept).joined(separator: " "))
+                moved += 1
+            } else {
+                out.append(String(line))
+            }
+        }
+        guard moved > 0 else {
+            throw SetupError(description: "\(path) loads no module-native-protocol-unix, so there is no socket to move behind Earmuff; restore the distribution's default.pa (or give another script with --pulse-script FILE)")
+        }
+        return """
+        \(marker)
+        # PulseAudio's startup script, copied from \(path) with the native
+        # protocol moved to $XDG_RUNTIME_DIR/\(upstreamSocket), behind Earmuff.
+        # Run 'earmuff setup' again after the system script changes.
+
+
+        """ + out.joined(separator: "\n") + (out.last == "" ? "" : "\n")
+    }
+
+    /// The `systemctl --user` commands that switch the session over, in order.
+    static func takeoverCommands(_ server: SessionServer, filesChanged: Bool) -> [[String]] {
+        guard filesChanged else { return [["enable", "--now", "earmuff.socket"]] }
+        return [
+            ["daemon-reload"],
+            ["stop", server.serviceUnit, server.socketUnit],
+            ["start", server.socketUnit],
+            ["enable", "--now", "earmuff.socket"],
+        ]
+    }
+
+    /// The `systemctl --user` commands of `--undo`: before and after the files go.
+    static func undoCommands(_ server: SessionServer?) -> (before: [[String]], after: [[String]]) {
+        var after: [[String]] = [["daemon-reload"]]
+        if let server {
+            after += [["stop", server.serviceUnit, server.socketUnit], ["start", server.socketUnit]]
+        }
+        return ([["disable", "--now", "earmuff.socket", "earmuff.service"]], after)
+    }
+
+    /// Quotes an ExecStart= executable path when it needs it (systemd.service(5) quoting).
+    static func quoteForExec(_ path: String) -> String {
+        let escaped = path.replacingOccurrences(of: "%", with: "%%")
+        if escaped.contains(where: { $0 == " " || $0 == "\"" || $0 == "\\" || $0 == "'" }) {
+            return "\"" + escaped.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
+        }
+        return escaped
+    }
+}
