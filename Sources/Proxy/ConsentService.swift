@@ -163,6 +163,11 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
     }
 
     func recordStreamRequested(_ session: SessionState) -> String? {
+        // The identity was read when the client connected; a process that connected and then
+        // exec'd another program, or exited leaving its connection to another, is not it.
+        if let changed = ProcessInspector.change(since: session.identity) {
+            return "its identity changed since it connected: \(changed)"
+        }
         let admission = withEngine { e in
             let a = e.recordStreamRequested(ClientID(session.id), now: wallClockNow())
             return (a, a.actions)

@@ -162,5 +162,84 @@ extension EndToEnd {
             #expect((reply?["message"] as? String)?.contains("only 'earmuff run'") == true, "\(String(describing: reply))")
             #expect(Self.launcherSockets(s, appID: "org.victim.Notes").isEmpty)
         }
+
+        /// Connects as a granted script, then the process runs another program (or keeps
+        /// running) while a forked child asks to record on the inherited connection.
+        static let handOver = """
+            import os, socket, sys, time
+            path, auth, name, create, out, mode = sys.argv[1:7]
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.connect(path)
+            def reply():
+                head = b""
+                while len(head) < 20:
+                    head += s.recv(20 - len(head))
+                need = int.from_bytes(head[:4], "big")
+                while need > 0:
+                    need -= len(s.recv(need))
+            for request in (auth, name):
+                s.sendall(open(request, "rb").read())
+                reply()
+            me = os.readlink("/proc/self/exe")
+            if os.fork() == 0:
+                if mode == "exec":
+                    while os.readlink("/proc/%d/exe" % os.getppid()) == me:
+                        time.sleep(0.01)
+                s.sendall(open(create, "rb").read())
+                with open(out, "wb") as f:
+                    try:
+                        while f.tell() < 200000:
+                            data = s.recv(65536)
+                            if not data:
+                                break
+                            f.write(data)
+                            f.flush()
+                    except OSError:
+                        pass
+                os.rename(out, out + ".done")
+                os._exit(0)
+            s.close()
+            if mode == "exec":
+                os.execv("/bin/sleep", ["sleep", "60"])
+            time.sleep(60)
+            """
+
+        /// The bytes the child received, once it is done.
+        static func handOver(_ s: Setup, mode: String) async throws -> (received: Data, tool: RunningTool) {
+            let dir = try Helpers.scratch()
+            let script = "\(dir)/handover.py"
+            try Self.handOver.write(toFile: script, atomically: true, encoding: .utf8)
+            try s.earmuff.control("grant", "script:\(script)")
+            for (name, bytes) in [("auth", RawClient.auth(tag: 0)), ("name", RawClient.setClientName(tag: 1, name: "handover")),
+                                  ("create", RawClient.createRecordStream(tag: 2, properties: ["application.capture.purpose": "x"]))] {
+                try Data(bytes).write(to: URL(fileURLWithPath: "\(dir)/\(name)"))
+            }
+            let tool = try Tool.start("python3", args: [script, s.earmuff.listenPath, "\(dir)/auth", "\(dir)/name",
+                                                        "\(dir)/create", "\(dir)/out", mode], server: s.earmuff.serverString)
+            let done = await Wait.until(timeout: 60) { FileManager.default.fileExists(atPath: "\(dir)/out.done") }
+            #expect(done, "the child did not finish\n\(tool.process.stderrText())\n\(s.logs)")
+            let data = (try? Data(contentsOf: URL(fileURLWithPath: "\(dir)/out.done"))) ?? Data()
+            TempDir.remove(dir)
+            return (data, tool)
+        }
+
+        @Test func aConnectionHandedOverByExecIsClosed() async throws {
+            let s = try Setup()
+            defer { s.stop() }
+            let (received, tool) = try await Self.handOver(s, mode: "exec")
+            defer { _ = tool.stop(signal: SIGKILL) }
+            #expect(received.count < 1000, "the child recorded \(received.count) bytes on a handed-over connection")
+            let logged = await Wait.until(timeout: 30) { s.earmuff.log().contains("its identity changed since it connected") }
+            #expect(logged, "\(s.logs)")
+        }
+
+        /// The same without the exec: the granted script records (so the test above can fail).
+        @Test func theSameProgramKeepsItsConnection() async throws {
+            let s = try Setup()
+            defer { s.stop() }
+            let (received, tool) = try await Self.handOver(s, mode: "stay")
+            defer { _ = tool.stop(signal: SIGKILL) }
+            #expect(received.count >= 200000 && received.contains { $0 != 0 }, "\(received.count) bytes\n\(s.logs)")
+        }
     }
 }

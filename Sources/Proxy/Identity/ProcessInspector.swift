@@ -54,6 +54,24 @@ public enum ProcessInspector {
         return facts
     }
 
+    /// What changed about the process an identity was read from, or nil when it is still the
+    /// same program: it exited (its connection is held by another process), its pid now
+    /// names a newer process, or it exec'd another executable. Reads only what the kernel
+    /// generates (/proc/PID/stat and the exe link), so it is safe on an I/O loop.
+    public static func change(since identity: ClientIdentity) -> String? {
+        guard !identity.isUninspectable, identity.pid > 0, let started = identity.startTime else { return nil }
+        let dir = "/proc/\(identity.pid)"
+        guard let now = readSmallFile(dir + "/stat").flatMap(Lineage.parse(stat:))?.start else {
+            return "pid \(identity.pid) has exited and another process holds its connection"
+        }
+        guard now == started else { return "pid \(identity.pid) is another process now" }
+        guard let before = identity.executable else { return nil }
+        let exe = readLink(dir + "/exe").map(IdentityClassifier.cleanExecutablePath)
+        // Unreadable now (it made itself non-dumpable) counts as changed too.
+        guard exe == before else { return "it runs \(exe ?? "an executable it hides") now, not \(before)" }
+        return nil
+    }
+
     /// File systems whose reads the kernel answers itself (no daemon can make them wait).
     static let localFileSystems: Set<String> = ["tmpfs", "ramfs", "ext2", "ext3", "ext4", "btrfs", "xfs", "f2fs",
                                                 "squashfs", "erofs", "vfat", "exfat"]
