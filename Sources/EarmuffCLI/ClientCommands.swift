@@ -187,7 +187,8 @@ enum ClientCommands {
                     Terminal.out(ClientCommands.json(m))
                 } else {
                     let by = r.by.map { " by \($0)" } ?? ""
-                    Terminal.out("\(current?.id == r.prompt ? "\n" : "")prompt \(r.prompt) (\(r.appKey)) resolved: \(r.outcome.rawValue)\(by)\n")
+                    Terminal.out("\(current?.id == r.prompt ? "\n" : "")"
+                                 + ClientFormat.printable("prompt \(r.prompt) (\(r.appKey)) resolved: \(r.outcome.rawValue)\(by)") + "\n")
                 }
                 if current?.id == r.prompt { current = nil }
             case .event:
@@ -199,7 +200,7 @@ enum ClientCommands {
                 if json {
                     Terminal.out(ClientCommands.json(record))
                 } else if let message = record.message {
-                    Terminal.out("prompt \(prompt): not answered: \(message)\n")
+                    Terminal.out(ClientFormat.printable("prompt \(prompt): not answered: \(message)") + "\n")
                 } else {
                     Terminal.out("prompt \(prompt): answered \(answer.rawValue)\n")
                 }

@@ -241,5 +241,33 @@ extension EndToEnd {
             defer { _ = tool.stop(signal: SIGKILL) }
             #expect(received.count >= 200000 && received.contains { $0 != 0 }, "\(received.count) bytes\n\(s.logs)")
         }
+
+        /// A program whose path carries terminal escapes cannot rewrite what status, agent and
+        /// watch print (a forged line read "flatpak:us.zoom.Zoom (identified by flatpak)").
+        @Test func escapesInAPathAreShownNotObeyed() async throws {
+            let s = try Setup()
+            defer { s.stop() }
+            let dir = try Helpers.scratch()
+            defer { TempDir.remove(dir) }
+            let forged = "\(dir)/rec\u{1B}[1A\u{1B}[2Kflatpak:us.zoom.Zoom (identified by flatpak)"
+            let pacat = String(s.key.dropFirst("exe:".count))
+            try FileManager.default.copyItem(atPath: pacat, toPath: forged)
+            let watch = try s.earmuff.startCLI(["watch"])
+            defer { _ = watch.stop() }
+            let agent = try s.earmuff.startCLI(["agent", "--answer", "deny"])
+            defer { _ = agent.stop() }
+            let rec = try Tool.startRecordingCommand(forged, args: ["--record", "--raw", "--format=s16le", "--rate=48000",
+                                                                    "--channels=1", "--latency-msec=20", "recording.raw"],
+                                                     server: s.earmuff.serverString, purpose: Self.purpose)
+            defer { _ = rec.stop() }
+            let seen = await Wait.until(timeout: 60) { agent.output().contains("us.zoom.Zoom") && watch.output().contains("us.zoom.Zoom") }
+            #expect(seen, "agent:\n\(agent.output())\nwatch:\n\(watch.output())\n\(s.logs)")
+            let status = try s.earmuff.runCLI(["status"]).stdoutText
+            let apps = try s.earmuff.runCLI(["apps"]).stdoutText
+            for (name, text) in [("status", status), ("apps", apps), ("agent", agent.output()), ("watch", watch.output())] {
+                #expect(!text.unicodeScalars.contains { $0.value == 0x1B }, "\(name) printed a raw escape:\n\(text)")
+                #expect(text.contains("\\x1B[1A"), "\(name) does not show the escape:\n\(text)")
+            }
+        }
     }
 }
