@@ -34,6 +34,20 @@ extension EndToEnd {
                     sourceLocation: sourceLocation)
         }
 
+        /// Expects `rec` (the granted recorder on the mic) to go on recording the mic's tone for
+        /// another 1.5 s after the attempts, then stops it.
+        static func expectStillTheTone(_ rec: Recording, bench: HardeningBench,
+                                       sourceLocation: SourceLocation = #_sourceLocation) async {
+            let mark = rec.byteCount()
+            #expect(await rec.waitForAudio(seconds: Double(mark) / Double(rec.bytesPerSecond) + 1.5, timeout: 30),
+                    "the recording stopped\n\(bench.earmuff.log())", sourceLocation: sourceLocation)
+            let (_, audio) = rec.stop()
+            let fresh = audio.count > mark ? audio.subdata(in: (mark & ~1)..<audio.count) : Data()
+            let report = Helpers.analyze(fresh, format: .s16le)
+            #expect(report.isTone(expectedRMS: Helpers.micRMS, minimumSeconds: 1), "after the attempts: \(report)",
+                    sourceLocation: sourceLocation)
+        }
+
         /// Whether a TCP connection to 127.0.0.1:`port` succeeds.
         static func tcpConnects(port: Int) -> Bool {
             let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
@@ -191,13 +205,7 @@ extension EndToEnd {
             }
             let now = try outputs().first { $0.index == ours.index }
             #expect(now?.source == micIndex, "the recording was moved or killed: \(String(describing: now))")
-            let mark = rec.byteCount()
-            #expect(await rec.waitForAudio(seconds: Double(mark) / Double(rec.bytesPerSecond) + 1.5, timeout: 30),
-                    "the recording stopped\n\(bench.earmuff.log())")
-            let (_, audio) = rec.stop()
-            let fresh = audio.count > mark ? audio.subdata(in: (mark & ~1)..<audio.count) : Data()
-            let report = Helpers.analyze(fresh, format: .s16le)
-            #expect(report.isTone(expectedRMS: Helpers.micRMS, minimumSeconds: 1), "after the attempts: \(report)")
+            await Self.expectStillTheTone(rec, bench: bench)
         }
 
         /// Making the monitor the default source would make consented apps record

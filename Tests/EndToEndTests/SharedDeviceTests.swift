@@ -33,13 +33,7 @@ extension EndToEnd {
             }
             let info = try PolicyTests.directPactl(bench, ["get-source-mute", source])
             #expect(info.stdoutText.contains("no"), "the microphone was muted: \(info)")
-            let mark = rec.byteCount()
-            #expect(await rec.waitForAudio(seconds: Double(mark) / Double(rec.bytesPerSecond) + 1.5, timeout: 30),
-                    "the recording stopped\n\(bench.earmuff.log())")
-            let (_, audio) = rec.stop()
-            let fresh = audio.count > mark ? audio.subdata(in: (mark & ~1)..<audio.count) : Data()
-            let report = Helpers.analyze(fresh, format: .s16le)
-            #expect(report.isTone(expectedRMS: Helpers.micRMS, minimumSeconds: 1), "after the attempts: \(report)")
+            await PolicyTests.expectStillTheTone(rec, bench: bench)
         }
 
         /// Protocol versions before 13 negotiate shared memory from the version alone: refused,
