@@ -1,6 +1,9 @@
+import Foundation
 import Glibc
+import Synchronization
 import Testing
 @testable import Proxy
+import TestSupport
 
 @Suite struct ProcessInspectorTests {
     @Test func startTimeSurvivesParenthesesInTheCommandName() {
@@ -85,5 +88,60 @@ import Testing
         }
         #expect(Lineage.descends(getpid(), from: me))
         #expect(!Lineage.descends(1, from: me))
+    }
+}
+
+/// A process whose /.flatpak-info is a FUSE mount that never answers (its own mount
+/// namespace, a tmpfs root, /dev/fuse opened and never read): reading it would hang the
+/// thread that identifies clients, the accept loop. The inspector must not touch it.
+@Suite struct FrozenFileSystemTests {
+    static let helper = """
+        import ctypes, os, sys, time
+        libc = ctypes.CDLL(None, use_errno=True)
+        root = sys.argv[1]
+        os.makedirs(root, exist_ok=True)
+        if libc.unshare(0x00020000) != 0:  # CLONE_NEWNS
+            sys.exit("unshare: %d" % ctypes.get_errno())
+        libc.mount(b"none", b"/", None, 0x4000 | 0x40000, None)  # MS_REC | MS_PRIVATE
+        if libc.mount(b"none", root.encode(), b"tmpfs", 0, None) != 0:
+            sys.exit("mount tmpfs: %d" % ctypes.get_errno())
+        info = os.path.join(root, ".flatpak-info")
+        os.mkdir(info)
+        fd = os.open("/dev/fuse", os.O_RDWR)
+        opts = ("fd=%d,rootmode=40000,user_id=0,group_id=0" % fd).encode()
+        if libc.mount(b"hang", info.encode(), b"fuse.hang", 0, opts) != 0:
+            sys.exit("mount fuse: %d" % ctypes.get_errno())
+        os.chroot(root)
+        print("ready", flush=True)
+        time.sleep(600)
+        """
+
+    @Test func aFuseFlatpakInfoThatNeverAnswersIsNotRead() async throws {
+        // Mounting FUSE in a namespace of its own needs root here (or user namespaces with FUSE).
+        guard getuid() == 0, access("/dev/fuse", R_OK | W_OK) == 0 else { return }
+        let dir = try TempDir.make(prefix: "earmuff-fuse")
+        defer { TempDir.remove(dir) }
+        try Self.helper.write(toFile: "\(dir)/hang.py", atomically: true, encoding: .utf8)
+        let child = try ChildProcess.spawn(executable: findExecutable("python3") ?? "/usr/bin/python3",
+                                           arguments: ["\(dir)/hang.py", "\(dir)/root"], environment: [:],
+                                           stdoutPath: "\(dir)/out", stderrPath: "\(dir)/err", maxLifetime: 120)
+        defer { _ = child.terminate(signal: SIGKILL, grace: 1) }
+        let ready = await Wait.until(timeout: 30) { child.stdoutData().starts(with: Array("ready".utf8)) || !child.isRunning }
+        try #require(ready && child.isRunning, "helper: \(child.stderrText())")
+
+        // Atomics only: the thread sanitizer (which runs ProxyTests) cannot follow Synchronization.Mutex.
+        final class Outcome: Sendable { let done = Atomic<Bool>(false); let readInfo = Atomic<Bool>(false) }
+        let outcome = Outcome()
+        let pid = child.pid
+        Thread.detachNewThread {
+            let facts = ProcessInspector.facts(pid: pid, uid: 0, gid: 0, launcherAppID: nil)
+            outcome.readInfo.store(facts.flatpakInfo != nil, ordering: .relaxed)
+            outcome.done.store(true, ordering: .releasing)
+        }
+        let finished = await Wait.until(timeout: 10) { outcome.done.load(ordering: .acquiring) }
+        // (Before this was fixed the thread stayed in open(2) until the helper died.)
+        #expect(finished, "identifying the process hung on its FUSE /.flatpak-info")
+        let readInfo = outcome.readInfo.load(ordering: .relaxed)
+        #expect(!readInfo)
     }
 }
