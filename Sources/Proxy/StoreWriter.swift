@@ -41,8 +41,10 @@ final class StoreWriter: @unchecked Sendable {
 
     private let store: PermissionStore
     private let pending = Locked(Pending())
-    /// Held while decisions are taken from `pending` and written, so they reach the disk in order.
-    private let decisionWrites = Locked(())
+    /// Held while decisions are taken from `pending` and written, so they reach the disk in order;
+    /// counts the flushes. (Not a Locked<Void>: the thread sanitizer takes a zero-sized value
+    /// for the lock field that shares its address.)
+    private let decisionWrites = Locked(0)
     /// Usage row ids by stream, from `startUsage` to `finishUsage`.
     private let usageRows = Locked([UInt64: Int64]())
     private let queue = DispatchQueue(label: "earmuff.store")
@@ -93,7 +95,8 @@ final class StoreWriter: @unchecked Sendable {
     /// Writes every decision queued so far before it returns: a reply that says "granted"
     /// must not be lost by a crash. Waits at most for one write in progress, never for the queue.
     func flushDecisions() {
-        decisionWrites.withLock { _ in
+        decisionWrites.withLock { flushes in
+            flushes &+= 1
             let decisions = pending.withLock { p -> [Decision] in
                 defer { p.decisions = [:] }
                 return Array(p.decisions.values)
