@@ -32,7 +32,7 @@ int earmuff_peercred(int fd, earmuff_ucred *out) {
     return 0;
 }
 
-ssize_t earmuff_recv_closing_fds(int fd, void *buf, size_t len, int *fds_closed) {
+ssize_t earmuff_recv_closing_fds(int fd, void *buf, size_t len, int *fds_closed, int *sender_pid) {
     // Room for several SCM_RIGHTS messages of up to 2 fds each plus creds.
     union { char buf[CMSG_SPACE(sizeof(int) * 16) + CMSG_SPACE(sizeof(struct ucred))]; struct cmsghdr align; } ctl;
     struct iovec iov = { .iov_base = buf, .iov_len = len };
@@ -47,8 +47,15 @@ ssize_t earmuff_recv_closing_fds(int fd, void *buf, size_t len, int *fds_closed)
         n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
     } while (n < 0 && errno == EINTR);
     int closed = 0;
+    int pid = 0;
     if (n >= 0 && msg.msg_controllen > 0) {
         for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c != NULL; c = CMSG_NXTHDR(&msg, c)) {
+            if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS &&
+                c->cmsg_len >= CMSG_LEN(sizeof(struct ucred))) {
+                struct ucred u;
+                memcpy(&u, CMSG_DATA(c), sizeof(u));
+                pid = u.pid;
+            }
             if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
                 size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
                 int *fds = (int *)CMSG_DATA(c);
@@ -62,6 +69,7 @@ ssize_t earmuff_recv_closing_fds(int fd, void *buf, size_t len, int *fds_closed)
         }
     }
     if (fds_closed) *fds_closed = closed;
+    if (sender_pid) *sender_pid = pid;
     return n;
 }
 

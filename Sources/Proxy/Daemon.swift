@@ -254,6 +254,8 @@ public final class Daemon: @unchecked Sendable {
             closeFD(fd)
             return
         }
+        // Every read then says which process sent the bytes (the identity is the one that connected).
+        _ = earmuff_set_passcred(fd)
         // The real server trusts Earmuff's uid: a peer of another uid would borrow it.
         guard cred.uid == geteuid() || cred.uid == 0 else {
             Log.warn("refused pid \(cred.pid) uid \(cred.uid) on \(listener.path): only uid \(geteuid()) or root may connect")

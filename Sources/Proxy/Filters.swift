@@ -139,6 +139,13 @@ final class ClientToServerFilter: FrameFilter {
             state.properties.withLock { $0.update(from: props) }
             observer.clientPropertiesChanged(state)
         case .createRecordStream:
+            // The identity is the process that connected; another one writing on its
+            // connection (a child it was handed to, before or after an exec) is not it.
+            let sender = state.lastSenderPID.load(ordering: .relaxed)
+            if sender != 0 && sender != state.identity.pid {
+                throw ProtocolViolation("CREATE_RECORD_STREAM was sent by pid \(sender), not by pid "
+                                        + "\(state.identity.pid) that connected and was identified")
+            }
             var r = body
             let req = try CreateRecordStreamRequest.decode(from: &r, version: version)
             if let reason = observer.recordStreamRequested(state) {

@@ -18,6 +18,12 @@ final class ClientHalf: Half, @unchecked Sendable {
     /// (packets, which all carry a tag) start the window.
     static let replyPollSeconds = 0.000_2
 
+    /// With SO_PASSCRED (set at accept) one read never mixes two senders' bytes, so the
+    /// pid of the latest read is the sender of the packet the filter is about to see.
+    override func noteSender(_ pid: Int32) {
+        state.lastSenderPID.store(pid, ordering: .relaxed)
+    }
+
     override func afterProcessing() {
         let forwarded = producerForwarder.packetsForwarded
         if forwarded != requestsSeen {

@@ -186,9 +186,11 @@ class Half: LoopHandler, Wakeable, WriteThrough, @unchecked Sendable {
                 return
             }
             var closedFDs: Int32 = 0
+            var sender: Int32 = 0
             let limit = UnsafeMutableRawBufferPointer(rebasing: scratch[0..<min(scratch.count, max(space, 4096))])
-            switch readClosingFDs(fd, into: limit, closedFDs: &closedFDs) {
+            switch readClosingFDs(fd, into: limit, closedFDs: &closedFDs, senderPID: &sender) {
             case .bytes(let n):
+                if sender != 0 { noteSender(sender) }
                 if closedFDs > 0 { Log.debug("session \(state.id): closed \(closedFDs) fd(s) received from the \(sideName)") }
                 do {
                     _ = try producerForwarder.process(UnsafeMutableRawBufferPointer(rebasing: limit[0..<n]), filter: filter)
@@ -216,6 +218,9 @@ class Half: LoopHandler, Wakeable, WriteThrough, @unchecked Sendable {
             }
         }
     }
+
+    /// The pid that sent the bytes just read (the client half keeps it for the filter).
+    func noteSender(_ pid: Int32) {}
 
     /// Called after each processed chunk (the upstream half injects here).
     func afterProcessing() {}

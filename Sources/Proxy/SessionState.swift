@@ -21,6 +21,9 @@ final class SessionState: Sendable {
     let connectedAt: Double
     /// Name of the listening socket the client came through (launcher sockets have an app id).
     let launcherAppID: String?
+    /// The process that sent the client's latest bytes (SCM_CREDENTIALS; 0 before any).
+    /// Written and read on the session's loop only; atomic so the type stays Sendable.
+    let lastSenderPID = Atomic<Int32>(0)
     /// Effective protocol version used to parse layouts: min(client, server), masked.
     let version = Atomic<UInt32>(8)
     /// Requests forwarded and not answered yet: every tag, and what matters of some.

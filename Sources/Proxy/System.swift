@@ -40,9 +40,11 @@ enum IOResult: Equatable {
     }
 }
 
-/// Reads into `buffer`, closing every file descriptor that arrives with the data.
-func readClosingFDs(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, closedFDs: inout Int32) -> IOResult {
-    .from(earmuff_recv_closing_fds(fd, buffer.baseAddress, buffer.count, &closedFDs), readingZeroIsEOF: true)
+/// Reads into `buffer`, closing every file descriptor that arrives with the data;
+/// `senderPID` gets the pid of the process that sent the bytes (0 when unknown).
+func readClosingFDs(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, closedFDs: inout Int32,
+                    senderPID: inout Int32) -> IOResult {
+    .from(earmuff_recv_closing_fds(fd, buffer.baseAddress, buffer.count, &closedFDs, &senderPID), readingZeroIsEOF: true)
 }
 
 /// Writes up to two regions with one sendmsg (no SIGPIPE).

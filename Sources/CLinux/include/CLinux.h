@@ -19,8 +19,10 @@ int earmuff_peercred(int fd, earmuff_ucred *out);
 
 /// recvmsg() with a control buffer. Every SCM_RIGHTS fd that arrives is closed
 /// at once; `fds_closed` (may be NULL) receives how many were closed.
+/// `sender_pid` (may be NULL) receives the pid of SCM_CREDENTIALS (the process
+/// that sent these bytes, when SO_PASSCRED is on), else 0.
 /// Returns bytes read, 0 on EOF, or -1 with errno set. Retries EINTR.
-ssize_t earmuff_recv_closing_fds(int fd, void *buf, size_t len, int *fds_closed);
+ssize_t earmuff_recv_closing_fds(int fd, void *buf, size_t len, int *fds_closed, int *sender_pid);
 
 /// sendmsg() of up to two buffers (for a ring that wraps), MSG_NOSIGNAL.
 /// Returns bytes sent or -1 with errno set. Retries EINTR.
