@@ -7,14 +7,28 @@ import Glibc
 /// `$XDG_RUNTIME_DIR/pulse/native`, at `/run/flatpak/pulse/native`, with
 /// `PULSE_SERVER` pointing there (as `flatpak run` sets it).
 public enum Sandbox {
+    /// Where this process's cgroup v2 hierarchy is mounted, when it is writable (root with
+    /// cgroupfs mounted read-write): tests make unit cgroups there as systemd would.
+    public static func writableCgroup2Root() -> String? {
+        guard getuid() == 0, let text = try? String(contentsOfFile: "/proc/self/mountinfo", encoding: .utf8) else { return nil }
+        for line in text.split(separator: "\n") {
+            let f = line.split(separator: " ")
+            guard let dash = f.firstIndex(of: "-"), dash + 1 < f.count, f[dash + 1] == "cgroup2", f.count > 4 else { continue }
+            let point = String(f[4])
+            if access(point, W_OK) == 0 { return point }
+        }
+        return nil
+    }
+
     /// Where Flatpak puts the session's PulseAudio socket inside the sandbox.
     public static let flatpakPulseSocket = "/run/flatpak/pulse/native"
 
     /// Starts `parecord --raw` as Flatpak app `appID` seeing `sessionSocket`,
-    /// declaring `purpose` when given.
+    /// declaring `purpose` when given; in cgroup directory `cgroup` when given
+    /// (the sandbox moves itself there before it starts, as systemd would place it).
     public static func startFlatpakRecording(
         appID: String, sessionSocket: String, purpose: String?, format: PCMFormat = .s16le, rate: Int = 48000,
-        channels: Int = 1, maxLifetime: Int = 900
+        channels: Int = 1, maxLifetime: Int = 900, cgroup: String? = nil
     ) throws -> Recording {
         guard let bwrap = findExecutable("bwrap") else { throw TestSupportError("bwrap not found in PATH; install bubblewrap") }
         guard let parecord = findExecutable("parecord") else { throw TestSupportError("parecord not found in PATH; install pulseaudio-utils") }
@@ -41,7 +55,12 @@ public enum Sandbox {
                      "--bind", dir, dir, "--chdir", dir,
                      parecord, "--raw", "--format=\(format.pulseName)", "--rate=\(rate)", "--channels=\(channels)",
                      "--latency-msec=20", "recording.raw"]
-            let process = try ChildProcess.spawn(executable: bwrap, arguments: args, environment: env,
+            var executable = bwrap
+            if let cgroup {
+                args = ["-c", "echo $$ > \"$0/cgroup.procs\" && exec \"$@\"", cgroup, bwrap] + args
+                executable = "/bin/sh"
+            }
+            let process = try ChildProcess.spawn(executable: executable, arguments: args, environment: env,
                                                  stdoutPath: "\(dir)/stdout", stderrPath: "\(dir)/stderr",
                                                  maxLifetime: maxLifetime, cleanupDirectory: dir)
             return Recording(tool: RunningTool(process: process, directory: dir), format: format, rate: rate, channels: channels)

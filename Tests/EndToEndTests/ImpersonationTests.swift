@@ -163,8 +163,9 @@ extension EndToEnd {
             #expect(Self.launcherSockets(s, appID: "org.victim.Notes").isEmpty)
         }
 
-        /// Connects as a granted script, then the process runs another program (or keeps
-        /// running) while a forked child asks to record on the inherited connection.
+        /// Connects as a granted script; then a forked child asks to record on the inherited
+        /// connection, after the parent exec'd another program ("exec") or while it still runs
+        /// the script ("fork"); or the script records itself ("self").
         static let handOver = """
             import os, socket, sys, time
             path, auth, name, create, out, mode = sys.argv[1:7]
@@ -181,7 +182,7 @@ extension EndToEnd {
                 s.sendall(open(request, "rb").read())
                 reply()
             me = os.readlink("/proc/self/exe")
-            if os.fork() == 0:
+            if mode == "self" or os.fork() == 0:
                 if mode == "exec":
                     while os.readlink("/proc/%d/exe" % os.getppid()) == me:
                         time.sleep(0.01)
@@ -197,6 +198,8 @@ extension EndToEnd {
                     except OSError:
                         pass
                 os.rename(out, out + ".done")
+                if mode == "self":
+                    time.sleep(60)
                 os._exit(0)
             s.close()
             if mode == "exec":
@@ -229,15 +232,29 @@ extension EndToEnd {
             let (received, tool) = try await Self.handOver(s, mode: "exec")
             defer { _ = tool.stop(signal: SIGKILL) }
             #expect(received.count < 1000, "the child recorded \(received.count) bytes on a handed-over connection")
-            let logged = await Wait.until(timeout: 30) { s.earmuff.log().contains("its identity changed since it connected") }
+            let logged = await Wait.until(timeout: 30) {
+                let log = s.earmuff.log()
+                return log.contains("its identity changed since it connected") || log.contains("was sent by pid")
+            }
             #expect(logged, "\(s.logs)")
         }
 
-        /// The same without the exec: the granted script records (so the test above can fail).
-        @Test func theSameProgramKeepsItsConnection() async throws {
+        /// A child the connection was handed to records nothing while the parent still runs the script.
+        @Test func aForkedChildCannotRecordOnItsParentsConnection() async throws {
             let s = try Setup()
             defer { s.stop() }
-            let (received, tool) = try await Self.handOver(s, mode: "stay")
+            let (received, tool) = try await Self.handOver(s, mode: "fork")
+            defer { _ = tool.stop(signal: SIGKILL) }
+            #expect(received.count < 1000, "the child recorded \(received.count) bytes on its parent's connection")
+            let logged = await Wait.until(timeout: 30) { s.earmuff.log().contains("was sent by pid") }
+            #expect(logged, "\(s.logs)")
+        }
+
+        /// The granted script recording itself gets the tone (so the tests above can fail).
+        @Test func theProgramThatConnectedRecords() async throws {
+            let s = try Setup()
+            defer { s.stop() }
+            let (received, tool) = try await Self.handOver(s, mode: "self")
             defer { _ = tool.stop(signal: SIGKILL) }
             #expect(received.count >= 200000 && received.contains { $0 != 0 }, "\(received.count) bytes\n\(s.logs)")
         }
@@ -268,6 +285,36 @@ extension EndToEnd {
                 #expect(!text.unicodeScalars.contains { $0.value == 0x1B }, "\(name) printed a raw escape:\n\(text)")
                 #expect(text.contains("\\x1B[1A"), "\(name) does not show the escape:\n\(text)")
             }
+        }
+
+        /// A sandbox with a made-up /.flatpak-info started from a terminal: the user's systemd
+        /// runs it in the terminal's unit, not in the app's `app-flatpak-ID-N.scope`, so it is
+        /// not that app. The same sandbox in a scope named for the app is taken for it: a
+        /// hand-made cgroup of that name is the limit the README states.
+        @Test func aFlatpakInfoFromATerminalIsNotTheApp() async throws {
+            guard let root = Sandbox.writableCgroup2Root() else { return }  // needs root and a writable cgroup2
+            let s = try Setup()
+            defer { s.stop() }
+            let appID = "org.victim.Recorder"
+            try s.earmuff.control("grant", "flatpak:\(appID)")
+            let slice = "\(root)/user.slice/user-\(getuid()).slice/user@\(getuid()).service/app.slice"
+            let terminal = "\(slice)/vte-spawn-earmuff-\(getpid()).scope"
+            let scope = "\(slice)/app-flatpak-\(appID)-\(getpid()).scope"
+            for dir in [terminal, scope] { try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true) }
+            defer { for dir in [terminal, scope] { rmdir(dir) } }
+
+            let forged = try Sandbox.startFlatpakRecording(appID: appID, sessionSocket: s.earmuff.listenPath,
+                                                           purpose: Self.purpose, cgroup: terminal)
+            let key = try await Self.keySeen(s, prefix: "sandboxed:")
+            #expect(key == "sandboxed:unknown", "\(forged.tool.process.stderrText())\n\(s.logs)")
+            Self.expectSilence(await Self.oneSecond(of: forged, s), s)
+            #expect(s.earmuff.log().contains("its /.flatpak-info names \(appID), but it runs in vte-spawn-earmuff"), "\(s.logs)")
+
+            let scoped = try Sandbox.startFlatpakRecording(appID: appID, sessionSocket: s.earmuff.listenPath,
+                                                           purpose: Self.purpose, cgroup: scope)
+            let status = try await s.earmuff.waitForStatus { !$0.clients(of: "flatpak:\(appID)").isEmpty }
+            #expect(status.clients(of: "flatpak:\(appID)").first?.identifiedBy == "flatpak", "\(status)")
+            Self.expectTone(await Self.oneSecond(of: scoped, s), s)
         }
     }
 }
