@@ -1,7 +1,6 @@
 #define _GNU_SOURCE
 #include "CLinux.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stddef.h>
@@ -173,13 +172,6 @@ int earmuff_accept(int fd) {
     return r;
 }
 
-int earmuff_socket_error(int fd) {
-    int err = 0;
-    socklen_t len = sizeof(err);
-    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) return -1;
-    return err;
-}
-
 int earmuff_epoll_create(void) { return epoll_create1(EPOLL_CLOEXEC); }
 
 int earmuff_epoll_add(int ep, int fd, uint32_t events, uint64_t data) {
@@ -238,16 +230,4 @@ long earmuff_raise_nofile(void) {
         if (setrlimit(RLIMIT_NOFILE, &rl) != 0) return -1;
     }
     return (long)rl.rlim_cur;
-}
-
-int earmuff_count_open_fds(void) {
-    DIR *d = opendir("/proc/self/fd");
-    if (!d) return -1;
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (e->d_name[0] != '.') n++;
-    }
-    closedir(d);
-    return n - 1; // the directory's own fd
 }

@@ -52,9 +52,6 @@ int earmuff_unix_connect(int fd, const char *path);
 /// accept4() with SOCK_NONBLOCK | SOCK_CLOEXEC; retries EINTR.
 int earmuff_accept(int fd);
 
-/// Pending socket error (SO_ERROR), or -1.
-int earmuff_socket_error(int fd);
-
 /// epoll helpers: the 64-bit user data is passed through unchanged.
 int earmuff_epoll_create(void);
 int earmuff_epoll_add(int ep, int fd, uint32_t events, uint64_t data);
@@ -77,8 +74,5 @@ int earmuff_eventfd_drain(int fd);
 
 /// Raises RLIMIT_NOFILE's soft limit to its hard limit. Returns the new soft limit.
 long earmuff_raise_nofile(void);
-
-/// Counts open file descriptors of this process (via /proc/self/fd), or -1.
-int earmuff_count_open_fds(void);
 
 #endif
