@@ -20,16 +20,41 @@ extension EndToEnd {
 
             let purpose = ["application.capture.purpose": "isolation test"]
             let stuck = try RawClient(path: earmuff.listenPath)
-            var small: Int32 = 4096
-            _ = setsockopt(stuck.fd, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
             try stuck.handshake(name: "stuck", properties: purpose)
-            try stuck.send(RawClient.createRecordStream(tag: 2))
+            // float32 stereo, 384 kB/s, so its stall reaches earmuff's ring and
+            // the server within the test, not after minutes.
+            var req = CreateRecordStreamRequest()
+            req.sampleSpec = SampleSpec(format: .float32le, channels: 2, rate: 48000)
+            req.channelMap = .stereo
+            req.volume = CVolume(channels: 2, volume: CVolume.norm)
+            req.maxLength = 1 << 20
+            req.fragSize = 7680
+            req.adjustLatency = true
+            req.proplist.set(Proplist.Key.mediaName, string: "stuck")
+            try stuck.send(RawClient.frame(req.packet(tag: 2, version: Limits.protocolVersion)))
             // Its stream exists at the server before the window starts.
             let streamUp = await Wait.until(timeout: 30) {
                 let r = try? Tool.run("pactl", args: ["list", "short", "source-outputs"], server: server.serverString, timeout: 10)
                 return (r?.stdoutText.split(separator: "\n").count ?? 0) >= 1
             }
             #expect(streamUp, "the stuck client's record stream never appeared\n\(earmuff.log())")
+            // Stalled for real: what is queued for it stops growing (earmuff can send no more).
+            func queued() -> Int32 {
+                var n: Int32 = 0
+                _ = ioctl(stuck.fd, UInt(FIONREAD), &n)
+                return n
+            }
+            var last: Int32 = -1
+            var stableSince = Wait.now()
+            let stalled = await Wait.until(timeout: 60, interval: 0.1) {
+                let q = queued()
+                if q != last {
+                    last = q
+                    stableSince = Wait.now()
+                }
+                return q > 0 && Wait.now() - stableSince >= 1
+            }
+            #expect(stalled, "the stuck client's socket never filled (\(queued()) bytes queued)\n\(earmuff.log())")
 
             let proxied = try RawClient(path: earmuff.listenPath)
             let direct = try RawClient(path: server.socketPath)
