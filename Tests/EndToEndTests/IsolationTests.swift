@@ -102,10 +102,8 @@ extension EndToEnd {
                 return viaEarmuff >= wanted
             }
             #expect(caughtUp, "through earmuff \(viaEarmuff) bytes, directly \(viaDirect) bytes over the same window (fragment \(fragment)) while another client stalled\n\(earmuff.log())")
-            // Upward, one fragment may straddle the window's start (the direct
-            // copy arrived before it, the relayed one after) and the catch-up
-            // may read one more.
-            #expect(viaEarmuff <= viaDirect + 2 * fragment, "through earmuff \(viaEarmuff) bytes is more than directly \(viaDirect) (fragment \(fragment))")
+            // No upper bound: more bytes through earmuff than directly over a
+            // window only says when this thread got around to each socket.
             #expect(earmuff.process.isRunning)
         }
     }
