@@ -106,5 +106,39 @@ extension EndToEnd {
             // window only says when this thread got around to each socket.
             #expect(earmuff.process.isRunning)
         }
+
+        /// Sessions spread over three loops (accepted on the first, started on
+        /// their own) all record; a bad --loops is refused with its fix.
+        @Test func sessionsOnSeveralLoops() async throws {
+            let server = try PulseServer()
+            defer { server.stop() }
+            let earmuff = try EarmuffProcess(upstream: server.serverString, extraArguments: ["--loops", "3"])
+            defer { earmuff.stop() }
+            let purpose = ["application.capture.purpose": "loops test"]
+            var clients: [RawClient] = []
+            for i in 0..<5 {
+                let c = try RawClient(path: earmuff.listenPath)
+                try c.handshake(name: "loop-\(i)", properties: purpose)
+                guard let (command, _) = try c.request(RawClient.createRecordStream(tag: 2), tag: 2),
+                      command == Command.reply.rawValue else {
+                    Issue.record("client \(i): no CREATE_RECORD_STREAM reply\n\(earmuff.log())")
+                    return
+                }
+                clients.append(c)
+            }
+            for (i, c) in clients.enumerated() {
+                var bytes = 0
+                let got = await Wait.until(timeout: 30) {
+                    if let f = try? c.readFrame(timeout: 0.05), !f.descriptor.isPacket { bytes += f.payload.count }
+                    return bytes >= 9600
+                }
+                #expect(got, "client \(i) got \(bytes) bytes\n\(earmuff.log())")
+            }
+            for bad in ["0", "many", "257"] {
+                let r = try earmuff.runCLI(["serve", "--loops", bad])
+                #expect(r.status == 64, "\(r)")
+                #expect(r.stderr.contains("--loops must be a number from 1 to 256"), "\(r)")
+            }
+        }
     }
 }
