@@ -75,4 +75,7 @@ int earmuff_eventfd_drain(int fd);
 /// Raises RLIMIT_NOFILE's soft limit to its hard limit. Returns the new soft limit.
 long earmuff_raise_nofile(void);
 
+/// Counts open file descriptors of this process (via /proc/self/fd), or -1.
+int earmuff_count_open_fds(void);
+
 #endif
