@@ -182,13 +182,6 @@ int earmuff_accept(int fd) {
     return r;
 }
 
-int earmuff_socket_error(int fd) {
-    int err = 0;
-    socklen_t len = sizeof(err);
-    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) return -1;
-    return err;
-}
-
 int earmuff_epoll_create(void) { return epoll_create1(EPOLL_CLOEXEC); }
 
 int earmuff_epoll_add(int ep, int fd, uint32_t events, uint64_t data) {

@@ -1,6 +1,7 @@
 // Command policy for proxied clients: a table gives every request an access
-// class; a request without one is refused (default deny). Runs on the client loop before a request is forwarded; a
-// refused request is answered ERROR(tag, ACCESS) and never reaches the server.
+// class; a request without one is refused (default deny). Runs in the client
+// half before a request is forwarded; a refused request is answered
+// ERROR(tag, ACCESS) and never reaches the server.
 //
 // What is refused (protocol reference section 9):
 // - LOAD_MODULE, UNLOAD_MODULE, EXIT, unless the app is in `trusted-apps`:

@@ -1,11 +1,11 @@
 // The two direction filters: parse → classify → decide → act, per packet.
 //
-// Client → server (client loop): the first packet must be AUTH and there is
+// Client → server (read by the client half): the first packet must be AUTH and there is
 // only one; its version word loses every transport flag so that no SHM, memfd
 // or srbchannel is ever negotiated. Requests whose replies matter are noted by
 // tag. Shared-memory side channels are protocol violations.
 //
-// Server → client (upstream loop): replies are paired with requests by tag
+// Server → client (read by the upstream half): replies are paired with requests by tag
 // (they may come out of order); the AUTH reply loses its flags too; record
 // streams enter the channel table from their CREATE reply and leave it on
 // DELETE, KILLED or disconnect. Every memblock is looked up once by channel:
@@ -201,7 +201,7 @@ final class ServerToClientFilter: FrameFilter {
     private let state: SessionState
     private let observer: SessionObserver
     private let newStreamID: () -> UInt64
-    /// Record channel → stream. Owned by the upstream loop thread.
+    /// Record channel → stream. Touched only on the session's loop thread.
     private(set) var records: [UInt32: RecordStream] = [:]
 
     init(state: SessionState, observer: SessionObserver, newStreamID: @escaping () -> UInt64) {

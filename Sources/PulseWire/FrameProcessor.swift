@@ -127,7 +127,9 @@ public struct FrameProcessor {
         if d.isPacket {
             packetDescriptor = d
             if packet.capacity > 1 << 20 { packet = [] } else { packet.removeAll(keepingCapacity: true) }
-            packet.reserveCapacity(Int(d.length))
+            // Grow with what arrives: a descriptor alone must not make us
+            // allocate the 16 MiB it may claim.
+            packet.reserveCapacity(min(Int(d.length), 64 * 1024))
             state = .packet(remaining: Int(d.length))
             return
         }

@@ -55,9 +55,6 @@ int earmuff_unix_connect(int fd, const char *path);
 /// accept4() with SOCK_NONBLOCK | SOCK_CLOEXEC; retries EINTR.
 int earmuff_accept(int fd);
 
-/// Pending socket error (SO_ERROR), or -1.
-int earmuff_socket_error(int fd);
-
 /// epoll helpers: the 64-bit user data is passed through unchanged.
 int earmuff_epoll_create(void);
 int earmuff_epoll_add(int ep, int fd, uint32_t events, uint64_t data);
