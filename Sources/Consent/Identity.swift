@@ -90,8 +90,6 @@ public struct ProcessFacts: Sendable, Equatable {
 
 /// Turns `ProcessFacts` into a `ClientIdentity`; pure.
 public enum IdentityClassifier {
-    /// The app key used when not even the executable could be read.
-    public static let unknownKey = AppKey(kind: "exe", value: "unknown")
 
     /// The key of every process in a mount namespace of its own whose sandbox metadata does not check out.
     public static let unknownSandboxKey = AppKey(kind: "sandboxed", value: "unknown")
@@ -110,12 +108,7 @@ public enum IdentityClassifier {
         if let id = launcherID, !id.isEmpty, !f.inspectable {
             return identity("launcher", id, .launcher)
         }
-        guard f.inspectable else {
-            // A process that hid itself gets a key of its own, so that a grant to one
-            // such process never reaches another; it never gets real audio.
-            let value = "pid-\(f.pid)" + (f.startTime.map { "-\($0)" } ?? "")
-            return identity("unknown", value, .uninspectable, caveat: "its process cannot be inspected (not dumpable)")
-        }
+        guard f.inspectable else { return hidden(f, identity) }
         if let info = f.flatpakInfo, let id = flatpakAppID(fromInfo: info) {
             switch flatpakScope(of: id, cgroup: f.cgroup) {
             case .confirmed:
@@ -147,7 +140,9 @@ public enum IdentityClassifier {
             return identity("systemd", id, .systemdScope)
         }
         guard let exe, !exe.isEmpty else {
-            return identity(unknownKey.kind, unknownKey.value, .executable)
+            // Its /proc is its own but the exe link is not readable: it made itself
+            // non-dumpable after start. Never the shared key it once fell back to.
+            return hidden(f, identity)
         }
         let found = CodeInjection.findings(exe: exe, cmdline: f.cmdline, cwd: f.cwd,
                                            environment: f.environment, environmentComplete: f.environmentComplete)
@@ -157,6 +152,15 @@ public enum IdentityClassifier {
             return identity("script", script + suffix, .script, script: script, caveat: caveat)
         }
         return identity("exe", exe + suffix, .executable, caveat: caveat)
+    }
+
+    /// A process that hid itself (or whose /proc could not be read) gets a key of its own,
+    /// so that a grant to one such process never reaches another; it never gets real audio.
+    private static func hidden(_ f: ProcessFacts,
+                               _ identity: (String, String, IdentificationMethod, String?, IdentityStrength?, String?) -> ClientIdentity)
+        -> ClientIdentity {
+        let value = "pid-\(f.pid)" + (f.startTime.map { "-\($0)" } ?? "")
+        return identity("unknown", value, .uninspectable, nil, nil, "its process cannot be inspected (not dumpable)")
     }
 
     /// What the cgroup says about a process whose /.flatpak-info names app `id`.

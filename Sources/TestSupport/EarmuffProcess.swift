@@ -29,9 +29,11 @@ public final class EarmuffProcess: Sendable {
     /// Starts `earmuff serve --listen <dir>/native --upstream <upstream>` plus
     /// `extraArguments`, and waits up to `startTimeout` seconds for its
     /// `PULSE_SERVER=` line (or for the listening socket to accept).
+    /// With `runAs` (a uid, for tests running as root) earmuff runs as that user and group
+    /// through `setpriv`, its directory owned by them.
     public init(
         upstream: String, extraArguments: [String] = [], environment extra: [String: String] = [:],
-        startTimeout: Double = 60, maxLifetime: Int = 1800
+        startTimeout: Double = 60, maxLifetime: Int = 1800, runAs: UInt32? = nil
     ) throws {
         let binary = try Self.locateBinary()
         let dir = try TempDir.make(prefix: "earmuff-e2e")
@@ -46,9 +48,15 @@ public final class EarmuffProcess: Sendable {
             for sub in ["run", "home", "config", "state", "cache", "data"] {
                 try TempDir.makeDirectory("\(dir)/\(sub)")
             }
+            var command = [binary, "serve", "--listen", listenPath, "--upstream", upstream] + extraArguments
+            if let uid = runAs {
+                guard let setpriv = findExecutable("setpriv") else { throw TestSupportError("setpriv (util-linux) not found") }
+                for sub in ["", "/run", "/home", "/config", "/state", "/cache", "/data"] { chown(dir + sub, uid, uid) }
+                command = [setpriv, "--reuid=\(uid)", "--regid=\(uid)", "--clear-groups"] + command
+            }
             process = try ChildProcess.spawn(
-                executable: binary,
-                arguments: ["serve", "--listen", listenPath, "--upstream", upstream] + extraArguments,
+                executable: command[0],
+                arguments: Array(command.dropFirst()),
                 environment: env, stdoutPath: "\(dir)/stdout", stderrPath: "\(dir)/stderr.log",
                 maxLifetime: maxLifetime, cleanupDirectory: dir)
         } catch {

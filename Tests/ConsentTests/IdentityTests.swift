@@ -86,8 +86,9 @@ private let firefoxInfo = """
 
     @Test func unreadableEverything() {
         let id = IdentityClassifier.classify(ProcessFacts(pid: 7, uid: 0, gid: 0))
-        #expect(id.appKey == IdentityClassifier.unknownKey)
-        #expect(id.method == .executable)
+        // Never a key that every unreadable process would share.
+        #expect(id.appKey.description == "unknown:pid-7")
+        #expect(id.method == .uninspectable)
         #expect(id.executable == nil)
     }
 

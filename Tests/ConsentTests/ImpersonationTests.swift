@@ -103,7 +103,11 @@ private func facts(exe: String = "/usr/bin/pacat", cmdline: [String] = ["pacat"]
         #expect(a.appKey.description == "unknown:pid-10-555")
         #expect(a.appKey != b.appKey)
         #expect(a.isUninspectable && a.strength == .weak)
-        #expect(a.appKey != IdentityClassifier.unknownKey)
+        #expect(a.appKey != AppKey(kind: "exe", value: "unknown"))
+        // /proc its own, but the exe link unreadable (made non-dumpable after start): hidden too.
+        let late = IdentityClassifier.classify(ProcessFacts(pid: 12, uid: 1000, gid: 1000, exe: nil, cmdline: ["memo"],
+                                                            startTime: 557))
+        #expect(late.appKey.description == "unknown:pid-12-557" && late.isUninspectable)
     }
 
     @Test func aLauncherSocketStillVouches() {

@@ -316,5 +316,50 @@ extension EndToEnd {
             #expect(status.clients(of: "flatpak:\(appID)").first?.identifiedBy == "flatpak", "\(status)")
             Self.expectTone(await Self.oneSecond(of: scoped, s), s)
         }
+
+        /// A process that makes itself non-dumpable cannot be inspected. It once fell back to a
+        /// key every hidden process shared (exe:unknown); granted, every such process recorded.
+        /// Now each gets a key of its own and never real audio. Staged as another user (a
+        /// non-dumpable process of root stays readable to root): earmuff and the app run as nobody.
+        @Test func aHiddenProcessNeverSharesAGrantedKey() async throws {
+            // The system python: an interpreter under root's home (pyenv) is not nobody's to run.
+            let python = "/usr/bin/python3"
+            guard getuid() == 0, let setpriv = findExecutable("setpriv"), access(python, X_OK) == 0 else { return }
+            let nobody: UInt32 = 65534
+            let server = try PulseServer()
+            defer { server.stop() }
+            // Let nobody reach the private server (anonymous auth), as a user's own server would be.
+            let serverDir = (server.socketPath as NSString).deletingLastPathComponent
+            chmod(serverDir, 0o755)
+            chmod(server.socketPath, 0o777)
+            let earmuff = try EarmuffProcess(upstream: server.serverString, runAs: nobody)
+            defer { earmuff.stop() }
+            try earmuff.control("grant", "exe:unknown")
+
+            let dir = try TempDir.make(prefix: "earmuff-hidden")
+            defer { TempDir.remove(dir) }
+            chown(dir, nobody, nobody)
+            let script = "\(dir)/hidden.py"
+            try ("import ctypes\nctypes.CDLL(None).prctl(4, 0)  # PR_SET_DUMPABLE\n" + Self.pythonRecorder)
+                .write(toFile: script, atomically: true, encoding: .utf8)
+            var env = Tool.privateEnvironment(root: dir)
+            env["PULSE_SERVER"] = earmuff.serverString
+            env["PULSE_PROP"] = Tool.purposeProperty(Self.purpose)
+            let child = try ChildProcess.spawn(executable: setpriv,
+                                               arguments: ["--reuid=\(nobody)", "--regid=\(nobody)", "--clear-groups",
+                                                           "/usr/bin/env", "-C", dir, python, script],
+                                               environment: env, stdoutPath: "\(dir)/out", stderrPath: "\(dir)/err",
+                                               maxLifetime: 120)
+            defer { _ = child.terminate(signal: SIGKILL, grace: 1) }
+            let status = try await earmuff.waitForStatus { $0.clients.contains { $0.appKey.hasPrefix("unknown:pid-") } }
+            let client = status.clients.first { $0.appKey.hasPrefix("unknown:pid-") }
+            #expect(client?.identifiedBy == "uninspectable", "\(status)\n\(child.stderrText())\n\(earmuff.log())")
+            let file = "\(dir)/recording.raw"
+            func bytes() -> Data { (try? Data(contentsOf: URL(fileURLWithPath: file))) ?? Data() }
+            let got = await Wait.until(timeout: 60) { bytes().count >= 96000 || !child.isRunning }
+            #expect(got, "\(child.stderrText())\n\(earmuff.log())")
+            let audio = bytes()
+            #expect(!audio.isEmpty && AudioAnalysis.isUniform(audio, value: 0), "a hidden process heard the microphone")
+        }
     }
 }
