@@ -325,6 +325,9 @@ extension EndToEnd {
             // The system python: an interpreter under root's home (pyenv) is not nobody's to run.
             let python = "/usr/bin/python3"
             guard getuid() == 0, let setpriv = findExecutable("setpriv"), access(python, X_OK) == 0 else { return }
+            // Identification does not depend on the server; the private pipewire-pulse is not
+            // opened to another uid as simply as PulseAudio's anonymous socket, so PulseAudio only.
+            guard (try? ServerKind.selected()) != .pipewire else { return }
             let nobody: UInt32 = 65534
             let server = try PulseServer()
             defer { server.stop() }
