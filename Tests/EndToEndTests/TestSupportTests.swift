@@ -163,14 +163,19 @@ extension EndToEnd {
             #expect(Wait.untilBlocking(timeout: 30) { FileManager.default.fileExists(atPath: "\(dir)/relay") })
             let through = "unix:\(dir)/relay"
 
+            let shmBefore = server.shmNegotiations().yes
             let (broken, brokenAudio) = try await Helpers.recordMic(server: through, clientConfig: .default)
+            let negotiatedSHM = server.shmNegotiations().yes > shmBefore
             if server.kind == .pipewire {
                 // pipewire-pulse never offers SHM, so byte copying carries even a default client.
                 #expect(broken.status == 0 && Helpers.analyze(brokenAudio, format: .s16le).isTone(expectedRMS: Helpers.micRMS),
                         "a byte-copying relay failed in front of pipewire-pulse: \(broken)")
-            } else {
+            } else if negotiatedSHM {
+                // Audio in shared memory the relay cannot carry (its descriptors are not
+                // passed on). PulseAudio offers SHM only once it has seen the peer's
+                // credentials; when it has not, it keeps audio inline and socat carries it.
                 #expect(broken.status != 0 || !Helpers.analyze(brokenAudio, format: .s16le).isTone(expectedRMS: Helpers.micRMS),
-                        "a byte-copying relay unexpectedly carried a default client: \(broken)")
+                        "a byte-copying relay unexpectedly carried a client with SHM: \(broken)")
             }
 
             let (works, audio) = try await Helpers.recordMic(server: through, clientConfig: .noSHM)
