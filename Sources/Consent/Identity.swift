@@ -108,7 +108,7 @@ public enum IdentityClassifier {
         if let id = launcherID, !id.isEmpty, !f.inspectable {
             return identity("launcher", id, .launcher)
         }
-        guard f.inspectable else { return hidden(f, identity) }
+        guard f.inspectable else { return hidden(f) }
         if let info = f.flatpakInfo, let id = flatpakAppID(fromInfo: info) {
             switch flatpakScope(of: id, cgroup: f.cgroup) {
             case .confirmed:
@@ -142,7 +142,7 @@ public enum IdentityClassifier {
         guard let exe, !exe.isEmpty else {
             // Its /proc is its own but the exe link is not readable: it made itself
             // non-dumpable after start. Never the shared key it once fell back to.
-            return hidden(f, identity)
+            return hidden(f)
         }
         let found = CodeInjection.findings(exe: exe, cmdline: f.cmdline, cwd: f.cwd,
                                            environment: f.environment, environmentComplete: f.environmentComplete)
@@ -156,11 +156,11 @@ public enum IdentityClassifier {
 
     /// A process that hid itself (or whose /proc could not be read) gets a key of its own,
     /// so that a grant to one such process never reaches another; it never gets real audio.
-    private static func hidden(_ f: ProcessFacts,
-                               _ identity: (String, String, IdentificationMethod, String?, IdentityStrength?, String?) -> ClientIdentity)
-        -> ClientIdentity {
+    private static func hidden(_ f: ProcessFacts) -> ClientIdentity {
         let value = "pid-\(f.pid)" + (f.startTime.map { "-\($0)" } ?? "")
-        return identity("unknown", value, .uninspectable, nil, nil, "its process cannot be inspected (not dumpable)")
+        return ClientIdentity(pid: f.pid, uid: f.uid, gid: f.gid, appKey: AppKey(kind: "unknown", value: value),
+                              method: .uninspectable, executable: f.exe.map(cleanExecutablePath),
+                              caveat: "its process cannot be inspected (not dumpable)", startTime: f.startTime)
     }
 
     /// What the cgroup says about a process whose /.flatpak-info names app `id`.

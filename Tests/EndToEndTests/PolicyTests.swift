@@ -34,6 +34,15 @@ extension EndToEnd {
                     sourceLocation: sourceLocation)
         }
 
+        /// Starts the bench's granted recorder on the mic and waits for its first audio.
+        static func startMicRecording(_ bench: HardeningBench, sourceLocation: SourceLocation = #_sourceLocation)
+            async throws -> Recording {
+            let rec = try Tool.startRecording(server: bench.earmuff.serverString, rate: PulseServer.toneRate,
+                                              device: PulseServer.sourceName)
+            #expect(await rec.waitForAudio(seconds: 0.1, timeout: 30), sourceLocation: sourceLocation)
+            return rec
+        }
+
         /// Expects `rec` (the granted recorder on the mic) to go on recording the mic's tone for
         /// another 1.5 s after the attempts, then stops it.
         static func expectStillTheTone(_ rec: Recording, bench: HardeningBench,
@@ -163,10 +172,8 @@ extension EndToEnd {
         /// keeps recording the mic's 440 Hz tone (the monitor carries 1 kHz).
         @Test func deniedAppCannotTouchAnotherAppsRecording() async throws {
             let bench = try HardeningBench.shared()
-            let rec = try Tool.startRecording(server: bench.earmuff.serverString, rate: PulseServer.toneRate,
-                                              device: PulseServer.sourceName)
+            let rec = try await Self.startMicRecording(bench)
             defer { rec.tool.cleanup() }
-            #expect(await rec.waitForAudio(seconds: 0.1, timeout: 30))
 
             // Find the recording's source output, its client and the mic's index on the server.
             let sources = try Self.directPactl(bench, ["list", "sources", "short"])

@@ -15,10 +15,8 @@ extension EndToEnd {
         /// recording: refused for a denied app, and the recording keeps the tone.
         @Test func deniedAppCannotMuteTheSharedMicrophone() async throws {
             let bench = try HardeningBench.shared()
-            let rec = try Tool.startRecording(server: bench.earmuff.serverString, rate: PulseServer.toneRate,
-                                              device: PulseServer.sourceName)
+            let rec = try await PolicyTests.startMicRecording(bench)
             defer { rec.tool.cleanup() }
-            #expect(await rec.waitForAudio(seconds: 0.1, timeout: 30))
             let source = PulseServer.sourceName
             let attempts: [(args: [String], command: String)] = [
                 (["set-source-mute", source, "1"], "SET_SOURCE_MUTE"),
