@@ -112,6 +112,8 @@ public struct Configuration: Sendable, Equatable {
     public var maxClients: Int = 56
     /// Clients one app may have at once (one app cannot take every slot Earmuff has).
     public var maxClientsPerApp: Int = 32
+    /// Days after which a grant that was not used goes back to undetermined; 0: never.
+    public var autoResetDays: Int = 90
 
     /// The defaults.
     public init() {}
@@ -124,10 +126,13 @@ public struct Configuration: Sendable, Equatable {
     /// Every key earmuff.conf accepts, in documentation order.
     public static let keys = ["upstream", "listen", "control", "store", "missing-purpose",
                               "prompt-via", "prompt-timeout", "prompt-command", "trusted-apps", "log-level",
-                              "max-clients", "max-clients-per-app"]
+                              "max-clients", "max-clients-per-app", "auto-reset-days"]
 
     /// The most clients any limit may allow (the descriptors they need must stay far below the process limit).
     public static let maximumClientLimit = 4096
+
+    /// Longest accepted auto-reset-days (about 27 years).
+    public static let maximumAutoResetDays = 10_000
 
     /// Longest accepted prompt-timeout, in seconds.
     public static let maximumPromptTimeout: Double = 86_400
@@ -146,6 +151,7 @@ public struct Configuration: Sendable, Equatable {
         public var logLevel: LogLevel?
         public var maxClients: Int?
         public var maxClientsPerApp: Int?
+        public var autoResetDays: Int?
 
         public init() {}
     }
@@ -211,6 +217,11 @@ public struct Configuration: Sendable, Equatable {
                         throw fail("\(key) must be a whole number from 1 to \(maximumClientLimit), not \"\(value)\"")
                     }
                     if key == "max-clients" { o.maxClients = n } else { o.maxClientsPerApp = n }
+                case "auto-reset-days":
+                    guard let n = Int(value), n >= 0, n <= maximumAutoResetDays else {
+                        throw fail("auto-reset-days must be a whole number of days from 0 (never) to \(maximumAutoResetDays), not \"\(value)\"")
+                    }
+                    o.autoResetDays = n
                 default:
                     throw fail(unknownKeyMessage(key, known: keys))
                 }
@@ -234,6 +245,7 @@ public struct Configuration: Sendable, Equatable {
         if let v = o.logLevel { c.logLevel = v }
         if let v = o.maxClients { c.maxClients = v }
         if let v = o.maxClientsPerApp { c.maxClientsPerApp = v }
+        if let v = o.autoResetDays { c.autoResetDays = v }
         return c
     }
 

@@ -21,6 +21,13 @@
 // - allow/deny are stored (reason user, or prompt-command); once makes the
 //   app's currently connected clients real until each disconnects and is
 //   stored only as reason user-once with the state left undetermined.
+// - Lifespans (Model.swift, `Lifespan`): a decision "always" is the app's
+//   lasting one; one for this session or until a time lies over it, and a
+//   "once" answer lies over both for the clients connected when it was made.
+//   When a temporary decision ends, the lasting one is in force again.
+//   `expire(now:)` drops what has lapsed (and, with `auto-reset-days`, puts
+//   grants unused that long back to undetermined); the proxy calls it at
+//   start and again by `nextDeadline(now:)`. See ConsentEngine+Lifespans.swift.
 // - A prompt nobody answers within the timeout closes as timed out; the app
 //   stays undetermined and its next record stream raises a new prompt.
 // - An undetermined app that asks to record without a purpose (from the
@@ -122,6 +129,10 @@ public enum ConsentEvent: Sendable, Equatable {
     /// The prompt command exited with neither 0 nor 1; the prompt stays pending.
     case promptCommandGaveNoAnswer(PromptID, exitStatus: Int32)
     case decisionChanged(Decision)
+    /// A temporary decision ended by itself (its time passed); `now` is the decision in force after it.
+    case decisionExpired(Decision, now: Decision)
+    /// A grant unused since `lastUsed` went back to undetermined (`auto-reset-days`).
+    case decisionAutoReset(Decision, lastUsed: Double)
 }
 
 /// A side effect for the proxy to perform, in order.
@@ -136,8 +147,11 @@ public enum ConsentAction: Sendable, Equatable {
     case runPromptCommand(Prompt)
     /// Call `promptTimedOut` after this many seconds.
     case schedulePromptTimeout(PromptID, after: Double)
-    /// Write the decision to the store (upsert by app key and capability).
+    /// Write the decision to the store (upsert by app key, capability and layer:
+    /// `always` replaces the lasting one, `until` the timed one over it).
     case persistDecision(Decision)
+    /// Delete the stored timed decision of this app and capability (it ended or was replaced).
+    case removeTimedDecision(AppKey, Capability)
     /// Upsert the app record; the store keeps the earliest `firstSeenAt` and a known display name.
     case recordApp(AppRecord)
     /// A capture session began; the proxy counts its bytes.
@@ -165,6 +179,10 @@ public enum ConsentError: Error, Sendable, Equatable, CustomStringConvertible {
     case alreadyResolved(PromptID)
     /// apps.d sets this app's decision; the store cannot override it.
     case governedByPolicy(AppKey, PermissionState)
+    /// A "once" decision covers connected clients, and the app has none.
+    case noClientForOnce(AppKey)
+    /// A decision "until" a time that has already passed.
+    case expiryInThePast(AppKey)
 
     public var description: String {
         switch self {
@@ -172,6 +190,10 @@ public enum ConsentError: Error, Sendable, Equatable, CustomStringConvertible {
         case let .alreadyResolved(p): "prompt \(p.rawValue) is already resolved"
         case let .governedByPolicy(app, state):
             "\(app) is \(state.rawValue) by an apps.d declaration (admin policy); change its decision line there"
+        case let .noClientForOnce(app):
+            "\(app) has no connected client for a decision \"once\" (it covers clients connected now); use --session or --for"
+        case let .expiryInThePast(app):
+            "the decision for \(app) would end before it starts; give a duration above 0, e.g. --for 30m"
         }
     }
 }
@@ -185,20 +207,25 @@ public struct ConsentPolicy: Sendable, Equatable {
     public var hasPromptCommand: Bool
     /// apps.d declarations by app key.
     public var declarations: [AppKey: AppDeclaration]
+    /// Seconds after which an unused lasting grant goes back to undetermined; nil: never.
+    public var autoResetAfter: Double?
 
     public init(missingPurpose: MissingPurposeMode = .prompt, promptTimeout: Double = 30,
-                hasPromptCommand: Bool = false, declarations: [AppKey: AppDeclaration] = [:]) {
+                hasPromptCommand: Bool = false, declarations: [AppKey: AppDeclaration] = [:],
+                autoResetAfter: Double? = nil) {
         self.missingPurpose = missingPurpose
         self.promptTimeout = promptTimeout
         self.hasPromptCommand = hasPromptCommand
         self.declarations = declarations
+        self.autoResetAfter = autoResetAfter
     }
 
     /// The policy a configuration and its declarations describe.
     public init(configuration c: Configuration, declarations: [AppKey: AppDeclaration]) {
         self.init(missingPurpose: c.missingPurpose, promptTimeout: c.promptTimeout,
                   hasPromptCommand: !c.promptCommand.trimmingWhitespace().isEmpty && c.promptVia.contains(.command),
-                  declarations: declarations)
+                  declarations: declarations,
+                  autoResetAfter: c.autoResetDays > 0 ? Double(c.autoResetDays) * 86_400 : nil)
     }
 }
 
@@ -206,6 +233,18 @@ public struct ConsentPolicy: Sendable, Equatable {
 public struct EffectiveDecision: Sendable, Equatable {
     public var state: PermissionState
     public var reason: DecisionReason
+    /// How long it lasts (`always` for policy, lasting and absent decisions).
+    public var lifespan: Lifespan
+    /// The state in force once a temporary decision ends; nil for a lasting one.
+    public var afterwards: PermissionState?
+
+    public init(state: PermissionState, reason: DecisionReason, lifespan: Lifespan = .always,
+                afterwards: PermissionState? = nil) {
+        self.state = state
+        self.reason = reason
+        self.lifespan = lifespan
+        self.afterwards = afterwards
+    }
 }
 
 /// A connected client, for `earmuff status`.
@@ -214,9 +253,12 @@ public struct ClientSnapshot: Sendable, Equatable {
     public var identity: ClientIdentity
     public var displayName: String
     public var purpose: String?
-    /// Whether a "once" answer covers this client.
-    public var grantedOnce: Bool
+    /// A "once" decision covering this client (granted or denied), if any.
+    public var once: PermissionState?
     public var connectedAt: Double
+
+    /// Whether a "once" grant covers this client.
+    public var grantedOnce: Bool { once == .granted }
 }
 
 /// A live record stream, for `earmuff status`.
@@ -238,7 +280,8 @@ public struct ConsentEngine: Sendable {
         var processBinary: String?
         var propertyPurpose: String?
         var connectedAt: Double
-        var grantedOnce = false
+        /// A "once" decision over the app's (granted or denied), until this client disconnects.
+        var once: PermissionState?
         var streams: [StreamID: StreamState] = [:]
     }
 
@@ -255,8 +298,11 @@ public struct ConsentEngine: Sendable {
 
     /// The settings in force.
     public private(set) var policy: ConsentPolicy
-    private var decisions: [AppKey: Decision] = [:]
-    private var clients: [ClientID: ClientState] = [:]
+    /// The lasting ("always") decision per app.
+    var decisions: [AppKey: Decision] = [:]
+    /// A decision for this session or until a time, over the lasting one.
+    var temporary: [AppKey: Decision] = [:]
+    var clients: [ClientID: ClientState] = [:]
     private var pending: [PromptID: PendingPrompt] = [:]
     private var pendingByApp: [AppKey: PromptID] = [:]
     private var agents: Set<AgentID> = []
@@ -267,10 +313,17 @@ public struct ConsentEngine: Sendable {
     /// Longest purpose string kept.
     public static let maximumPurposeLength = 512
 
-    /// An engine with the given settings and the microphone decisions loaded from the store.
+    /// An engine with the given settings and the microphone decisions loaded from the store:
+    /// lasting ones, and timed ones over them (call `expire(now:)` next to drop lapsed ones).
     public init(policy: ConsentPolicy, decisions: [Decision]) {
         self.policy = policy
-        for d in decisions where d.capability == .microphone { self.decisions[d.appKey] = d }
+        for d in decisions where d.capability == .microphone {
+            switch d.lifespan {
+            case .always: self.decisions[d.appKey] = d
+            case .until: self.temporary[d.appKey] = d
+            case .once, .session: break // never stored
+            }
+        }
     }
 
     // MARK: Clients
@@ -326,7 +379,7 @@ public struct ConsentEngine: Sendable {
             return RecordAdmission(proceed: false, actions: [.disconnectClient(c, reason: "client was never registered")])
         }
         let app = s.identity.appKey
-        guard effectiveDecision(for: app).state == .undetermined, !s.grantedOnce, purpose(of: s) == nil else {
+        guard effectiveDecision(for: app).state == .undetermined, s.once == nil, purpose(of: s) == nil else {
             return RecordAdmission(proceed: true, actions: [])
         }
         switch policy.missingPurpose {
@@ -349,7 +402,10 @@ public struct ConsentEngine: Sendable {
     /// its first frame), and actions (usage, events, possibly a new prompt).
     public mutating func recordStreamStarted(_ c: ClientID, stream: StreamID, source: String,
                                              now: Double) -> (real: Bool, actions: [ConsentAction]) {
-        guard var s = clients[c] else { return (false, []) }
+        guard clients[c] != nil else { return (false, []) }
+        // A timed decision that lapsed while its timer was late ends before this stream starts.
+        let lapsed = expireTemporary(now: now)
+        guard var s = clients[c] else { return (false, lapsed) }
         let app = s.identity.appKey
         let real = isReal(s)
         s.streams[stream] = StreamState(source: source, real: real, startedAt: now)
@@ -360,12 +416,12 @@ public struct ConsentEngine: Sendable {
         // Until a prompt shows one, keep the first purpose the app gave, so `apps` can show it.
         if d.purpose == nil { d.purpose = purpose(of: s) }
         decisions[app] = d
-        var actions: [ConsentAction] = [
+        var actions: [ConsentAction] = lapsed + [
             .startUsage(c, stream, UsageRecord(appKey: app, source: source, startedAt: now)),
             .persistDecision(d),
             .emit(.streamStarted(c, stream, app, source: source, real: real)),
         ]
-        if effectiveDecision(for: app).state == .undetermined, !s.grantedOnce, pendingByApp[app] == nil,
+        if effectiveDecision(for: app).state == .undetermined, s.once == nil, pendingByApp[app] == nil,
            !s.identity.isUninspectable {
             actions += raisePrompt(for: s, source: source, now: now)
         }
@@ -398,13 +454,18 @@ public struct ConsentEngine: Sendable {
         return actions
     }
 
-    /// An agent answered. The first answer wins; later ones get `.alreadyResolved`.
-    public mutating func answer(_ p: PromptID, _ answer: PromptAnswer, by agent: AgentID?,
+    /// An agent answered, for `lifespan` (nil: `once` for `.once`, else always). The first
+    /// answer wins; later ones get `.alreadyResolved`.
+    public mutating func answer(_ p: PromptID, _ answer: PromptAnswer, lifespan: Lifespan? = nil, by agent: AgentID?,
                                 now: Double) -> Result<[ConsentAction], ConsentError> {
         guard pending[p] != nil else {
             return .failure(p.rawValue >= 1 && p.rawValue < nextPrompt ? .alreadyResolved(p) : .unknownPrompt(p))
         }
-        return .success(resolve(p, answer: answer, outcome: .answered(answer, by: agent), reason: .user, now: now))
+        if let t = lifespan?.expiresAt, t <= now, let app = pending[p]?.prompt.appKey {
+            return .failure(.expiryInThePast(app))
+        }
+        return .success(resolve(p, answer: answer, lifespan: lifespan, outcome: .answered(answer, by: agent),
+                                reason: .user, now: now))
     }
 
     /// The prompt timer fired. A prompt already closed is ignored.
@@ -425,34 +486,49 @@ public struct ConsentEngine: Sendable {
 
     // MARK: Decisions
 
-    /// Sets an app's state from the CLI (grant, deny, reset → undetermined); reaches its live
-    /// streams at once. Fails for an app whose decision apps.d fixes.
+    /// Sets an app's state from the CLI (grant, deny, reset → undetermined) for `lifespan`
+    /// (reset is always lasting); reaches its live streams at once. Fails for an app whose
+    /// decision apps.d fixes, "once" for an app without a connected client, and a time past.
     public mutating func setDecision(_ app: AppKey, _ state: PermissionState, reason: DecisionReason,
-                                     now: Double) -> Result<[ConsentAction], ConsentError> {
+                                     lifespan: Lifespan = .always, now: Double) -> Result<[ConsentAction], ConsentError> {
         if let fixed = policy.declarations[app]?.decision {
             return .failure(.governedByPolicy(app, fixed))
         }
-        return .success(applyDecision(app, state, reason: reason, purpose: nil, now: now))
+        if let t = lifespan.expiresAt, t <= now { return .failure(.expiryInThePast(app)) }
+        if state == .undetermined { return .success(applyDecision(app, state, reason: reason, purpose: nil, now: now)) }
+        if lifespan == .once {
+            guard !clientIDs(of: app).isEmpty else { return .failure(.noClientForOnce(app)) }
+            return .success(applyOnce(app, state, reason: reason, purpose: nil, now: now))
+        }
+        return .success(applyDecision(app, state, reason: reason, purpose: nil, lifespan: lifespan, now: now))
     }
 
     // MARK: Views
 
-    /// The state in force for an app: apps.d policy, else the stored decision, else undetermined.
+    /// The state in force for an app: apps.d policy, else a temporary decision (session, timed),
+    /// else the lasting decision, else undetermined. ("Once" decisions are per client.)
     public func effectiveDecision(for app: AppKey) -> EffectiveDecision {
         if let fixed = policy.declarations[app]?.decision { return EffectiveDecision(state: fixed, reason: .adminPolicy) }
-        if let d = decisions[app] { return EffectiveDecision(state: d.state, reason: d.reason) }
-        return EffectiveDecision(state: .undetermined, reason: .none)
+        let lasting = decisions[app].map { EffectiveDecision(state: $0.state, reason: $0.reason) }
+            ?? EffectiveDecision(state: .undetermined, reason: .none)
+        if let t = temporary[app] {
+            return EffectiveDecision(state: t.state, reason: t.reason, lifespan: t.lifespan, afterwards: lasting.state)
+        }
+        return lasting
     }
 
-    /// Stored decisions (not apps.d policy), by app key.
+    /// Lasting decisions (not apps.d policy), by app key.
     public var storedDecisions: [Decision] { decisions.values.sorted { $0.appKey < $1.appKey } }
+
+    /// Decisions for this session or until a time, by app key.
+    public var temporaryDecisions: [Decision] { temporary.values.sorted { $0.appKey < $1.appKey } }
 
     /// Connected clients, by id.
     public var clientSnapshots: [ClientSnapshot] {
         clients.keys.sorted().compactMap { id in
             clients[id].map {
                 ClientSnapshot(id: id, identity: $0.identity, displayName: displayName(of: $0),
-                               purpose: purpose(of: $0), grantedOnce: $0.grantedOnce, connectedAt: $0.connectedAt)
+                               purpose: purpose(of: $0), once: $0.once, connectedAt: $0.connectedAt)
             }
         }
     }
@@ -487,11 +563,10 @@ public struct ConsentEngine: Sendable {
     private func isReal(_ s: ClientState) -> Bool {
         // What cannot be inspected cannot be told apart from anything else.
         if s.identity.isUninspectable { return false }
-        return switch effectiveDecision(for: s.identity.appKey).state {
-        case .granted: true
-        case .denied: false
-        case .undetermined: s.grantedOnce
-        }
+        let app = s.identity.appKey
+        if let fixed = policy.declarations[app]?.decision { return fixed == .granted }
+        if let once = s.once { return once == .granted }
+        return effectiveDecision(for: app).state == .granted
     }
 
     private func purpose(of s: ClientState) -> String? {
@@ -506,7 +581,7 @@ public struct ConsentEngine: Sendable {
             ?? s.identity.appKey.description
     }
 
-    private func clientIDs(of app: AppKey) -> [ClientID] {
+    func clientIDs(of app: AppKey) -> [ClientID] {
         clients.keys.filter { clients[$0]?.identity.appKey == app }.sorted()
     }
 
@@ -531,9 +606,9 @@ public struct ConsentEngine: Sendable {
         return actions
     }
 
-    /// Closes a pending prompt and applies its answer (nil: timed out).
-    private mutating func resolve(_ id: PromptID, answer: PromptAnswer?, outcome: PromptOutcome,
-                                  reason: DecisionReason, now: Double) -> [ConsentAction] {
+    /// Closes a pending prompt and applies its answer (nil: timed out) for `lifespan` (nil: always).
+    private mutating func resolve(_ id: PromptID, answer: PromptAnswer?, lifespan: Lifespan? = nil,
+                                  outcome: PromptOutcome, reason: DecisionReason, now: Double) -> [ConsentAction] {
         guard let prompt = pending.removeValue(forKey: id)?.prompt else { return [] }
         let app = prompt.appKey
         if pendingByApp[app] == id { pendingByApp[app] = nil }
@@ -541,19 +616,37 @@ public struct ConsentEngine: Sendable {
             .closePrompt(prompt, outcome, agents: agents.sorted()),
             .emit(.promptResolved(prompt, outcome)),
         ]
-        switch answer {
-        case .allow:
-            actions += applyDecision(app, .granted, reason: reason, purpose: prompt.purpose, now: now)
-        case .deny:
-            actions += applyDecision(app, .denied, reason: reason, purpose: prompt.purpose, now: now)
-        case .once:
-            for c in clientIDs(of: app) { clients[c]?.grantedOnce = true }
-            actions += recordUndetermined(app, reason: .userOnce, purpose: prompt.purpose, now: now)
-            actions += refreshStreams(of: app)
-        case nil:
-            actions += recordUndetermined(app, reason: .promptTimeout, purpose: prompt.purpose, now: now)
+        switch (answer, lifespan ?? .always) {
+        case (.once, _), (.allow, .once):
+            actions += applyOnce(app, .granted, reason: reason, purpose: prompt.purpose, now: now)
+        case (.deny, .once):
+            actions += applyOnce(app, .denied, reason: reason, purpose: prompt.purpose, now: now)
+        case let (.allow, span):
+            actions += applyDecision(app, .granted, reason: reason, purpose: prompt.purpose, lifespan: span, now: now)
+        case let (.deny, span):
+            actions += applyDecision(app, .denied, reason: reason, purpose: prompt.purpose, lifespan: span, now: now)
+        case (nil, _):
+            // Superseded: the decision that settled the app is recorded by whoever made it.
+            if outcome == .timedOut {
+                actions += recordUndetermined(app, reason: .promptTimeout, purpose: prompt.purpose, now: now)
+            }
         }
         return actions
+    }
+
+    /// Makes the app's connected clients real (granted) or silent (denied) until each disconnects,
+    /// over its other decisions; records reason user-once when the app is otherwise undetermined.
+    private mutating func applyOnce(_ app: AppKey, _ state: PermissionState, reason: DecisionReason, purpose: String?,
+                                    now: Double) -> [ConsentAction] {
+        for c in clientIDs(of: app) { clients[c]?.once = state }
+        var actions: [ConsentAction] = []
+        if effectiveDecision(for: app).state == .undetermined {
+            actions += recordUndetermined(app, reason: .userOnce, purpose: purpose, now: now)
+        }
+        if let id = pendingByApp[app] {
+            actions += resolve(id, answer: nil, outcome: .superseded(state), reason: reason, now: now)
+        }
+        return actions + refreshStreams(of: app)
     }
 
     /// Stores an answer that leaves the app undetermined (once, timeout), unless a decision exists.
@@ -568,19 +661,32 @@ public struct ConsentEngine: Sendable {
         return [.persistDecision(d), .emit(.decisionChanged(d))]
     }
 
-    /// Stores a state, closes a pending prompt it settles, and flips live streams.
+    /// Stores a state for `lifespan` (always, session or until a time; reset is always), clears
+    /// the layers over it, closes a pending prompt it settles, and flips live streams.
     private mutating func applyDecision(_ app: AppKey, _ state: PermissionState, reason: DecisionReason,
-                                        purpose: String?, now: Double) -> [ConsentAction] {
-        var d = decisions[app] ?? Decision(appKey: app, state: state, reason: reason)
-        d.state = state
-        d.reason = reason
-        d.decidedAt = now
-        if let purpose { d.purpose = purpose }
-        decisions[app] = d
-        var actions: [ConsentAction] = [.persistDecision(d), .emit(.decisionChanged(d))]
-        if state != .granted {
-            // deny and reset revoke "once" answers too.
-            for c in clientIDs(of: app) { clients[c]?.grantedOnce = false }
+                                        purpose: String?, lifespan: Lifespan = .always, now: Double) -> [ConsentAction] {
+        var actions: [ConsentAction] = []
+        // The newest decision wins: "once" answers of the app's clients end with it.
+        for c in clientIDs(of: app) { clients[c]?.once = nil }
+        if lifespan == .always || state == .undetermined {
+            if temporary.removeValue(forKey: app)?.lifespan.expiresAt != nil {
+                actions.append(.removeTimedDecision(app, .microphone))
+            }
+            var d = decisions[app] ?? Decision(appKey: app, state: state, reason: reason)
+            d.state = state
+            d.reason = reason
+            d.decidedAt = now
+            if let purpose { d.purpose = purpose }
+            decisions[app] = d
+            actions += [.persistDecision(d), .emit(.decisionChanged(d))]
+        } else {
+            let d = Decision(appKey: app, state: state, reason: reason, purpose: purpose ?? decisions[app]?.purpose,
+                             decidedAt: now, lifespan: lifespan)
+            if temporary.updateValue(d, forKey: app)?.lifespan.expiresAt != nil, lifespan.expiresAt == nil {
+                actions.append(.removeTimedDecision(app, .microphone))
+            }
+            if lifespan.expiresAt != nil { actions.append(.persistDecision(d)) }
+            actions.append(.emit(.decisionChanged(d)))
         }
         if state != .undetermined, let id = pendingByApp[app] {
             // The app is no longer undetermined, so closing records nothing more.
@@ -591,7 +697,7 @@ public struct ConsentEngine: Sendable {
     }
 
     /// Recomputes every live stream of `app`; returns the flips.
-    private mutating func refreshStreams(of app: AppKey) -> [ConsentAction] {
+    mutating func refreshStreams(of app: AppKey) -> [ConsentAction] {
         var actions: [ConsentAction] = []
         for c in clientIDs(of: app) {
             guard var s = clients[c] else { continue }

@@ -28,7 +28,50 @@ public enum DecisionReason: String, Sendable, Codable, CaseIterable {
     case promptTimeout = "prompt-timeout"
     case promptCommand = "prompt-command"
     case reset
+    /// A grant unused for `auto-reset-days` went back to undetermined.
+    case autoReset = "auto-reset"
     case none
+}
+
+/// How long a decision lasts.
+///
+/// Decisions lie in layers: a lasting ("always") decision per app, possibly a
+/// temporary one over it (this session, or until a time), and per connected
+/// client possibly a "once" answer over both. The newest layer is in force;
+/// when a temporary decision ends (its client disconnects, the daemon stops,
+/// its time passes) the lasting decision under it is in force again, which is
+/// undetermined for an app never decided for good. A new decision clears the
+/// layers above its own.
+public enum Lifespan: Sendable, Equatable, Hashable, Codable, CustomStringConvertible {
+    /// Until the client disconnects (the app's clients connected when it was made).
+    case once
+    /// Until the daemon stops (the user logs out); never stored.
+    case session
+    /// Until this time (seconds since 1970); stored, and dropped once it has passed.
+    case until(Double)
+    /// Until changed; stored.
+    case always
+
+    /// `once`, `session`, `timed` or `always`, as the store and the control protocol write it.
+    public var name: String {
+        switch self {
+        case .once: "once"
+        case .session: "session"
+        case .until: "timed"
+        case .always: "always"
+        }
+    }
+
+    /// When it ends by itself, if at a known time.
+    public var expiresAt: Double? {
+        if case let .until(t) = self { return t }
+        return nil
+    }
+
+    public var description: String {
+        if case let .until(t) = self { return "until \(t)" }
+        return name
+    }
 }
 
 /// How an app was identified, strongest first.
@@ -161,10 +204,12 @@ public struct Decision: Sendable, Equatable, Codable {
     public var decidedAt: Double?
     /// Seconds since 1970 when the app last captured.
     public var lastUsedAt: Double?
+    /// How long it lasts: `always` for the lasting decision, else a temporary one over it.
+    public var lifespan: Lifespan
 
     public init(appKey: AppKey, capability: Capability = .microphone, state: PermissionState,
                 reason: DecisionReason, purpose: String? = nil, decidedAt: Double? = nil,
-                lastUsedAt: Double? = nil) {
+                lastUsedAt: Double? = nil, lifespan: Lifespan = .always) {
         self.appKey = appKey
         self.capability = capability
         self.state = state
@@ -172,6 +217,7 @@ public struct Decision: Sendable, Equatable, Codable {
         self.purpose = purpose
         self.decidedAt = decidedAt
         self.lastUsedAt = lastUsedAt
+        self.lifespan = lifespan
     }
 }
 

@@ -45,7 +45,7 @@ public struct StoreEvent: Sendable, Equatable {
 /// path, e.g. on one serial store queue.
 public final class PermissionStore: Sendable {
     /// The schema version this build writes and understands.
-    public static let schemaVersion = 2
+    public static let schemaVersion = 3
 
     /// The database file.
     public let path: String
@@ -111,10 +111,17 @@ public final class PermissionStore: Sendable {
         }
     }
 
-    /// Stores `d` (one statement, hence one transaction). A nil `lastUsedAt` or `purpose` keeps
-    /// the stored value: `earmuff grant` knows neither, and must not erase them.
+    /// Stores `d` (one statement, hence one transaction): a lasting (`always`) decision replaces
+    /// the app's lasting one; a timed one (`until`) replaces the timed one over it. A nil
+    /// `lastUsedAt` or `purpose` keeps the stored value: `earmuff grant` knows neither, and must
+    /// not erase them. "once" and "session" decisions are never stored (`invalidValue`).
     public func setDecision(_ d: Decision) throws {
         try checkKey(d.appKey)
+        switch d.lifespan {
+        case .always: break
+        case let .until(expiry): return try setTimedDecision(d, expiresAt: expiry)
+        case .once, .session: throw StoreError.invalidValue(column: "lifespan", value: d.lifespan.name, path: path)
+        }
         try withDatabase { db in
             try db.run("""
                 INSERT INTO decisions (app_key, capability, state, reason, purpose, decided_at, last_used_at)
@@ -127,6 +134,47 @@ public final class PermissionStore: Sendable {
                     last_used_at = coalesce(excluded.last_used_at, decisions.last_used_at)
                 """, [.text(d.appKey.description), .text(d.capability.rawValue), .text(d.state.rawValue),
                       .text(d.reason.rawValue), .text(d.purpose), .real(d.decidedAt), .real(d.lastUsedAt)])
+        }
+    }
+
+    /// Timed decisions, expired or not, ordered by app key and capability.
+    public func timedDecisions() throws -> [Decision] {
+        try withDatabase { db in
+            try db.query("""
+                SELECT app_key, capability, state, reason, purpose, decided_at, expires_at
+                FROM timed_decisions ORDER BY app_key, capability
+                """).map { row in
+                    Decision(appKey: try appKey(row, 0),
+                             capability: try parse(Capability.self, row, 1, name: "capability"),
+                             state: try parse(PermissionState.self, row, 2, name: "state"),
+                             reason: try parse(DecisionReason.self, row, 3, name: "reason"),
+                             purpose: try row.optionalString(4), decidedAt: try row.double(5),
+                             lifespan: .until(try row.double(6)))
+                }
+        }
+    }
+
+    /// Deletes the timed decision of `key` and `capability`, if there is one.
+    public func removeTimedDecision(_ key: AppKey, capability: Capability = .microphone) throws {
+        try withDatabase { db in
+            try db.run("DELETE FROM timed_decisions WHERE app_key = ? AND capability = ?",
+                       [.text(key.description), .text(capability.rawValue)])
+        }
+    }
+
+    private func setTimedDecision(_ d: Decision, expiresAt: Double) throws {
+        guard d.state != .undetermined else {
+            throw StoreError.invalidValue(column: "state", value: "undetermined until \(expiresAt)", path: path)
+        }
+        try withDatabase { db in
+            try db.run("""
+                INSERT INTO timed_decisions (app_key, capability, state, reason, purpose, decided_at, expires_at)
+                VALUES (?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT (app_key, capability) DO UPDATE SET
+                    state = excluded.state, reason = excluded.reason, purpose = excluded.purpose,
+                    decided_at = excluded.decided_at, expires_at = excluded.expires_at
+                """, [.text(d.appKey.description), .text(d.capability.rawValue), .text(d.state.rawValue),
+                      .text(d.reason.rawValue), .text(d.purpose), .real(d.decidedAt ?? expiresAt), .real(expiresAt)])
         }
     }
 
@@ -340,6 +388,22 @@ public final class PermissionStore: Sendable {
         ALTER TABLE usage ADD COLUMN kind TEXT NOT NULL DEFAULT 'microphone';
         ALTER TABLE usage ADD COLUMN decision TEXT;
         ALTER TABLE usage ADD COLUMN bytes_per_second INTEGER NOT NULL DEFAULT 0;
+        """,
+        // 3: lifespans. `decisions` keeps the lasting ("always") decision per app and
+        // capability, so every row of an older store stays "always". A decision for a
+        // duration lies over it until `expires_at`; "once" and "session" decisions live
+        // in the daemon's memory only.
+        """
+        CREATE TABLE timed_decisions (
+            app_key    TEXT NOT NULL,
+            capability TEXT NOT NULL,
+            state      TEXT NOT NULL CHECK (state IN ('granted', 'denied')),
+            reason     TEXT NOT NULL,
+            purpose    TEXT,
+            decided_at REAL NOT NULL,
+            expires_at REAL NOT NULL,
+            PRIMARY KEY (app_key, capability)
+        ) WITHOUT ROWID;
         """,
     ]
 

@@ -31,11 +31,11 @@ public enum ClientCommand: Sendable, Equatable {
     case setup(arguments: [String])
     case status(ClientOptions)
     case apps(ClientOptions)
-    /// `grant APP` / `deny APP`.
-    case setDecision(app: String, state: DecisionState, ClientOptions)
+    /// `grant APP` / `deny APP`, with `--once`, `--session`, `--for D` or `--always` (nil: none given, always).
+    case setDecision(app: String, state: DecisionState, ClientOptions, lifespan: RequestedLifespan? = nil)
     case reset(app: String, ClientOptions)
-    /// `agent [--answer A]`.
-    case agent(answer: PromptAnswer?, ClientOptions)
+    /// `agent [--answer A] [--once|--session|--for D|--always]`.
+    case agent(answer: PromptAnswer?, ClientOptions, lifespan: RequestedLifespan? = nil)
     /// `run [--app-id ID] [--purpose TEXT] [--listen PATH] -- COMMAND ARGS...`.
     case run(RunOptions)
     case watch(ClientOptions)
@@ -119,7 +119,11 @@ public enum ClientCommandLine {
             return first == "status" ? .status(options) : first == "apps" ? .apps(options) : .watch(options)
         case "grant", "deny", "reset":
             var p = OptionParser(rest, subcommand: first)
-            let options = try p.commonOptions(json: true)
+            var lifespan = LifespanOption(subcommand: first)
+            let options = try p.commonOptions(json: true) { name, p throws(UsageError) in
+                guard first != "reset" else { return false }
+                return try lifespan.take(name, &p)
+            }
             if p.wantsHelp { return .help(topic: first) }
             try p.expectNoPositionals(1)
             guard let app = p.positionals.first else {
@@ -127,8 +131,8 @@ public enum ClientCommandLine {
             }
             guard !app.isEmpty else { throw UsageError("the app name is empty; give an app key or a known app's name", subcommand: first) }
             switch first {
-            case "grant": return .setDecision(app: app, state: .granted, options)
-            case "deny": return .setDecision(app: app, state: .denied, options)
+            case "grant": return .setDecision(app: app, state: .granted, options, lifespan: lifespan.value)
+            case "deny": return .setDecision(app: app, state: .denied, options, lifespan: lifespan.value)
             default: return .reset(app: app, options)
             }
         case "log":
@@ -156,7 +160,9 @@ public enum ClientCommandLine {
         case "agent":
             var p = OptionParser(rest, subcommand: first)
             var answer: PromptAnswer?
+            var lifespan = LifespanOption(subcommand: first)
             let options = try p.commonOptions(json: true) { name, p throws(UsageError) in
+                if try lifespan.take(name, &p) { return true }
                 guard name == "--answer" else { return false }
                 let value = try p.value(for: name)
                 guard let a = PromptAnswer(rawValue: value) else {
@@ -167,7 +173,13 @@ public enum ClientCommandLine {
             }
             if p.wantsHelp { return .help(topic: first) }
             try p.expectNoPositionals(0)
-            return .agent(answer: answer, options)
+            if lifespan.value != nil && answer == nil {
+                throw UsageError("\(lifespan.given ?? "a lifespan") goes with --answer allow or deny; typed answers take it after the letter, e.g. 'a 2h'", subcommand: "agent")
+            }
+            if answer == .once, let given = lifespan.given {
+                throw UsageError("--answer once lasts until the app's clients disconnect; drop \(given), or answer allow \(given)", subcommand: "agent")
+            }
+            return .agent(answer: answer, options, lifespan: lifespan.value)
         case "run":
             return try parseRun(rest)
         default:
@@ -244,6 +256,80 @@ public enum ClientCommandLine {
         return id.unicodeScalars.allSatisfy { s in
             (s >= "a" && s <= "z") || (s >= "A" && s <= "Z") || (s >= "0" && s <= "9") || s == "." || s == "-" || s == "_"
         }
+    }
+}
+
+/// `--once`, `--session`, `--for DURATION`, `--always`: at most one of them.
+struct LifespanOption {
+    let subcommand: String
+    /// The lifespan given, if any.
+    var value: RequestedLifespan?
+    /// The option as typed, for messages.
+    var given: String?
+
+    init(subcommand: String) { self.subcommand = subcommand }
+
+    /// Takes `name` if it is a lifespan option; returns whether it was.
+    mutating func take(_ name: String, _ p: inout OptionParser) throws(UsageError) -> Bool {
+        let span: RequestedLifespan
+        var typed = name
+        switch name {
+        case "--once": span = .once
+        case "--session": span = .session
+        case "--always": span = .always
+        case "--for":
+            let text = try p.value(for: name)
+            guard let seconds = DurationText.parse(text) else {
+                throw UsageError("--for takes \(DurationText.help), not '\(text)'", subcommand: subcommand)
+            }
+            span = .timed(seconds: seconds)
+            typed = "--for \(text)"
+        default:
+            return false
+        }
+        if let given, given != typed {
+            throw UsageError("\(given) and \(typed) contradict each other; give one of --once, --session, --for DURATION, --always", subcommand: subcommand)
+        }
+        value = span
+        given = typed
+        return true
+    }
+}
+
+/// Durations as `--for` takes them: a positive number and a unit, `90s`, `30m`, `2h`, `1d`, `1w`,
+/// or several in a row, `1h30m`.
+public enum DurationText {
+    /// What `--for` accepts, for error messages.
+    public static let help = "a duration such as 90s, 30m, 2h, 1h30m, 1d or 1w"
+
+    /// The longest duration accepted (ten years), so that an expiry stays a sane time.
+    public static let maximumSeconds: Double = 10 * 365 * 86_400
+
+    /// Seconds for `text`; nil when it is not a duration above 0 and at most `maximumSeconds`.
+    public static func parse(_ text: String) -> Double? {
+        var total = 0.0
+        var number = ""
+        var sawUnit = false
+        for ch in text {
+            if ch.isASCII && (ch.isNumber || ch == ".") {
+                number.append(ch)
+                continue
+            }
+            let scale: Double? = switch ch {
+            case "s": 1
+            case "m": 60
+            case "h": 3600
+            case "d": 86_400
+            case "w": 7 * 86_400
+            default: nil
+            }
+            guard let scale, let n = Double(number), n.isFinite else { return nil }
+            total += n * scale
+            number = ""
+            sawUnit = true
+        }
+        guard sawUnit, number.isEmpty, total > 0, total <= maximumSeconds else { return nil }
+        return total
     }
 }
 

@@ -193,6 +193,14 @@ public enum ClientFormat {
             }
             out += t.render()
         }
+        if let temporary = s.temporary, !temporary.isEmpty {
+            out += "\ntemporary decisions: \(temporary.count)\n"
+            var t = TextTable(["APP", "STATE", "LASTS", "THEN"])
+            for a in temporary {
+                t.add([a.key, "\(a.state) (\(a.reason))", lasts(a) ?? "-", a.afterwards ?? "-"])
+            }
+            out += t.render()
+        }
         out += "\npending prompts: \(s.prompts.count)\n"
         if !s.prompts.isEmpty {
             var t = TextTable(["PROMPT", "APP", "NAME", "PID", "SOURCE", "PURPOSE"])
@@ -210,17 +218,37 @@ public enum ClientFormat {
         if apps.isEmpty { return "no known apps\n" }
         var t = TextTable(["APP", "NAME", "STATE", "REASON", "IDENTIFIED", "LAST USED", "PURPOSE", "EXECUTABLE"])
         for a in apps {
-            t.add([a.key, cell(a.displayName, max: 30), a.state, a.reason, a.identifiedBy ?? "-",
+            t.add([a.key, cell(a.displayName, max: 30), state(a, timeZone: timeZone), a.reason, a.identifiedBy ?? "-",
                    date(a.lastUsed, timeZone: timeZone), cell(a.purpose, max: 50), cell(a.executable, max: 50)])
         }
         return t.render()
     }
 
-    /// One line for `grant`/`deny`/`reset`: "exe:/usr/bin/parecord (parecord): granted (user)".
-    public static func decision(_ a: AppInfo) -> String {
+    /// How long a decision lasts, for tables: "this session", "until 2026-11-30 14:05", "once";
+    /// nil for a lasting one.
+    public static func lasts(_ a: AppInfo, timeZone: TimeZone = .current) -> String? {
+        switch a.lifespan {
+        case "session": "this session"
+        case "once": "once"
+        case "timed": "until " + date(a.expiresAt, timeZone: timeZone)
+        default: nil
+        }
+    }
+
+    /// The state with its lifespan and what follows it: "granted until 2026-11-30 14:05, then undetermined".
+    public static func state(_ a: AppInfo, timeZone: TimeZone = .current) -> String {
+        guard let lasts = lasts(a, timeZone: timeZone) else { return a.state }
+        return "\(a.state) \(lasts)" + (a.afterwards.map { ", then \($0)" } ?? "")
+    }
+
+    /// One line for `grant`/`deny`/`reset`: "exe:/usr/bin/parecord (parecord): granted (user)",
+    /// with its lifespan when it is not lasting: "granted this session (user), then undetermined".
+    public static func decision(_ a: AppInfo, timeZone: TimeZone = .current) -> String {
         let details = [a.displayName.map { cell($0, max: 40) }, a.identifiedBy.map { "identified by \($0)" }].compactMap { $0 }
         let name = details.isEmpty ? "" : " (\(details.joined(separator: ", ")))"
-        return printable("\(a.key)\(name): \(a.state) (\(a.reason))") + "\n"
+        let then = lasts(a, timeZone: timeZone) != nil ? (a.afterwards.map { ", then \($0)" } ?? "") : ""
+        let span = lasts(a, timeZone: timeZone).map { " " + $0 } ?? ""
+        return printable("\(a.key)\(name): \(a.state)\(span) (\(a.reason))\(then)") + "\n"
     }
 
     /// The `earmuff log` table.
@@ -272,7 +300,7 @@ public enum ClientFormat {
         case .promptResolved(let r):
             text = "prompt \(r.prompt) \(r.appKey) \(r.outcome.rawValue)" + (r.by.map { " by \($0)" } ?? "")
         case .decisionChanged(let a):
-            text = "\(a.key) \(a.state) (\(a.reason))"
+            text = "\(a.key) \(state(a, timeZone: timeZone)) (\(a.reason))"
         }
         return "\(stamp)  \(e.name.padding(toLength: 19, withPad: " ", startingAt: 0)) \(printable(text))\n"
     }
@@ -293,10 +321,12 @@ public enum ClientUsage {
       setup   [--undo] [--dry-run]    make Earmuff the session's sound socket (systemd user units)
       status  [--json]                daemon, upstream, clients, capture streams, pending prompts
       apps    [--json]                every known app and its decision
-      grant   APP                     let APP record (an app key, or a known app's name)
-      deny    APP                     give APP silence
+      grant   APP [--once|--session|--for D|--always]
+                                      let APP record (an app key, or a known app's name)
+      deny    APP [--once|--session|--for D|--always]
+                                      give APP silence
       reset   APP                     back to undetermined: prompt again next time
-      agent   [--answer allow|once|deny] [--json]
+      agent   [--answer allow|once|deny [--session|--for D]] [--json]
                                       answer prompts, interactively or with a fixed answer
       run     [--app-id ID] [--purpose TEXT] -- COMMAND [ARGS...]
                                       run COMMAND with PULSE_SERVER pointed at Earmuff
@@ -325,9 +355,10 @@ public enum ClientUsage {
             let what = subcommand == "grant" ? "Lets APP record: its capture streams get real samples from their next frame."
                 : subcommand == "deny" ? "Denies APP the microphone: its capture streams get silence from their next frame."
                 : "Forgets the decision for APP: it is undetermined and prompts again on its next capture."
-            return "usage: earmuff \(subcommand!) APP [--json] [--control PATH]\n\n\(what)\nAPP is an app key (kind:value, e.g. exe:/usr/bin/parecord or\nflatpak:org.mozilla.firefox; it need not have been seen yet), a command\non PATH or a path (decided for the key its processes get: links are\nfollowed, so arecord decides exe:/usr/bin/aplay; the key is printed), or\nthe executable name of exactly one known app. A name that apps only call\nthemselves decides nothing.\n\noptions:\n" + json + control + help
+            let lifespans = subcommand == "reset" ? "" : "  --once           only for the app's clients connected now, until each disconnects\n  --session        until the daemon stops (you log out); not stored\n  --for DURATION   for a while: \(DurationText.help)\n  --always         until changed (the default)\nA decision --once, --session or --for lies over the lasting one; when it\nends, the lasting decision is in force again (undetermined if there is none).\n\n"
+            return "usage: earmuff \(subcommand!) APP\(subcommand == "reset" ? "" : " [--once|--session|--for DURATION|--always]") [--json] [--control PATH]\n\n\(what)\nAPP is an app key (kind:value, e.g. exe:/usr/bin/parecord or\nflatpak:org.mozilla.firefox; it need not have been seen yet), a command\non PATH or a path (decided for the key its processes get: links are\nfollowed, so arecord decides exe:/usr/bin/aplay; the key is printed), or\nthe executable name of exactly one known app. A name that apps only call\nthemselves decides nothing.\n\noptions:\n" + lifespans + json + control + help
         case "agent":
-            return "usage: earmuff agent [--answer allow|once|deny] [--json] [--control PATH]\n\nBecomes a prompt agent: shows each prompt (app name, key and how it was\nidentified, pid, purpose, source) and reads a/o/d from the terminal:\n  a  allow, remembered      o  allow once, until the client disconnects\n  d  deny, remembered\nWith --answer, answers every prompt that way and prints each.\nRuns until interrupted or the daemon stops.\n\noptions:\n  --answer A       answer every prompt with allow, once or deny\n  --json           print prompts and results as JSON lines\n" + control + help
+            return "usage: earmuff agent [--answer allow|once|deny [--session|--for DURATION]] [--json] [--control PATH]\n\nBecomes a prompt agent: shows each prompt (app name, key and how it was\nidentified, pid, purpose, source) and reads an answer from the terminal:\n  a  allow, remembered      o  allow once, until the client disconnects\n  s  allow this session     d  deny, remembered\n  a 2h, d 30m              allow or deny for that long\nWith --answer, answers every prompt that way and prints each.\nRuns until interrupted or the daemon stops.\n\noptions:\n  --answer A       answer every prompt with allow, once or deny\n  --session, --for DURATION, --always, --once\n                   how long that answer lasts (default: always; once for once)\n  --json           print prompts and results as JSON lines\n" + control + help
         case "run":
             return "usage: earmuff run [--app-id ID] [--purpose TEXT] [--listen PATH] -- COMMAND [ARGS...]\n\nRuns COMMAND with PULSE_SERVER pointed at Earmuff. The exit status is\nCOMMAND's (127 when it cannot be found, 126 when it cannot be run).\n\noptions:\n  --app-id ID      ask the daemon for a socket of app launcher:ID and connect\n                   COMMAND there, so its clients are identified as ID\n  --purpose TEXT   tell the daemon why COMMAND records (client property\n                   application.capture.purpose, set through PULSE_PROP)\n  --listen PATH    the daemon's client socket (default $XDG_RUNTIME_DIR/earmuff/native,\n                   or $XDG_RUNTIME_DIR/pulse/native after 'earmuff setup')\n" + control + help
         case "log":

@@ -23,6 +23,57 @@ public enum PromptAnswer: String, Codable, Sendable, CaseIterable {
     case deny
 }
 
+/// How long a decision is to last, as `set-decision` and `answer-prompt` ask for it.
+/// On the wire: `"lifespan"` is `once`, `session`, `always` or `timed`, and `timed`
+/// comes with `"seconds"` (from when the daemon receives it). Absent: the old meaning
+/// (`always`; `once` for the answer `once`).
+public enum RequestedLifespan: Sendable, Equatable {
+    /// Until each client of the app connected now disconnects.
+    case once
+    /// Until the daemon stops (the user logs out).
+    case session
+    /// For this many seconds.
+    case timed(seconds: Double)
+    /// Until changed.
+    case always
+
+    /// The wire name.
+    public var name: String {
+        switch self {
+        case .once: "once"
+        case .session: "session"
+        case .timed: "timed"
+        case .always: "always"
+        }
+    }
+
+    /// Reads `lifespan` (and `seconds` for `timed`) from a request; nil when absent.
+    static func decode(from c: KeyedDecodingContainer<WireKey>) throws -> RequestedLifespan? {
+        guard let name = try c.decodeIfPresent(String.self, forKey: WireKey("lifespan")) else { return nil }
+        switch name {
+        case "once": return .once
+        case "session": return .session
+        case "always": return .always
+        case "timed":
+            let seconds = try c.decode(Double.self, forKey: WireKey("seconds"))
+            guard seconds.isFinite, seconds > 0 else {
+                throw DecodingError.dataCorruptedError(forKey: WireKey("seconds"), in: c,
+                                                       debugDescription: "seconds must be above 0")
+            }
+            return .timed(seconds: seconds)
+        default:
+            throw DecodingError.dataCorruptedError(forKey: WireKey("lifespan"), in: c,
+                                                   debugDescription: "lifespan must be once, session, timed or always")
+        }
+    }
+
+    /// Writes `lifespan` (and `seconds`).
+    func encode(to c: inout KeyedEncodingContainer<WireKey>) throws {
+        try c.encode(name, forKey: WireKey("lifespan"))
+        if case let .timed(seconds) = self { try c.encode(seconds, forKey: WireKey("seconds")) }
+    }
+}
+
 /// How a prompt ended.
 public enum PromptOutcome: String, Codable, Sendable, CaseIterable {
     case allow
@@ -293,13 +344,17 @@ public struct StatusPayload: Codable, Sendable, Equatable {
     public var streams: [StreamInfo]
     /// Pending prompts.
     public var prompts: [PromptInfo]
+    /// Decisions that end by themselves (this session, until a time), by app key.
+    public var temporary: [AppInfo]?
 
-    public init(daemon: DaemonInfo, upstream: UpstreamInfo, clients: [ClientInfo] = [], streams: [StreamInfo] = [], prompts: [PromptInfo] = []) {
+    public init(daemon: DaemonInfo, upstream: UpstreamInfo, clients: [ClientInfo] = [], streams: [StreamInfo] = [],
+                prompts: [PromptInfo] = [], temporary: [AppInfo]? = nil) {
         self.daemon = daemon
         self.upstream = upstream
         self.clients = clients
         self.streams = streams
         self.prompts = prompts
+        self.temporary = temporary
     }
 }
 
@@ -320,9 +375,17 @@ public struct AppInfo: Codable, Sendable, Equatable {
     /// Seconds since 1970 when the app last captured.
     public var lastUsed: Double?
     public var executable: String?
+    /// How long `state` lasts: `always`, `session` (until the daemon stops), `timed`
+    /// (until `expiresAt`) or `once` (until the app's clients disconnect).
+    public var lifespan: String?
+    /// Seconds since 1970 when a `timed` decision ends.
+    public var expiresAt: Double?
+    /// The state in force when a temporary decision ends (the lasting decision under it).
+    public var afterwards: String?
 
     public init(key: String, displayName: String? = nil, state: String, reason: String, purpose: String? = nil,
-                identifiedBy: String? = nil, decidedAt: Double? = nil, lastUsed: Double? = nil, executable: String? = nil) {
+                identifiedBy: String? = nil, decidedAt: Double? = nil, lastUsed: Double? = nil, executable: String? = nil,
+                lifespan: String? = nil, expiresAt: Double? = nil, afterwards: String? = nil) {
         self.key = key
         self.displayName = displayName
         self.state = state
@@ -332,6 +395,9 @@ public struct AppInfo: Codable, Sendable, Equatable {
         self.decidedAt = decidedAt
         self.lastUsed = lastUsed
         self.executable = executable
+        self.lifespan = lifespan
+        self.expiresAt = expiresAt
+        self.afterwards = afterwards
     }
 }
 
@@ -356,16 +422,17 @@ public enum ControlRequest: Sendable, Equatable {
     case status
     /// Every known app.
     case apps
-    /// Stores a decision. `app` is an app key or an unambiguous display/executable name.
-    case setDecision(app: String, state: DecisionState, reason: String?)
+    /// Stores a decision for `lifespan` (nil: always). `app` is an app key or an unambiguous
+    /// display/executable name.
+    case setDecision(app: String, state: DecisionState, reason: String?, lifespan: RequestedLifespan? = nil)
     /// Back to undetermined.
     case reset(app: String)
     /// Start receiving `event` messages on this connection.
     case subscribe
     /// Receive `prompt` messages (pending ones at once) and answer them.
     case becomeAgent
-    /// Answer a prompt.
-    case answerPrompt(prompt: UInt64, answer: PromptAnswer)
+    /// Answer a prompt, for `lifespan` (nil: `once` for the answer `once`, else always).
+    case answerPrompt(prompt: UInt64, answer: PromptAnswer, lifespan: RequestedLifespan? = nil)
     /// Ask for a per-app listening socket for `earmuff run --app-id`.
     case registerLauncher(appID: String, purpose: String?)
     /// Capture sessions from the usage log, newest first: of one app (a key or name) when given,
@@ -498,13 +565,14 @@ extension ClientMessage: Codable {
         case "set-decision":
             body = .request(.setDecision(app: try str("app"),
                                          state: try c.decode(DecisionState.self, forKey: WireKey("state")),
-                                         reason: try optStr("reason")))
+                                         reason: try optStr("reason"), lifespan: try RequestedLifespan.decode(from: c)))
         case "reset": body = .request(.reset(app: try str("app")))
         case "subscribe": body = .request(.subscribe)
         case "become-agent": body = .request(.becomeAgent)
         case "answer-prompt":
             body = .request(.answerPrompt(prompt: try c.decode(UInt64.self, forKey: WireKey("prompt")),
-                                          answer: try c.decode(PromptAnswer.self, forKey: WireKey("answer"))))
+                                          answer: try c.decode(PromptAnswer.self, forKey: WireKey("answer")),
+                                          lifespan: try RequestedLifespan.decode(from: c)))
         case "register-launcher":
             body = .request(.registerLauncher(appID: try str("appId"), purpose: try optStr("purpose")))
         case "log":
@@ -527,15 +595,17 @@ extension ClientMessage: Codable {
             try c.encode(r.typeName, forKey: WireKey("type"))
             switch r {
             case .status, .apps, .subscribe, .becomeAgent: break
-            case .setDecision(let app, let state, let reason):
+            case .setDecision(let app, let state, let reason, let lifespan):
                 try c.encode(app, forKey: WireKey("app"))
                 try c.encode(state, forKey: WireKey("state"))
                 try c.encodeIfPresent(reason, forKey: WireKey("reason"))
+                try lifespan?.encode(to: &c)
             case .reset(let app):
                 try c.encode(app, forKey: WireKey("app"))
-            case .answerPrompt(let prompt, let answer):
+            case .answerPrompt(let prompt, let answer, let lifespan):
                 try c.encode(prompt, forKey: WireKey("prompt"))
                 try c.encode(answer, forKey: WireKey("answer"))
+                try lifespan?.encode(to: &c)
             case .registerLauncher(let appID, let purpose):
                 try c.encode(appID, forKey: WireKey("appId"))
                 try c.encodeIfPresent(purpose, forKey: WireKey("purpose"))

@@ -108,14 +108,18 @@ enum ClientCommands {
         var type = "answered"
         var prompt: UInt64
         var answer: PromptAnswer
+        var lifespan: String?
         var accepted: Bool
         var message: String?
     }
 
-    static func agent(answer fixed: PromptAnswer?, _ o: ClientOptions) -> Int32 {
+    /// An answer and how long it lasts (nil: the answer's own meaning).
+    typealias Answer = (answer: PromptAnswer, lifespan: RequestedLifespan?)
+
+    static func agent(answer fixed: PromptAnswer?, lifespan: RequestedLifespan?, _ o: ClientOptions) -> Int32 {
         do {
             let client = try ControlClient(path: controlPath(o.controlPath))
-            var agent = Agent(client: client, fixed: fixed, json: o.json)
+            var agent = Agent(client: client, fixed: fixed.map { ($0, lifespan) }, json: o.json)
             return try agent.run()
         } catch {
             return fail(error.message)
@@ -125,17 +129,20 @@ enum ClientCommands {
     /// The agent's state: prompts seen, the one shown, answers awaiting their reply.
     struct Agent {
         let client: ControlClient
-        let fixed: PromptAnswer?
+        let fixed: Answer?
         let json: Bool
         var waiting: [PromptInfo] = []
         var current: PromptInfo?
         var seen: Set<UInt64> = []
         var resolved: Set<UInt64> = []
-        var inFlight: [Int: (prompt: UInt64, answer: PromptAnswer)] = [:]
+        var inFlight: [Int: (prompt: UInt64, answer: Answer)] = [:]
         var input: [UInt8] = []
         var stdinOpen = true
 
-        init(client: ControlClient, fixed: PromptAnswer?, json: Bool) {
+        /// What the terminal offers after a prompt.
+        static let choices = "allow (a), allow once (o), allow this session (s), deny (d); a or d with a duration (a 2h, d 30m) lasts that long"
+
+        init(client: ControlClient, fixed: Answer?, json: Bool) {
             self.client = client
             self.fixed = fixed
             self.json = json
@@ -146,7 +153,7 @@ enum ClientCommands {
             _ = try client.request(.subscribe)
             _ = try client.request(.becomeAgent)
             if !json {
-                let how = fixed.map { "answering every prompt with '\($0.rawValue)'" } ?? "answer with a (allow), o (once) or d (deny)"
+                let how = fixed.map { "answering every prompt with '\(Self.text($0))'" } ?? "answer with a (allow), o (once), s (this session) or d (deny)"
                 Terminal.out("agent for \(client.path) (daemon pid \(client.greeting.pid)): \(how); interrupt to stop\n")
             }
             while true {
@@ -195,29 +202,40 @@ enum ClientCommands {
                 break
             case .response(let id, let response):
                 guard let id, let (prompt, answer) = inFlight.removeValue(forKey: id) else { return }
-                var record = AnswerRecord(prompt: prompt, answer: answer, accepted: !response.isError)
+                var record = AnswerRecord(prompt: prompt, answer: answer.answer, lifespan: answer.lifespan?.name,
+                                          accepted: !response.isError)
                 if case .error(let e) = response { record.message = e.message }
                 if json {
                     Terminal.out(ClientCommands.json(record))
                 } else if let message = record.message {
                     Terminal.out(ClientFormat.printable("prompt \(prompt): not answered: \(message)") + "\n")
                 } else {
-                    Terminal.out("prompt \(prompt): answered \(answer.rawValue)\n")
+                    Terminal.out("prompt \(prompt): answered \(Self.text(answer))\n")
                 }
             }
         }
 
-        mutating func answer(_ prompt: UInt64, _ a: PromptAnswer) throws(ControlClientError) {
+        mutating func answer(_ prompt: UInt64, _ a: Answer) throws(ControlClientError) {
             let id = client.nextRequestID()
             inFlight[id] = (prompt, a)
-            try client.send(.request(.answerPrompt(prompt: prompt, answer: a), id: id))
+            try client.send(.request(.answerPrompt(prompt: prompt, answer: a.answer, lifespan: a.lifespan), id: id))
+        }
+
+        /// "allow", "deny for 2h", "allow this session".
+        static func text(_ a: Answer) -> String {
+            switch a.lifespan {
+            case nil, .always?: a.answer.rawValue
+            case .once?: a.answer == .deny ? "deny once" : "once"
+            case .session?: "\(a.answer.rawValue) this session"
+            case let .timed(seconds)?: "\(a.answer.rawValue) for \(ClientFormat.duration(seconds))"
+            }
         }
 
         func show(_ p: PromptInfo) {
             if json {
                 Terminal.out(ClientCommands.json(ServerMessage.prompt(p)))
             } else {
-                Terminal.out("\n" + ClientFormat.prompt(p) + "allow (a), allow once (o), deny (d)? ")
+                Terminal.out("\n" + ClientFormat.prompt(p) + Self.choices + "? ")
             }
         }
 
@@ -235,7 +253,7 @@ enum ClientCommands {
                 input.removeSubrange(...nl)
                 guard let p = current else { continue }
                 guard let a = Self.parseAnswer(line) else {
-                    if !line.isEmpty || !json { Terminal.out("please type a (allow), o (once) or d (deny): ") }
+                    if !line.isEmpty || !json { Terminal.out("please type a (allow), o (once), s (this session), d (deny), or a or d and a duration (a 2h): ") }
                     continue
                 }
                 current = nil
@@ -243,12 +261,25 @@ enum ClientCommands {
             }
         }
 
-        static func parseAnswer(_ s: String) -> PromptAnswer? {
-            switch s {
-            case "a", "allow", "y", "yes": .allow
-            case "o", "once", "allow once": .once
-            case "d", "deny", "n", "no": .deny
-            default: nil
+        /// `a`, `o`, `s`, `d`, their words, or `a`/`d` followed by a duration (`a 2h`, `deny 30m`).
+        static func parseAnswer(_ s: String) -> Answer? {
+            let words = s.split(separator: " ").map(String.init)
+            guard let first = words.first else { return nil }
+            let answer: Answer
+            switch first {
+            case "a", "allow", "y", "yes": answer = (.allow, nil)
+            case "o", "once": answer = (.once, nil)
+            case "s", "session": answer = (.allow, .session)
+            case "d", "deny", "n", "no": answer = (.deny, nil)
+            default: return nil
+            }
+            switch words.count {
+            case 1: return answer
+            case 2 where answer.lifespan == nil && answer.answer != .once:
+                if words[1] == "once" { return (answer.answer, .once) }
+                if words[1] == "session" { return (answer.answer, .session) }
+                return DurationText.parse(words[1]).map { (answer.answer, .timed(seconds: $0)) }
+            default: return nil
             }
         }
     }

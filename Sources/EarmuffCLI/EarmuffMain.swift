@@ -53,14 +53,14 @@ public enum EarmuffMain {
             return ClientCommands.status(o)
         case .apps(let o):
             return ClientCommands.apps(o)
-        case .setDecision(let app, let state, let o):
+        case .setDecision(let app, let state, let o, let lifespan):
             guard let key = resolveApp(app) else { return 1 }
-            return ClientCommands.decide(.setDecision(app: key, state: state, reason: "user"), o)
+            return ClientCommands.decide(.setDecision(app: key, state: state, reason: "user", lifespan: lifespan), o)
         case .reset(let app, let o):
             guard let key = resolveApp(app) else { return 1 }
             return ClientCommands.decide(.reset(app: key), o)
-        case .agent(let answer, let o):
-            return ClientCommands.agent(answer: answer, o)
+        case .agent(let answer, let o, let lifespan):
+            return ClientCommands.agent(answer: answer, lifespan: lifespan, o)
         case .run(let o):
             return ClientCommands.run(o)
         case .watch(let o):

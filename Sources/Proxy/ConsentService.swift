@@ -57,11 +57,13 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
         launchers = LauncherSockets(directory: paths.launcherDirectory)
         self.paths = paths
         promptCommand = configuration.promptCommand.isEmpty ? nil : configuration.promptCommand
-        let decisions = try store.allDecisions()
+        let decisions = try store.allDecisions() + store.timedDecisions()
         engine = Locked(ConsentEngine(policy: ConsentPolicy(configuration: configuration, declarations: declarations),
                                      decisions: decisions))
         delivery = PromptDelivery(via: configuration.promptVia, command: promptCommand, handlers: .init(
-            answered: { [unowned self] prompt, answer, via in answerFromDesktop(prompt, answer, via: via) },
+            answered: { [unowned self] prompt, answer, lifespan, via in
+                answerFromDesktop(prompt, answer, lifespan: lifespan, via: via)
+            },
             timedOut: { [unowned self] prompt in
                 withEngine { e in ((), e.promptTimedOut(PromptID(prompt), now: wallClockNow())) }
             },
@@ -75,15 +77,59 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
     func start() {
         desktopEntries.build()
         delivery.start()
+        expireLapsed()
+    }
+
+    // MARK: lifespans
+
+    /// The timer key of `expireLapsed` (prompt ids count up from 1 and never reach it).
+    private static let expiryTimerKey = UInt64.max
+    /// The longest wait between two looks at what has lapsed: the timer runs on the monotonic
+    /// clock, expiry times are wall-clock times, and a suspended machine stops only the former.
+    static let maximumExpiryWait = 60.0
+
+    /// Ends what has lapsed (timed decisions, grants unused for auto-reset-days) and sets the
+    /// timer for the next time something will.
+    private func expireLapsed() {
+        let now = wallClockNow()
+        let next = withEngine { e in
+            let actions = e.expire(now: now)
+            return (e.nextDeadline(now: now), actions)
+        }
+        scheduleExpiry(next: next, now: now)
+    }
+
+    private func scheduleExpiry(next: Double?, now: Double) {
+        let wait = min(max((next ?? .infinity) - now, 0.01), Self.maximumExpiryWait)
+        delivery.timers.schedule(key: Self.expiryTimerKey, after: wait) { [weak self] in self?.expireLapsed() }
+    }
+
+    /// A timed decision was made: the timer may have to fire sooner.
+    private func timedDecisionMade() {
+        let now = wallClockNow()
+        scheduleExpiry(next: engine.withLock { $0.nextDeadline(now: now) }, now: now)
+    }
+
+    /// The lifespan a request asks for, as the engine takes it (durations from now).
+    private static func lifespan(_ r: RequestedLifespan?, now: Double) -> Lifespan? {
+        switch r {
+        case nil: nil
+        case .once?: .once
+        case .session?: .session
+        case .always?: .always
+        case let .timed(seconds)?: .until(now + seconds)
+        }
     }
 
     /// Withdraws what is on screen, ends a running prompt command, joins the threads.
     func stop() { delivery.stop() }
 
-    private func answerFromDesktop(_ prompt: UInt64, _ answer: Consent.PromptAnswer, via: PromptChannel) {
+    private func answerFromDesktop(_ prompt: UInt64, _ answer: Consent.PromptAnswer, lifespan: RequestedLifespan?,
+                                   via: PromptChannel) {
         answeredVia.withLock { $0[prompt] = via }
         let ok = withEngine { e -> (Bool, [ConsentAction]) in
-            switch e.answer(PromptID(prompt), answer, by: nil, now: wallClockNow()) {
+            let now = wallClockNow()
+            switch e.answer(PromptID(prompt), answer, lifespan: Self.lifespan(lifespan, now: now), by: nil, now: now) {
             case .success(let actions): return (true, actions)
             case .failure: return (false, [])
             }
@@ -227,6 +273,9 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
                 delivery.scheduleTimeout(id.rawValue, after: seconds)
             case let .persistDecision(d):
                 writer.save(d)
+                if d.lifespan.expiresAt != nil { timedDecisionMade() }
+            case let .removeTimedDecision(app, capability):
+                writer.removeTimed(app, capability)
             case let .recordApp(r):
                 writer.record(r)
             case let .startUsage(_, s, u):
@@ -282,8 +331,8 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
             } catch {
                 return .error(ControlError(.failed, "cannot read the permission store \(store.path): \(error)"))
             }
-        case let .setDecision(app, state, _):
-            return decide(app, state == .granted ? .granted : .denied)
+        case let .setDecision(app, state, _, lifespan):
+            return decide(app, state == .granted ? .granted : .denied, lifespan: lifespan)
         case let .reset(app):
             return decide(app, .undetermined)
         case .subscribe:
@@ -293,7 +342,7 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
             registry.withLock { $0.agents[agent] = connection }
             withEngine { e in ((), e.agentConnected(agent)) }
             return .ok
-        case let .answerPrompt(prompt, answer):
+        case let .answerPrompt(prompt, answer, lifespan):
             let agent = AgentID(connection.rawValue)
             let mapped: Consent.PromptAnswer = switch answer {
             case .allow: .allow
@@ -301,14 +350,17 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
             case .deny: .deny
             }
             let result = withEngine { e -> (Result<Void, ConsentError>, [ConsentAction]) in
-                switch e.answer(PromptID(prompt), mapped, by: agent, now: wallClockNow()) {
+                let now = wallClockNow()
+                switch e.answer(PromptID(prompt), mapped, lifespan: Self.lifespan(lifespan, now: now), by: agent, now: now) {
                 case .success(let actions): return (.success(()), actions)
                 case .failure(let err): return (.failure(err), [])
                 }
             }
             switch result {
             case .success: return .ok
-            case .failure(let err): return .error(ControlError(.unknownPrompt, err.description))
+            case .failure(let err):
+                if case .expiryInThePast = err { return .error(ControlError(.badRequest, err.description)) }
+                return .error(ControlError(.unknownPrompt, err.description))
             }
         case let .registerLauncher(appID, purpose):
             return registerLauncher(appID: appID, purpose: purpose, connection: connection)
@@ -328,15 +380,17 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
         withEngine { e in ((), e.agentDisconnected(agent)) }
     }
 
-    private func decide(_ app: String, _ state: PermissionState) -> ControlResponse {
+    private func decide(_ app: String, _ state: PermissionState, lifespan requested: RequestedLifespan? = nil) -> ControlResponse {
         let key: AppKey
         switch resolveApp(app) {
         case .success(let k): key = k
         case .failure(let e): return .error(e)
         }
         let reason: DecisionReason = state == .undetermined ? .reset : .user
+        let now = wallClockNow()
+        let lifespan = Self.lifespan(requested, now: now) ?? .always
         let result = withEngine { e -> (Result<Void, ConsentError>, [ConsentAction]) in
-            switch e.setDecision(key, state, reason: reason, now: wallClockNow()) {
+            switch e.setDecision(key, state, reason: reason, lifespan: lifespan, now: now) {
             case .success(let actions): return (.success(()), actions)
             case .failure(let err): return (.failure(err), [])
             }
@@ -345,9 +399,17 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
         // Reply only once the decision is on disk: a crash after "granted"
         // must not lose it. (The control thread may wait; audio never does.)
         writer.flushDecisions()
-        Log.info("decision for \(key): \(state.rawValue) (\(reason.rawValue))")
-        let info = (try? apps())?.first { $0.key == key.description }
-        return .app(info ?? AppInfo(key: key.description, state: state.rawValue, reason: reason.rawValue))
+        Log.info("decision for \(key): \(state.rawValue) (\(reason.rawValue)), \(lifespan)")
+        var info = (try? apps())?.first { $0.key == key.description }
+            ?? AppInfo(key: key.description, state: state.rawValue, reason: reason.rawValue)
+        if lifespan == .once {
+            // "Once" covers the clients connected now; the app's own decision is unchanged.
+            info.afterwards = info.state
+            info.state = state.rawValue
+            info.reason = reason.rawValue
+            info.lifespan = Lifespan.once.name
+        }
+        return .app(info)
     }
 
     /// The most sessions one `log` reply carries.
@@ -438,7 +500,10 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
     // MARK: views
 
     private func status() -> StatusPayload {
-        let (clients, streams, prompts) = engine.withLock { ($0.clientSnapshots, $0.streamSnapshots, $0.pendingPrompts) }
+        let (clients, streams, prompts, temporary) = engine.withLock { e in
+            (e.clientSnapshots, e.streamSnapshots, e.pendingPrompts,
+             e.temporaryDecisions.map { ($0, e.effectiveDecision(for: $0.appKey)) })
+        }
         let live = registry.withLock { $0.streams }
         let clientInfos = clients.map { c in
             ClientInfo(id: c.id.rawValue, appKey: c.identity.appKey.description, displayName: c.displayName,
@@ -459,7 +524,12 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
                                storePath: store.path, uptimeSeconds: wallClockNow() - (d?.startedAt ?? wallClockNow()),
                                sessionSocket: paths.isSessionSocket, socketActivated: d.map { $0.activatedListener != nil }),
             upstream: UpstreamInfo(server: d?.upstream.description ?? "", reachable: d.map { canConnect($0.upstream.path) } ?? false),
-            clients: clientInfos, streams: streamInfos, prompts: prompts.map(promptInfo))
+            clients: clientInfos, streams: streamInfos, prompts: prompts.map(promptInfo),
+            temporary: temporary.map { d, eff in
+                AppInfo(key: d.appKey.description, state: eff.state.rawValue, reason: eff.reason.rawValue, purpose: d.purpose,
+                        decidedAt: d.decidedAt, lifespan: eff.lifespan.name, expiresAt: eff.lifespan.expiresAt,
+                        afterwards: eff.afterwards?.rawValue)
+            })
     }
 
     private func apps() throws -> [AppInfo] {
@@ -468,6 +538,7 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
         // One look at the engine: the decision in force and any apps.d purpose, per app.
         let fromEngine = engine.withLock { e in
             let keys = Set(records.keys).union(decisions.keys).union(e.policy.declarations.keys)
+                .union(e.temporaryDecisions.map(\.appKey))
             return keys.sorted().map { ($0, e.effectiveDecision(for: $0), e.policy.declarations[$0]?.purpose) }
         }
         return fromEngine.map { k, eff, declaredPurpose in
@@ -476,7 +547,8 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
             return AppInfo(key: k.description, displayName: r?.displayName, state: eff.state.rawValue, reason: eff.reason.rawValue,
                            purpose: d?.purpose ?? declaredPurpose,
                            identifiedBy: r?.method.rawValue, decidedAt: d?.decidedAt, lastUsed: d?.lastUsedAt,
-                           executable: r?.executable)
+                           executable: r?.executable, lifespan: eff.lifespan.name, expiresAt: eff.lifespan.expiresAt,
+                           afterwards: eff.afterwards?.rawValue)
         }
     }
 
@@ -534,10 +606,27 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
             Log.warn("prompt-command for prompt \(p.rawValue) exited with \(status): no answer")
             return nil
         case let .decisionChanged(d):
-            return .decisionChanged(AppInfo(key: d.appKey.description, state: d.state.rawValue, reason: d.reason.rawValue,
-                                            purpose: d.purpose, decidedAt: d.decidedAt, lastUsed: d.lastUsedAt))
+            return .decisionChanged(decisionInfo(d))
+        case let .decisionExpired(old, after):
+            let detail = "the \(old.state.rawValue) decision until \(ClientFormat.date(old.lifespan.expiresAt)) ended; "
+                + "now \(after.state.rawValue) (\(after.reason.rawValue))"
+            Log.info("decision for \(old.appKey): \(detail)")
+            writer.logEvent(kind: "decision-expired", app: old.appKey, detail: detail, at: wallClockNow())
+            return .decisionChanged(decisionInfo(after))
+        case let .decisionAutoReset(d, lastUsed):
+            let detail = "granted, unused since \(ClientFormat.date(lastUsed)) (auto-reset-days = \(configuration.autoResetDays)); "
+                + "now undetermined (auto-reset): it prompts on its next recording"
+            Log.info("decision for \(d.appKey): \(detail)")
+            writer.logEvent(kind: "auto-reset", app: d.appKey, detail: detail, at: wallClockNow())
+            return .decisionChanged(decisionInfo(d))
         }
     }
+}
+
+/// A decision as the control protocol shows it.
+private func decisionInfo(_ d: Decision) -> AppInfo {
+    AppInfo(key: d.appKey.description, state: d.state.rawValue, reason: d.reason.rawValue, purpose: d.purpose,
+            decidedAt: d.decidedAt, lastUsed: d.lastUsedAt, lifespan: d.lifespan.name, expiresAt: d.lifespan.expiresAt)
 }
 
 private func controlOutcome(_ o: Consent.PromptOutcome) -> ControlProtocol.PromptOutcome {

@@ -17,9 +17,17 @@ final class StoreWriter: @unchecked Sendable {
     /// Queued event-log rows beyond this are counted and dropped (a summary row says how many).
     static let maximumQueuedEvents = 1024
 
+    /// One decision row: the lasting one of an app and capability, or the timed one over it.
     private struct DecisionKey: Hashable {
         var app: AppKey
         var capability: Capability
+        var timed: Bool
+    }
+
+    /// What is to become of a decision row.
+    private enum DecisionWrite {
+        case save(Decision)
+        case removeTimed
     }
 
     private enum Row {
@@ -29,7 +37,7 @@ final class StoreWriter: @unchecked Sendable {
     }
 
     private struct Pending {
-        var decisions: [DecisionKey: Decision] = [:]
+        var decisions: [DecisionKey: DecisionWrite] = [:]
         var apps: [AppKey: AppRecord] = [:]
         var rows: [Row] = []
         var queuedEvents = 0
@@ -53,9 +61,15 @@ final class StoreWriter: @unchecked Sendable {
         self.store = store
     }
 
-    /// Queues a decision; a later one for the same app and capability replaces it.
+    /// Queues a decision; a later one for the same app, capability and layer (lasting or timed) replaces it.
     func save(_ d: Decision) {
-        enqueue { $0.decisions[DecisionKey(app: d.appKey, capability: d.capability)] = d }
+        let key = DecisionKey(app: d.appKey, capability: d.capability, timed: d.lifespan.expiresAt != nil)
+        enqueue { $0.decisions[key] = .save(d) }
+    }
+
+    /// Queues the removal of the timed decision of `app` and `capability`, replacing a queued save of it.
+    func removeTimed(_ app: AppKey, _ capability: Capability) {
+        enqueue { $0.decisions[DecisionKey(app: app, capability: capability, timed: true)] = .removeTimed }
     }
 
     /// Queues an app record; a later one for the same app replaces it (keeping the first-seen time).
@@ -97,13 +111,18 @@ final class StoreWriter: @unchecked Sendable {
     func flushDecisions() {
         decisionWrites.withLock { flushes in
             flushes &+= 1
-            let decisions = pending.withLock { p -> [Decision] in
+            let decisions = pending.withLock { p -> [(DecisionKey, DecisionWrite)] in
                 defer { p.decisions = [:] }
-                return Array(p.decisions.values)
+                return Array(p.decisions)
             }
-            for d in decisions {
-                do { try store.setDecision(d) } catch {
-                    Log.error("store: cannot save the decision for \(d.appKey): \(error)")
+            for (key, write) in decisions {
+                do {
+                    switch write {
+                    case .save(let d): try store.setDecision(d)
+                    case .removeTimed: try store.removeTimedDecision(key.app, capability: key.capability)
+                    }
+                } catch {
+                    Log.error("store: cannot save the decision for \(key.app): \(error)")
                 }
             }
         }

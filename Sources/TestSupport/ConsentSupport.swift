@@ -69,6 +69,8 @@ public struct StatusView: Decodable, Sendable, Equatable {
     public var streams: [StreamView]
     /// Pending prompts.
     public var prompts: [PromptView]
+    /// Decisions for this session or until a time.
+    public var temporary: [AppView]?
 
     /// Clients whose app key is `key`.
     public func clients(of key: String) -> [ClientView] { clients.filter { $0.appKey == key } }
@@ -92,6 +94,12 @@ public struct AppView: Decodable, Sendable, Equatable {
     public var identifiedBy: String?
     /// Its claimed name.
     public var displayName: String?
+    /// How long the state lasts: always, session, timed, once.
+    public var lifespan: String?
+    /// When a timed decision ends (seconds since 1970).
+    public var expiresAt: Double?
+    /// The state in force when a temporary decision ends.
+    public var afterwards: String?
 }
 
 /// How a prompt was closed (`prompt-resolved`).

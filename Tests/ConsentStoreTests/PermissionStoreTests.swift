@@ -73,7 +73,7 @@ extension StoreTests {
         #expect(try db.query("PRAGMA journal_mode").first?.string(0) == "wal")
         let tables = try db.query("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
             .map { try $0.string(0) }
-        #expect(tables == ["apps", "decisions", "events", "usage"])
+        #expect(tables == ["apps", "decisions", "events", "timed_decisions", "usage"])
     }
 
     @Test func refusesNewerSchemaNamingTheFile() throws {
@@ -116,6 +116,9 @@ extension StoreTests {
 
         let store = try PermissionStore(path: path)
         #expect(try store.decision(for: pacat)?.state == .granted)
+        // Decisions of older stores are lasting ones ("always"), and no timed one lies over them.
+        #expect(try store.decision(for: pacat)?.lifespan == .always)
+        #expect(try store.timedDecisions().isEmpty)
         #expect(try store.usage(for: pacat, limit: 5) == [
             UsageRecord(appKey: pacat, kind: "microphone", source: "sine", startedAt: 7, endedAt: 8, bytesReal: 96000),
         ])
@@ -441,4 +444,46 @@ final class Failures: Sendable {
     private let items = Mutex<[String]>([])
     func add(_ s: String) { items.withLock { $0.append(s) } }
     var all: [String] { items.withLock { $0 } }
+}
+
+extension StoreTests {
+    // MARK: Lifespans
+
+    /// What a daemon finds after a restart: the lasting decisions and the timed ones (an engine
+    /// then drops the lapsed); "once" and "session" decisions are never written.
+    @Test func aReopenedStoreHasAlwaysAndTimedDecisionsOnly() throws {
+        let dir = try TemporaryDirectory()
+        let path = dir.path + "/p.sqlite"
+        let recorder = AppKey(kind: "exe", value: "/usr/bin/arecord")
+        do {
+            let store = try PermissionStore(path: path)
+            try store.setDecision(Decision(appKey: pacat, state: .granted, reason: .user, decidedAt: 1))
+            try store.setDecision(Decision(appKey: pacat, state: .denied, reason: .user, decidedAt: 2, lifespan: .until(500)))
+            try store.setDecision(Decision(appKey: firefox, state: .granted, reason: .user, decidedAt: 3, lifespan: .until(50)))
+            try store.setDecision(Decision(appKey: recorder, state: .granted, reason: .user, decidedAt: 3, lifespan: .until(70)))
+            try store.removeTimedDecision(recorder)
+            for span in [Lifespan.session, .once] {
+                #expect(throws: StoreError.self) {
+                    try store.setDecision(Decision(appKey: recorder, state: .granted, reason: .user, lifespan: span))
+                }
+            }
+            #expect(throws: StoreError.self) {
+                try store.setDecision(Decision(appKey: recorder, state: .undetermined, reason: .user, lifespan: .until(9)))
+            }
+            store.close()
+        }
+        let store = try PermissionStore(path: path)
+        #expect(try store.allDecisions() == [Decision(appKey: pacat, state: .granted, reason: .user, decidedAt: 1)])
+        #expect(try store.timedDecisions() == [
+            Decision(appKey: pacat, state: .denied, reason: .user, decidedAt: 2, lifespan: .until(500)),
+            Decision(appKey: firefox, state: .granted, reason: .user, decidedAt: 3, lifespan: .until(50)),
+        ].sorted { $0.appKey < $1.appKey })
+
+        var engine = ConsentEngine(policy: ConsentPolicy(), decisions: try store.allDecisions() + store.timedDecisions())
+        let started = engine.expire(now: 100)
+        #expect(started.contains(.removeTimedDecision(firefox, .microphone)))
+        #expect(engine.effectiveDecision(for: firefox).state == .undetermined)
+        #expect(engine.effectiveDecision(for: pacat) == EffectiveDecision(state: .denied, reason: .user,
+                                                                          lifespan: .until(500), afterwards: .granted))
+    }
 }

@@ -92,7 +92,7 @@ private func declarationError(_ text: String, file: String = "/etc/earmuff/apps.
         let e = parseError("log-level = info\n\nprompt-timout = 5\n")
         #expect(e?.description.hasPrefix(#"/etc/earmuff/earmuff.conf:3: unknown key "prompt-timout"; did you mean "prompt-timeout"? (keys: upstream, listen,"#) == true)
         let far = parseError("colour = blue\n")
-        #expect(far?.description == #"/etc/earmuff/earmuff.conf:1: unknown key "colour" (keys: upstream, listen, control, store, missing-purpose, prompt-via, prompt-timeout, prompt-command, trusted-apps, log-level, max-clients, max-clients-per-app)"#)
+        #expect(far?.description == #"/etc/earmuff/earmuff.conf:1: unknown key "colour" (keys: upstream, listen, control, store, missing-purpose, prompt-via, prompt-timeout, prompt-command, trusted-apps, log-level, max-clients, max-clients-per-app, auto-reset-days)"#)
         #expect(parseError("Missing_Purpose = deny\n")?.message.contains(#"did you mean "missing-purpose"?"#) == true)
     }
 

@@ -45,10 +45,42 @@ private func usage(_ r: Result<ClientCommand, UsageError>) -> UsageError? {
         #expect(parse("grant", "--", "-odd-name") == .success(.setDecision(app: "-odd-name", state: .granted, ClientOptions())))
     }
 
+    @Test func decisionLifespans() {
+        let app = "exe:/usr/bin/parecord"
+        #expect(parse("grant", app, "--for", "2h") == .success(.setDecision(app: app, state: .granted, ClientOptions(), lifespan: .timed(seconds: 7200))))
+        #expect(parse("deny", "--for=1h30m", app) == .success(.setDecision(app: app, state: .denied, ClientOptions(), lifespan: .timed(seconds: 5400))))
+        #expect(parse("grant", app, "--session") == .success(.setDecision(app: app, state: .granted, ClientOptions(), lifespan: .session)))
+        #expect(parse("deny", app, "--once", "--json") == .success(.setDecision(app: app, state: .denied, ClientOptions(json: true), lifespan: .once)))
+        #expect(parse("grant", app, "--always") == .success(.setDecision(app: app, state: .granted, ClientOptions(), lifespan: .always)))
+        #expect(parse("grant", app, "--session", "--session") == .success(.setDecision(app: app, state: .granted, ClientOptions(), lifespan: .session)))
+        #expect(usage(parse("grant", app, "--session", "--for", "1h"))?.message
+                == "--session and --for 1h contradict each other; give one of --once, --session, --for DURATION, --always")
+        #expect(usage(parse("grant", app, "--for", "soon"))?.message == "--for takes \(DurationText.help), not 'soon'")
+        #expect(usage(parse("grant", app, "--for"))?.message == "--for needs a value")
+        #expect(usage(parse("reset", app, "--session"))?.subcommand == "reset")
+    }
+
+    @Test func durations() {
+        #expect(DurationText.parse("30m") == 1800)
+        #expect(DurationText.parse("2h") == 7200)
+        #expect(DurationText.parse("1d") == 86_400)
+        #expect(DurationText.parse("1w") == 604_800)
+        #expect(DurationText.parse("90s") == 90)
+        #expect(DurationText.parse("1h30m") == 5400)
+        #expect(DurationText.parse("1.5h") == 5400)
+        for bad in ["", "2", "h", "0m", "-1h", "2x", "2h3", "1e9d", "٣h"] {
+            #expect(DurationText.parse(bad) == nil, "\(bad)")
+        }
+    }
+
     @Test func agent() {
         #expect(parse("agent") == .success(.agent(answer: nil, ClientOptions())))
         #expect(parse("agent", "--answer", "once", "--json") == .success(.agent(answer: .once, ClientOptions(json: true))))
         #expect(parse("agent", "--answer=deny") == .success(.agent(answer: .deny, ClientOptions())))
+        #expect(parse("agent", "--answer", "allow", "--for", "1h") == .success(.agent(answer: .allow, ClientOptions(), lifespan: .timed(seconds: 3600))))
+        #expect(parse("agent", "--session", "--answer", "deny") == .success(.agent(answer: .deny, ClientOptions(), lifespan: .session)))
+        #expect(usage(parse("agent", "--session"))?.subcommand == "agent")
+        #expect(usage(parse("agent", "--answer", "once", "--for", "1h"))?.subcommand == "agent")
     }
 
     @Test func run() {

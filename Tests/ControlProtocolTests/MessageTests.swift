@@ -22,6 +22,14 @@ private func object(_ bytes: [UInt8]) throws -> [String: Any] {
             (#"{"type":"subscribe","id":6}"#, .request(.subscribe, id: 6)),
             (#"{"type":"become-agent","id":7}"#, .request(.becomeAgent, id: 7)),
             (#"{"type":"answer-prompt","id":8,"prompt":12,"answer":"once"}"#, .request(.answerPrompt(prompt: 12, answer: .once), id: 8)),
+            (#"{"type":"set-decision","id":10,"app":"x:y","state":"granted","lifespan":"timed","seconds":7200}"#,
+             .request(.setDecision(app: "x:y", state: .granted, reason: nil, lifespan: .timed(seconds: 7200)), id: 10)),
+            (#"{"type":"set-decision","id":11,"app":"x:y","state":"denied","lifespan":"session"}"#,
+             .request(.setDecision(app: "x:y", state: .denied, reason: nil, lifespan: .session), id: 11)),
+            (#"{"type":"answer-prompt","id":12,"prompt":3,"answer":"deny","lifespan":"once"}"#,
+             .request(.answerPrompt(prompt: 3, answer: .deny, lifespan: .once), id: 12)),
+            (#"{"type":"answer-prompt","id":13,"prompt":3,"answer":"allow","lifespan":"always"}"#,
+             .request(.answerPrompt(prompt: 3, answer: .allow, lifespan: .always), id: 13)),
             (#"{"type":"register-launcher","id":9,"appId":"org.example.Notes","purpose":"voice notes"}"#,
              .request(.registerLauncher(appID: "org.example.Notes", purpose: "voice notes"), id: 9)),
         ]
@@ -32,6 +40,14 @@ private func object(_ bytes: [UInt8]) throws -> [String: Any] {
             #expect(encoded.last == 10)
             #expect(!encoded.dropLast().contains(10))
             #expect(try ControlCodec.decodeClientMessage(Array(encoded.dropLast())) == expected)
+        }
+    }
+
+    @Test func aBadLifespanIsABadRequest() {
+        for wire in [#"{"type":"set-decision","id":1,"app":"x:y","state":"granted","lifespan":"forever"}"#,
+                     #"{"type":"set-decision","id":1,"app":"x:y","state":"granted","lifespan":"timed"}"#,
+                     #"{"type":"set-decision","id":1,"app":"x:y","state":"granted","lifespan":"timed","seconds":0}"#] {
+            #expect(throws: ControlProtocolError.self, "\(wire)") { try ControlCodec.decodeClientMessage(line(wire)) }
         }
     }
 

@@ -74,8 +74,9 @@ extension EndToEnd {
 
         /// The Access dialog answers: granted turns the live recording real and stores
         /// granted; "only this time" turns it real and stores nothing but user-once;
-        /// denied keeps it silent and stores denied.
-        @Test(arguments: ["granted", "once", "denied"])
+        /// "until I log out" turns it real for this session; denied keeps it silent and
+        /// stores denied.
+        @Test(arguments: ["granted", "once", "session", "denied"])
         func portalDialogAnswers(_ answer: String) async throws {
             let bus = try DesktopMocks.portalBus()
             defer { bus.stop() }
@@ -93,10 +94,11 @@ extension EndToEnd {
             #expect(dialog.contains("audio-input-microphone-symbolic"), "\(dialog)")
             #expect(AudioAnalysis.isUniform(rec.data(), value: 0), "real audio before the answer")
 
-            let (response, once) = answer == "denied" ? ("1", "false") : ("0", answer == "once" ? "true" : "false")
-            try bus.call(DesktopMocks.portalName, DesktopMocks.portalPath, DesktopMocks.mockControl, "Answer", "ub", response, once)
+            let (response, lifespan) = answer == "denied" ? ("1", "always")
+                : ("0", ["granted": "always", "once": "once", "session": "session"][answer] ?? "")
+            try bus.call(DesktopMocks.portalName, DesktopMocks.portalPath, DesktopMocks.mockControl, "Answer", "us", response, lifespan)
             let resolved = try await watch.waitForLine { $0.event == "prompt-resolved" && $0.resolution?.appKey == s.key }
-            let expected = ["granted": "allow", "once": "once", "denied": "deny"][answer]
+            let expected = ["granted": "allow", "once": "once", "session": "allow", "denied": "deny"][answer]
             #expect(resolved?.resolution?.outcome == expected, "\(watch.summary)\n\(s.logs)")
             #expect(resolved?.resolution?.by == "portal", "\(watch.summary)")
             if answer == "denied" {
@@ -112,9 +114,10 @@ extension EndToEnd {
                     .isTone(expectedRMS: Helpers.micRMS, minimumSeconds: 0.9))
             }
             let app = try s.earmuff.app(s.key)
-            let state = ["granted": "granted", "once": "undetermined", "denied": "denied"][answer]
+            let state = ["granted": "granted", "once": "undetermined", "session": "granted", "denied": "denied"][answer]
             #expect(app?.state == state && app?.reason == (answer == "once" ? "user-once" : "user"),
                     "\(String(describing: app))")
+            #expect(app?.lifespan == (answer == "session" ? "session" : "always"), "\(String(describing: app))")
             #expect(try DesktopMocks.portalStats(bus).closed == 0, "an answered dialog was closed")
         }
 

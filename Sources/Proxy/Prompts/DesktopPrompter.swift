@@ -23,7 +23,8 @@ final class DesktopPrompter: @unchecked Sendable {
     // @unchecked Sendable: `requests` and `stopping` are locked; everything
     // else is touched by the bus thread only.
     enum Outcome: Sendable, Equatable {
-        case answered(Consent.PromptAnswer, via: PromptChannel)
+        /// Answered, for `lifespan` (nil: the answer's own meaning).
+        case answered(Consent.PromptAnswer, lifespan: RequestedLifespan?, via: PromptChannel)
         /// No desktop channel could show it.
         case unavailable
         /// The person closed the dialog or notification without answering.
@@ -54,6 +55,21 @@ final class DesktopPrompter: @unchecked Sendable {
     static let notificationsName = "org.freedesktop.Notifications"
     static let notificationsPath = "/org/freedesktop/Notifications"
     static let icon = "audio-input-microphone-symbolic"
+    /// The AccessDialog choice that asks how long the answer lasts, and its options.
+    static let lifespanChoice = "lifespan"
+    static let lifespanOptions = [("always", "Always"), ("session", "Until I log out"), ("1h", "For an hour"),
+                                  ("once", "Only this time")]
+
+    /// The lifespan of a dialog option or notification action id.
+    static func lifespan(_ id: String) -> RequestedLifespan? {
+        switch id {
+        case "always": .always
+        case "session": .session
+        case "once": .once
+        case "1h": .timed(seconds: 3600)
+        default: nil
+        }
+    }
 
     private let channels: [PromptChannel]
     private let report: @Sendable (UInt64, Outcome) -> Void
@@ -247,11 +263,17 @@ final class DesktopPrompter: @unchecked Sendable {
             try m.appendEntry("choices", "a(ssa(ss)s)") { () throws(BusError) in
                 try m.open("a", "(ssa(ss)s)")
                 try m.open("r", "ssa(ss)s")
-                try m.append("once")
-                try m.append("Only this time")
+                try m.append(Self.lifespanChoice)
+                try m.append("Remember")
                 try m.open("a", "(ss)")
+                for (id, label) in Self.lifespanOptions {
+                    try m.open("r", "ss")
+                    try m.append(id)
+                    try m.append(label)
+                    try m.close()
+                }
                 try m.close()
-                try m.append("false")
+                try m.append("always")
                 try m.close()
                 try m.close()
             }
@@ -276,7 +298,7 @@ final class DesktopPrompter: @unchecked Sendable {
         }
         do {
             let response = try reply.readUInt32()
-            var once = false
+            var lifespan: RequestedLifespan?
             try reply.enter("a", "{sv}")
             while try reply.peek() != nil {
                 try reply.enter("e", "sv")
@@ -285,7 +307,7 @@ final class DesktopPrompter: @unchecked Sendable {
                     try reply.enter("a", "(ss)")
                     while try reply.peek() != nil {
                         try reply.enter("r", "ss")
-                        if try reply.readString() == "once", try reply.readString() == "true" { once = true }
+                        if try reply.readString() == Self.lifespanChoice { lifespan = Self.lifespan(try reply.readString()) }
                         try reply.exit()
                     }
                     try reply.exit()
@@ -296,8 +318,9 @@ final class DesktopPrompter: @unchecked Sendable {
                 try reply.exit()
             }
             switch response {
-            case 0: finish(c, .answered(once ? .once : .allow, via: .portal))
-            case 1: finish(c, .answered(.deny, via: .portal))
+            case 0 where lifespan == .once: finish(c, .answered(.once, lifespan: nil, via: .portal))
+            case 0: finish(c, .answered(.allow, lifespan: lifespan, via: .portal))
+            case 1: finish(c, .answered(.deny, lifespan: lifespan, via: .portal))
             default: finish(c, .dismissed(via: .portal))
             }
         } catch {
@@ -326,7 +349,8 @@ final class DesktopPrompter: @unchecked Sendable {
             try m.append(p.icon ?? Self.icon)
             try m.append(PromptWording.title(p))
             try m.append(lines.joined(separator: "\n"))
-            try m.append(strings: ["allow", "Allow", "once", "Allow once", "deny", "Deny"])
+            // GNOME Shell shows the first three as buttons; other servers list them all.
+            try m.append(strings: ["allow", "Allow", "once", "Allow once", "deny", "Deny", "session", "Allow until logout"])
             try m.open("a", "{sv}")
             try m.appendEntry("urgency", "y") { () throws(BusError) in try m.append(byte: 2) }
             try m.appendEntry("resident", "b") { () throws(BusError) in try m.append(true) }
@@ -344,10 +368,17 @@ final class DesktopPrompter: @unchecked Sendable {
 
     private func notificationAction(_ m: BusMessage) {
         guard let id = try? m.readUInt32(), let key = try? m.readString(),
-              let c = current, c.channel == .notification, c.notification == id,
-              let answer = Consent.PromptAnswer(rawValue: key) else { return }
+              let c = current, c.channel == .notification, c.notification == id else { return }
+        let answer: Consent.PromptAnswer
+        var lifespan: RequestedLifespan?
+        if key == "session" {
+            (answer, lifespan) = (.allow, .session)
+        } else {
+            guard let a = Consent.PromptAnswer(rawValue: key) else { return }
+            answer = a
+        }
         withdrawNow(c.prompt.id) // resident: it stays up unless closed
-        report(c.prompt.id, .answered(answer, via: .notification))
+        report(c.prompt.id, .answered(answer, lifespan: lifespan, via: .notification))
     }
 
     private func notificationClosed(_ m: BusMessage) {

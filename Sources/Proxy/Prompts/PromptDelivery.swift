@@ -25,7 +25,7 @@ final class PromptDelivery: @unchecked Sendable {
 
     /// What the service hears back, on the timer, bus or command thread.
     struct Handlers: Sendable {
-        var answered: @Sendable (_ prompt: UInt64, Consent.PromptAnswer, _ via: PromptChannel) -> Void
+        var answered: @Sendable (_ prompt: UInt64, Consent.PromptAnswer, RequestedLifespan?, _ via: PromptChannel) -> Void
         var timedOut: @Sendable (_ prompt: UInt64) -> Void
         var commandExited: @Sendable (_ prompt: UInt64, _ status: Int32) -> Void
     }
@@ -71,9 +71,9 @@ final class PromptDelivery: @unchecked Sendable {
 
     private func desktopReported(_ prompt: UInt64, _ outcome: DesktopPrompter.Outcome) {
         switch outcome {
-        case let .answered(answer, via):
-            Log.info("prompt \(prompt) answered \(answer.rawValue) by \(via.rawValue)")
-            handlers.answered(prompt, answer, via)
+        case let .answered(answer, lifespan, via):
+            Log.info("prompt \(prompt) answered \(answer.rawValue) (\(lifespan?.name ?? "no lifespan given")) by \(via.rawValue)")
+            handlers.answered(prompt, answer, lifespan, via)
         case let .dismissed(via):
             Log.info("prompt \(prompt) dismissed on the desktop (\(via.rawValue)); it stays open until it times out")
         case .unavailable:

@@ -51,17 +51,17 @@ def AccessDialog(self, handle, app_id, parent_window, title, subtitle, body, opt
         mockobject.objects[handle].AddMethod(REQUEST_IFACE, 'Close', '', '', close)
 
 
-@dbus.service.method(CONTROL_IFACE, in_signature='ub', out_signature='s')
-def Answer(self, response, once):
-    '''Answers the oldest open dialog: 0 granted (once: "only this time" ticked), 1 denied, 2 cancelled.'''
+@dbus.service.method(CONTROL_IFACE, in_signature='us', out_signature='s')
+def Answer(self, response, lifespan):
+    '''Answers the oldest open dialog: 0 granted, 1 denied, 2 cancelled; a non-empty lifespan is the option
+    picked in the dialog's "lifespan" choice (always, session, 1h, once).'''
     if not self.pending:
         return ''
     handle = next(iter(self.pending))
     answer = self.pending.pop(handle)
     results = {}
-    if response == 0:
-        results['choices'] = dbus.Array([dbus.Struct(('once', 'true' if once else 'false'), signature='ss')],
-                                        signature='(ss)')
+    if response in (0, 1) and lifespan:
+        results['choices'] = dbus.Array([dbus.Struct(('lifespan', lifespan), signature='ss')], signature='(ss)')
     answer(dbus.UInt32(response), dbus.Dictionary(results, signature='sv'))
     return handle
 

@@ -1,0 +1,79 @@
+// Lifespans through the real daemon: `earmuff grant APP --for 1h` shows in
+// status and apps with its end; a session grant is gone after a restart of the
+// daemon while the timed one stays; a grant for a few seconds turns a live
+// recording real and then silent again when it ends, on the daemon's timer.
+
+import Foundation
+import Glibc
+import Testing
+import TestSupport
+
+extension EndToEnd {
+    @Suite struct LifespanEndToEndTests {
+        typealias Setup = ConsentEndToEndTests.Setup
+
+        @Test func timedAndSessionDecisionsAcrossARestart() async throws {
+            let server = try PulseServer()
+            defer { server.stop() }
+            let dir = try Helpers.scratch()
+            defer { TempDir.remove(dir) }
+            let store = "\(dir)/permissions.sqlite"
+            let other = "exe:/usr/bin/earmuff-test-session-app"
+
+            let first = try Setup(store: store, server: server)
+            let before = Date().timeIntervalSince1970
+            let granted = try first.earmuff.control("grant", first.key, "--for", "1h", "--json")
+            let after = Date().timeIntervalSince1970
+            let reply = try ConsentJSON.decode(AppView.self, from: granted.stdout)
+            #expect(reply.state == "granted" && reply.lifespan == "timed" && reply.afterwards == "undetermined", "\(reply)")
+            let expiry = try #require(reply.expiresAt)
+            #expect(expiry >= before + 3600 - 1 && expiry <= after + 3600 + 1, "\(expiry) not an hour after \(before)")
+            try first.earmuff.control("deny", other, "--session")
+
+            let app = try first.earmuff.app(first.key)
+            #expect(app?.state == "granted" && app?.lifespan == "timed" && app?.expiresAt == expiry, "\(String(describing: app))")
+            #expect(try first.earmuff.app(other)?.lifespan == "session")
+            let status = try await first.earmuff.waitForStatus { ($0.temporary ?? []).count == 2 }
+            #expect(status.temporary?.map(\.key).sorted() == [first.key, other].sorted(), "\(status)")
+            let table = try first.earmuff.runCLI(["apps"]).stdoutText
+            #expect(table.contains("granted until ") && table.contains("then undetermined"), "\(table)")
+            #expect(table.contains("denied this session"), "\(table)")
+            #expect(try first.earmuff.runCLI(["status"]).stdoutText.contains("temporary decisions: 2"))
+            // The recording is real while the timed grant lasts.
+            let rec = try first.record()
+            #expect(await ConsentEndToEndTests.waitForToneAfterSwitch(rec, seconds: 0.5), "\(first.logs)")
+            _ = rec.stop()
+            first.earmuff.stop()
+            TempDir.remove(first.scratch)
+
+            let second = try Setup(store: store, server: server)
+            defer { second.earmuff.stop(); TempDir.remove(second.scratch) }
+            let kept = try second.earmuff.app(first.key)
+            #expect(kept?.state == "granted" && kept?.lifespan == "timed" && kept?.expiresAt == expiry, "\(String(describing: kept))")
+            let gone = try second.earmuff.app(other)
+            #expect(gone == nil || (gone?.state == "undetermined" && gone?.lifespan == "always"), "\(String(describing: gone))")
+        }
+
+        @Test func aTimedGrantEndsWhileTheAppRecords() async throws {
+            let s = try Setup()
+            defer { s.stop() }
+            let rec = try s.record()
+            #expect(await rec.waitForAudio(seconds: 0.5), "\(s.logs)")
+            try s.earmuff.control("grant", s.key, "--for", "4s")
+            #expect(await ConsentEndToEndTests.waitForToneAfterSwitch(rec, seconds: 0.5), "no tone during the grant\n\(s.logs)")
+            let silenced = try await s.earmuff.waitForStatus(timeout: 90) { $0.streams(of: s.key).first?.audio == "silenced" }
+            #expect(silenced.temporary?.isEmpty ?? true, "\(silenced)")
+            let at = rec.byteCount()
+            let more = ConsentEndToEndTests.bytes(1.5, of: rec)
+            #expect(await Wait.until(timeout: 60) { rec.byteCount() >= at + more || !rec.tool.process.isRunning }, "\(s.logs)")
+            let (_, audio) = rec.stop()
+            // Whatever was in flight when the grant ended has arrived half a second later.
+            let tail = audio.subdata(in: min(audio.count, at + ConsentEndToEndTests.bytes(0.5, of: rec))..<audio.count)
+            #expect(!tail.isEmpty && AudioAnalysis.isUniform(tail, value: 0), "real audio after the grant ended\n\(s.logs)")
+            #expect(Helpers.analyze(audio, format: .s16le).rms > 0.05, "the grant never reached the recording")
+            let app = try s.earmuff.app(s.key)
+            #expect(app?.state == "undetermined" && app?.lifespan == "always", "\(String(describing: app))")
+            #expect(s.earmuff.log().contains("ended; now undetermined"), "\(s.logs)")
+        }
+    }
+}
