@@ -34,9 +34,11 @@ ensure_packages() {
 # services, busctl from systemd). systemd also brings systemd-socket-activate
 # and systemd-analyze (socket activation and `earmuff setup`); bubblewrap: the
 # Flatpak-shaped sandbox test; xvfb and x11-utils (xprop): PulseAudio's X11
-# root-window announcement under setup.
+# root-window announcement under setup; xdg-desktop-portal (its
+# xdg-permission-store) and libglib2.0-bin (gdbus, as Flatseal writes): the
+# desktop's microphone switch.
 EARMUFF_PACKAGES=(libpulse-dev libsqlite3-dev libsystemd-dev pulseaudio pulseaudio-utils socat sox
-                  dbus python3-dbusmock systemd bubblewrap xvfb x11-utils)
+                  dbus python3-dbusmock systemd bubblewrap xvfb x11-utils xdg-desktop-portal libglib2.0-bin)
 # The second end-to-end pass: PipeWire, its pulse server, the session manager,
 # the SPA plugins and a private D-Bus (without recommends: no ALSA glue, rtkit).
 EARMUFF_PIPEWIRE_PACKAGES=(pipewire pipewire-bin pipewire-pulse wireplumber libspa-0.2-modules dbus)

@@ -30,6 +30,8 @@ public enum DecisionReason: String, Sendable, Codable, CaseIterable {
     case reset
     /// A grant unused for `auto-reset-days` went back to undetermined.
     case autoReset = "auto-reset"
+    /// The desktop's microphone switch (xdg permission store: Flatseal, GNOME Settings).
+    case desktop
     case none
 }
 

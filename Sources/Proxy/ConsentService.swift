@@ -35,6 +35,8 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
     private let answeredVia = Locked([UInt64: PromptChannel]())
     /// Desktop entries, for the name and icon a prompt shows.
     private let desktopEntries = DesktopEntries()
+    /// The desktop's microphone switches of Flatpak apps (xdg permission store); set at the end of init.
+    private var desktopPermissions: DesktopPermissions!
     var control: ControlServer?
     weak var daemon: Daemon?
     /// snapd's say on snap connections (audio-record); nil: not checked.
@@ -70,6 +72,9 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
             commandExited: { [unowned self] prompt, status in
                 withEngine { e in ((), e.promptCommandFinished(PromptID(prompt), exitStatus: status, now: wallClockNow())) }
             }))
+        desktopPermissions = DesktopPermissions(handlers: .init(
+            changed: { [unowned self] appID, state in decideFromDesktop(appID, state) },
+            current: { [unowned self] in lastingFlatpakDecisions() }))
     }
 
     /// Indexes desktop entries and starts the prompt threads (timers, desktop, prompt
@@ -78,6 +83,7 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
         desktopEntries.build()
         delivery.start()
         expireLapsed()
+        desktopPermissions.start()
     }
 
     // MARK: lifespans
@@ -122,7 +128,46 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
     }
 
     /// Withdraws what is on screen, ends a running prompt command, joins the threads.
-    func stop() { delivery.stop() }
+    func stop() {
+        desktopPermissions.stopAndJoin()
+        delivery.stop()
+    }
+
+    // MARK: the desktop's switches
+
+    /// The desktop switched a Flatpak app's microphone: a lasting decision (reason desktop).
+    private func decideFromDesktop(_ appID: String, _ state: PermissionState) {
+        guard let key = AppKey(parsing: "flatpak:\(appID)"), key.value == appID else {
+            Log.warn("desktop permission store: ignored app id \"\(appID)\" (not a Flatpak app id)")
+            return
+        }
+        let refused = withEngine { e -> (ConsentError?, [ConsentAction]) in
+            switch e.setDecision(key, state, reason: state == .undetermined ? .reset : .desktop, now: wallClockNow()) {
+            case .success(let actions): return (nil, actions)
+            case .failure(let err): return (err, [])
+            }
+        }
+        if let refused {
+            Log.warn("desktop permission store: \(refused)")
+            // Show the decision in force on the switch again.
+            if case let .governedByPolicy(_, fixed) = refused { desktopPermissions.mirror(appID: appID, fixed) }
+            return
+        }
+        writer.logEvent(kind: "desktop-permission", app: key, detail: "the desktop's microphone switch set \(state.rawValue)",
+                        at: wallClockNow())
+    }
+
+    /// Lasting decisions (apps.d policy first) of Flatpak apps, by app id.
+    private func lastingFlatpakDecisions() -> [String: PermissionState] {
+        engine.withLock { e in
+            var out: [String: PermissionState] = [:]
+            for d in e.storedDecisions where d.appKey.kind == "flatpak" { out[d.appKey.value] = d.state }
+            for (key, decl) in e.policy.declarations where key.kind == "flatpak" {
+                if let fixed = decl.decision { out[key.value] = fixed }
+            }
+            return out
+        }
+    }
 
     private func answerFromDesktop(_ prompt: UInt64, _ answer: Consent.PromptAnswer, lifespan: RequestedLifespan?,
                                    via: PromptChannel) {
@@ -274,6 +319,7 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
             case let .persistDecision(d):
                 writer.save(d)
                 if d.lifespan.expiresAt != nil { timedDecisionMade() }
+                if d.lifespan == .always, d.appKey.kind == "flatpak" { desktopPermissions.mirror(appID: d.appKey.value, d.state) }
             case let .removeTimedDecision(app, capability):
                 writer.removeTimed(app, capability)
             case let .recordApp(r):

@@ -78,20 +78,40 @@ public final class SessionBus: Sendable {
             let json = try JSONSerialization.data(withJSONObject: parameters)
             args += ["--parameters", String(decoding: json, as: UTF8.self)]
         }
+        return try startService(python, arguments: args, owning: name, timeout: timeout,
+                                hint: "dbusmock \(template) (python3-dbusmock installed?)")
+    }
+
+    /// Starts the real `xdg-permission-store` (Debian's xdg-desktop-portal ships it) on this
+    /// bus, keeping its data (`flatpak/db`) in this bus's directory, and waits until it owns
+    /// `org.freedesktop.impl.portal.PermissionStore`.
+    @discardableResult
+    public func startPermissionStore(timeout: Double = 30) throws -> ChildProcess {
+        let candidates = ["/usr/libexec/xdg-permission-store", "/usr/lib/xdg-desktop-portal/xdg-permission-store"]
+        let binary = candidates.first { FileManager.default.isExecutableFile(atPath: $0) }
+        guard let binary else { throw TestSupportError("xdg-permission-store not found; install xdg-desktop-portal") }
+        return try startService(binary, arguments: ["--replace"], owning: "org.freedesktop.impl.portal.PermissionStore",
+                                timeout: timeout, hint: "xdg-permission-store")
+    }
+
+    /// Runs `executable` on this bus (HOME and the XDG directories in the bus's directory)
+    /// and waits until it owns `name`; its output goes to `NAME.out` there.
+    private func startService(_ executable: String, arguments: [String], owning name: String, timeout: Double,
+                              hint: String) throws -> ChildProcess {
         var env = Tool.privateEnvironment(root: directory)
         env["DBUS_SESSION_BUS_ADDRESS"] = address
-        let mock = try ChildProcess.spawn(executable: python, arguments: args, environment: env,
-                                          stdoutPath: "\(directory)/\(name).out", stderrPath: "\(directory)/\(name).out",
-                                          maxLifetime: 1800)
-        mocks.withLock { $0.append(mock) }
+        let child = try ChildProcess.spawn(executable: executable, arguments: arguments, environment: env,
+                                           stdoutPath: "\(directory)/\(name).out", stderrPath: "\(directory)/\(name).out",
+                                           maxLifetime: 1800)
+        mocks.withLock { $0.append(child) }
         let owned = Wait.untilBlocking(timeout: timeout, interval: 0.05) {
-            !mock.isRunning || (try? hasOwner(name)) == true
+            !child.isRunning || (try? hasOwner(name)) == true
         }
-        guard owned, mock.isRunning else {
+        guard owned, child.isRunning else {
             let out = (try? String(contentsOfFile: "\(directory)/\(name).out", encoding: .utf8)) ?? ""
-            throw TestSupportError("dbusmock \(template) did not take \(name) within \(timeout) s (python3-dbusmock installed?): \(out)")
+            throw TestSupportError("\(hint) did not take \(name) within \(timeout) s: \(out)")
         }
-        return mock
+        return child
     }
 
     /// Where the mock owning `name` logs its calls, one line each.

@@ -12,6 +12,19 @@ extension EndToEnd {
     @Suite struct LifespanEndToEndTests {
         typealias Setup = ConsentEndToEndTests.Setup
 
+        /// Whether `rec`, once a stream was reported silenced, records only silence: it waits for
+        /// 1.5 s more audio and checks what came after the first half second (frames already in
+        /// flight when the state changed have arrived by then).
+        static func silentFromHere(_ rec: Recording) async -> Bool {
+            let at = rec.byteCount()
+            let more = ConsentEndToEndTests.bytes(1.5, of: rec)
+            guard await Wait.until(timeout: 60, { rec.byteCount() >= at + more || !rec.tool.process.isRunning }) else { return false }
+            let audio = rec.data()
+            let from = at + ConsentEndToEndTests.bytes(0.5, of: rec)
+            guard audio.count > from else { return false }
+            return AudioAnalysis.isUniform(audio.subdata(in: from..<audio.count), value: 0)
+        }
+
         @Test func timedAndSessionDecisionsAcrossARestart() async throws {
             let server = try PulseServer()
             defer { server.stop() }
@@ -63,13 +76,8 @@ extension EndToEnd {
             #expect(await ConsentEndToEndTests.waitForToneAfterSwitch(rec, seconds: 0.5), "no tone during the grant\n\(s.logs)")
             let silenced = try await s.earmuff.waitForStatus(timeout: 90) { $0.streams(of: s.key).first?.audio == "silenced" }
             #expect(silenced.temporary?.isEmpty ?? true, "\(silenced)")
-            let at = rec.byteCount()
-            let more = ConsentEndToEndTests.bytes(1.5, of: rec)
-            #expect(await Wait.until(timeout: 60) { rec.byteCount() >= at + more || !rec.tool.process.isRunning }, "\(s.logs)")
+            #expect(await Self.silentFromHere(rec), "real audio after the grant ended\n\(s.logs)")
             let (_, audio) = rec.stop()
-            // Whatever was in flight when the grant ended has arrived half a second later.
-            let tail = audio.subdata(in: min(audio.count, at + ConsentEndToEndTests.bytes(0.5, of: rec))..<audio.count)
-            #expect(!tail.isEmpty && AudioAnalysis.isUniform(tail, value: 0), "real audio after the grant ended\n\(s.logs)")
             #expect(Helpers.analyze(audio, format: .s16le).rms > 0.05, "the grant never reached the recording")
             let app = try s.earmuff.app(s.key)
             #expect(app?.state == "undetermined" && app?.lifespan == "always", "\(String(describing: app))")

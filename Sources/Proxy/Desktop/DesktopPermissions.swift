@@ -1,0 +1,235 @@
+// The desktop's microphone switches for Flatpak apps.
+//
+// Flatseal's Microphone switch and GNOME Settings' Microphone page read and
+// write the xdg permission store (`org.freedesktop.impl.portal.PermissionStore`
+// on the session bus, table `devices`, id `microphone`, app id → ["yes"] or
+// ["no"]), as xdg-desktop-portal's Device portal does. This mirrors Earmuff's
+// lasting decisions of `flatpak:` apps there and follows the store's `Changed`
+// signal, so a switch flipped on the desktop becomes Earmuff's decision
+// (reason `desktop`) and reaches live streams on their next frame:
+//   granted → yes, denied → no, undetermined (reset, auto-reset) → the entry
+//   is deleted; temporary decisions (once, session, timed) are not mirrored.
+// At start the two are merged: an app Earmuff has decided is written to the
+// store; an app only the store knows is decided as the store says.
+//
+// Echoes: the store announces every write, Earmuff's own included, with the
+// whole table. Only entries that differ from the table last seen count as
+// changes, and a change that is the next value Earmuff itself wrote to that
+// entry is its echo and is dropped. So Earmuff never re-decides from its own
+// writes, even when several are in flight.
+//
+// One thread owns the bus connection (sd-bus is single-threaded); others
+// queue requests and signal an eventfd. Without a session bus nothing is
+// done, and nothing is said above debug level.
+import CLinux
+import Consent
+import DBus
+import Glibc
+
+final class DesktopPermissions: @unchecked Sendable {
+    // @unchecked Sendable: `requests` is locked; everything else belongs to the bus thread.
+    static let service = "org.freedesktop.impl.portal.PermissionStore"
+    static let path = "/org/freedesktop/impl/portal/PermissionStore"
+    static let table = "devices"
+    static let id = "microphone"
+
+    struct Handlers: Sendable {
+        /// The desktop set a Flatpak app's microphone switch (granted or denied; undetermined: its entry was deleted).
+        var changed: @Sendable (_ appID: String, PermissionState) -> Void
+        /// The lasting decisions of Flatpak apps now, by app id.
+        var current: @Sendable () -> [String: PermissionState]
+    }
+
+    private let handlers: Handlers
+    private let requests = Locked<(queue: [(String, PermissionState)], stopping: Bool)>(([], false))
+    private let wakeFD: Int32
+    private var thread: pthread_t?
+
+    // Bus thread only.
+    private var bus: BusConnection?
+    private var slot: BusSlot?
+    /// The table as the store last announced it: app id → its first value.
+    private var seen: [String: String] = [:]
+    /// Values Earmuff wrote per app id and has not seen announced yet, oldest first ("" for a deletion).
+    private var unechoed: [String: [String]] = [:]
+
+    init(handlers: Handlers) {
+        self.handlers = handlers
+        wakeFD = earmuff_eventfd()
+    }
+
+    deinit { closeFD(wakeFD) }
+
+    func start() { thread = startThread { self.run() } }
+
+    func stopAndJoin() {
+        requests.withLock { $0.stopping = true }
+        _ = earmuff_eventfd_signal(wakeFD)
+        if let t = thread {
+            pthread_join(t, nil)
+            thread = nil
+        }
+    }
+
+    /// Mirrors a lasting decision of Flatpak app `appID` (from any thread).
+    func mirror(appID: String, _ state: PermissionState) {
+        requests.withLock { $0.queue.append((appID, state)) }
+        _ = earmuff_eventfd_signal(wakeFD)
+    }
+
+    /// The store's value for a state; nil: no entry.
+    static func value(_ state: PermissionState) -> String? {
+        switch state {
+        case .granted: "yes"
+        case .denied: "no"
+        case .undetermined: nil
+        }
+    }
+
+    /// The state a store value means; nil for values that say neither (e.g. "ask").
+    static func state(_ value: String?) -> PermissionState? {
+        switch value {
+        case "yes": .granted
+        case "no": .denied
+        case nil: .undetermined
+        default: nil
+        }
+    }
+
+    // MARK: the bus thread
+
+    private func run() {
+        guard connect() else { return }
+        reconcile()
+        while true {
+            let (batch, stopping) = requests.withLock { r -> ([(String, PermissionState)], Bool) in
+                defer { r.queue.removeAll() }
+                return (r.queue, r.stopping)
+            }
+            if stopping { break }
+            for (app, state) in batch { write(app, state) }
+            guard let b = bus else { break }
+            do {
+                while try b.process() {}
+            } catch {
+                Log.warn("desktop permission store: lost the session bus (\(error)); decisions are no longer mirrored")
+                break
+            }
+            var fds = [pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0),
+                       pollfd(fd: b.fd, events: b.events, revents: 0)]
+            _ = poll(&fds, nfds_t(fds.count), b.pollTimeoutMilliseconds)
+            _ = earmuff_eventfd_drain(wakeFD)
+        }
+        slot = nil
+        bus = nil
+    }
+
+    private func connect() -> Bool {
+        do {
+            let b = try BusConnection.session()
+            slot = try b.onSignal(path: Self.path, interface: Self.service, member: "Changed") { [unowned self] m in
+                changed(m)
+            }
+            bus = b
+            return true
+        } catch {
+            Log.debug("desktop permission store: no session bus (\(error)); not mirrored")
+            return false
+        }
+    }
+
+    /// Reads the table and merges it with Earmuff's decisions (see the file comment).
+    private func reconcile() {
+        guard let b = bus else { return }
+        do {
+            let call = try b.methodCall(destination: Self.service, path: Self.path, interface: Self.service, member: "Lookup")
+            try call.append(Self.table)
+            try call.append(Self.id)
+            seen = try Self.readPermissions(try b.call(call, timeout: 10))
+        } catch {
+            // No entry yet ("No entry for microphone"), or no store on this bus.
+            Log.debug("desktop permission store: \(Self.table)/\(Self.id) not read (\(error))")
+        }
+        let mine = handlers.current()
+        for (app, value) in seen.sorted(by: { $0.key < $1.key }) where mine[app] == nil || mine[app] == .undetermined {
+            if let state = Self.state(value), state != .undetermined {
+                Log.info("desktop permission store: flatpak:\(app) is \(value) there and undecided here; now \(state.rawValue)")
+                handlers.changed(app, state)
+            }
+        }
+        for (app, state) in mine.sorted(by: { $0.key < $1.key }) { write(app, state) }
+    }
+
+    /// Writes `state` for `app` unless the store already says so.
+    private func write(_ app: String, _ state: PermissionState) {
+        guard let b = bus, !app.isEmpty else { return }
+        let value = Self.value(state)
+        // What the store will hold once the writes in flight are done.
+        let expected = unechoed[app]?.last.map { $0.isEmpty ? nil : $0 } ?? seen[app]
+        guard expected != value else { return }
+        do {
+            let call: BusMessage
+            if let value {
+                call = try b.methodCall(destination: Self.service, path: Self.path, interface: Self.service,
+                                        member: "SetPermission")
+                try call.append(Self.table)
+                try call.append(true)
+                try call.append(Self.id)
+                try call.append(app)
+                try call.append(strings: [value])
+            } else {
+                call = try b.methodCall(destination: Self.service, path: Self.path, interface: Self.service,
+                                        member: "DeletePermission")
+                try call.append(Self.table)
+                try call.append(Self.id)
+                try call.append(app)
+            }
+            _ = try b.call(call, timeout: 10)
+            unechoed[app, default: []].append(value ?? "")
+            Log.info("desktop permission store: \(Self.table)/\(Self.id) \(app) = \(value ?? "(deleted)")")
+        } catch {
+            Log.debug("desktop permission store: cannot write \(app) (\(error))")
+        }
+    }
+
+    /// The store's `Changed(table, id, deleted, data, permissions)`.
+    private func changed(_ m: BusMessage) {
+        do {
+            guard try m.readString() == Self.table, try m.readString() == Self.id else { return }
+            let deleted = try m.readBool()
+            try m.skip("v")
+            let now = deleted ? [:] : try Self.readPermissions(m, dataSkipped: true)
+            let before = seen
+            seen = now
+            for app in Set(before.keys).union(now.keys).sorted() where before[app] != now[app] {
+                let value = now[app]
+                if var mine = unechoed[app], !mine.isEmpty, mine[0] == (value ?? "") {
+                    mine.removeFirst()
+                    unechoed[app] = mine.isEmpty ? nil : mine
+                    continue // our own write, announced
+                }
+                guard let state = Self.state(value) else { continue }
+                Log.info("desktop permission store: flatpak:\(app) switched to \(value ?? "(deleted)") on the desktop; now \(state.rawValue)")
+                handlers.changed(app, state)
+            }
+        } catch {
+            Log.warn("desktop permission store: unreadable Changed signal (\(error))")
+        }
+    }
+
+    /// Reads `a{sas}` (after `v` unless `dataSkipped`) into app id → first value.
+    private static func readPermissions(_ m: BusMessage, dataSkipped: Bool = false) throws(BusError) -> [String: String] {
+        var out: [String: String] = [:]
+        try m.enter("a", "{sas}")
+        while try m.peek() != nil {
+            try m.enter("e", "sas")
+            let app = try m.readString()
+            let values = try m.readStrings()
+            try m.exit()
+            if let first = values.first { out[app] = first }
+        }
+        try m.exit()
+        if !dataSkipped { try m.skip("v") }
+        return out
+    }
+}
