@@ -474,12 +474,16 @@ public struct ConsentEngine: Sendable {
         return resolve(p, answer: nil, outcome: .timedOut, reason: .promptTimeout, now: now)
     }
 
-    /// The prompt command exited: 0 allow, 1 deny, anything else no answer (the prompt stays pending).
-    public mutating func promptCommandFinished(_ p: PromptID, exitStatus: Int32, now: Double) -> [ConsentAction] {
+    /// The prompt command exited: 0 allow, 1 deny, anything else no answer (the prompt stays
+    /// pending); the answer lasts `lifespan` (nil: always; a time already past: always too).
+    public mutating func promptCommandFinished(_ p: PromptID, exitStatus: Int32, lifespan: Lifespan? = nil,
+                                               now: Double) -> [ConsentAction] {
         guard pending[p] != nil else { return [] }
+        var span = lifespan
+        if let t = span?.expiresAt, t <= now { span = nil }
         switch exitStatus {
-        case 0: return resolve(p, answer: .allow, outcome: .commandAnswered(.allow), reason: .promptCommand, now: now)
-        case 1: return resolve(p, answer: .deny, outcome: .commandAnswered(.deny), reason: .promptCommand, now: now)
+        case 0: return resolve(p, answer: .allow, lifespan: span, outcome: .commandAnswered(.allow), reason: .promptCommand, now: now)
+        case 1: return resolve(p, answer: .deny, lifespan: span, outcome: .commandAnswered(.deny), reason: .promptCommand, now: now)
         default: return [.emit(.promptCommandGaveNoAnswer(p, exitStatus: exitStatus))]
         }
     }

@@ -69,8 +69,12 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
             timedOut: { [unowned self] prompt in
                 withEngine { e in ((), e.promptTimedOut(PromptID(prompt), now: wallClockNow())) }
             },
-            commandExited: { [unowned self] prompt, status in
-                withEngine { e in ((), e.promptCommandFinished(PromptID(prompt), exitStatus: status, now: wallClockNow())) }
+            commandExited: { [unowned self] prompt, status, output in
+                let now = wallClockNow()
+                let lifespan = Self.commandLifespan(output, now: now)
+                withEngine { e in
+                    ((), e.promptCommandFinished(PromptID(prompt), exitStatus: status, lifespan: lifespan, now: now))
+                }
             }))
         desktopPermissions = DesktopPermissions(handlers: .init(
             changed: { [unowned self] appID, state in decideFromDesktop(appID, state) },
@@ -114,6 +118,22 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
     private func timedDecisionMade() {
         let now = wallClockNow()
         scheduleExpiry(next: engine.withLock { $0.nextDeadline(now: now) }, now: now)
+    }
+
+    /// How long a prompt command's answer lasts, from the first line it printed: `once`,
+    /// `session`, `always` or a duration (`2h`); nil (always) for nothing or anything else.
+    static func commandLifespan(_ output: String, now: Double) -> Lifespan? {
+        switch output {
+        case "": return nil
+        case "once": return .once
+        case "session": return .session
+        case "always": return .always
+        default:
+            if let seconds = DurationText.parse(output) { return .until(now + seconds) }
+            Log.warn("prompt-command printed \"\(ClientFormat.cell(output, max: 60))\"; a lifespan is once, session, always "
+                     + "or a duration such as 2h; the answer lasts until changed")
+            return nil
+        }
     }
 
     /// The lifespan a request asks for, as the engine takes it (durations from now).

@@ -67,6 +67,35 @@ extension EndToEnd {
             #expect(gone == nil || (gone?.state == "undetermined" && gone?.lifespan == "always"), "\(String(describing: gone))")
         }
 
+        /// An agent's answer and the prompt command's first line say how long they last.
+        @Test func agentsAndThePromptCommandAnswerForAWhile() async throws {
+            let s = try Setup(config: ["prompt-command = echo session; exit 0"])
+            defer { s.stop() }
+            let watch = try await s.earmuff.startWatch()
+            defer { watch.stop() }
+            let rec = try s.record()
+            _ = try await watch.waitForLine { $0.event == "prompt-resolved" && $0.resolution?.appKey == s.key }
+            #expect(await ConsentEndToEndTests.waitForToneAfterSwitch(rec, seconds: 0.5), "\(s.logs)")
+            _ = rec.stop()
+            let byCommand = try s.earmuff.app(s.key)
+            #expect(byCommand?.state == "granted" && byCommand?.reason == "prompt-command" && byCommand?.lifespan == "session",
+                    "\(String(describing: byCommand))")
+
+            // Back to undetermined; an agent denies for an hour.
+            try s.earmuff.control("reset", s.key)
+            let agent = try s.earmuff.startCLI(["agent", "--answer", "deny", "--for", "1h", "--json"])
+            defer { _ = agent.stop() }
+            let again = try s.record()
+            let answered = try await agent.waitForLine { $0.type == "answered" }
+            #expect(answered != nil, "\(agent.summary)\n\(s.logs)")
+            let denied = try s.earmuff.app(s.key)
+            #expect(denied?.state == "denied" && denied?.lifespan == "timed" && denied?.afterwards == "undetermined",
+                    "\(String(describing: denied))")
+            #expect(await again.waitForAudio(seconds: 0.5), "\(s.logs)")
+            let (_, audio) = again.stop()
+            #expect(AudioAnalysis.isUniform(audio, value: 0), "the app heard the microphone while denied")
+        }
+
         @Test func aTimedGrantEndsWhileTheAppRecords() async throws {
             let s = try Setup()
             defer { s.stop() }

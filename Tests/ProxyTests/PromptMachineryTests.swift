@@ -63,7 +63,7 @@ import TestSupport
         let exits = Locked<[(UInt64, Int32, Bool)]>([])
         let runner = PromptCommandRunner(
             command: "echo \"start $EARMUFF_N\" >> \(dir)/log; sleep 60 & wait", timers: timers
-        ) { prompt, status, cancelled in exits.withLock { $0.append((prompt, status, cancelled)) } }
+        ) { prompt, status, cancelled, _ in exits.withLock { $0.append((prompt, status, cancelled)) } }
         runner.start()
         defer { runner.stopAndJoin() }
         for n in 1...3 { runner.enqueue(.init(prompt: UInt64(n), environment: ["EARMUFF_N": "\(n)"])) }
@@ -81,19 +81,30 @@ import TestSupport
         #expect(!log().contains("start 2"))
     }
 
-    /// A command that exits reports its status, not cancelled.
-    @Test func exitStatusIsReported() async throws {
+    /// A command that exits reports its status, not cancelled, and the first line it printed.
+    @Test func exitStatusAndFirstLineAreReported() async throws {
         let timers = DeadlineTimers()
         timers.start()
         defer { timers.stopAndJoin() }
-        let exits = Locked<[(UInt64, Int32, Bool)]>([])
-        let runner = PromptCommandRunner(command: "exit 7", timers: timers) { p, s, c in exits.withLock { $0.append((p, s, c)) } }
+        let exits = Locked<[(UInt64, Int32, Bool, String)]>([])
+        let runner = PromptCommandRunner(command: "printf ' 2h \\nmore\\n'; exit 7", timers: timers) { p, s, c, o in
+            exits.withLock { $0.append((p, s, c, o)) }
+        }
         runner.start()
         defer { runner.stopAndJoin() }
         runner.enqueue(.init(prompt: 9, environment: [:]))
         #expect(await Wait.until(timeout: 30) { exits.withLock { $0.count } == 1 })
         let e = exits.withLock { $0.first }
-        #expect(e?.0 == 9 && e?.1 == 7 && e?.2 == false)
+        #expect(e?.0 == 9 && e?.1 == 7 && e?.2 == false && e?.3 == "2h", "\(String(describing: e))")
+    }
+
+    @Test func aPromptCommandNamesItsLifespan() {
+        #expect(ConsentService.commandLifespan("", now: 10) == nil)
+        #expect(ConsentService.commandLifespan("session", now: 10) == .session)
+        #expect(ConsentService.commandLifespan("once", now: 10) == .once)
+        #expect(ConsentService.commandLifespan("always", now: 10) == .always)
+        #expect(ConsentService.commandLifespan("2h", now: 10) == .until(7210))
+        #expect(ConsentService.commandLifespan("Allow", now: 10) == nil)
     }
 }
 

@@ -6,6 +6,10 @@
 // `cancel` drops it from the queue or, if its command is running, signals the
 // command's process group (SIGTERM, then SIGKILL after a grace period), so a
 // dialog the command opened goes away with the prompt.
+//
+// The command's standard output is a pipe: the first line it printed (read
+// once it has exited, at most `maximumOutput` bytes) goes with its exit
+// status, so that it can say how long its answer lasts.
 import CLinux
 import Glibc
 
@@ -27,7 +31,7 @@ final class PromptCommandRunner: @unchecked Sendable {
 
     private let command: String
     private let timers: DeadlineTimers
-    private let finished: @Sendable (_ prompt: UInt64, _ status: Int32, _ cancelled: Bool) -> Void
+    private let finished: @Sendable (_ prompt: UInt64, _ status: Int32, _ cancelled: Bool, _ output: String) -> Void
     private let state = Locked(State())
     private let wake = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
     private let wakeMutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
@@ -35,9 +39,12 @@ final class PromptCommandRunner: @unchecked Sendable {
     /// Seconds between SIGTERM and SIGKILL for a cancelled command.
     static let killGrace = 2.0
 
-    /// `finished` runs on the runner thread after each command exits.
+    /// The most of a command's output that is read.
+    static let maximumOutput = 4096
+
+    /// `finished` runs on the runner thread after each command exits, with the first line it printed.
     init(command: String, timers: DeadlineTimers,
-         finished: @escaping @Sendable (_ prompt: UInt64, _ status: Int32, _ cancelled: Bool) -> Void) {
+         finished: @escaping @Sendable (_ prompt: UInt64, _ status: Int32, _ cancelled: Bool, _ output: String) -> Void) {
         self.command = command
         self.timers = timers
         self.finished = finished
@@ -167,12 +174,21 @@ final class PromptCommandRunner: @unchecked Sendable {
 
     private func runOne(_ job: Job) {
         let pid: pid_t
+        var output: [Int32] = [-1, -1]
+        if pipe(&output) == 0 {
+            // Only the command's stdout gets the write end (posix_spawn dup2s it there).
+            for fd in output { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
+        } else {
+            output = [-1, -1]
+        }
+        defer { if output[0] >= 0 { closeFD(output[0]) } }
         do {
-            pid = try spawnShell(command, extraEnvironment: job.environment)
+            defer { if output[1] >= 0 { closeFD(output[1]) } }
+            pid = try spawnShell(command, extraEnvironment: job.environment, stdout: output[1] >= 0 ? output[1] : nil)
         } catch {
             Log.error("prompt-command: \(error)")
             state.withLock { $0.running = nil }
-            finished(job.prompt, 127, false)
+            finished(job.prompt, 127, false, "")
             return
         }
         let (stopping, cancelledWhileStarting) = state.withLock { s in
@@ -193,13 +209,34 @@ final class PromptCommandRunner: @unchecked Sendable {
         }
         timers.cancel(key: Self.killTimerKey(job.prompt))
         let code = status & 0x7f == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
-        finished(job.prompt, code, cancelled)
+        finished(job.prompt, code, cancelled, Self.firstLine(of: output[0]))
+    }
+}
+
+extension PromptCommandRunner {
+    /// The first line waiting in pipe `fd`, trimmed; never blocks (what the command's own
+    /// children may still write is not waited for).
+    static func firstLine(of fd: Int32) -> String {
+        guard fd >= 0 else { return "" }
+        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+        var bytes = [UInt8](repeating: 0, count: maximumOutput)
+        var count = 0
+        while count < bytes.count {
+            let n = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress! + count, $0.count - count) }  // non-empty buffer
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { break }
+            count += n
+        }
+        let line = bytes[..<count].prefix { $0 != UInt8(ascii: "\n") }
+        let blank: Set<UInt8> = [UInt8(ascii: " "), UInt8(ascii: "\t"), UInt8(ascii: "\r")]
+        return String(decoding: line.drop { blank.contains($0) }.reversed().drop { blank.contains($0) }.reversed(),
+                      as: UTF8.self)
     }
 }
 
 /// Starts `/bin/sh -c command` in a new process group (so a cancel reaches what
-/// it starts) and returns its pid.
-func spawnShell(_ command: String, extraEnvironment: [String: String]) throws -> pid_t {
+/// it starts), its standard output on `stdout` when given, and returns its pid.
+func spawnShell(_ command: String, extraEnvironment: [String: String], stdout: Int32? = nil) throws -> pid_t {
     var env = currentEnvironment()
     for (k, v) in extraEnvironment { env[k] = v }
     let argv: [String] = ["/bin/sh", "-c", command]
@@ -225,8 +262,12 @@ func spawnShell(_ command: String, extraEnvironment: [String: String]) throws ->
     sigaddset(&stopSignals, SIGINT)
     posix_spawnattr_setsigdefault(&attr, &stopSignals)
     posix_spawnattr_setflags(&attr, Int16(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    if let stdout { posix_spawn_file_actions_adddup2(&actions, stdout, 1) }
     var pid: pid_t = 0
-    let rc = posix_spawn(&pid, "/bin/sh", nil, &attr, &cArgs, &cEnv)
+    let rc = posix_spawn(&pid, "/bin/sh", &actions, &attr, &cArgs, &cEnv)
     guard rc == 0 else { throw PromptCommandError(message: "cannot start /bin/sh: \(String(cString: strerror(rc)))") }
     return pid
 }

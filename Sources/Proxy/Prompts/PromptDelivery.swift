@@ -27,7 +27,8 @@ final class PromptDelivery: @unchecked Sendable {
     struct Handlers: Sendable {
         var answered: @Sendable (_ prompt: UInt64, Consent.PromptAnswer, RequestedLifespan?, _ via: PromptChannel) -> Void
         var timedOut: @Sendable (_ prompt: UInt64) -> Void
-        var commandExited: @Sendable (_ prompt: UInt64, _ status: Int32) -> Void
+        /// The prompt command exited; `output` is the first line it printed.
+        var commandExited: @Sendable (_ prompt: UInt64, _ status: Int32, _ output: String) -> Void
     }
 
     let timers: DeadlineTimers
@@ -52,12 +53,12 @@ final class PromptDelivery: @unchecked Sendable {
         self.timers = timers
         self.handlers = handlers
         commands = runCommand.map { cmd in
-            PromptCommandRunner(command: cmd, timers: timers) { prompt, status, cancelled in
+            PromptCommandRunner(command: cmd, timers: timers) { prompt, status, cancelled, output in
                 if cancelled {
                     Log.info("prompt-command for prompt \(prompt) ended with the prompt (status \(status))")
                 } else {
                     Log.info("prompt-command for prompt \(prompt) exited with \(status)")
-                    handlers.commandExited(prompt, status)
+                    handlers.commandExited(prompt, status, output)
                 }
             }
         }
