@@ -674,18 +674,21 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
         case let .decisionChanged(d):
             return .decisionChanged(decisionInfo(d))
         case let .decisionExpired(old, after):
-            let detail = "the \(old.state.rawValue) decision until \(ClientFormat.date(old.lifespan.expiresAt)) ended; "
-                + "now \(after.state.rawValue) (\(after.reason.rawValue))"
-            Log.info("decision for \(old.appKey): \(detail)")
-            writer.logEvent(kind: "decision-expired", app: old.appKey, detail: detail, at: wallClockNow())
-            return .decisionChanged(decisionInfo(after))
+            return decisionEnded(after, event: "decision-expired",
+                                 "the \(old.state.rawValue) decision until \(ClientFormat.date(old.lifespan.expiresAt)) ended; "
+                                 + "now \(after.state.rawValue) (\(after.reason.rawValue))")
         case let .decisionAutoReset(d, lastUsed):
-            let detail = "granted, unused since \(ClientFormat.date(lastUsed)) (auto-reset-days = \(configuration.autoResetDays)); "
-                + "now undetermined (auto-reset): it prompts on its next recording"
-            Log.info("decision for \(d.appKey): \(detail)")
-            writer.logEvent(kind: "auto-reset", app: d.appKey, detail: detail, at: wallClockNow())
-            return .decisionChanged(decisionInfo(d))
+            return decisionEnded(d, event: "auto-reset",
+                                 "granted, unused since \(ClientFormat.date(lastUsed)) (auto-reset-days = "
+                                 + "\(configuration.autoResetDays)); now undetermined (auto-reset): it prompts on its next recording")
         }
+    }
+
+    /// Logs (daemon log and the store's events) that a decision ended by itself; `now` is the one in force.
+    private func decisionEnded(_ now: Decision, event: String, _ detail: String) -> ControlEvent {
+        Log.info("decision for \(now.appKey): \(detail)")
+        writer.logEvent(kind: event, app: now.appKey, detail: detail, at: wallClockNow())
+        return .decisionChanged(decisionInfo(now))
     }
 }
 

@@ -27,7 +27,7 @@ import DBus
 import Glibc
 
 final class DesktopPermissions: @unchecked Sendable {
-    // @unchecked Sendable: `requests` is locked; everything else belongs to the bus thread.
+    // @unchecked Sendable: `worker` is thread-safe; everything else belongs to the bus thread.
     static let service = "org.freedesktop.impl.portal.PermissionStore"
     static let path = "/org/freedesktop/impl/portal/PermissionStore"
     static let table = "devices"
@@ -41,9 +41,13 @@ final class DesktopPermissions: @unchecked Sendable {
     }
 
     private let handlers: Handlers
-    private let requests = Locked<(queue: [(String, PermissionState)], stopping: Bool)>(([], false))
-    private let wakeFD: Int32
-    private var thread: pthread_t?
+    private let worker = RequestThread<Mirror>()
+
+    /// A lasting decision to show on the switch.
+    private struct Mirror: Sendable {
+        var appID: String
+        var state: PermissionState
+    }
 
     // Bus thread only.
     private var bus: BusConnection?
@@ -55,26 +59,15 @@ final class DesktopPermissions: @unchecked Sendable {
 
     init(handlers: Handlers) {
         self.handlers = handlers
-        wakeFD = earmuff_eventfd()
     }
 
-    deinit { closeFD(wakeFD) }
+    func start() { worker.start { self.run() } }
 
-    func start() { thread = startThread { self.run() } }
-
-    func stopAndJoin() {
-        requests.withLock { $0.stopping = true }
-        _ = earmuff_eventfd_signal(wakeFD)
-        if let t = thread {
-            pthread_join(t, nil)
-            thread = nil
-        }
-    }
+    func stopAndJoin() { worker.stopAndJoin() }
 
     /// Mirrors a lasting decision of Flatpak app `appID` (from any thread).
     func mirror(appID: String, _ state: PermissionState) {
-        requests.withLock { $0.queue.append((appID, state)) }
-        _ = earmuff_eventfd_signal(wakeFD)
+        worker.post(Mirror(appID: appID, state: state))
     }
 
     /// The store's value for a state; nil: no entry.
@@ -102,12 +95,9 @@ final class DesktopPermissions: @unchecked Sendable {
         guard connect() else { return }
         reconcile()
         while true {
-            let (batch, stopping) = requests.withLock { r -> ([(String, PermissionState)], Bool) in
-                defer { r.queue.removeAll() }
-                return (r.queue, r.stopping)
-            }
+            let (batch, stopping) = worker.take()
             if stopping { break }
-            for (app, state) in batch { write(app, state) }
+            for m in batch { write(m.appID, m.state) }
             guard let b = bus else { break }
             do {
                 while try b.process() {}
@@ -115,10 +105,10 @@ final class DesktopPermissions: @unchecked Sendable {
                 Log.warn("desktop permission store: lost the session bus (\(error)); decisions are no longer mirrored")
                 break
             }
-            var fds = [pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0),
+            var fds = [pollfd(fd: worker.wakeFD, events: Int16(POLLIN), revents: 0),
                        pollfd(fd: b.fd, events: b.events, revents: 0)]
             _ = poll(&fds, nfds_t(fds.count), b.pollTimeoutMilliseconds)
-            _ = earmuff_eventfd_drain(wakeFD)
+            _ = earmuff_eventfd_drain(worker.wakeFD)
         }
         slot = nil
         bus = nil

@@ -20,8 +20,8 @@ import DBus
 import Glibc
 
 final class DesktopPrompter: @unchecked Sendable {
-    // @unchecked Sendable: `requests` and `stopping` are locked; everything
-    // else is touched by the bus thread only.
+    // @unchecked Sendable: `worker` is thread-safe; everything else is
+    // touched by the bus thread only.
     enum Outcome: Sendable, Equatable {
         /// Answered, for `lifespan` (nil: the answer's own meaning).
         case answered(Consent.PromptAnswer, lifespan: RequestedLifespan?, via: PromptChannel)
@@ -73,9 +73,7 @@ final class DesktopPrompter: @unchecked Sendable {
 
     private let channels: [PromptChannel]
     private let report: @Sendable (UInt64, Outcome) -> Void
-    private let requests = Locked<(queue: [Request], stopping: Bool)>(([], false))
-    private let wakeFD: Int32
-    private var thread: pthread_t?
+    private let worker = RequestThread<Request>()
 
     // Bus thread only.
     private var bus: BusConnection?
@@ -87,24 +85,14 @@ final class DesktopPrompter: @unchecked Sendable {
     init(channels: [PromptChannel], report: @escaping @Sendable (UInt64, Outcome) -> Void) {
         self.channels = channels.filter { $0 == .portal || $0 == .notification }
         self.report = report
-        wakeFD = earmuff_eventfd()
     }
 
-    deinit { closeFD(wakeFD) }
-
     func start() {
-        thread = startThread { self.run() }
+        worker.start { self.run() }
     }
 
     /// Closes the dialog on screen and stops the thread.
-    func stopAndJoin() {
-        requests.withLock { $0.stopping = true }
-        _ = earmuff_eventfd_signal(wakeFD)
-        if let t = thread {
-            pthread_join(t, nil)
-            thread = nil
-        }
-    }
+    func stopAndJoin() { worker.stopAndJoin() }
 
     /// Queues a prompt for the desktop.
     func offer(_ p: PromptInfo) { post(.offer(p)) }
@@ -113,18 +101,14 @@ final class DesktopPrompter: @unchecked Sendable {
     func withdraw(_ prompt: UInt64) { post(.withdraw(prompt)) }
 
     private func post(_ r: Request) {
-        requests.withLock { $0.queue.append(r) }
-        _ = earmuff_eventfd_signal(wakeFD)
+        worker.post(r)
     }
 
     // MARK: the bus thread
 
     private func run() {
         while true {
-            let (batch, stopping) = requests.withLock { r -> ([Request], Bool) in
-                defer { r.queue.removeAll() }
-                return (r.queue, r.stopping)
-            }
+            let (batch, stopping) = worker.take()
             if stopping { break }
             for r in batch {
                 switch r {
@@ -137,14 +121,14 @@ final class DesktopPrompter: @unchecked Sendable {
                 showNext()
                 continue // handle what the calls queued before sleeping
             }
-            var fds = [pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)]
+            var fds = [pollfd(fd: worker.wakeFD, events: Int16(POLLIN), revents: 0)]
             var timeout: Int32 = -1
             if let bus {
                 fds.append(pollfd(fd: bus.fd, events: bus.events, revents: 0))
                 timeout = bus.pollTimeoutMilliseconds
             }
             _ = poll(&fds, nfds_t(fds.count), timeout)
-            _ = earmuff_eventfd_drain(wakeFD)
+            _ = earmuff_eventfd_drain(worker.wakeFD)
         }
         if let c = current { withdrawNow(c.prompt.id) }
         bus = nil

@@ -1,4 +1,6 @@
-// A plain pthread for the prompt machinery's long-running loops.
+// Plain pthreads for the long-running loops of the prompt machinery and the
+// desktop permission mirror, and the request queue they are woken through.
+import CLinux
 import Glibc
 
 private final class ThreadBody {
@@ -16,4 +18,43 @@ func startThread(_ body: @escaping () -> Void) -> pthread_t {
     }, box.toOpaque())
     precondition(rc == 0, "pthread_create failed: \(rc)")
     return tid
+}
+
+/// A thread that takes requests from other threads: they queue a request and signal an
+/// eventfd, which the thread polls with whatever else it waits on (a bus socket).
+final class RequestThread<Request: Sendable>: @unchecked Sendable {
+    // @unchecked Sendable: `requests` is locked; `thread` is set and joined by the owner only.
+    private let requests = Locked<(queue: [Request], stopping: Bool)>(([], false))
+    /// The eventfd to poll for input; drain it with `earmuff_eventfd_drain` after each wake-up.
+    let wakeFD = earmuff_eventfd()
+    private var thread: pthread_t?
+
+    deinit { closeFD(wakeFD) }
+
+    /// Starts `body` on the thread.
+    func start(_ body: @escaping () -> Void) { thread = startThread(body) }
+
+    /// Queues `r` and wakes the thread.
+    func post(_ r: Request) {
+        requests.withLock { $0.queue.append(r) }
+        _ = earmuff_eventfd_signal(wakeFD)
+    }
+
+    /// The requests queued so far, and whether the thread is to stop.
+    func take() -> (requests: [Request], stopping: Bool) {
+        requests.withLock { r in
+            defer { r.queue.removeAll() }
+            return (r.queue, r.stopping)
+        }
+    }
+
+    /// Tells the thread to stop (`take` says so) and waits for it.
+    func stopAndJoin() {
+        requests.withLock { $0.stopping = true }
+        _ = earmuff_eventfd_signal(wakeFD)
+        if let t = thread {
+            pthread_join(t, nil)
+            thread = nil
+        }
+    }
 }
