@@ -296,43 +296,6 @@ struct LifespanOption {
     }
 }
 
-/// Durations as `--for` takes them: a positive number and a unit, `90s`, `30m`, `2h`, `1d`, `1w`,
-/// or several in a row, `1h30m`.
-public enum DurationText {
-    /// What `--for` accepts, for error messages.
-    public static let help = "a duration such as 90s, 30m, 2h, 1h30m, 1d or 1w"
-
-    /// The longest duration accepted (ten years), so that an expiry stays a sane time.
-    public static let maximumSeconds: Double = 10 * 365 * 86_400
-
-    /// Seconds for `text`; nil when it is not a duration above 0 and at most `maximumSeconds`.
-    public static func parse(_ text: String) -> Double? {
-        var total = 0.0
-        var number = ""
-        var sawUnit = false
-        for ch in text {
-            if ch.isASCII && (ch.isNumber || ch == ".") {
-                number.append(ch)
-                continue
-            }
-            let scale: Double? = switch ch {
-            case "s": 1
-            case "m": 60
-            case "h": 3600
-            case "d": 86_400
-            case "w": 7 * 86_400
-            default: nil
-            }
-            guard let scale, let n = Double(number), n.isFinite else { return nil }
-            total += n * scale
-            number = ""
-            sawUnit = true
-        }
-        guard sawUnit, number.isEmpty, total > 0, total <= maximumSeconds else { return nil }
-        return total
-    }
-}
-
 /// Option scanning shared by the client subcommands: `--control PATH`, `--control=PATH`, `--json`, `--help`.
 struct OptionParser {
     let arguments: [String]
