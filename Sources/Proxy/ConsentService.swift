@@ -111,12 +111,19 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
     /// The decision logged with each live stream's usage row, to tell a change at its end.
     private let usageDecisions = Locked([UInt64: String?]())
 
-    /// "granted (user)", "denied (user)", "undetermined", or "once" for a stream real by an "allow once".
+    /// "granted (user)", "denied this session (user)", "granted until 2026-11-30 14:05 (user)",
+    /// "undetermined", or "once" for a stream real by an "allow once".
     private func decisionText(_ app: AppKey, real: Bool) -> String {
         let d = engine.withLock { $0.effectiveDecision(for: app) }
         switch d.state {
         case .undetermined: return real ? "once" : "undetermined"
-        case .granted, .denied: return "\(d.state.rawValue) (\(d.reason.rawValue))"
+        case .granted, .denied:
+            let lasts: String = switch d.lifespan {
+            case .always, .once: ""
+            case .session: " this session"
+            case let .until(t): " until \(ClientFormat.date(t))"
+            }
+            return "\(d.state.rawValue)\(lasts) (\(d.reason.rawValue))"
         }
     }
 

@@ -67,8 +67,8 @@ extension EndToEnd {
             #expect(gone == nil || (gone?.state == "undetermined" && gone?.lifespan == "always"), "\(String(describing: gone))")
         }
 
-        /// An agent's answer and the prompt command's first line say how long they last.
-        @Test func agentsAndThePromptCommandAnswerForAWhile() async throws {
+        /// The prompt command's first line says how long its answer lasts.
+        @Test func thePromptCommandAnswersForTheSession() async throws {
             let s = try Setup(config: ["prompt-command = echo session; exit 0"])
             defer { s.stop() }
             let watch = try await s.earmuff.startWatch()
@@ -80,9 +80,21 @@ extension EndToEnd {
             let byCommand = try s.earmuff.app(s.key)
             #expect(byCommand?.state == "granted" && byCommand?.reason == "prompt-command" && byCommand?.lifespan == "session",
                     "\(String(describing: byCommand))")
+            // The usage log names the decision with its lifespan.
+            var logged: [UsageLogTests.Session] = []
+            #expect(await Wait.until(timeout: 60) {
+                guard let r = try? s.earmuff.runCLI(["log", "--json", "--app", s.key]),
+                      let all = try? JSONDecoder().decode([UsageLogTests.Session].self, from: r.stdout) else { return false }
+                logged = all
+                return all.first?.endedAt != nil
+            }, "\(logged)")
+            #expect(logged.first?.decision == "undetermined → granted this session (prompt-command)", "\(logged)")
+        }
 
-            // Back to undetermined; an agent denies for an hour.
-            try s.earmuff.control("reset", s.key)
+        /// An agent's answer says how long it lasts.
+        @Test func anAgentDeniesForAnHour() async throws {
+            let s = try Setup()
+            defer { s.stop() }
             let agent = try s.earmuff.startCLI(["agent", "--answer", "deny", "--for", "1h", "--json"])
             defer { _ = agent.stop() }
             let again = try s.record()
