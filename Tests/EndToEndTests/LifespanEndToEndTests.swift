@@ -108,6 +108,41 @@ extension EndToEnd {
             #expect(AudioAnalysis.isUniform(audio, value: 0), "the app heard the microphone while denied")
         }
 
+        /// A grant unused for longer than auto-reset-days is undetermined when the daemon starts,
+        /// says so in its log and `apps`, and the app is prompted for again.
+        @Test func anUnusedGrantIsResetAtStart() async throws {
+            let server = try PulseServer()
+            defer { server.stop() }
+            let dir = try Helpers.scratch()
+            defer { TempDir.remove(dir) }
+            let store = "\(dir)/permissions.sqlite"
+            let first = try Setup(store: store, server: server)
+            try first.earmuff.control("grant", first.key)
+            first.earmuff.stop()
+            TempDir.remove(first.scratch)
+            // The grant was made, and last used, 31 days ago.
+            let old = Date().timeIntervalSince1970 - 31 * 86_400
+            let python = try ChildProcess.spawn(
+                executable: findExecutable("python3") ?? "/usr/bin/python3",
+                arguments: ["-c", "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); "
+                            + "c.execute('UPDATE decisions SET decided_at = ?, last_used_at = ?', (float(sys.argv[2]),) * 2); c.commit()",
+                            store, String(old)],
+                environment: Tool.privateEnvironment(root: dir), stdoutPath: "\(dir)/py.out", stderrPath: "\(dir)/py.out",
+                maxLifetime: 60
+            ).finish(timeout: 30)
+            try #require(python.succeeded, "\(python)")
+
+            let s = try Setup(config: ["auto-reset-days = 30"], store: store, server: server)
+            defer { s.earmuff.stop(); TempDir.remove(s.scratch) }
+            let app = try s.earmuff.app(s.key)
+            #expect(app?.state == "undetermined" && app?.reason == "auto-reset", "\(String(describing: app))\n\(s.logs)")
+            #expect(s.earmuff.log().contains("now undetermined (auto-reset)"), "\(s.logs)")
+            let rec = try s.record()
+            defer { _ = rec.stop() }
+            let status = try await s.earmuff.waitForStatus { !$0.prompts(of: s.key).isEmpty }
+            #expect(status.streams(of: s.key).map(\.audio) == ["silenced"], "\(status)")
+        }
+
         @Test func aTimedGrantEndsWhileTheAppRecords() async throws {
             let s = try Setup()
             defer { s.stop() }
