@@ -31,9 +31,10 @@ public enum ClientCommand: Sendable, Equatable {
     case setup(arguments: [String])
     case status(ClientOptions)
     case apps(ClientOptions)
-    /// `grant APP` / `deny APP`.
-    case setDecision(app: String, state: DecisionState, ClientOptions)
-    case reset(app: String, ClientOptions)
+    /// `grant APP [--kind K]` / `deny APP [--kind K]`; `kind` nil means microphone.
+    case setDecision(app: String, state: DecisionState, kind: String? = nil, ClientOptions)
+    /// `reset APP [--kind K]`.
+    case reset(app: String, kind: String? = nil, ClientOptions)
     /// `agent [--answer A]`.
     case agent(answer: PromptAnswer?, ClientOptions)
     /// `run [--app-id ID] [--purpose TEXT] [--listen PATH] -- COMMAND ARGS...`.
@@ -80,6 +81,9 @@ public struct UsageError: Error, Equatable, Sendable, CustomStringConvertible {
 /// Parses `earmuff` arguments (without the program name).
 public enum ClientCommandLine {
     /// The subcommands, in the order the overview lists them.
+    /// What `--kind` accepts: the capture kinds decided separately.
+    public static let captureKinds = ["microphone", "system-audio", "app-audio"]
+
     public static let subcommands = ["serve", "setup", "status", "apps", "grant", "deny", "reset", "agent", "run", "watch", "log"]
 
     /// Parses the arguments after the program name.
@@ -119,7 +123,17 @@ public enum ClientCommandLine {
             return first == "status" ? .status(options) : first == "apps" ? .apps(options) : .watch(options)
         case "grant", "deny", "reset":
             var p = OptionParser(rest, subcommand: first)
-            let options = try p.commonOptions(json: true)
+            var kind: String?
+            let options = try p.commonOptions(json: true) { name, p throws(UsageError) in
+                guard name == "--kind" else { return false }
+                let value = try p.value(for: name)
+                guard Self.captureKinds.contains(value) else {
+                    throw UsageError("--kind takes \(Self.captureKinds.joined(separator: ", ")), not '\(value)'",
+                                     subcommand: first)
+                }
+                kind = value
+                return true
+            }
             if p.wantsHelp { return .help(topic: first) }
             try p.expectNoPositionals(1)
             guard let app = p.positionals.first else {
@@ -127,9 +141,9 @@ public enum ClientCommandLine {
             }
             guard !app.isEmpty else { throw UsageError("the app name is empty; give an app key or a known app's name", subcommand: first) }
             switch first {
-            case "grant": return .setDecision(app: app, state: .granted, options)
-            case "deny": return .setDecision(app: app, state: .denied, options)
-            default: return .reset(app: app, options)
+            case "grant": return .setDecision(app: app, state: .granted, kind: kind, options)
+            case "deny": return .setDecision(app: app, state: .denied, kind: kind, options)
+            default: return .reset(app: app, kind: kind, options)
             }
         case "log":
             var p = OptionParser(rest, subcommand: first)
