@@ -31,12 +31,13 @@ extension ConsentEngine {
     /// Ends timed decisions whose time has come; the lasting decision under each is in force again.
     mutating func expireTemporary(now: Double) -> [ConsentAction] {
         var actions: [ConsentAction] = []
-        for (app, d) in temporary.sorted(by: { $0.key < $1.key }) {
+        for (subject, d) in temporary.sorted(by: { ($0.key.app, $0.key.kind) < ($1.key.app, $1.key.kind) }) {
             guard let t = d.lifespan.expiresAt, t <= now else { continue }
-            temporary[app] = nil
-            let after = decisions[app] ?? Decision(appKey: app, state: .undetermined, reason: .none)
-            actions += [.removeTimedDecision(app, d.capability), .emit(.decisionExpired(d, now: after))]
-            actions += refreshStreams(of: app)
+            temporary[subject] = nil
+            let after = decisions[subject]
+                ?? Decision(appKey: subject.app, capability: subject.kind, state: .undetermined, reason: .none)
+            actions += [.removeTimedDecision(subject.app, subject.kind), .emit(.decisionExpired(d, now: after))]
+            actions += refreshStreams(of: subject.app)
         }
         return actions
     }
@@ -46,14 +47,14 @@ extension ConsentEngine {
     mutating func autoReset(now: Double) -> [ConsentAction] {
         guard let after = policy.autoResetAfter else { return [] }
         var actions: [ConsentAction] = []
-        for app in decisions.keys.sorted() {
-            guard var d = decisions[app], let used = autoResetCandidate(d), now - used >= after else { continue }
+        for subject in decisions.keys.sorted(by: { ($0.app, $0.kind) < ($1.app, $1.kind) }) {
+            guard var d = decisions[subject], let used = autoResetCandidate(d), now - used >= after else { continue }
             d.state = .undetermined
             d.reason = .autoReset
             d.decidedAt = now
-            decisions[app] = d
+            decisions[subject] = d
             actions += [.persistDecision(d), .emit(.decisionAutoReset(d, lastUsed: used))]
-            actions += refreshStreams(of: app)
+            actions += refreshStreams(of: subject.app)
         }
         return actions
     }
@@ -61,8 +62,9 @@ extension ConsentEngine {
     /// The last use of a lasting grant that auto-reset may end (the later of its last capture
     /// and the grant itself); nil for anything else.
     private func autoResetCandidate(_ d: Decision) -> Double? {
-        guard d.state == .granted, policy.declarations[d.appKey]?.decision == nil,
-              !clientIDs(of: d.appKey).contains(where: { clients[$0]?.streams.isEmpty == false }) else { return nil }
+        guard d.state == .granted, policyDecision(d.appKey, d.capability) == nil,
+              !clientIDs(of: d.appKey).contains(where: { clients[$0]?.streams.values.contains { $0.kind == d.capability } == true })
+        else { return nil }
         let times = [d.lastUsedAt, d.decidedAt].compactMap { $0 }
         return times.max()
     }

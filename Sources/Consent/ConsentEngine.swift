@@ -8,14 +8,19 @@
 // an event for `earmuff watch`). Clocks come in as `now` (seconds since 1970).
 //
 // Rules (product.md):
-// - Per app key, the effective state is the apps.d policy (`decision =`,
-//   reason admin-policy) if any, else the stored decision, else undetermined.
+// - Decisions are per app key and capture kind (`Capability`: microphone,
+//   system-audio, app-audio); a grant of one says nothing about the others.
+//   A stream's kind comes from what it records (the proxy classifies its
+//   source); until the kind is known the stream is silent, and a stream moved
+//   to another source is decided again under the new source's kind.
+// - Per app key and kind, the effective state is the apps.d policy (`decision =`,
+//   microphone only, reason admin-policy) if any, else the stored decision, else undetermined.
 //   Policy wins over the user: `setDecision` on a policy app fails with
 //   `.governedByPolicy`, and no prompt is ever raised for it.
-// - A stream is real when the app is granted, or undetermined and its client
-//   holds a "once" answer; otherwise silent from its first frame.
-// - The first record stream of an undetermined app raises one prompt per app
-//   (coalesced across its clients and streams); stream creation never waits.
+// - A stream is real when the app is granted its kind, or undetermined and its
+//   client holds a "once" answer for that kind; otherwise silent from its first frame.
+// - The first record stream of an undetermined app and kind raises one prompt per
+//   app and kind (coalesced across its clients and streams); stream creation never waits.
 // - A prompt goes to every connected agent, and to agents that connect later;
 //   with no agent, the prompt command runs when configured. First answer wins.
 // - allow/deny are stored (reason user, or prompt-command); once makes the
@@ -93,6 +98,8 @@ public struct Prompt: Sendable, Equatable {
     /// The source the app records from (a source name, or empty for the default).
     public var source: String
     public var raisedAt: Double
+    /// What the app wants to capture; the answer applies to this kind only.
+    public var kind: Capability = .microphone
 }
 
 /// How a prompt was closed.
@@ -123,6 +130,8 @@ public enum ConsentEvent: Sendable, Equatable {
     case clientRefused(ClientID, AppKey, reason: String)
     case streamStarted(ClientID, StreamID, AppKey, source: String, real: Bool)
     case streamAccessChanged(ClientID, StreamID, AppKey, real: Bool)
+    /// The stream records from another source now (kind nil: not known yet, so silent).
+    case streamMoved(ClientID, StreamID, AppKey, source: String, kind: Capability?, real: Bool)
     case streamEnded(ClientID, StreamID, AppKey)
     case promptRaised(Prompt)
     case promptResolved(Prompt, PromptOutcome)
@@ -158,6 +167,8 @@ public enum ConsentAction: Sendable, Equatable {
     case startUsage(ClientID, StreamID, UsageRecord)
     /// The capture session ended; the proxy writes it with its byte counts.
     case finishUsage(ClientID, StreamID, endedAt: Double)
+    /// The stream goes on under another source or kind: end its usage row at `at` and start this one.
+    case splitUsage(ClientID, StreamID, UsageRecord)
     /// Close this client's connection (then call `clientDisconnected`).
     case disconnectClient(ClientID, reason: String)
     /// Publish an event to subscribers and the log.
@@ -253,12 +264,13 @@ public struct ClientSnapshot: Sendable, Equatable {
     public var identity: ClientIdentity
     public var displayName: String
     public var purpose: String?
-    /// A "once" decision covering this client (granted or denied), if any.
-    public var once: PermissionState?
+    /// "Once" decisions covering this client (granted or denied), by kind.
+    public var once: [Capability: PermissionState]
     public var connectedAt: Double
 
-    /// Whether a "once" grant covers this client.
-    public var grantedOnce: Bool { once == .granted }
+    /// Whether a "once" grant covers this client (for any kind).
+    public var grantedOnce: Bool { once.values.contains(.granted) }
+    public var connectedAt: Double
 }
 
 /// A live record stream, for `earmuff status`.
@@ -267,6 +279,8 @@ public struct StreamSnapshot: Sendable, Equatable {
     public var stream: StreamID
     public var appKey: AppKey
     public var source: String
+    /// What the stream captures; nil while its source is not known (then it is silent).
+    public var kind: Capability?
     public var real: Bool
     public var startedAt: Double
 }
@@ -280,15 +294,22 @@ public struct ConsentEngine: Sendable {
         var processBinary: String?
         var propertyPurpose: String?
         var connectedAt: Double
-        /// A "once" decision over the app's (granted or denied), until this client disconnects.
-        var once: PermissionState?
+        /// "Once" decisions over the app's (granted or denied), by kind, until this client disconnects.
+        var once: [Capability: PermissionState] = [:]
         var streams: [StreamID: StreamState] = [:]
     }
 
     struct StreamState: Sendable {
         var source: String
+        var kind: Capability?
         var real: Bool
         var startedAt: Double
+    }
+
+    /// Decisions and prompts are per app and kind.
+    struct Subject: Hashable, Sendable {
+        var app: AppKey
+        var kind: Capability
     }
 
     struct PendingPrompt: Sendable {
@@ -298,13 +319,13 @@ public struct ConsentEngine: Sendable {
 
     /// The settings in force.
     public private(set) var policy: ConsentPolicy
-    /// The lasting ("always") decision per app.
-    var decisions: [AppKey: Decision] = [:]
+    /// The lasting ("always") decision per app and kind.
+    var decisions: [Subject: Decision] = [:]
     /// A decision for this session or until a time, over the lasting one.
-    var temporary: [AppKey: Decision] = [:]
+    var temporary: [Subject: Decision] = [:]
     var clients: [ClientID: ClientState] = [:]
     private var pending: [PromptID: PendingPrompt] = [:]
-    private var pendingByApp: [AppKey: PromptID] = [:]
+    private var pendingByApp: [Subject: PromptID] = [:]
     private var agents: Set<AgentID> = []
     private var nextPrompt: UInt64 = 1
 
@@ -313,14 +334,15 @@ public struct ConsentEngine: Sendable {
     /// Longest purpose string kept.
     public static let maximumPurposeLength = 512
 
-    /// An engine with the given settings and the microphone decisions loaded from the store:
-    /// lasting ones, and timed ones over them (call `expire(now:)` next to drop lapsed ones).
+    /// An engine with the given settings and the decisions loaded from the store: lasting ones,
+    /// and timed ones over them (call `expire(now:)` next to drop lapsed ones).
     public init(policy: ConsentPolicy, decisions: [Decision]) {
         self.policy = policy
-        for d in decisions where d.capability == .microphone {
+        for d in decisions {
+            let subject = Subject(app: d.appKey, kind: d.capability)
             switch d.lifespan {
-            case .always: self.decisions[d.appKey] = d
-            case .until: self.temporary[d.appKey] = d
+            case .always: self.decisions[subject] = d
+            case .until: self.temporary[subject] = d
             case .once, .session: break // never stored
             }
         }
@@ -373,21 +395,24 @@ public struct ConsentEngine: Sendable {
 
     // MARK: Record streams
 
-    /// A CREATE_RECORD_STREAM request arrived, before it is forwarded. Applies `missing-purpose`.
-    public mutating func recordStreamRequested(_ c: ClientID, now: Double) -> RecordAdmission {
+    /// A CREATE_RECORD_STREAM request arrived, before it is forwarded. Applies `missing-purpose`
+    /// to the kind the request is expected to capture (its source is only sure from the reply).
+    public mutating func recordStreamRequested(_ c: ClientID, kind: Capability = .microphone,
+                                               now: Double) -> RecordAdmission {
         guard let s = clients[c] else {
             return RecordAdmission(proceed: false, actions: [.disconnectClient(c, reason: "client was never registered")])
         }
         let app = s.identity.appKey
-        guard effectiveDecision(for: app).state == .undetermined, s.once == nil, purpose(of: s) == nil else {
+        guard effectiveDecision(for: app, kind: kind).state == .undetermined, s.once[kind] == nil,
+              purpose(of: s) == nil else {
             return RecordAdmission(proceed: true, actions: [])
         }
         switch policy.missingPurpose {
         case .prompt:
             return RecordAdmission(proceed: true, actions: [])
         case .deny:
-            return RecordAdmission(proceed: true,
-                                   actions: applyDecision(app, .denied, reason: .missingPurpose, purpose: nil, now: now))
+            return RecordAdmission(proceed: true, actions: applyDecision(Subject(app: app, kind: kind), .denied,
+                                                                         reason: .missingPurpose, purpose: nil, now: now))
         case .disconnect:
             let reason = "missing-purpose: \(app) asked to record without a purpose string; set the client property "
                 + "application.capture.purpose, run it with `earmuff run --purpose TEXT`, or declare a purpose in apps.d"
@@ -398,41 +423,86 @@ public struct ConsentEngine: Sendable {
         }
     }
 
-    /// The server created the record stream. Returns whether it starts real (else silent from
-    /// its first frame), and actions (usage, events, possibly a new prompt).
+    /// The server created the record stream. `kind` is what its source captures (nil: not known
+    /// yet, so silent until `recordStreamMoved` tells it). Returns whether it starts real (else
+    /// silent from its first frame), and actions (usage, events, possibly a new prompt).
     public mutating func recordStreamStarted(_ c: ClientID, stream: StreamID, source: String,
+                                             kind: Capability? = .microphone,
                                              now: Double) -> (real: Bool, actions: [ConsentAction]) {
         guard clients[c] != nil else { return (false, []) }
         // A timed decision that lapsed while its timer was late ends before this stream starts.
         let lapsed = expireTemporary(now: now)
         guard var s = clients[c] else { return (false, lapsed) }
         let app = s.identity.appKey
-        let real = isReal(s)
-        s.streams[stream] = StreamState(source: source, real: real, startedAt: now)
+        let real = isReal(s, kind)
+        s.streams[stream] = StreamState(source: source, kind: kind, real: real, startedAt: now)
         clients[c] = s
-
-        var d = decisions[app] ?? Decision(appKey: app, state: .undetermined, reason: .none)
-        d.lastUsedAt = now
-        // Until a prompt shows one, keep the first purpose the app gave, so `apps` can show it.
-        if d.purpose == nil { d.purpose = purpose(of: s) }
-        decisions[app] = d
         var actions: [ConsentAction] = lapsed + [
-            .startUsage(c, stream, UsageRecord(appKey: app, source: source, startedAt: now)),
-            .persistDecision(d),
-            .emit(.streamStarted(c, stream, app, source: source, real: real)),
+            .startUsage(c, stream, UsageRecord(appKey: app, kind: kind?.rawValue ?? Self.unknownKind,
+                                               source: source, startedAt: now)),
         ]
-        if effectiveDecision(for: app).state == .undetermined, s.once == nil, pendingByApp[app] == nil,
-           !s.identity.isUninspectable {
-            actions += raisePrompt(for: s, source: source, now: now)
-        }
+        actions += noteUse(s, kind, now: now)
+        actions.append(.emit(.streamStarted(c, stream, app, source: source, real: real)))
+        actions += promptIfUndetermined(s, kind, source: source, now: now)
         return (real, actions)
     }
+
+    /// The stream records from another source now (RECORD_STREAM_MOVED, or its source became
+    /// known). It is decided again under the new kind; its usage row ends and a new one starts
+    /// when source or kind changed. Returns whether it is real now.
+    public mutating func recordStreamMoved(_ c: ClientID, stream: StreamID, source: String, kind: Capability?,
+                                           now: Double) -> (real: Bool, actions: [ConsentAction]) {
+        guard var s = clients[c], var st = s.streams[stream] else { return (false, []) }
+        guard st.source != source || st.kind != kind else { return (st.real, []) }
+        let app = s.identity.appKey
+        st.source = source
+        st.kind = kind
+        st.real = isReal(s, kind)
+        s.streams[stream] = st
+        clients[c] = s
+        var actions: [ConsentAction] = [
+            .setStreamAccess(c, stream, real: st.real),
+            .splitUsage(c, stream, UsageRecord(appKey: app, kind: kind?.rawValue ?? Self.unknownKind,
+                                               source: source, startedAt: now)),
+        ]
+        actions += noteUse(s, kind, now: now)
+        actions.append(.emit(.streamMoved(c, stream, app, source: source, kind: kind, real: st.real)))
+        actions += promptIfUndetermined(s, kind, source: source, now: now)
+        return (st.real, actions)
+    }
+
+    /// What usage rows say of a stream whose source is not known yet.
+    public static let unknownKind = "unknown"
 
     /// The record stream was deleted or failed.
     public mutating func recordStreamEnded(_ c: ClientID, stream: StreamID, now: Double) -> [ConsentAction] {
         guard let app = clients[c]?.identity.appKey,
               clients[c]?.streams.removeValue(forKey: stream) != nil else { return [] }
         return [.finishUsage(c, stream, endedAt: now), .emit(.streamEnded(c, stream, app))]
+    }
+
+    /// Marks the app's decision for `kind` as used now (kept even while undetermined, with the
+    /// first purpose the app gave, so `apps` can show them).
+    private mutating func noteUse(_ s: ClientState, _ kind: Capability?, now: Double) -> [ConsentAction] {
+        guard let kind else { return [] }
+        let subject = Subject(app: s.identity.appKey, kind: kind)
+        var d = decisions[subject] ?? Decision(appKey: subject.app, capability: kind, state: .undetermined, reason: .none)
+        d.lastUsedAt = now
+        // Until a prompt shows one, keep the first purpose the app gave.
+        if d.purpose == nil { d.purpose = purpose(of: s) }
+        decisions[subject] = d
+        return [.persistDecision(d)]
+    }
+
+    /// Raises a prompt for the app and kind unless one is pending, or it is decided, or
+    /// a "once" answer covers it, or the client cannot be inspected.
+    private mutating func promptIfUndetermined(_ s: ClientState, _ kind: Capability?, source: String,
+                                               now: Double) -> [ConsentAction] {
+        guard let kind else { return [] }
+        let subject = Subject(app: s.identity.appKey, kind: kind)
+        guard effectiveDecision(for: subject.app, kind: kind).state == .undetermined, s.once[kind] == nil,
+              pendingByApp[subject] == nil, !s.identity.isUninspectable else { return [] }
+        return raisePrompt(for: s, kind: kind, source: source, now: now)
     }
 
     // MARK: Agents and prompts
@@ -490,42 +560,49 @@ public struct ConsentEngine: Sendable {
 
     // MARK: Decisions
 
-    /// Sets an app's state from the CLI (grant, deny, reset → undetermined) for `lifespan`
-    /// (reset is always lasting); reaches its live streams at once. Fails for an app whose
-    /// decision apps.d fixes, "once" for an app without a connected client, and a time past.
-    public mutating func setDecision(_ app: AppKey, _ state: PermissionState, reason: DecisionReason,
-                                     lifespan: Lifespan = .always, now: Double) -> Result<[ConsentAction], ConsentError> {
-        if let fixed = policy.declarations[app]?.decision {
+    /// Sets an app's state for one kind from the CLI (grant, deny, reset → undetermined) for
+    /// `lifespan` (reset is always lasting); reaches its live streams of that kind at once. Fails
+    /// for an app whose decision apps.d fixes, "once" for an app without a connected client, and a time past.
+    public mutating func setDecision(_ app: AppKey, kind: Capability = .microphone, _ state: PermissionState,
+                                     reason: DecisionReason, lifespan: Lifespan = .always,
+                                     now: Double) -> Result<[ConsentAction], ConsentError> {
+        if let fixed = policyDecision(app, kind) {
             return .failure(.governedByPolicy(app, fixed))
         }
         if let t = lifespan.expiresAt, t <= now { return .failure(.expiryInThePast(app)) }
-        if state == .undetermined { return .success(applyDecision(app, state, reason: reason, purpose: nil, now: now)) }
+        let subject = Subject(app: app, kind: kind)
+        if state == .undetermined { return .success(applyDecision(subject, state, reason: reason, purpose: nil, now: now)) }
         if lifespan == .once {
             guard !clientIDs(of: app).isEmpty else { return .failure(.noClientForOnce(app)) }
-            return .success(applyOnce(app, state, reason: reason, purpose: nil, now: now))
+            return .success(applyOnce(subject, state, reason: reason, purpose: nil, now: now))
         }
-        return .success(applyDecision(app, state, reason: reason, purpose: nil, lifespan: lifespan, now: now))
+        return .success(applyDecision(subject, state, reason: reason, purpose: nil, lifespan: lifespan, now: now))
     }
 
     // MARK: Views
 
-    /// The state in force for an app: apps.d policy, else a temporary decision (session, timed),
-    /// else the lasting decision, else undetermined. ("Once" decisions are per client.)
-    public func effectiveDecision(for app: AppKey) -> EffectiveDecision {
-        if let fixed = policy.declarations[app]?.decision { return EffectiveDecision(state: fixed, reason: .adminPolicy) }
-        let lasting = decisions[app].map { EffectiveDecision(state: $0.state, reason: $0.reason) }
+    /// The state in force for an app and kind: apps.d policy, else a temporary decision (session,
+    /// timed), else the lasting decision, else undetermined. ("Once" decisions are per client.)
+    public func effectiveDecision(for app: AppKey, kind: Capability = .microphone) -> EffectiveDecision {
+        if let fixed = policyDecision(app, kind) { return EffectiveDecision(state: fixed, reason: .adminPolicy) }
+        let subject = Subject(app: app, kind: kind)
+        let lasting = decisions[subject].map { EffectiveDecision(state: $0.state, reason: $0.reason) }
             ?? EffectiveDecision(state: .undetermined, reason: .none)
-        if let t = temporary[app] {
+        if let t = temporary[subject] {
             return EffectiveDecision(state: t.state, reason: t.reason, lifespan: t.lifespan, afterwards: lasting.state)
         }
         return lasting
     }
 
-    /// Lasting decisions (not apps.d policy), by app key.
-    public var storedDecisions: [Decision] { decisions.values.sorted { $0.appKey < $1.appKey } }
+    /// Lasting decisions (not apps.d policy), by app key and kind.
+    public var storedDecisions: [Decision] { Self.sorted(decisions.values) }
 
-    /// Decisions for this session or until a time, by app key.
-    public var temporaryDecisions: [Decision] { temporary.values.sorted { $0.appKey < $1.appKey } }
+    /// Decisions for this session or until a time, by app key and kind.
+    public var temporaryDecisions: [Decision] { Self.sorted(temporary.values) }
+
+    private static func sorted(_ d: some Sequence<Decision>) -> [Decision] {
+        d.sorted { ($0.appKey, $0.capability) < ($1.appKey, $1.capability) }
+    }
 
     /// Connected clients, by id.
     public var clientSnapshots: [ClientSnapshot] {
@@ -544,7 +621,7 @@ public struct ConsentEngine: Sendable {
             return s.streams.keys.sorted().compactMap { id in
                 s.streams[id].map {
                     StreamSnapshot(client: c, stream: id, appKey: s.identity.appKey, source: $0.source,
-                                   real: $0.real, startedAt: $0.startedAt)
+                                   kind: $0.kind, real: $0.real, startedAt: $0.startedAt)
                 }
             }
         }
@@ -559,18 +636,29 @@ public struct ConsentEngine: Sendable {
     /// Whether a live stream is real; nil when there is no such stream.
     public func isStreamReal(_ c: ClientID, _ s: StreamID) -> Bool? { clients[c]?.streams[s]?.real }
 
+    /// What a live stream captures; `.some(nil)` while its source is not known, nil when there is no such stream.
+    public func streamKind(_ c: ClientID, _ s: StreamID) -> Capability?? {
+        guard let st = clients[c]?.streams[s] else { return nil }
+        return .some(st.kind)
+    }
+
     /// The identity of a connected client.
     public func identity(of c: ClientID) -> ClientIdentity? { clients[c]?.identity }
 
     // MARK: Internals
 
-    private func isReal(_ s: ClientState) -> Bool {
-        // What cannot be inspected cannot be told apart from anything else.
-        if s.identity.isUninspectable { return false }
+    /// What apps.d fixes for an app and kind (its `decision =` line covers the microphone).
+    func policyDecision(_ app: AppKey, _ kind: Capability) -> PermissionState? {
+        kind == .microphone ? policy.declarations[app]?.decision : nil
+    }
+
+    private func isReal(_ s: ClientState, _ kind: Capability?) -> Bool {
+        // A source not known yet could be anything; what cannot be inspected cannot be told apart from anything else.
+        guard let kind, !s.identity.isUninspectable else { return false }
         let app = s.identity.appKey
-        if let fixed = policy.declarations[app]?.decision { return fixed == .granted }
-        if let once = s.once { return once == .granted }
-        return effectiveDecision(for: app).state == .granted
+        if let fixed = policyDecision(app, kind) { return fixed == .granted }
+        if let once = s.once[kind] { return once == .granted }
+        return effectiveDecision(for: app, kind: kind).state == .granted
     }
 
     private func purpose(of s: ClientState) -> String? {
@@ -589,13 +677,14 @@ public struct ConsentEngine: Sendable {
         clients.keys.filter { clients[$0]?.identity.appKey == app }.sorted()
     }
 
-    private mutating func raisePrompt(for s: ClientState, source: String, now: Double) -> [ConsentAction] {
+    private mutating func raisePrompt(for s: ClientState, kind: Capability, source: String,
+                                      now: Double) -> [ConsentAction] {
         let id = PromptID(nextPrompt)
         nextPrompt += 1
         let prompt = Prompt(id: id, appKey: s.identity.appKey, method: s.identity.method,
                             strength: s.identity.strength, caveat: s.identity.caveat,
                             displayName: displayName(of: s), executable: s.identity.executable,
-                            pid: s.identity.pid, purpose: purpose(of: s), source: source, raisedAt: now)
+                            pid: s.identity.pid, purpose: purpose(of: s), source: source, raisedAt: now, kind: kind)
         var actions: [ConsentAction] = [.emit(.promptRaised(prompt))]
         var commandStarted = false
         if !agents.isEmpty {
@@ -606,33 +695,34 @@ public struct ConsentEngine: Sendable {
         }
         actions.append(.schedulePromptTimeout(id, after: policy.promptTimeout))
         pending[id] = PendingPrompt(prompt: prompt, commandStarted: commandStarted)
-        pendingByApp[prompt.appKey] = id
+        pendingByApp[Subject(app: prompt.appKey, kind: kind)] = id
         return actions
     }
 
-    /// Closes a pending prompt and applies its answer (nil: timed out) for `lifespan` (nil: always).
+    /// Closes a pending prompt and applies its answer (nil: timed out) to its app and kind for
+    /// `lifespan` (nil: always).
     private mutating func resolve(_ id: PromptID, answer: PromptAnswer?, lifespan: Lifespan? = nil,
                                   outcome: PromptOutcome, reason: DecisionReason, now: Double) -> [ConsentAction] {
         guard let prompt = pending.removeValue(forKey: id)?.prompt else { return [] }
-        let app = prompt.appKey
-        if pendingByApp[app] == id { pendingByApp[app] = nil }
+        let subject = Subject(app: prompt.appKey, kind: prompt.kind)
+        if pendingByApp[subject] == id { pendingByApp[subject] = nil }
         var actions: [ConsentAction] = [
             .closePrompt(prompt, outcome, agents: agents.sorted()),
             .emit(.promptResolved(prompt, outcome)),
         ]
         switch (answer, lifespan ?? .always) {
         case (.once, _), (.allow, .once):
-            actions += applyOnce(app, .granted, reason: reason, purpose: prompt.purpose, now: now)
+            actions += applyOnce(subject, .granted, reason: reason, purpose: prompt.purpose, now: now)
         case (.deny, .once):
-            actions += applyOnce(app, .denied, reason: reason, purpose: prompt.purpose, now: now)
+            actions += applyOnce(subject, .denied, reason: reason, purpose: prompt.purpose, now: now)
         case let (.allow, span):
-            actions += applyDecision(app, .granted, reason: reason, purpose: prompt.purpose, lifespan: span, now: now)
+            actions += applyDecision(subject, .granted, reason: reason, purpose: prompt.purpose, lifespan: span, now: now)
         case let (.deny, span):
-            actions += applyDecision(app, .denied, reason: reason, purpose: prompt.purpose, lifespan: span, now: now)
+            actions += applyDecision(subject, .denied, reason: reason, purpose: prompt.purpose, lifespan: span, now: now)
         case (nil, _):
             // Superseded: the decision that settled the app is recorded by whoever made it.
             if outcome == .timedOut {
-                actions += recordUndetermined(app, reason: .promptTimeout, purpose: prompt.purpose, now: now)
+                actions += recordUndetermined(subject, reason: .promptTimeout, purpose: prompt.purpose, now: now)
             }
         }
         return actions
@@ -640,63 +730,65 @@ public struct ConsentEngine: Sendable {
 
     /// Makes the app's connected clients real (granted) or silent (denied) until each disconnects,
     /// over its other decisions; records reason user-once when the app is otherwise undetermined.
-    private mutating func applyOnce(_ app: AppKey, _ state: PermissionState, reason: DecisionReason, purpose: String?,
+    private mutating func applyOnce(_ subject: Subject, _ state: PermissionState, reason: DecisionReason, purpose: String?,
                                     now: Double) -> [ConsentAction] {
-        for c in clientIDs(of: app) { clients[c]?.once = state }
+        for c in clientIDs(of: subject.app) { clients[c]?.once[subject.kind] = state }
         var actions: [ConsentAction] = []
-        if effectiveDecision(for: app).state == .undetermined {
-            actions += recordUndetermined(app, reason: .userOnce, purpose: purpose, now: now)
+        if effectiveDecision(for: subject.app, kind: subject.kind).state == .undetermined {
+            actions += recordUndetermined(subject, reason: .userOnce, purpose: purpose, now: now)
         }
-        if let id = pendingByApp[app] {
+        if let id = pendingByApp[subject] {
             actions += resolve(id, answer: nil, outcome: .superseded(state), reason: reason, now: now)
         }
-        return actions + refreshStreams(of: app)
+        return actions + refreshStreams(of: subject.app)
     }
 
     /// Stores an answer that leaves the app undetermined (once, timeout), unless a decision exists.
-    private mutating func recordUndetermined(_ app: AppKey, reason: DecisionReason, purpose: String?,
+    private mutating func recordUndetermined(_ subject: Subject, reason: DecisionReason, purpose: String?,
                                              now: Double) -> [ConsentAction] {
-        var d = decisions[app] ?? Decision(appKey: app, state: .undetermined, reason: .none)
+        var d = decisions[subject]
+            ?? Decision(appKey: subject.app, capability: subject.kind, state: .undetermined, reason: .none)
         guard d.state == .undetermined else { return [] }
         d.reason = reason
         d.decidedAt = now
         if let purpose { d.purpose = purpose }
-        decisions[app] = d
+        decisions[subject] = d
         return [.persistDecision(d), .emit(.decisionChanged(d))]
     }
 
     /// Stores a state for `lifespan` (always, session or until a time; reset is always), clears
     /// the layers over it, closes a pending prompt it settles, and flips live streams.
-    private mutating func applyDecision(_ app: AppKey, _ state: PermissionState, reason: DecisionReason,
+    private mutating func applyDecision(_ subject: Subject, _ state: PermissionState, reason: DecisionReason,
                                         purpose: String?, lifespan: Lifespan = .always, now: Double) -> [ConsentAction] {
         var actions: [ConsentAction] = []
-        // The newest decision wins: "once" answers of the app's clients end with it.
-        for c in clientIDs(of: app) { clients[c]?.once = nil }
+        // The newest decision wins: "once" answers of the app's clients for this kind end with it.
+        for c in clientIDs(of: subject.app) { clients[c]?.once[subject.kind] = nil }
         if lifespan == .always || state == .undetermined {
-            if temporary.removeValue(forKey: app)?.lifespan.expiresAt != nil {
-                actions.append(.removeTimedDecision(app, .microphone))
+            if temporary.removeValue(forKey: subject)?.lifespan.expiresAt != nil {
+                actions.append(.removeTimedDecision(subject.app, subject.kind))
             }
-            var d = decisions[app] ?? Decision(appKey: app, state: state, reason: reason)
+            var d = decisions[subject]
+                ?? Decision(appKey: subject.app, capability: subject.kind, state: state, reason: reason)
             d.state = state
             d.reason = reason
             d.decidedAt = now
             if let purpose { d.purpose = purpose }
-            decisions[app] = d
+            decisions[subject] = d
             actions += [.persistDecision(d), .emit(.decisionChanged(d))]
         } else {
-            let d = Decision(appKey: app, state: state, reason: reason, purpose: purpose ?? decisions[app]?.purpose,
-                             decidedAt: now, lifespan: lifespan)
-            if temporary.updateValue(d, forKey: app)?.lifespan.expiresAt != nil, lifespan.expiresAt == nil {
-                actions.append(.removeTimedDecision(app, .microphone))
+            let d = Decision(appKey: subject.app, capability: subject.kind, state: state, reason: reason,
+                             purpose: purpose ?? decisions[subject]?.purpose, decidedAt: now, lifespan: lifespan)
+            if temporary.updateValue(d, forKey: subject)?.lifespan.expiresAt != nil, lifespan.expiresAt == nil {
+                actions.append(.removeTimedDecision(subject.app, subject.kind))
             }
             if lifespan.expiresAt != nil { actions.append(.persistDecision(d)) }
             actions.append(.emit(.decisionChanged(d)))
         }
-        if state != .undetermined, let id = pendingByApp[app] {
+        if state != .undetermined, let id = pendingByApp[subject] {
             // The app is no longer undetermined, so closing records nothing more.
             actions += resolve(id, answer: nil, outcome: .superseded(state), reason: reason, now: now)
         }
-        actions += refreshStreams(of: app)
+        actions += refreshStreams(of: subject.app)
         return actions
     }
 
@@ -705,8 +797,10 @@ public struct ConsentEngine: Sendable {
         var actions: [ConsentAction] = []
         for c in clientIDs(of: app) {
             guard var s = clients[c] else { continue }
-            let real = isReal(s)
-            for id in s.streams.keys.sorted() where s.streams[id]?.real != real {
+            for id in s.streams.keys.sorted() {
+                guard let kind = s.streams[id]?.kind else { continue }
+                let real = isReal(s, kind)
+                guard s.streams[id]?.real != real else { continue }
                 s.streams[id]?.real = real
                 actions.append(.setStreamAccess(c, id, real: real))
                 actions.append(.emit(.streamAccessChanged(c, id, app, real: real)))

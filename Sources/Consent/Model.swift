@@ -7,9 +7,27 @@
 // permission. Everything in this module is pure: no I/O, no clocks read
 // except the ones passed in.
 
-/// The capability a decision is about. Only the microphone exists today.
-public enum Capability: String, Sendable, Codable, CaseIterable {
+/// What a record stream captures; each kind is decided separately, per app.
+public enum Capability: String, Sendable, Codable, CaseIterable, Comparable {
+    /// A source that is not the monitor of a sink: a microphone, a line-in, a virtual source.
     case microphone
+    /// The monitor source of a sink: everything that sink plays.
+    case systemAudio = "system-audio"
+    /// One other app's stream (`direct_on_input`, a sink input's own output).
+    case appAudio = "app-audio"
+
+    /// How prompts and messages name it: "the microphone", "system audio", "another app's audio".
+    public var phrase: String {
+        switch self {
+        case .microphone: "the microphone"
+        case .systemAudio: "system audio (everything the speakers play)"
+        case .appAudio: "another app's audio"
+        }
+    }
+
+    public static func < (a: Capability, b: Capability) -> Bool {
+        allCases.firstIndex(of: a)! < allCases.firstIndex(of: b)! // both are cases of allCases
+    }
 }
 
 /// The three states of Apple's record permission.
@@ -246,7 +264,7 @@ public struct AppRecord: Sendable, Equatable, Codable {
 /// One capture session for the usage log.
 public struct UsageRecord: Sendable, Equatable, Codable {
     public var appKey: AppKey
-    /// What was captured (`microphone` until capture kinds are told apart).
+    /// What was captured: a `Capability` raw value, or `unknown` while the source was not known.
     public var kind: String
     public var source: String
     public var startedAt: Double

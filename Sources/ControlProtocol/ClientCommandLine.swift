@@ -31,9 +31,12 @@ public enum ClientCommand: Sendable, Equatable {
     case setup(arguments: [String])
     case status(ClientOptions)
     case apps(ClientOptions)
-    /// `grant APP` / `deny APP`, with `--once`, `--session`, `--for D` or `--always` (nil: none given, always).
-    case setDecision(app: String, state: DecisionState, ClientOptions, lifespan: RequestedLifespan? = nil)
-    case reset(app: String, ClientOptions)
+    /// `grant APP` / `deny APP`, with `--kind K` (nil: microphone) and `--once`, `--session`,
+    /// `--for D` or `--always` (nil: none given, always).
+    case setDecision(app: String, state: DecisionState, kind: String? = nil, ClientOptions,
+                     lifespan: RequestedLifespan? = nil)
+    /// `reset APP [--kind K]`.
+    case reset(app: String, kind: String? = nil, ClientOptions)
     /// `agent [--answer A] [--once|--session|--for D|--always]`.
     case agent(answer: PromptAnswer?, ClientOptions, lifespan: RequestedLifespan? = nil)
     /// `run [--app-id ID] [--purpose TEXT] [--listen PATH] -- COMMAND ARGS...`.
@@ -80,6 +83,9 @@ public struct UsageError: Error, Equatable, Sendable, CustomStringConvertible {
 /// Parses `earmuff` arguments (without the program name).
 public enum ClientCommandLine {
     /// The subcommands, in the order the overview lists them.
+    /// What `--kind` accepts: the capture kinds decided separately.
+    public static let captureKinds = ["microphone", "system-audio", "app-audio"]
+
     public static let subcommands = ["serve", "setup", "status", "apps", "grant", "deny", "reset", "agent", "run", "watch", "log"]
 
     /// Parses the arguments after the program name.
@@ -120,7 +126,17 @@ public enum ClientCommandLine {
         case "grant", "deny", "reset":
             var p = OptionParser(rest, subcommand: first)
             var lifespan = LifespanOption(subcommand: first)
+            var kind: String?
             let options = try p.commonOptions(json: true) { name, p throws(UsageError) in
+                if name == "--kind" {
+                    let value = try p.value(for: name)
+                    guard Self.captureKinds.contains(value) else {
+                        throw UsageError("--kind takes \(Self.captureKinds.joined(separator: ", ")), not '\(value)'",
+                                         subcommand: first)
+                    }
+                    kind = value
+                    return true
+                }
                 guard first != "reset" else { return false }
                 return try lifespan.take(name, &p)
             }
@@ -131,9 +147,9 @@ public enum ClientCommandLine {
             }
             guard !app.isEmpty else { throw UsageError("the app name is empty; give an app key or a known app's name", subcommand: first) }
             switch first {
-            case "grant": return .setDecision(app: app, state: .granted, options, lifespan: lifespan.value)
-            case "deny": return .setDecision(app: app, state: .denied, options, lifespan: lifespan.value)
-            default: return .reset(app: app, options)
+            case "grant": return .setDecision(app: app, state: .granted, kind: kind, options, lifespan: lifespan.value)
+            case "deny": return .setDecision(app: app, state: .denied, kind: kind, options, lifespan: lifespan.value)
+            default: return .reset(app: app, kind: kind, options)
             }
         case "log":
             var p = OptionParser(rest, subcommand: first)

@@ -186,26 +186,26 @@ public enum ClientFormat {
         }
         out += "\ncapture streams: \(s.streams.count)\n"
         if !s.streams.isEmpty {
-            var t = TextTable(["CLIENT", "STREAM", "APP", "SOURCE", "SPEC", "AUDIO", "REAL", "SILENCED"])
+            var t = TextTable(["CLIENT", "STREAM", "APP", "KIND", "SOURCE", "SPEC", "AUDIO", "REAL", "SILENCED"])
             for st in s.streams {
-                t.add([String(st.client), String(st.stream), st.appKey, cell(st.source, max: 40), st.sampleSpec,
+                t.add([String(st.client), String(st.stream), st.appKey, st.kind ?? unknownKind, cell(st.source, max: 40), st.sampleSpec,
                        st.audio.rawValue, bytes(st.bytesReal), bytes(st.bytesSilenced)])
             }
             out += t.render()
         }
         if let temporary = s.temporary, !temporary.isEmpty {
             out += "\ntemporary decisions: \(temporary.count)\n"
-            var t = TextTable(["APP", "STATE", "LASTS", "THEN"])
+            var t = TextTable(["APP", "KIND", "STATE", "LASTS", "THEN"])
             for a in temporary {
-                t.add([a.key, "\(a.state) (\(a.reason))", lasts(a) ?? "-", a.afterwards ?? "-"])
+                t.add([a.key, a.kind ?? "microphone", "\(a.state) (\(a.reason))", lasts(a) ?? "-", a.afterwards ?? "-"])
             }
             out += t.render()
         }
         out += "\npending prompts: \(s.prompts.count)\n"
         if !s.prompts.isEmpty {
-            var t = TextTable(["PROMPT", "APP", "NAME", "PID", "SOURCE", "PURPOSE"])
+            var t = TextTable(["PROMPT", "APP", "KIND", "NAME", "PID", "SOURCE", "PURPOSE"])
             for p in s.prompts {
-                t.add([String(p.id), p.appKey, cell(p.displayName, max: 30), p.pid.map(String.init) ?? "-",
+                t.add([String(p.id), p.appKey, PromptWording.kind(p), cell(p.displayName, max: 30), p.pid.map(String.init) ?? "-",
                        cell(p.source, max: 40), cell(p.purpose)])
             }
             out += t.render()
@@ -216,9 +216,10 @@ public enum ClientFormat {
     /// The `earmuff apps` table.
     public static func apps(_ apps: [AppInfo], timeZone: TimeZone = .current) -> String {
         if apps.isEmpty { return "no known apps\n" }
-        var t = TextTable(["APP", "NAME", "STATE", "REASON", "IDENTIFIED", "LAST USED", "PURPOSE", "EXECUTABLE"])
+        var t = TextTable(["APP", "KIND", "NAME", "STATE", "REASON", "IDENTIFIED", "LAST USED", "PURPOSE", "EXECUTABLE"])
         for a in apps {
-            t.add([a.key, cell(a.displayName, max: 30), state(a, timeZone: timeZone), a.reason, a.identifiedBy ?? "-",
+            t.add([a.key, a.kind ?? "microphone", cell(a.displayName, max: 30), state(a, timeZone: timeZone), a.reason,
+                   a.identifiedBy ?? "-",
                    date(a.lastUsed, timeZone: timeZone), cell(a.purpose, max: 50), cell(a.executable, max: 50)])
         }
         return t.render()
@@ -241,15 +242,18 @@ public enum ClientFormat {
         return "\(a.state) \(lasts)" + (a.afterwards.map { ", then \($0)" } ?? "")
     }
 
-    /// One line for `grant`/`deny`/`reset`: "exe:/usr/bin/parecord (parecord): granted (user)",
-    /// with its lifespan when it is not lasting: "granted this session (user), then undetermined".
+    /// One line for `grant`/`deny`/`reset`: "exe:/usr/bin/parecord (parecord): microphone granted (user)",
+    /// with its lifespan when it is not lasting: "microphone granted this session (user), then undetermined".
     public static func decision(_ a: AppInfo, timeZone: TimeZone = .current) -> String {
         let details = [a.displayName.map { cell($0, max: 40) }, a.identifiedBy.map { "identified by \($0)" }].compactMap { $0 }
         let name = details.isEmpty ? "" : " (\(details.joined(separator: ", ")))"
         let then = lasts(a, timeZone: timeZone) != nil ? (a.afterwards.map { ", then \($0)" } ?? "") : ""
         let span = lasts(a, timeZone: timeZone).map { " " + $0 } ?? ""
-        return printable("\(a.key)\(name): \(a.state)\(span) (\(a.reason))\(then)") + "\n"
+        return printable("\(a.key)\(name): \(a.kind ?? "microphone") \(a.state)\(span) (\(a.reason))\(then)") + "\n"
     }
+
+    /// What status shows for a stream whose source is not known yet (it is silenced).
+    static let unknownKind = "unknown"
 
     /// The `earmuff log` table.
     public static func usage(_ sessions: [UsageInfo], timeZone: TimeZone = .current) -> String {
@@ -290,17 +294,17 @@ public enum ClientFormat {
         case .clientDisconnected(let c):
             text = "client \(c.id) \(c.appKey)"
         case .streamStarted(let s):
-            text = "client \(s.client) stream \(s.stream) \(s.appKey) from \(s.source) \(s.sampleSpec) \(s.audio.rawValue)"
+            text = "client \(s.client) stream \(s.stream) \(s.appKey) \(s.kind ?? unknownKind) from \(s.source) \(s.sampleSpec) \(s.audio.rawValue)"
         case .streamChanged(let s):
-            text = "client \(s.client) stream \(s.stream) \(s.appKey) now \(s.audio.rawValue)"
+            text = "client \(s.client) stream \(s.stream) \(s.appKey) \(s.kind ?? unknownKind) from \(s.source) now \(s.audio.rawValue)"
         case .streamEnded(let s):
             text = "client \(s.client) stream \(s.stream) \(s.appKey) real \(bytes(s.bytesReal)), silenced \(bytes(s.bytesSilenced))"
         case .promptRaised(let p):
-            text = "prompt \(p.id) \(p.appKey) (\(cell(p.displayName, max: 40)), pid \(p.pid.map(String.init) ?? "-")) purpose: \(p.purpose.map { cell($0) } ?? PromptWording.noReason)"
+            text = "prompt \(p.id) \(p.appKey) \(PromptWording.kind(p)) (\(cell(p.displayName, max: 40)), pid \(p.pid.map(String.init) ?? "-")) purpose: \(p.purpose.map { cell($0) } ?? PromptWording.noReason)"
         case .promptResolved(let r):
             text = "prompt \(r.prompt) \(r.appKey) \(r.outcome.rawValue)" + (r.by.map { " by \($0)" } ?? "")
         case .decisionChanged(let a):
-            text = "\(a.key) \(state(a, timeZone: timeZone)) (\(a.reason))"
+            text = "\(a.key) \(a.kind ?? "microphone") \(state(a, timeZone: timeZone)) (\(a.reason))"
         }
         return "\(stamp)  \(e.name.padding(toLength: 19, withPad: " ", startingAt: 0)) \(printable(text))\n"
     }
@@ -313,7 +317,8 @@ public enum ClientUsage {
     usage: earmuff SUBCOMMAND [OPTIONS]
 
     Earmuff relays PulseAudio clients to the real sound server and gives every
-    capture stream silence unless its app is granted the microphone.
+    capture stream silence unless its app is granted what it captures: the
+    microphone, system audio (a sink's monitor) or another app's audio.
 
     subcommands:
       serve   [--config FILE] [--listen PATH] [--upstream SERVER] [--control PATH] [--store PATH]
@@ -321,11 +326,12 @@ public enum ClientUsage {
       setup   [--undo] [--dry-run]    make Earmuff the session's sound socket (systemd user units)
       status  [--json]                daemon, upstream, clients, capture streams, pending prompts
       apps    [--json]                every known app and its decision
-      grant   APP [--once|--session|--for D|--always]
-                                      let APP record (an app key, or a known app's name)
-      deny    APP [--once|--session|--for D|--always]
+      grant   APP [--kind K] [--once|--session|--for D|--always]
+                                      let APP record (an app key, or a known app's name);
+                                      K: microphone (default), system-audio, app-audio
+      deny    APP [--kind K] [--once|--session|--for D|--always]
                                       give APP silence
-      reset   APP                     back to undetermined: prompt again next time
+      reset   APP [--kind K]          back to undetermined: prompt again next time
       agent   [--answer allow|once|deny [--session|--for D]] [--json]
                                       answer prompts, interactively or with a fixed answer
       run     [--app-id ID] [--purpose TEXT] -- COMMAND [ARGS...]
@@ -352,11 +358,11 @@ public enum ClientUsage {
         case "apps":
             return "usage: earmuff apps [--json] [--control PATH]\n\nLists every known app: key, display name, state, reason, how it was\nidentified, when it last recorded, its purpose and executable.\n\noptions:\n" + json + control + help
         case "grant", "deny", "reset":
-            let what = subcommand == "grant" ? "Lets APP record: its capture streams get real samples from their next frame."
-                : subcommand == "deny" ? "Denies APP the microphone: its capture streams get silence from their next frame."
-                : "Forgets the decision for APP: it is undetermined and prompts again on its next capture."
+            let what = subcommand == "grant" ? "Lets APP record KIND: its capture streams of that kind get real samples from their next frame."
+                : subcommand == "deny" ? "Denies APP the KIND: its capture streams of that kind get silence from their next frame."
+                : "Forgets the decision for APP and KIND: it is undetermined and prompts again on its next capture of that kind."
             let lifespans = subcommand == "reset" ? "" : "  --once           only for the app's clients connected now, until each disconnects\n  --session        until the daemon stops (you log out); not stored\n  --for DURATION   for a while: \(DurationText.help)\n  --always         until changed (the default)\nA decision --once, --session or --for lies over the lasting one; when it\nends, the lasting decision is in force again (undetermined if there is none).\n\n"
-            return "usage: earmuff \(subcommand!) APP\(subcommand == "reset" ? "" : " [--once|--session|--for DURATION|--always]") [--json] [--control PATH]\n\n\(what)\nAPP is an app key (kind:value, e.g. exe:/usr/bin/parecord or\nflatpak:org.mozilla.firefox; it need not have been seen yet), a command\non PATH or a path (decided for the key its processes get: links are\nfollowed, so arecord decides exe:/usr/bin/aplay; the key is printed), or\nthe executable name of exactly one known app. A name that apps only call\nthemselves decides nothing.\n\noptions:\n" + lifespans + json + control + help
+            return "usage: earmuff \(subcommand!) APP [--kind KIND]\(subcommand == "reset" ? "" : " [--once|--session|--for DURATION|--always]") [--json] [--control PATH]\n\n\(what)\nKinds are decided separately: microphone (capture devices; the default),\nsystem-audio (the monitor of a sink: everything it plays), app-audio\n(another app's stream).\nAPP is an app key (kind:value, e.g. exe:/usr/bin/parecord or\nflatpak:org.mozilla.firefox; it need not have been seen yet), a command\non PATH or a path (decided for the key its processes get: links are\nfollowed, so arecord decides exe:/usr/bin/aplay; the key is printed), or\nthe executable name of exactly one known app. A name that apps only call\nthemselves decides nothing.\n\noptions:\n  --kind KIND      microphone (default), system-audio or app-audio\n" + lifespans + json + control + help
         case "agent":
             return "usage: earmuff agent [--answer allow|once|deny [--session|--for DURATION]] [--json] [--control PATH]\n\nBecomes a prompt agent: shows each prompt (app name, key and how it was\nidentified, pid, purpose, source) and reads an answer from the terminal:\n  a  allow, remembered      o  allow once, until the client disconnects\n  s  allow this session     d  deny, remembered\n  a 2h, d 30m              allow or deny for that long\nWith --answer, answers every prompt that way and prints each.\nRuns until interrupted or the daemon stops.\n\noptions:\n  --answer A       answer every prompt with allow, once or deny\n  --session, --for DURATION, --always, --once\n                   how long that answer lasts (default: always; once for once)\n  --json           print prompts and results as JSON lines\n" + control + help
         case "run":

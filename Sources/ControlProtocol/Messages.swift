@@ -205,9 +205,12 @@ public struct StreamInfo: Codable, Sendable, Equatable {
     public var bytesReal: UInt64
     /// Record bytes replaced by silence.
     public var bytesSilenced: UInt64
+    /// What the source captures: microphone, system-audio or app-audio; absent while not known (then silenced).
+    public var kind: String?
 
     public init(client: UInt64, stream: UInt32, appKey: String, source: String, sampleSpec: String,
-                audio: AudioDelivery, bytesReal: UInt64 = 0, bytesSilenced: UInt64 = 0) {
+                audio: AudioDelivery, bytesReal: UInt64 = 0, bytesSilenced: UInt64 = 0, kind: String? = nil) {
+        self.kind = kind
         self.client = client
         self.stream = stream
         self.appKey = appKey
@@ -244,10 +247,14 @@ public struct PromptInfo: Codable, Sendable, Equatable {
     public var strength: String?
     /// Why the identity is weaker than its method suggests, when it is.
     public var caveat: String?
+    /// What the app wants to capture (microphone, system-audio, app-audio); the answer covers that kind only.
+    public var kind: String?
 
     public init(id: UInt64, appKey: String, displayName: String? = nil, identifiedBy: String, pid: Int32? = nil,
                 purpose: String? = nil, source: String? = nil, executable: String? = nil, raisedAt: Double? = nil,
-                systemName: String? = nil, icon: String? = nil, strength: String? = nil, caveat: String? = nil) {
+                systemName: String? = nil, icon: String? = nil, strength: String? = nil, caveat: String? = nil,
+                kind: String? = nil) {
+        self.kind = kind
         self.id = id
         self.appKey = appKey
         self.displayName = displayName
@@ -307,10 +314,12 @@ public struct StatusPayload: Codable, Sendable, Equatable {
     }
 }
 
-/// One known app and its microphone decision.
+/// One known app and its decision for one capture kind.
 public struct AppInfo: Codable, Sendable, Equatable {
     /// The app key, e.g. "flatpak:org.mozilla.firefox".
     public var key: String
+    /// The capture kind the decision is about: microphone, system-audio or app-audio (absent: microphone).
+    public var kind: String?
     public var displayName: String?
     /// undetermined, granted or denied.
     public var state: String
@@ -334,7 +343,8 @@ public struct AppInfo: Codable, Sendable, Equatable {
 
     public init(key: String, displayName: String? = nil, state: String, reason: String, purpose: String? = nil,
                 identifiedBy: String? = nil, decidedAt: Double? = nil, lastUsed: Double? = nil, executable: String? = nil,
-                lifespan: String? = nil, expiresAt: Double? = nil, afterwards: String? = nil) {
+                kind: String? = nil, lifespan: String? = nil, expiresAt: Double? = nil, afterwards: String? = nil) {
+        self.kind = kind
         self.key = key
         self.displayName = displayName
         self.state = state
@@ -372,10 +382,12 @@ public enum ControlRequest: Sendable, Equatable {
     /// Every known app.
     case apps
     /// Stores a decision for `lifespan` (nil: always). `app` is an app key or an unambiguous
-    /// display/executable name.
-    case setDecision(app: String, state: DecisionState, reason: String?, lifespan: RequestedLifespan? = nil)
+    /// display/executable name. `kind` is the capture kind (microphone, system-audio, app-audio;
+    /// absent: microphone).
+    case setDecision(app: String, state: DecisionState, reason: String?, kind: String? = nil,
+                     lifespan: RequestedLifespan? = nil)
     /// Back to undetermined.
-    case reset(app: String)
+    case reset(app: String, kind: String? = nil)
     /// Start receiving `event` messages on this connection.
     case subscribe
     /// Receive `prompt` messages (pending ones at once) and answer them.
@@ -514,8 +526,9 @@ extension ClientMessage: Codable {
         case "set-decision":
             body = .request(.setDecision(app: try str("app"),
                                          state: try c.decode(DecisionState.self, forKey: WireKey("state")),
-                                         reason: try optStr("reason"), lifespan: try RequestedLifespan.decode(from: c)))
-        case "reset": body = .request(.reset(app: try str("app")))
+                                         reason: try optStr("reason"), kind: try optStr("kind"),
+                                         lifespan: try RequestedLifespan.decode(from: c)))
+        case "reset": body = .request(.reset(app: try str("app"), kind: try optStr("kind")))
         case "subscribe": body = .request(.subscribe)
         case "become-agent": body = .request(.becomeAgent)
         case "answer-prompt":
@@ -544,13 +557,15 @@ extension ClientMessage: Codable {
             try c.encode(r.typeName, forKey: WireKey("type"))
             switch r {
             case .status, .apps, .subscribe, .becomeAgent: break
-            case .setDecision(let app, let state, let reason, let lifespan):
+            case .setDecision(let app, let state, let reason, let kind, let lifespan):
                 try c.encode(app, forKey: WireKey("app"))
                 try c.encode(state, forKey: WireKey("state"))
                 try c.encodeIfPresent(reason, forKey: WireKey("reason"))
+                try c.encodeIfPresent(kind, forKey: WireKey("kind"))
                 try lifespan?.encode(to: &c)
-            case .reset(let app):
+            case .reset(let app, let kind):
                 try c.encode(app, forKey: WireKey("app"))
+                try c.encodeIfPresent(kind, forKey: WireKey("kind"))
             case .answerPrompt(let prompt, let answer, let lifespan):
                 try c.encode(prompt, forKey: WireKey("prompt"))
                 try c.encode(answer, forKey: WireKey("answer"))

@@ -16,9 +16,20 @@ public enum PromptWording {
         return p.appKey
     }
 
-    /// "Firefox wants to use the microphone".
+    /// "Firefox wants to use the microphone" (or to record system audio, or another app's audio).
     public static func title(_ p: PromptInfo) -> String {
-        "\(cell(name(p), max: 60)) wants to \(isMonitor(p.source) ? "record what your computer plays" : "use the microphone")"
+        let what = switch kind(p) {
+        case "system-audio": "record what your computer plays"
+        case "app-audio": "record another app's audio"
+        default: "use the microphone"
+        }
+        return "\(cell(name(p), max: 60)) wants to \(what)"
+    }
+
+    /// The capture kind a prompt is about; prompts from daemons that do not name it are
+    /// system audio when the source is a monitor, else microphone.
+    public static func kind(_ p: PromptInfo) -> String {
+        p.kind ?? (isMonitor(p.source) ? "system-audio" : "microphone")
     }
 
     /// The purpose in quotes, or "gave no reason".
@@ -48,11 +59,14 @@ public enum PromptWording {
         return "\(p.appKey), identified by \(p.identifiedBy): \(how) (\(strength)\(caveat))"
     }
 
-    /// "microphone mic" / "system audio out.monitor" / "default microphone".
+    /// "microphone mic" / "system audio (out.monitor)" / "another app's audio (out.monitor)" / "the default microphone".
     public static func device(_ p: PromptInfo) -> String {
         let source = p.source ?? ""
-        if source.isEmpty { return "the default microphone" }
-        return isMonitor(source) ? "system audio (\(cell(source, max: 80)))" : "microphone \(cell(source, max: 80))"
+        switch kind(p) {
+        case "system-audio": return "system audio (\(cell(source, max: 80)))"
+        case "app-audio": return "another app's audio (\(cell(source, max: 80)))"
+        default: return source.isEmpty ? "the default microphone" : "microphone \(cell(source, max: 80))"
+        }
     }
 
     /// The body as lines: purpose, identity, device, and the claimed name when it differs.

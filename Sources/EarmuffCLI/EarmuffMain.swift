@@ -53,12 +53,13 @@ public enum EarmuffMain {
             return ClientCommands.status(o)
         case .apps(let o):
             return ClientCommands.apps(o)
-        case .setDecision(let app, let state, let o, let lifespan):
+        case .setDecision(let app, let state, let kind, let o, let lifespan):
             guard let key = resolveApp(app) else { return 1 }
-            return ClientCommands.decide(.setDecision(app: key, state: state, reason: "user", lifespan: lifespan), o)
-        case .reset(let app, let o):
+            return ClientCommands.decide(.setDecision(app: key, state: state, reason: "user", kind: kind,
+                                                      lifespan: lifespan), o)
+        case .reset(let app, let kind, let o):
             guard let key = resolveApp(app) else { return 1 }
-            return ClientCommands.decide(.reset(app: key), o)
+            return ClientCommands.decide(.reset(app: key, kind: kind), o)
         case .agent(let answer, let o, let lifespan):
             return ClientCommands.agent(answer: answer, lifespan: lifespan, o)
         case .run(let o):

@@ -41,6 +41,9 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
     weak var daemon: Daemon?
     /// snapd's say on snap connections (audio-record); nil: not checked.
     var snapGate: SnapRecordGate?
+    /// What each source of the server is (set before apps can connect); nil: no source is
+    /// known, so every stream stays silent.
+    var catalog: SourceCatalog?
     let paths: DaemonPaths
 
     private struct Registry {
@@ -108,13 +111,21 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
         if !ok { answeredVia.withLock { _ = $0.removeValue(forKey: prompt) } }
     }
 
-    /// The decision logged with each live stream's usage row, to tell a change at its end.
-    private let usageDecisions = Locked([UInt64: String?]())
+    /// The usage row of a live stream: the decision logged at its start (to tell a change at
+    /// its end), and the stream's byte counts when the row started (a move starts a new row).
+    private struct UsageRow {
+        var decision: String?
+        var kind: Capability?
+        var realBefore: UInt64 = 0
+        var silencedBefore: UInt64 = 0
+    }
+    private let usageRows = Locked([UInt64: UsageRow]())
 
     /// "granted (user)", "denied this session (user)", "granted until 2026-11-30 14:05 (user)",
     /// "undetermined", or "once" for a stream real by an "allow once".
-    private func decisionText(_ app: AppKey, real: Bool) -> String {
-        let d = engine.withLock { $0.effectiveDecision(for: app) }
+    private func decisionText(_ app: AppKey, _ kind: Capability?, real: Bool) -> String {
+        guard let kind else { return "source not known" }
+        let d = engine.withLock { $0.effectiveDecision(for: app, kind: kind) }
         switch d.state {
         case .undetermined: return real ? "once" : "undetermined"
         case .granted, .denied:
@@ -186,14 +197,17 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
         }
     }
 
-    func recordStreamRequested(_ session: SessionState) -> String? {
+    func recordStreamRequested(_ session: SessionState, request: CreateRecordStreamRequest) -> String? {
         // The identity was read when the client connected; a process that connected and then
         // exec'd another program, or exited leaving its connection to another, is not it.
         if let changed = ProcessInspector.change(since: session.identity) {
             return "its identity changed since it connected: \(changed)"
         }
+        let kind = (catalog?.snapshot ?? SourceTable()).expectedKind(
+            sourceIndex: request.sourceIndex, sourceName: request.sourceName,
+            directOnInput: request.directOnInput != invalidIndex)
         let admission = withEngine { e in
-            let a = e.recordStreamRequested(ClientID(session.id), now: wallClockNow())
+            let a = e.recordStreamRequested(ClientID(session.id), kind: kind, now: wallClockNow())
             return (a, a.actions)
         }
         guard !admission.proceed else { return nil }
@@ -203,17 +217,55 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
 
     func recordStreamStarted(_ session: SessionState, stream: RecordStream) {
         registry.withLock { $0.streams[stream.streamID] = stream }
-        let source = stream.source.withLock { $0 }
+        let (source, kind) = classify(stream)
         withEngine { e in
             let (real, actions) = e.recordStreamStarted(ClientID(session.id), stream: StreamID(stream.streamID),
-                                                        source: source, now: wallClockNow())
+                                                        source: source, kind: kind, now: wallClockNow())
             // Set under the engine lock, before any later flip for this stream.
             stream.setReal(real && snapAllows(session.id))
             return ((), actions)
         }
-        Log.info("session \(session.id) (\(session.identity.appKey)): record stream on \(source), "
+        Log.info("session \(session.id) (\(session.identity.appKey)): record stream on \(source) "
+                 + "(\(kind?.rawValue ?? "source not known yet")), "
                  + "\(stream.sampleSpec.format.name) \(stream.sampleSpec.channels)ch \(stream.sampleSpec.rate)Hz, "
                  + (stream.isReal ? "real" : "silenced"))
+    }
+
+    func recordStreamMoved(_ session: SessionState, stream: RecordStream) {
+        let (source, kind) = classify(stream)
+        withEngine { e in
+            let (real, actions) = e.recordStreamMoved(ClientID(session.id), stream: StreamID(stream.streamID),
+                                                      source: source, kind: kind, now: wallClockNow())
+            stream.setReal(real && snapAllows(session.id))
+            return ((), actions)
+        }
+        Log.info("session \(session.id) (\(session.identity.appKey)): record stream \(stream.channel) moved to "
+                 + "\(source) (\(kind?.rawValue ?? "source not known yet")), \(stream.isReal ? "real" : "silenced")")
+    }
+
+    /// What `stream` captures, from the catalog; stored in its placement for status and events.
+    private func classify(_ stream: RecordStream) -> (source: String, kind: Capability?) {
+        let table = catalog?.snapshot ?? SourceTable()
+        return stream.placement.withLock { p in
+            p.kind = table.kind(sourceIndex: p.sourceIndex, sourceName: p.source.isEmpty ? nil : p.source,
+                                directOnInput: stream.directOnInput)
+            return (p.source, p.kind)
+        }
+    }
+
+    /// The catalog learned or forgot sources: streams whose kind changed with it are decided again.
+    func sourcesChanged() {
+        for stream in registry.withLock({ Array($0.streams.values) }) {
+            let before = stream.placement.withLock { $0.kind }
+            let (source, kind) = classify(stream)
+            guard kind != before else { continue }
+            withEngine { e in
+                let (real, actions) = e.recordStreamMoved(ClientID(stream.sessionID), stream: StreamID(stream.streamID),
+                                                          source: source, kind: kind, now: wallClockNow())
+                stream.setReal(real && snapAllows(stream.sessionID))
+                return ((), actions)
+            }
+        }
     }
 
     func recordStreamEnded(_ session: SessionState, stream: RecordStream) {
@@ -258,23 +310,14 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
             case let .recordApp(r):
                 writer.record(r)
             case let .startUsage(_, s, u):
-                var u = u
-                let stream = registry.withLock { $0.streams[s.rawValue] }
-                if let stream {
-                    u.bytesPerSecond = UInt32(clamping: stream.sampleSpec.frameSize * Int(stream.sampleSpec.rate))
-                    u.decision = decisionText(u.appKey, real: stream.isReal)
-                }
-                usageDecisions.withLock { $0[s.rawValue] = u.decision }
-                writer.startUsage(stream: s.rawValue, u)
+                startUsage(s, u)
             case let .finishUsage(c, s, endedAt):
                 let stream = registry.withLock { $0.streams.removeValue(forKey: s.rawValue) }
-                let key = registry.withLock { $0.sessions[c.rawValue]?.identity.appKey }
-                let atStart = usageDecisions.withLock { $0.removeValue(forKey: s.rawValue) } ?? nil
-                let atEnd = key.map { decisionText($0, real: stream?.isReal ?? false) }
-                writer.finishUsage(stream: s.rawValue, endedAt: endedAt,
-                                   bytesReal: stream?.bytesReal.load(ordering: .relaxed) ?? 0,
-                                   bytesSilenced: stream?.bytesSilenced.load(ordering: .relaxed) ?? 0,
-                                   decision: atEnd.flatMap { $0 == atStart ? nil : "\(atStart ?? "?") → \($0)" })
+                finishUsage(c, s, stream: stream, endedAt: endedAt)
+            case let .splitUsage(c, s, u):
+                let stream = registry.withLock { $0.streams[s.rawValue] }
+                finishUsage(c, s, stream: stream, endedAt: u.startedAt)
+                startUsage(s, u)
             case let .disconnectClient(c, reason):
                 Log.warn("closing client \(c.rawValue): \(reason)")
                 let key = engine.withLock { $0.identity(of: c)?.appKey }
@@ -287,6 +330,33 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
         }
     }
 
+    private func startUsage(_ s: StreamID, _ u: UsageRecord) {
+        var u = u
+        var row = UsageRow(kind: Capability(rawValue: u.kind))
+        if let stream = registry.withLock({ $0.streams[s.rawValue] }) {
+            u.bytesPerSecond = UInt32(clamping: stream.sampleSpec.frameSize * Int(stream.sampleSpec.rate))
+            u.decision = decisionText(u.appKey, row.kind, real: stream.isReal)
+            row.realBefore = stream.bytesReal.load(ordering: .relaxed)
+            row.silencedBefore = stream.bytesSilenced.load(ordering: .relaxed)
+        }
+        row.decision = u.decision
+        usageRows.withLock { $0[s.rawValue] = row }
+        writer.startUsage(stream: s.rawValue, u)
+    }
+
+    /// Ends the usage row of `s` with the bytes counted since it started.
+    private func finishUsage(_ c: ClientID, _ s: StreamID, stream: RecordStream?, endedAt: Double) {
+        let key = registry.withLock { $0.sessions[c.rawValue]?.identity.appKey }
+        let row = usageRows.withLock { $0.removeValue(forKey: s.rawValue) } ?? UsageRow()
+        let atEnd = key.map { decisionText($0, row.kind, real: stream?.isReal ?? false) }
+        let real = stream?.bytesReal.load(ordering: .relaxed) ?? 0
+        let silenced = stream?.bytesSilenced.load(ordering: .relaxed) ?? 0
+        writer.finishUsage(stream: s.rawValue, endedAt: endedAt,
+                           bytesReal: real &- min(real, row.realBefore),
+                           bytesSilenced: silenced &- min(silenced, row.silencedBefore),
+                           decision: atEnd.flatMap { $0 == row.decision ? nil : "\(row.decision ?? "?") → \($0)" })
+    }
+
     private func promptCommandEnvironment(_ prompt: Prompt) -> [String: String] {
         [
             "EARMUFF_APP_KEY": prompt.appKey.description,
@@ -294,6 +364,7 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
             "EARMUFF_PURPOSE": prompt.purpose ?? "",
             "EARMUFF_PID": String(prompt.pid),
             "EARMUFF_SOURCE": prompt.source,
+            "EARMUFF_KIND": prompt.kind.rawValue,
             "EARMUFF_IDENTIFIED_BY": prompt.method.rawValue,
         ]
     }
@@ -310,10 +381,10 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
             } catch {
                 return .error(ControlError(.failed, "cannot read the permission store \(store.path): \(error)"))
             }
-        case let .setDecision(app, state, _, lifespan):
-            return decide(app, state == .granted ? .granted : .denied, lifespan: lifespan)
-        case let .reset(app):
-            return decide(app, .undetermined)
+        case let .setDecision(app, state, _, kind, lifespan):
+            return decide(app, kind: kind, state == .granted ? .granted : .denied, lifespan: lifespan)
+        case let .reset(app, kind):
+            return decide(app, kind: kind, .undetermined)
         case .subscribe:
             return .ok
         case .becomeAgent:
@@ -359,7 +430,12 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
         withEngine { e in ((), e.agentDisconnected(agent)) }
     }
 
-    private func decide(_ app: String, _ state: PermissionState, lifespan requested: RequestedLifespan? = nil) -> ControlResponse {
+    private func decide(_ app: String, kind kindName: String?, _ state: PermissionState,
+                        lifespan requested: RequestedLifespan? = nil) -> ControlResponse {
+        guard let kind = Capability(rawValue: kindName ?? Capability.microphone.rawValue) else {
+            return .error(ControlError(.badRequest, "unknown capture kind \"\(kindName ?? "")\"; use "
+                                       + Capability.allCases.map(\.rawValue).joined(separator: ", ")))
+        }
         let key: AppKey
         switch resolveApp(app) {
         case .success(let k): key = k
@@ -369,7 +445,7 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
         let now = wallClockNow()
         let lifespan = Self.lifespan(requested, now: now) ?? .always
         let result = withEngine { e -> (Result<Void, ConsentError>, [ConsentAction]) in
-            switch e.setDecision(key, state, reason: reason, lifespan: lifespan, now: now) {
+            switch e.setDecision(key, kind: kind, state, reason: reason, lifespan: lifespan, now: now) {
             case .success(let actions): return (.success(()), actions)
             case .failure(let err): return (.failure(err), [])
             }
@@ -378,9 +454,9 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
         // Reply only once the decision is on disk: a crash after "granted"
         // must not lose it. (The control thread may wait; audio never does.)
         writer.flushDecisions()
-        Log.info("decision for \(key): \(state.rawValue) (\(reason.rawValue)), \(lifespan)")
-        var info = (try? apps())?.first { $0.key == key.description }
-            ?? AppInfo(key: key.description, state: state.rawValue, reason: reason.rawValue)
+        Log.info("decision for \(key), \(kind.rawValue): \(state.rawValue) (\(reason.rawValue)), \(lifespan)")
+        var info = (try? apps())?.first { $0.key == key.description && $0.kind == kind.rawValue }
+            ?? AppInfo(key: key.description, state: state.rawValue, reason: reason.rawValue, kind: kind.rawValue)
         if lifespan == .once {
             // "Once" covers the clients connected now; the app's own decision is unchanged.
             info.afterwards = info.state
@@ -481,7 +557,7 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
     private func status() -> StatusPayload {
         let (clients, streams, prompts, temporary) = engine.withLock { e in
             (e.clientSnapshots, e.streamSnapshots, e.pendingPrompts,
-             e.temporaryDecisions.map { ($0, e.effectiveDecision(for: $0.appKey)) })
+             e.temporaryDecisions.map { ($0, e.effectiveDecision(for: $0.appKey, kind: $0.capability)) })
         }
         let live = registry.withLock { $0.streams }
         let clientInfos = clients.map { c in
@@ -492,10 +568,10 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
         let streamInfos: [StreamInfo] = streams.compactMap { s in
             guard let r = live[s.stream.rawValue] else { return nil }
             return StreamInfo(client: s.client.rawValue, stream: r.channel, appKey: s.appKey.description,
-                              source: r.source.withLock { $0 }, sampleSpec: specText(r.sampleSpec),
+                              source: r.sourceName, sampleSpec: specText(r.sampleSpec),
                               audio: r.isReal ? .real : .silenced,
                               bytesReal: r.bytesReal.load(ordering: .relaxed),
-                              bytesSilenced: r.bytesSilenced.load(ordering: .relaxed))
+                              bytesSilenced: r.bytesSilenced.load(ordering: .relaxed), kind: s.kind?.rawValue)
         }
         let d = daemon
         return StatusPayload(
@@ -511,23 +587,32 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
             })
     }
 
+    /// One row per app and kind that has a decision (or a use) stored, and a microphone row for
+    /// every other known app.
     private func apps() throws -> [AppInfo] {
-        let records = Dictionary(try store.apps().map { ($0.appKey, $0) }, uniquingKeysWith: { a, _ in a })
-        let decisions = Dictionary(try store.allDecisions().map { ($0.appKey, $0) }, uniquingKeysWith: { a, _ in a })
-        // One look at the engine: the decision in force and any apps.d purpose, per app.
-        let fromEngine = engine.withLock { e in
-            let keys = Set(records.keys).union(decisions.keys).union(e.policy.declarations.keys)
-                .union(e.temporaryDecisions.map(\.appKey))
-            return keys.sorted().map { ($0, e.effectiveDecision(for: $0), e.policy.declarations[$0]?.purpose) }
+        struct Row: Hashable, Comparable {
+            var app: AppKey
+            var kind: Capability
+            static func < (a: Row, b: Row) -> Bool { (a.app, a.kind) < (b.app, b.kind) }
         }
-        return fromEngine.map { k, eff, declaredPurpose in
-            let r = records[k]
-            let d = decisions[k]
-            return AppInfo(key: k.description, displayName: r?.displayName, state: eff.state.rawValue, reason: eff.reason.rawValue,
-                           purpose: d?.purpose ?? declaredPurpose,
+        let records = Dictionary(try store.apps().map { ($0.appKey, $0) }, uniquingKeysWith: { a, _ in a })
+        let decisions = Dictionary(try store.allDecisions().map { (Row(app: $0.appKey, kind: $0.capability), $0) },
+                                   uniquingKeysWith: { a, _ in a })
+        // One look at the engine: the decision in force and any apps.d purpose, per app and kind.
+        let fromEngine = engine.withLock { e in
+            let decided = Set(decisions.keys).union(e.temporaryDecisions.map { Row(app: $0.appKey, kind: $0.capability) })
+            let others = Set(records.keys).union(e.policy.declarations.keys).subtracting(decided.map(\.app))
+            let rows = decided.union(others.map { Row(app: $0, kind: .microphone) })
+            return rows.sorted().map { ($0, e.effectiveDecision(for: $0.app, kind: $0.kind), e.policy.declarations[$0.app]?.purpose) }
+        }
+        return fromEngine.map { row, eff, declaredPurpose in
+            let r = records[row.app]
+            let d = decisions[row]
+            return AppInfo(key: row.app.description, displayName: r?.displayName, state: eff.state.rawValue,
+                           reason: eff.reason.rawValue, purpose: d?.purpose ?? declaredPurpose,
                            identifiedBy: r?.method.rawValue, decidedAt: d?.decidedAt, lastUsed: d?.lastUsedAt,
-                           executable: r?.executable, lifespan: eff.lifespan.name, expiresAt: eff.lifespan.expiresAt,
-                           afterwards: eff.afterwards?.rawValue)
+                           executable: r?.executable, kind: row.kind.rawValue, lifespan: eff.lifespan.name,
+                           expiresAt: eff.lifespan.expiresAt, afterwards: eff.afterwards?.rawValue)
         }
     }
 
@@ -536,7 +621,7 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
         return PromptInfo(id: p.id.rawValue, appKey: p.appKey.description, displayName: p.displayName,
                           identifiedBy: p.method.rawValue, pid: p.pid, purpose: p.purpose, source: p.source,
                           executable: p.executable, raisedAt: p.raisedAt, systemName: entry?.name, icon: entry?.icon,
-                          strength: p.strength.rawValue, caveat: p.caveat)
+                          strength: p.strength.rawValue, caveat: p.caveat, kind: p.kind.rawValue)
     }
 
     private func clientInfo(_ c: ClientID, _ identity: ClientIdentity?) -> ClientInfo {
@@ -550,12 +635,14 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
 
     private func streamInfo(_ c: ClientID, _ s: StreamID, _ app: AppKey, source: String?, real: Bool?) -> StreamInfo {
         let r = registry.withLock { $0.streams[s.rawValue] }
+        let placement = r?.placement.withLock { $0 }
         return StreamInfo(client: c.rawValue, stream: r?.channel ?? UInt32(truncatingIfNeeded: s.rawValue),
-                          appKey: app.description, source: source ?? r?.source.withLock { $0 } ?? "",
+                          appKey: app.description, source: source ?? placement?.source ?? "",
                           sampleSpec: r.map { specText($0.sampleSpec) } ?? "",
                           audio: (real ?? r?.isReal ?? false) ? .real : .silenced,
                           bytesReal: r?.bytesReal.load(ordering: .relaxed) ?? 0,
-                          bytesSilenced: r?.bytesSilenced.load(ordering: .relaxed) ?? 0)
+                          bytesSilenced: r?.bytesSilenced.load(ordering: .relaxed) ?? 0,
+                          kind: placement?.kind?.rawValue)
     }
 
     private func controlEvent(_ e: ConsentEvent) -> ControlEvent? {
@@ -567,6 +654,7 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
             return nil
         case let .streamStarted(c, s, app, source, real): return .streamStarted(streamInfo(c, s, app, source: source, real: real))
         case let .streamAccessChanged(c, s, app, real): return .streamChanged(streamInfo(c, s, app, source: nil, real: real))
+        case let .streamMoved(c, s, app, source, _, real): return .streamChanged(streamInfo(c, s, app, source: source, real: real))
         case let .streamEnded(c, s, app): return .streamEnded(streamInfo(c, s, app, source: nil, real: nil))
         case let .promptRaised(p):
             Log.info("prompt \(p.id.rawValue) raised for \(p.appKey) (\(p.displayName)), purpose: \(p.purpose ?? "none")")
@@ -601,7 +689,8 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
 /// A decision as the control protocol shows it.
 func decisionInfo(_ d: Decision) -> AppInfo {
     AppInfo(key: d.appKey.description, state: d.state.rawValue, reason: d.reason.rawValue, purpose: d.purpose,
-            decidedAt: d.decidedAt, lastUsed: d.lastUsedAt, lifespan: d.lifespan.name, expiresAt: d.lifespan.expiresAt)
+            decidedAt: d.decidedAt, lastUsed: d.lastUsedAt, kind: d.capability.rawValue, lifespan: d.lifespan.name,
+            expiresAt: d.lifespan.expiresAt)
 }
 
 private func controlOutcome(_ o: Consent.PromptOutcome) -> ControlProtocol.PromptOutcome {

@@ -25,9 +25,12 @@ protocol SessionObserver: AnyObject, Sendable {
     func clientPropertiesChanged(_ session: SessionState)
     /// A CREATE_RECORD_STREAM request is about to be forwarded; nil to proceed,
     /// or the reason to close the connection.
-    func recordStreamRequested(_ session: SessionState) -> String?
+    func recordStreamRequested(_ session: SessionState, request: CreateRecordStreamRequest) -> String?
     /// A record stream exists now; the observer sets its initial access.
     func recordStreamStarted(_ session: SessionState, stream: RecordStream)
+    /// A record stream records from another source now (its placement says which); the
+    /// observer sets its access before the stream's next frame is handled.
+    func recordStreamMoved(_ session: SessionState, stream: RecordStream)
     /// A record stream went away.
     func recordStreamEnded(_ session: SessionState, stream: RecordStream)
     /// The policy decision for a client request (e.g. LOAD_MODULE); nil to forward, or the reason to refuse with ERROR(ACCESS).
@@ -148,10 +151,11 @@ final class ClientToServerFilter: FrameFilter {
             }
             var r = body
             let req = try CreateRecordStreamRequest.decode(from: &r, version: version)
-            if let reason = observer.recordStreamRequested(state) {
+            if let reason = observer.recordStreamRequested(state, request: req) {
                 throw ProtocolViolation(reason)
             }
-            expected = .createRecord(source: req.sourceName, spec: req.sampleSpec)
+            expected = .createRecord(source: req.sourceName, spec: req.sampleSpec,
+                                     directOnInput: req.directOnInput != invalidIndex)
         case .createPlaybackStream:
             expected = .createPlayback
         case .createUploadStream:
@@ -248,8 +252,13 @@ final class ServerToClientFilter: FrameFilter {
         case .recordStreamMoved:
             var r = body
             let moved = try RecordStreamMoved.decode(from: &r, version: state.protocolVersion)
-            if let s = records[moved.channel], let name = moved.sourceName {
-                s.source.withLock { $0 = name }
+            if let s = records[moved.channel] {
+                s.placement.withLock {
+                    $0.source = moved.sourceName ?? ""
+                    $0.sourceIndex = moved.sourceIndex
+                }
+                // Decided again now, before the next memblock of this stream is looked at.
+                observer.recordStreamMoved(state, stream: s)
             }
         case .enableSrbchannel, .disableSrbchannel, .registerMemfdShmid:
             throw ProtocolViolation("server tried to set up shared memory on a connection without SHM")
@@ -268,7 +277,7 @@ final class ServerToClientFilter: FrameFilter {
             let server = ProtocolVersion.number(of: word)
             let client = state.protocolVersion
             state.version.store(min(client, server), ordering: .releasing)
-        case .createRecord(let requested, let requestedSpec):
+        case .createRecord(let requested, let requestedSpec, let directOnInput):
             let reply = try CreateRecordStreamReply.decode(from: &r, version: state.protocolVersion)
             if let old = records[reply.channel] {
                 // pipewire-pulse reuses channel numbers; a stale entry means we missed its end.
@@ -279,6 +288,7 @@ final class ServerToClientFilter: FrameFilter {
                                       sourceOutputIndex: reply.sourceOutputIndex,
                                       sampleSpec: reply.sampleSpec.isValid ? reply.sampleSpec : requestedSpec,
                                       source: reply.sourceName ?? requested ?? "@DEFAULT_SOURCE@",
+                                      sourceIndex: reply.sourceIndex, directOnInput: directOnInput,
                                       real: false, startedAt: wallClockNow())
             records[reply.channel] = stream
             observer.recordStreamStarted(state, stream: stream)

@@ -100,6 +100,7 @@ public enum Server {
         let service: ConsentService
         let daemon: Daemon
         let control: ControlServer
+        let catalog: SourceCatalog
         do {
             store = try PermissionStore(path: paths.store)
             service = try ConsentService(configuration: configuration, declarations: declarations, store: store, paths: paths)
@@ -120,6 +121,8 @@ public enum Server {
             }
             service.daemon = daemon
             service.snapGate = SnapRecordGate(snapd: SnapdClient(socketPath: opts.snapdSocket))
+            catalog = SourceCatalog(upstream: upstream) { [weak service] in service?.sourcesChanged() }
+            service.catalog = catalog
             control = try ControlServer(path: paths.control, handler: service,
                                         options: ControlServerOptions(daemonVersion: earmuffVersion)) { lvl, msg in
                 switch lvl {
@@ -130,6 +133,9 @@ public enum Server {
             }
             service.control = control
             service.start()
+            // Streams on sources the catalog does not know yet are silent: give it a moment first.
+            catalog.start()
+            catalog.waitUntilReady(timeout: 1)
             try daemon.start()
             control.start()
         } catch {
@@ -145,6 +151,7 @@ public enum Server {
         Log.info("stopping on signal \(sig)")
         control.stop()
         daemon.stop()
+        catalog.stop()
         service.stop()
         // A passed socket stays: the service manager keeps it for the next start.
         if activated == nil { unlink(paths.listen) }

@@ -17,6 +17,16 @@ import PulseWire
 import Ring
 import Synchronization
 
+/// Where a record stream records from, and what that captures.
+struct StreamPlacement: Sendable, Equatable {
+    /// The source's name as the server gave it (or as requested, when it gave none).
+    var source: String
+    /// The source's index, or `invalidIndex`.
+    var sourceIndex: UInt32
+    /// What the source captures; nil until it is known (the stream is silent meanwhile).
+    var kind: Capability?
+}
+
 /// One record stream of a session, shared by the S→C filter (audio path) and the consent engine.
 final class RecordStream: Sendable {
     let sessionID: UInt64
@@ -24,7 +34,10 @@ final class RecordStream: Sendable {
     let channel: UInt32
     let sourceOutputIndex: UInt32
     let sampleSpec: SampleSpec
-    let source: Locked<String>
+    /// Created with `direct_on_input`: it records one other app's playback (app audio).
+    let directOnInput: Bool
+    /// Changed when the stream moves or its source becomes known; read when it is decided.
+    let placement: Locked<StreamPlacement>
     /// 1 = real samples pass, 0 = silence. Read once per frame on the audio path.
     let access = Atomic<UInt8>(0)
     let bytesReal = Atomic<UInt64>(0)
@@ -32,18 +45,23 @@ final class RecordStream: Sendable {
     let startedAt: Double
 
     init(sessionID: UInt64, streamID: UInt64, channel: UInt32, sourceOutputIndex: UInt32,
-         sampleSpec: SampleSpec, source: String, real: Bool, startedAt: Double) {
+         sampleSpec: SampleSpec, source: String, sourceIndex: UInt32 = invalidIndex, directOnInput: Bool = false,
+         real: Bool, startedAt: Double) {
         self.sessionID = sessionID
         self.streamID = streamID
         self.channel = channel
         self.sourceOutputIndex = sourceOutputIndex
         self.sampleSpec = sampleSpec
-        self.source = Locked(source)
+        self.directOnInput = directOnInput
+        placement = Locked(StreamPlacement(source: source, sourceIndex: sourceIndex, kind: nil))
         self.startedAt = startedAt
         access.store(real ? 1 : 0, ordering: .releasing)
     }
 
     var isReal: Bool { access.load(ordering: .acquiring) == 1 }
+
+    /// The source's name now.
+    var sourceName: String { placement.withLock { $0.source } }
 
     func setReal(_ real: Bool) { access.store(real ? 1 : 0, ordering: .releasing) }
 

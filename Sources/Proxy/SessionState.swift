@@ -8,7 +8,7 @@ import Synchronization
 enum PendingRequest: Sendable {
     case auth
     case setClientName
-    case createRecord(source: String?, spec: SampleSpec)
+    case createRecord(source: String?, spec: SampleSpec, directOnInput: Bool)
     case createPlayback
     case createUpload
     case deleteRecord(channel: UInt32)

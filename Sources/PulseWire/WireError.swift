@@ -48,6 +48,8 @@ public enum WireError: Error, Equatable, Sendable, CustomStringConvertible {
     case unexpectedCommand(expected: UInt32, found: UInt32)
     /// The AUTH cookie did not have `Limits.cookieLength` bytes.
     case invalidCookieLength(Int)
+    /// A record layout of a protocol version this decoder does not read.
+    case unsupportedVersion(UInt32, what: String)
 
     /// One line saying what was wrong.
     public var description: String {
@@ -96,6 +98,8 @@ public enum WireError: Error, Equatable, Sendable, CustomStringConvertible {
             return "expected command \(commandName(expected)), found \(commandName(found))"
         case .invalidCookieLength(let length):
             return "auth cookie of \(length) bytes, expected \(Limits.cookieLength)"
+        case .unsupportedVersion(let version, let what):
+            return "\(what) of protocol version \(version) are not read here"
         }
     }
 }

@@ -47,7 +47,7 @@ final class RecordingHandler: ControlHandler {
                                          upstream: UpstreamInfo(server: "unix:/u", reachable: false)))
         case .apps:
             return .apps([AppInfo(key: "exe:/usr/bin/pacat", state: "undetermined", reason: "none")])
-        case .setDecision(let app, _, _, _), .reset(let app):
+        case .setDecision(let app, _, _, _, _), .reset(let app, _):
             if app == "nope" { return .error(ControlError(.unknownApp, "no known app matches 'nope'; run 'earmuff apps'")) }
             return .app(AppInfo(key: app, state: "granted", reason: "user"))
         case .becomeAgent:

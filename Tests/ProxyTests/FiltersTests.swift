@@ -10,6 +10,7 @@ private final class FakeObserver: SessionObserver, @unchecked Sendable {
     // @unchecked Sendable: used from one test thread only.
     var started: [RecordStream] = []
     var ended: [RecordStream] = []
+    var moved: [RecordStream] = []
     var grant = false
     var closeOnRecord: String?
     /// (tag, error code) of every refused request.
@@ -18,12 +19,13 @@ private final class FakeObserver: SessionObserver, @unchecked Sendable {
     func sessionOpened(_ session: SessionState) {}
     func sessionClosed(_ session: SessionState) {}
     func clientPropertiesChanged(_ session: SessionState) {}
-    func recordStreamRequested(_ session: SessionState) -> String? { closeOnRecord }
+    func recordStreamRequested(_ session: SessionState, request: CreateRecordStreamRequest) -> String? { closeOnRecord }
     func recordStreamStarted(_ session: SessionState, stream: RecordStream) {
         started.append(stream)
         stream.setReal(grant)
     }
     func recordStreamEnded(_ session: SessionState, stream: RecordStream) { ended.append(stream) }
+    func recordStreamMoved(_ session: SessionState, stream: RecordStream) { moved.append(stream) }
     func refusal(for command: Command, payload: [UInt8], session: SessionState) -> String? {
         command == .loadModule ? "not allowed" : nil
     }
@@ -139,7 +141,7 @@ private struct Pair {
         try p.createRecord(tag: 2, channel: 3, format: .u8)
         #expect(p.observer.started.count == 1)
         let stream = try #require(p.observer.started.first)
-        #expect(stream.channel == 3 && stream.sampleSpec.format == .u8 && stream.source.withLock { $0 } == "mic")
+        #expect(stream.channel == 3 && stream.sampleSpec.format == .u8 && stream.sourceName == "mic")
         #expect(p.state.ownSourceOutputs.withLock { $0 } == [43])
         guard case .silence(0x80, let s?) = try p.s2c.memblock(FrameDescriptor(length: 64, channel: 3)), s === stream else {
             Issue.record("an ungranted u8 stream is silenced with 0x80")

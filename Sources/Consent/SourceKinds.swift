@@ -1,0 +1,78 @@
+// What a record stream captures, decided from what the server says.
+//
+// The server describes every source (GET_SOURCE_INFO): a source whose
+// `monitor_of_sink` is a sink index is that sink's monitor, and carries what
+// it plays (system audio); any other source is a capture device
+// (microphone). A stream created with `direct_on_input` records one other
+// app's playback (app audio), whichever monitor the server puts it on. A
+// stream's source is known only from the CREATE_RECORD_STREAM reply (or a
+// later RECORD_STREAM_MOVED): the request may name the default source, which
+// may itself be a monitor. A source this table does not know yet has no kind,
+// and its streams stay silent until it does.
+import PulseWire
+
+/// The server's sources as far as consent needs them, kept from its replies and events.
+public struct SourceTable: Sendable, Equatable {
+    /// What is kept of one source.
+    public struct Entry: Sendable, Equatable {
+        public var name: String?
+        public var isMonitor: Bool
+    }
+
+    /// Sources by index.
+    public private(set) var sources: [UInt32: Entry] = [:]
+    /// The server's default source (GET_SERVER_INFO), which may be a monitor.
+    public var defaultSourceName: String?
+
+    public init() {}
+
+    /// Adds or replaces a source from its record.
+    public mutating func update(_ info: SourceInfo) {
+        sources[info.index] = Entry(name: info.name, isMonitor: info.isMonitor)
+    }
+
+    /// Replaces every source with a GET_SOURCE_INFO_LIST reply.
+    public mutating func replaceAll(_ infos: [SourceInfo]) {
+        sources = [:]
+        for i in infos { update(i) }
+    }
+
+    /// Forgets a source (SUBSCRIBE_EVENT remove).
+    public mutating func remove(index: UInt32) { sources[index] = nil }
+
+    /// The kind a source records, from the index and name the server gave for a stream;
+    /// nil when this table does not know that source (or knows another source under that
+    /// index: it is behind the server, and the stream waits, silent, until it catches up).
+    public func kind(sourceIndex: UInt32, sourceName: String?) -> Capability? {
+        let entry: Entry?
+        if sourceIndex != invalidIndex {
+            entry = sources[sourceIndex]
+            if let entry, let sourceName, entry.name != sourceName { return nil }
+        } else if let sourceName {
+            let named = sources.values.filter { $0.name == sourceName }
+            entry = named.count == 1 ? named[0] : nil
+        } else {
+            entry = nil
+        }
+        return entry.map { $0.isMonitor ? .systemAudio : .microphone }
+    }
+
+    /// The kind of a stream the server created: app audio for `direct_on_input`, else its source's.
+    public func kind(sourceIndex: UInt32, sourceName: String?, directOnInput: Bool) -> Capability? {
+        directOnInput ? .appAudio : kind(sourceIndex: sourceIndex, sourceName: sourceName)
+    }
+
+    /// The kind a CREATE_RECORD_STREAM request is expected to capture, before the server has
+    /// said which source it chose (used only to apply `missing-purpose` to the right kind):
+    /// the named or default source's kind when known, else microphone.
+    public func expectedKind(sourceIndex: UInt32, sourceName: String?, directOnInput: Bool) -> Capability {
+        if directOnInput { return .appAudio }
+        switch sourceName {
+        case "@DEFAULT_MONITOR@": return .systemAudio
+        case nil where sourceIndex == invalidIndex, "@DEFAULT_SOURCE@":
+            return kind(sourceIndex: invalidIndex, sourceName: defaultSourceName) ?? .microphone
+        default:
+            return kind(sourceIndex: sourceIndex, sourceName: sourceName) ?? .microphone
+        }
+    }
+}

@@ -1,0 +1,233 @@
+// The source catalog: Earmuff's own connection to the real server, to learn
+// what every source is (microphone or monitor) and which is the default.
+//
+// One thread owns the connection: AUTH (protocol 13, no shared memory, our
+// credentials, which both servers accept from their own uid), SET_CLIENT_NAME,
+// SUBSCRIBE to sources and the server, GET_SERVER_INFO and
+// GET_SOURCE_INFO_LIST; then each SUBSCRIBE_EVENT about a source asks for that
+// source again (or forgets it), and a server change asks for the default
+// source again. The table (`SourceTable`, pure) sits behind a lock that loop
+// threads take when a record stream starts or moves (never per frame); after
+// every change `onChange` runs on this thread, so streams waiting for an
+// unknown source are decided as soon as it is known. When the connection
+// fails the table is emptied (streams on unknown sources stay silent) and the
+// thread reconnects with a growing delay.
+import CLinux
+import Consent
+import Glibc
+import PulseWire
+
+final class SourceCatalog: @unchecked Sendable {
+    // @unchecked Sendable: `table` is behind a lock; the rest is touched only on the
+    // catalog thread, except `stopFD` (an eventfd, written by `stop`) and `thread`
+    // (set by `start`, joined by `stop`, both on the daemon's thread).
+    private let upstream: UpstreamAddress
+    private let table = Locked(SourceTable())
+    private let ready = Locked(false)
+    /// Called on the catalog thread after the table changed.
+    private let onChange: @Sendable () -> Void
+    private let stopFD: Int32
+    private var thread: pthread_t?
+
+    init(upstream: UpstreamAddress, onChange: @escaping @Sendable () -> Void) {
+        self.upstream = upstream
+        self.onChange = onChange
+        stopFD = earmuff_eventfd()
+    }
+
+    deinit { if stopFD >= 0 { closeFD(stopFD) } }
+
+    /// What is known now (a copy).
+    var snapshot: SourceTable { table.withLock { $0 } }
+
+    /// Whether the first source list has arrived on the current connection.
+    var isReady: Bool { ready.withLock { $0 } }
+
+    func start() {
+        guard thread == nil else { return }
+        thread = startThread { [self] in run() }
+    }
+
+    /// Waits (at start-up) until the first source list arrived, or `timeout` seconds passed.
+    func waitUntilReady(timeout: Double) {
+        let deadline = monotonicNow() + timeout
+        while !isReady && monotonicNow() < deadline { usleep(5_000) }
+    }
+
+    func stop() {
+        guard let t = thread else { return }
+        _ = earmuff_eventfd_signal(stopFD)
+        pthread_join(t, nil)
+        thread = nil
+    }
+
+    // MARK: the thread
+
+    private var stopping: Bool {
+        var p = pollfd(fd: stopFD, events: Int16(POLLIN), revents: 0)
+        return poll(&p, 1, 0) > 0
+    }
+
+    private func run() {
+        var delay = 0.05
+        while !stopping {
+            let fd = earmuff_unix_socket()
+            if fd >= 0 {
+                do {
+                    try session(fd)
+                    delay = 0.05
+                } catch {
+                    Log.warn("source catalog: \(upstream): \(error); streams on sources not known yet stay silent")
+                }
+                closeFD(fd)
+                ready.withLock { $0 = false }
+                if table.withLock({ t in
+                    defer { t = SourceTable() }
+                    return t != SourceTable()
+                }) { onChange() }
+            }
+            // Wait before reconnecting, unless told to stop.
+            var p = pollfd(fd: stopFD, events: Int16(POLLIN), revents: 0)
+            if poll(&p, 1, Int32(delay * 1000)) > 0 { break }
+            delay = min(delay * 2, 2)
+        }
+    }
+
+    private enum Pending {
+        case auth, setName, subscribe, serverInfo, sourceList, sourceInfo
+    }
+
+    private struct CatalogError: Error, CustomStringConvertible {
+        let description: String
+        init(_ d: String) { description = d }
+    }
+
+    /// One connection, until it fails or `stop` is called.
+    private func session(_ fd: Int32) throws {
+        if earmuff_unix_connect(fd, upstream.path) != 0 && errno != EINPROGRESS && errno != EAGAIN {
+            throw CatalogError("cannot connect: \(String(cString: strerror(errno)))")
+        }
+        var writer = PacketWriter(fd: fd)
+        var pending: [UInt32: Pending] = [:]
+        var nextTag: UInt32 = 0
+        func send(_ payload: (UInt32) -> [UInt8], _ what: Pending) throws {
+            let tag = nextTag
+            nextTag &+= 1
+            pending[tag] = what
+            try writer.send(payload(tag))
+        }
+        let version = introspectionVersion
+        try send({ AuthRequest(versionWord: version).packet(tag: $0, version: 0) }, .auth)
+        var props = Proplist()
+        props.set("application.name", string: "Earmuff source catalog")
+        props.set("application.id", string: "org.earmuff.SourceCatalog")
+        try send({ SetClientName(proplist: props).packet(tag: $0, version: version) }, .setName)
+        try send({ Subscribe([.source, .server]).packet(tag: $0, version: version) }, .subscribe)
+        try send({ EmptyRequest(.getServerInfo).packet(tag: $0) }, .serverInfo)
+        try send({ EmptyRequest(.getSourceInfoList).packet(tag: $0) }, .sourceList)
+
+        var parser = FrameParser()
+        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            var fds = [pollfd(fd: fd, events: Int16(POLLIN), revents: 0),
+                       pollfd(fd: stopFD, events: Int16(POLLIN), revents: 0)]
+            guard poll(&fds, 2, -1) >= 0 || errno == EINTR else { throw CatalogError("poll: \(errno)") }
+            if fds[1].revents != 0 { return }
+            guard fds[0].revents != 0 else { continue }
+            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+            if n == 0 { throw CatalogError("the server closed the connection") }
+            if n < 0 {
+                if errno == EAGAIN || errno == EINTR { continue }
+                throw CatalogError("read: \(String(cString: strerror(errno)))")
+            }
+            buffer.withUnsafeBytes { parser.append(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+            while let frame = try parser.next() {
+                guard frame.descriptor.isPacket else { continue }
+                var r = TagStructReader(frame.payload)
+                let header = try PacketHeader.decode(from: &r)
+                var changed = false
+                switch Command(rawValue: header.command) {
+                case .reply:
+                    switch pending.removeValue(forKey: header.tag) {
+                    case .serverInfo:
+                        let info = try ServerInfo.decode(from: &r, version: version)
+                        changed = table.withLock { t in
+                            defer { t.defaultSourceName = info.defaultSourceName }
+                            return t.defaultSourceName != info.defaultSourceName
+                        }
+                    case .sourceList:
+                        let list = try SourceInfoReply.decode(from: &r, version: version).sources
+                        table.withLock { $0.replaceAll(list) }
+                        ready.withLock { $0 = true }
+                        Log.info("source catalog: \(list.count) sources, "
+                                 + "\(list.filter(\.isMonitor).count) of them monitors")
+                        changed = true
+                    case .sourceInfo:
+                        for s in try SourceInfoReply.decode(from: &r, version: version).sources {
+                            table.withLock { $0.update(s) }
+                        }
+                        changed = true
+                    case .auth, .setName, .subscribe, nil:
+                        break
+                    }
+                case .error:
+                    // A source removed before its info was asked for: its remove event follows.
+                    if pending.removeValue(forKey: header.tag) == .auth {
+                        throw CatalogError("the server refused authentication")
+                    }
+                case .subscribeEvent:
+                    let e = try SubscribeEvent.decode(from: &r, version: version)
+                    switch (e.facility, e.operation) {
+                    case (.source?, .remove?):
+                        table.withLock { $0.remove(index: e.index) }
+                        changed = true
+                    case (.source?, _):
+                        try send({ GetSourceInfo(index: e.index).packet(tag: $0, version: version) }, .sourceInfo)
+                    case (.server?, _):
+                        try send({ EmptyRequest(.getServerInfo).packet(tag: $0) }, .serverInfo)
+                    default:
+                        break
+                    }
+                default:
+                    break
+                }
+                if changed { onChange() }
+            }
+        }
+    }
+}
+
+/// Writes whole packets to a non-blocking socket, waiting for room when it is full;
+/// the first write carries our credentials (AUTH).
+private struct PacketWriter {
+    let fd: Int32
+    var credentialsSent = false
+
+    init(fd: Int32) { self.fd = fd }
+
+    mutating func send(_ payload: [UInt8]) throws {
+        let frame = Frame(packet: payload).bytes
+        var offset = 0
+        while offset < frame.count {
+            let n = frame.withUnsafeBytes { buf -> Int in
+                let rest = UnsafeRawBufferPointer(rebasing: buf[offset...])
+                if !credentialsSent { return earmuff_send_with_creds(fd, rest.baseAddress, rest.count) }
+                return earmuff_send2(fd, rest.baseAddress, rest.count, nil, 0)
+            }
+            if n > 0 {
+                offset += n
+                credentialsSent = true
+            } else if errno == EAGAIN || errno == EINPROGRESS || errno == ENOTCONN {
+                var p = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
+                _ = poll(&p, 1, 1000)
+            } else {
+                throw SourceCatalogWriteError(errno: errno)
+            }
+        }
+    }
+}
+
+private struct SourceCatalogWriteError: Error, CustomStringConvertible {
+    let errno: Int32
+    var description: String { "write: \(String(cString: strerror(errno)))" }
+}

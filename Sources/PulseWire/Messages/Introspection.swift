@@ -1,0 +1,279 @@
+// Introspection: what Earmuff asks the server on its own connection to learn
+// what each source is (GET_SOURCE_INFO / _LIST, GET_SERVER_INFO, SUBSCRIBE and
+// its events). Records are laid out as protocol-native.c `source_fill_tagstruct`
+// writes them; the decoders here read the fields up to protocol version 13,
+// which is what that connection negotiates (both servers gate later fields on
+// the client's version).
+
+/// The highest protocol version whose source records `SourceInfo` reads.
+public let introspectionVersion: UInt32 = 13
+
+/// One source record (GET_SOURCE_INFO reply, or one entry of the _LIST reply), fields up to v13.
+public struct SourceInfo: Equatable, Sendable {
+    public var index: UInt32
+    public var name: String?
+    public var description: String?
+    public var sampleSpec = SampleSpec(format: .s16le, channels: 2, rate: 44100)
+    public var channelMap = ChannelMap()
+    public var ownerModule: UInt32 = invalidIndex
+    public var volume = CVolume()
+    public var muted = false
+    /// The sink this source monitors, or `invalidIndex` for a source of its own (a microphone).
+    public var monitorOfSink: UInt32 = invalidIndex
+    public var monitorOfSinkName: String?
+    public var latencyUsec: UInt64 = 0
+    public var driver: String?
+    public var flags: UInt32 = 0
+    /// v13.
+    public var proplist = Proplist()
+    /// v13: requested latency.
+    public var configuredLatencyUsec: UInt64 = 0
+
+    /// A record with defaults everywhere but index, name and the sink it monitors.
+    public init(index: UInt32, name: String?, monitorOfSink: UInt32 = invalidIndex, monitorOfSinkName: String? = nil) {
+        self.index = index
+        self.name = name
+        self.monitorOfSink = monitorOfSink
+        self.monitorOfSinkName = monitorOfSinkName
+    }
+
+    /// Whether this is the monitor source of a sink (it carries what that sink plays).
+    public var isMonitor: Bool { monitorOfSink != invalidIndex }
+
+    /// Reads one record; `version` above 13 is refused (its fields are not read here).
+    public static func read(from r: inout TagStructReader, version: UInt32) throws(WireError) -> SourceInfo {
+        guard version <= introspectionVersion else {
+            throw WireError.unsupportedVersion(version, what: "source records")
+        }
+        var s = SourceInfo(index: try r.readU32(), name: try r.readString())
+        s.description = try r.readString()
+        s.sampleSpec = try r.readSampleSpec()
+        s.channelMap = try r.readChannelMap()
+        s.ownerModule = try r.readU32()
+        s.volume = try r.readCVolume()
+        s.muted = try r.readBool()
+        s.monitorOfSink = try r.readU32()
+        s.monitorOfSinkName = try r.readString()
+        s.latencyUsec = try r.readUsec()
+        s.driver = try r.readString()
+        s.flags = try r.readU32()
+        if version >= 13 {
+            s.proplist = try r.readProplist()
+            s.configuredLatencyUsec = try r.readUsec()
+        }
+        return s
+    }
+
+    /// Writes one record as a server of `version` (≤ 13) does.
+    public func write(into w: inout TagStructWriter, version: UInt32) {
+        w.writeU32(index)
+        w.writeString(name)
+        w.writeString(description)
+        w.writeSampleSpec(sampleSpec)
+        w.writeChannelMap(channelMap)
+        w.writeU32(ownerModule)
+        w.writeCVolume(volume)
+        w.writeBool(muted)
+        w.writeU32(monitorOfSink)
+        w.writeString(monitorOfSinkName)
+        w.writeUsec(latencyUsec)
+        w.writeString(driver)
+        w.writeU32(flags)
+        if version >= 13 {
+            w.writeProplist(proplist)
+            w.writeUsec(configuredLatencyUsec)
+        }
+    }
+}
+
+/// REPLY to GET_SOURCE_INFO (one record) or GET_SOURCE_INFO_LIST (any number).
+public struct SourceInfoReply: PacketMessage {
+    /// REPLY.
+    public static let command = Command.reply
+    public var sources: [SourceInfo]
+
+    public init(sources: [SourceInfo]) { self.sources = sources }
+
+    /// Reads records until the packet ends.
+    public static func decode(from reader: inout TagStructReader, version: UInt32) throws(WireError) -> SourceInfoReply {
+        var sources: [SourceInfo] = []
+        while !reader.isAtEnd { sources.append(try SourceInfo.read(from: &reader, version: version)) }
+        return SourceInfoReply(sources: sources)
+    }
+
+    /// Writes the records one after another.
+    public func encode(into writer: inout TagStructWriter, version: UInt32) {
+        for s in sources { s.write(into: &writer, version: version) }
+    }
+}
+
+/// GET_SOURCE_INFO (23): one source, by index or by name (exactly one of them).
+public struct GetSourceInfo: PacketMessage {
+    /// GET_SOURCE_INFO.
+    public static let command = Command.getSourceInfo
+    public var index: UInt32
+    public var name: String?
+
+    public init(index: UInt32 = invalidIndex, name: String? = nil) {
+        self.index = index
+        self.name = name
+    }
+
+    /// Reads index and name.
+    public static func decode(from reader: inout TagStructReader, version: UInt32) throws(WireError) -> GetSourceInfo {
+        let m = GetSourceInfo(index: try reader.readU32(), name: try reader.readString())
+        try reader.expectEnd()
+        return m
+    }
+
+    /// Writes index and name.
+    public func encode(into writer: inout TagStructWriter, version: UInt32) {
+        writer.writeU32(index)
+        writer.writeString(name)
+    }
+}
+
+/// A request without fields (GET_SOURCE_INFO_LIST, GET_SERVER_INFO).
+public struct EmptyRequest: Equatable, Sendable {
+    public let command: Command
+    public init(_ command: Command) { self.command = command }
+
+    /// The whole packet: command and tag.
+    public func packet(tag: UInt32) -> [UInt8] {
+        var w = TagStructWriter(reservingCapacity: 16)
+        w.writeU32(command.rawValue)
+        w.writeU32(tag)
+        return w.bytes
+    }
+}
+
+/// REPLY to GET_SERVER_INFO.
+public struct ServerInfo: PacketMessage {
+    /// REPLY.
+    public static let command = Command.reply
+    public var packageName: String?
+    public var packageVersion: String?
+    public var userName: String?
+    public var hostName: String?
+    public var sampleSpec = SampleSpec(format: .s16le, channels: 2, rate: 44100)
+    public var defaultSinkName: String?
+    /// The source that streams naming no source record from; it may be a monitor.
+    public var defaultSourceName: String?
+    public var cookie: UInt32 = 0
+    /// v15.
+    public var channelMap = ChannelMap()
+
+    public init(defaultSinkName: String? = nil, defaultSourceName: String? = nil) {
+        self.defaultSinkName = defaultSinkName
+        self.defaultSourceName = defaultSourceName
+    }
+
+    /// Reads the fields present at `version`.
+    public static func decode(from reader: inout TagStructReader, version: UInt32) throws(WireError) -> ServerInfo {
+        var s = ServerInfo()
+        s.packageName = try reader.readString()
+        s.packageVersion = try reader.readString()
+        s.userName = try reader.readString()
+        s.hostName = try reader.readString()
+        s.sampleSpec = try reader.readSampleSpec()
+        s.defaultSinkName = try reader.readString()
+        s.defaultSourceName = try reader.readString()
+        s.cookie = try reader.readU32()
+        if version >= 15 { s.channelMap = try reader.readChannelMap() }
+        try reader.expectEnd()
+        return s
+    }
+
+    /// Writes the fields present at `version`.
+    public func encode(into writer: inout TagStructWriter, version: UInt32) {
+        writer.writeString(packageName)
+        writer.writeString(packageVersion)
+        writer.writeString(userName)
+        writer.writeString(hostName)
+        writer.writeSampleSpec(sampleSpec)
+        writer.writeString(defaultSinkName)
+        writer.writeString(defaultSourceName)
+        writer.writeU32(cookie)
+        if version >= 15 { writer.writeChannelMap(channelMap) }
+    }
+}
+
+/// What SUBSCRIBE asks for and SUBSCRIBE_EVENT reports about (facility bits, pulse/def.h).
+public enum SubscriptionFacility: UInt32, Sendable, CaseIterable {
+    case sink = 0
+    case source = 1
+    case sinkInput = 2
+    case sourceOutput = 3
+    case module = 4
+    case client = 5
+    case sampleCache = 6
+    case server = 7
+    case card = 9
+
+    /// The SUBSCRIBE mask bit of this facility.
+    public var maskBit: UInt32 { 1 << rawValue }
+}
+
+/// SUBSCRIBE (35): the facilities whose changes the server should report.
+public struct Subscribe: PacketMessage {
+    /// SUBSCRIBE.
+    public static let command = Command.subscribe
+    public var mask: UInt32
+
+    public init(_ facilities: [SubscriptionFacility]) { mask = facilities.reduce(0) { $0 | $1.maskBit } }
+
+    public init(mask: UInt32) { self.mask = mask }
+
+    /// Reads the mask.
+    public static func decode(from reader: inout TagStructReader, version: UInt32) throws(WireError) -> Subscribe {
+        let m = Subscribe(mask: try reader.readU32())
+        try reader.expectEnd()
+        return m
+    }
+
+    /// Writes the mask.
+    public func encode(into writer: inout TagStructWriter, version: UInt32) { writer.writeU32(mask) }
+}
+
+/// SUBSCRIBE_EVENT (66): an object of a facility was created, changed or removed.
+public struct SubscribeEvent: PacketMessage {
+    /// SUBSCRIBE_EVENT.
+    public static let command = Command.subscribeEvent
+
+    public enum Operation: UInt32, Sendable {
+        case new = 0x00
+        case change = 0x10
+        case remove = 0x20
+    }
+
+    /// The raw event word: facility in bits 0–3, operation in bits 4–5.
+    public var event: UInt32
+    public var index: UInt32
+
+    public init(event: UInt32, index: UInt32) {
+        self.event = event
+        self.index = index
+    }
+
+    public init(_ facility: SubscriptionFacility, _ operation: Operation, index: UInt32) {
+        self.init(event: facility.rawValue | operation.rawValue, index: index)
+    }
+
+    /// The facility, when it is one this build knows.
+    public var facility: SubscriptionFacility? { SubscriptionFacility(rawValue: event & 0x0F) }
+    /// The operation, when it is one this build knows.
+    public var operation: Operation? { Operation(rawValue: event & 0x30) }
+
+    /// Reads event word and index.
+    public static func decode(from reader: inout TagStructReader, version: UInt32) throws(WireError) -> SubscribeEvent {
+        let m = SubscribeEvent(event: try reader.readU32(), index: try reader.readU32())
+        try reader.expectEnd()
+        return m
+    }
+
+    /// Writes event word and index.
+    public func encode(into writer: inout TagStructWriter, version: UInt32) {
+        writer.writeU32(event)
+        writer.writeU32(index)
+    }
+}
