@@ -270,7 +270,6 @@ public struct ClientSnapshot: Sendable, Equatable {
 
     /// Whether a "once" grant covers this client (for any kind).
     public var grantedOnce: Bool { once.values.contains(.granted) }
-    public var connectedAt: Double
 }
 
 /// A live record stream, for `earmuff status`.

@@ -100,7 +100,7 @@ private func recording(_ decisions: [Decision] = [], autoReset: Double? = nil) -
         let denied = try e.setDecision(app, .denied, reason: .user, lifespan: .once, now: 2).get()
         #expect(flips(denied) == [.setStreamAccess(c1, s1, real: false)])
         #expect(stored(denied).isEmpty)
-        #expect(e.clientSnapshots.first { $0.id == c1 }?.once == .denied)
+        #expect(e.clientSnapshots.first { $0.id == c1 }?.once[.microphone] == .denied)
         // A client that connects later is not covered: the app's grant applies.
         e.connect(c2, app)
         #expect(e.record(c2, s1, now: 3).real)
