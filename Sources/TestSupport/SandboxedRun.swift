@@ -1,0 +1,47 @@
+import Foundation
+import Glibc
+
+/// `earmuff run --sandbox` started by tests: in a private directory that is also
+/// the run's HOME, so with `--share-home` the app writes where the test reads
+/// (relative paths land in `RunningTool.directory`), and with a private home the
+/// app's home is `<directory>/data/earmuff/sandboxes/ID`. The run's
+/// `XDG_RUNTIME_DIR` is `<directory>/run`, where tests put what the sandbox must hide.
+extension EarmuffProcess {
+    /// Starts `earmuff run --sandbox OPTIONS -- COMMAND` against this daemon, without waiting.
+    public func startSandboxed(_ options: [String], command: [String], environment extra: [String: String] = [:],
+                               maxLifetime: Int = 600) throws -> RunningTool {
+        let dir = try TempDir.make(prefix: "earmuff-sandboxed")
+        do {
+            var env = Tool.privateEnvironment(root: dir)
+            env["HOME"] = dir
+            try TempDir.makeDirectory("\(dir)/run")
+            env.merge(extra) { _, new in new }
+            let process = try ChildProcess.spawn(
+                executable: "/usr/bin/env",
+                arguments: ["-C", dir, binary, "run", "--sandbox", "--control", controlPath] + options + ["--"] + command,
+                environment: env, stdoutPath: "\(dir)/stdout", stderrPath: "\(dir)/stderr",
+                maxLifetime: maxLifetime, cleanupDirectory: dir)
+            return RunningTool(process: process, directory: dir)
+        } catch {
+            TempDir.remove(dir)
+            throw error
+        }
+    }
+
+    /// Starts `parecord --raw` into `recording.raw` inside `earmuff run --sandbox --share-home OPTIONS`.
+    public func startSandboxedRecording(_ options: [String], format: PCMFormat = .s16le, rate: Int = 48000,
+                                        channels: Int = 1) throws -> Recording {
+        let tool = try startSandboxed(["--share-home"] + options, command: [
+            "parecord", "--raw", "--format=\(format.pulseName)", "--rate=\(rate)", "--channels=\(channels)",
+            "--latency-msec=20", "recording.raw",
+        ])
+        return Recording(tool: tool, format: format, rate: rate, channels: channels)
+    }
+
+    /// The launcher sockets the daemon holds for app id `appID` (one per run).
+    public func launcherSockets(appID: String) -> [String] {
+        let dir = runtimeDir + "/earmuff/app"
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []
+        return names.filter { $0.hasPrefix(appID + "@") }.map { dir + "/" + $0 }
+    }
+}

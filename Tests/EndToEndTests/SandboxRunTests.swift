@@ -1,0 +1,308 @@
+// `earmuff run --sandbox`: a plain parecord inside records silence until its
+// launcher:ID is granted and the tone after; every other sound path (the real
+// server's socket, pulse/upstream, pipewire-0, /dev/snd, another run's launcher
+// socket, the session bus, abstract sockets) fails from inside while it works
+// from outside; a process outside cannot use the sandbox's socket; the socket
+// goes when the app exits; exit status and signals pass through.
+
+import Foundation
+import Glibc
+import Testing
+import TestSupport
+
+extension EndToEnd {
+    @Suite struct SandboxRunTests {
+        typealias Setup = ConsentEndToEndTests.Setup
+
+        /// Tries each target and prints `target result` per line: `ok`, or the errno name.
+        /// `unix:PATH` and `abstract:NAME` connect a stream socket; `open:PATH` opens a device.
+        static let probe = """
+            import errno, os, socket, sys
+            for t in sys.argv[1:]:
+                kind, _, where = t.partition(":")
+                try:
+                    if kind == "open":
+                        os.close(os.open(where, os.O_RDWR | os.O_NONBLOCK))
+                    else:
+                        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                        s.connect("\\0" + where if kind == "abstract" else where)
+                        s.close()
+                    print(t, "ok", flush=True)
+                except OSError as e:
+                    print(t, errno.errorcode.get(e.errno, str(e.errno)), flush=True)
+            """
+
+        static func parse(_ text: String) -> [String: String] {
+            var out: [String: String] = [:]
+            for line in text.split(separator: "\n") {
+                guard let space = line.lastIndex(of: " ") else { continue }
+                out[String(line[..<space])] = String(line[line.index(after: space)...])
+            }
+            return out
+        }
+
+        /// Runs the probe inside a sandbox with `options`; its results and the run's outcome.
+        static func probeInside(_ s: Setup, _ options: [String], _ targets: [String],
+                                environment: [String: String] = [:]) throws -> ([String: String], ToolResult) {
+            let run = try s.earmuff.startSandboxed(options, command: ["python3", "-c", probe] + targets, environment: environment)
+            defer { run.cleanup() }
+            let result = run.wait(timeout: 120)
+            return (parse(result.stdoutText), result)
+        }
+
+        /// A plain parecord in the sandbox is launcher:ID (strong): silence until granted,
+        /// the tone after; an outside recorder on the same socket is itself and hears
+        /// silence; the socket goes when the app exits.
+        @Test func sandboxedRecorderIsTheLauncherAndHearsOnlyOnceGranted() async throws {
+            let s = try Setup()
+            defer { s.stop() }
+            let appID = "org.example.Sandboxed"
+            let rec = try s.earmuff.startSandboxedRecording(["--app-id", appID, "--purpose", "sandbox test"])
+            defer { rec.tool.cleanup() }
+            let status = try await s.earmuff.waitForStatus { $0.clients(of: "launcher:\(appID)").count == 1 }
+            let client = status.clients(of: "launcher:\(appID)").first
+            #expect(client?.strength == "strong", "\(String(describing: client))")
+
+            // Undetermined: silence.
+            let got = await rec.waitForAudio(seconds: 1, timeout: 90)
+            #expect(got, "no audio from the sandboxed parecord: \(rec.tool.process.stderrText())\n\(s.logs)")
+            #expect(rec.isExactSilence(), "the sandboxed app heard the microphone before it was granted")
+
+            // Granted: the tone, from the next frames on.
+            try s.earmuff.control("grant", "launcher:\(appID)")
+            let mark = rec.byteCount()
+            let more = await Wait.until(timeout: 90) { rec.byteCount() >= mark + rec.bytesPerSecond * 3 / 2 }
+            #expect(more, "the sandboxed parecord stopped recording\n\(s.logs)")
+
+            // A process outside the sandbox connects to the sandbox's socket: it is not the launcher.
+            let socket = s.earmuff.launcherSockets(appID: appID)
+            #expect(socket.count == 1, "\(socket)")
+            if let path = socket.first {
+                let outsider = try Tool.startPurposefulRecording(server: "unix:" + path, purpose: "outside")
+                let outsiderAudio = await ImpersonationTests.oneSecond(of: outsider, s)
+                ImpersonationTests.expectSilence(outsiderAudio, s)
+                let st = try s.earmuff.status()
+                #expect(st.clients(of: "launcher:\(appID)").count == 1, "the outsider was taken for the launcher")
+            }
+
+            let (result, audio) = rec.stop()
+            let tail = audio.subdata(in: min(audio.count, (mark + rec.bytesPerSecond / 2) & ~1)..<audio.count)
+            ImpersonationTests.expectTone(tail, s)
+            #expect(result.status == 0, "\(result)")
+            let gone = await Wait.until(timeout: 60) { s.earmuff.launcherSockets(appID: appID).isEmpty }
+            #expect(gone, "the launcher socket outlived the sandbox\n\(s.logs)")
+        }
+
+        /// Every way around Earmuff works from outside and fails from inside: the real
+        /// server's socket, pulse/upstream, pipewire-0, /dev/snd, another run's launcher
+        /// socket, the session bus, an abstract socket. `--dbus` and `--net` open exactly
+        /// the bus and the abstract socket.
+        @Test func everyBypassFailsFromInside() async throws {
+            let s = try Setup()
+            defer { s.stop() }
+            let world = try BypassWorld(s)
+            defer { world.stop() }
+
+            // Another run, whose launcher socket must stay out of reach.
+            let other = try s.earmuff.startSandboxed(["--app-id", "org.example.Other"], command: ["sleep", "600"])
+            defer { _ = other.stop(signal: SIGTERM) }
+            let appeared = await Wait.until(timeout: 60) { !s.earmuff.launcherSockets(appID: "org.example.Other").isEmpty }
+            #expect(appeared, "no launcher socket for the other run: \(other.process.stderrText())")
+            let otherSocket = s.earmuff.launcherSockets(appID: "org.example.Other").first ?? "/nonexistent"
+
+            let runtime = world.runtime
+            let env = ["XDG_RUNTIME_DIR": runtime]
+            let closed = world.closedTargets + ["unix:\(otherSocket)"]
+            let openable = ["unix:\(runtime)/bus", "abstract:\(world.abstractName)"]
+
+            // From outside, each path leads somewhere (a device node answers, but not ENOENT).
+            let outside = try Tool.run("python3", args: ["-c", Self.probe] + closed + openable, server: "")
+            let before = Self.parse(outside.stdoutText)
+            for t in closed + openable {
+                #expect(before[t] != nil && before[t] != "ENOENT", "outside, \(t) is \(before[t] ?? "missing"): \(outside)")
+            }
+
+            // Inside: nothing but the sandbox's own socket.
+            let (inside, run) = try Self.probeInside(s, [], ["unix:\(runtime)/pulse/native"] + closed + openable,
+                                                     environment: env)
+            #expect(run.status == 0, "\(run)")
+            #expect(inside["unix:\(runtime)/pulse/native"] == "ok", "the sandbox's own socket: \(run)")
+            for t in closed + ["unix:\(runtime)/bus"] {
+                #expect(inside[t] == "ENOENT", "inside, \(t) is \(inside[t] ?? "missing"), not absent: \(run)")
+            }
+            #expect(inside["abstract:\(world.abstractName)"] == "ECONNREFUSED", "without --net: \(run)")
+
+            // --dbus passes the session bus; --net the host's network namespace; nothing else.
+            let (wider, widerRun) = try Self.probeInside(s, ["--dbus", "--net"], closed + openable, environment: env)
+            for t in openable { #expect(wider[t] == "ok", "with --dbus --net, \(t) is \(wider[t] ?? "missing"): \(widerRun)") }
+            for t in closed { #expect(wider[t] == "ENOENT", "with --dbus --net, \(t) is \(wider[t] ?? "missing"): \(widerRun)") }
+
+            // The real server, named explicitly, is unreachable from inside; the default path is Earmuff.
+            let upstream = try s.earmuff.startSandboxed([], command: ["env", "PULSE_SERVER=unix:\(runtime)/pulse/upstream",
+                                                                       "parecord", "--raw", "/dev/null"],
+                                                   environment: env)
+            let refused = upstream.wait(timeout: 60)
+            upstream.cleanup()
+            #expect(refused.status != 0 && !refused.timedOut, "parecord reached pulse/upstream from inside: \(refused)")
+            let viaOutside = try Tool.run("pactl", args: ["info"], server: "unix:\(runtime)/pulse/upstream")
+            #expect(viaOutside.succeeded, "pulse/upstream does not lead to the server from outside: \(viaOutside)")
+            let info = try s.earmuff.startSandboxed([], command: ["pactl", "info"], environment: env)
+            let infoResult = info.wait(timeout: 60)
+            info.cleanup()
+            #expect(infoResult.succeeded && infoResult.stdoutText.contains("Server Name"), "\(infoResult)\n\(s.logs)")
+        }
+
+        /// The exit status is the app's (128+N for a signal); SIGINT and SIGTERM sent to
+        /// `earmuff run` reach the app, which can handle them.
+        @Test func exitStatusAndSignalsPassThrough() async throws {
+            let s = try Setup()
+            defer { s.stop() }
+            for (script, expected) in [("exit 7", Int32(7)), ("kill -TERM $$", Int32(128 + SIGTERM))] {
+                let run = try s.earmuff.startSandboxed([], command: ["sh", "-c", script])
+                let result = run.wait(timeout: 60)
+                run.cleanup()
+                #expect(result.status == expected, "\(script): \(result)")
+            }
+            // A handler inside sees the forwarded signal and decides the exit status.
+            let trap = "trap 'echo got-INT; exit 42' INT; echo ready; while :; do sleep 0.1; done"
+            let handled = try s.earmuff.startSandboxed([], command: ["sh", "-c", trap])
+            let ready = await Wait.until(timeout: 60) { handled.process.stdoutData().count >= 6 }
+            #expect(ready, "\(handled.process.stderrText())")
+            handled.process.send(SIGINT)
+            let h = handled.wait(timeout: 60)
+            handled.cleanup()
+            #expect(h.status == 42 && h.stdoutText.contains("got-INT"), "\(h)")
+
+            // A sleeping app without a handler dies of the signal: 128+N.
+            let sleeper = try s.earmuff.startSandboxed(["--app-id", "org.example.Sleeper"],
+                                                      command: ["sh", "-c", "echo ready; exec sleep 600"])
+            let up = await Wait.until(timeout: 60) { sleeper.process.stdoutData().count >= 6 }
+            #expect(up, "\(sleeper.process.stderrText())")
+            #expect(s.earmuff.launcherSockets(appID: "org.example.Sleeper").count == 1)
+            sleeper.process.send(SIGTERM)
+            let r = sleeper.wait(timeout: 60)
+            sleeper.cleanup()
+            #expect(r.status == 128 + SIGTERM, "\(r)")
+            let gone = await Wait.until(timeout: 60) { s.earmuff.launcherSockets(appID: "org.example.Sleeper").isEmpty }
+            #expect(gone, "the launcher socket outlived the sandbox")
+        }
+
+        /// `--dry-run` prints one shell-quoted bubblewrap command line and starts nothing.
+        @Test func dryRunPrintsTheBubblewrapCommandLine() throws {
+            let s = try Setup()
+            defer { s.stop() }
+            let run = try s.earmuff.startSandboxed(["--dry-run", "--app-id", "org.example.Dry", "--purpose", "it's a test"],
+                                                  command: ["parecord", "out file.wav"])
+            let r = run.wait(timeout: 60)
+            let runtime = run.directory + "/run"
+            run.cleanup()
+            #expect(r.succeeded, "\(r)")
+            let line = r.stdoutText
+            #expect(line.hasSuffix("\n") && line.dropLast().split(separator: "\n").count == 1, "\(line)")
+            #expect(line.hasPrefix((findExecutable("bwrap") ?? "bwrap") + " --unshare-all "), "\(line)")
+            for part in ["--dev /dev", "--tmpfs /tmp", "--tmpfs \(runtime)", "/earmuff/app/org.example.Dry@",
+                         " \(runtime)/pulse/native", "--setenv PULSE_SERVER unix:\(runtime)/pulse/native",
+                         "--unsetenv PIPEWIRE_REMOTE", "--unsetenv DBUS_SESSION_BUS_ADDRESS",
+                         "-- parecord 'out file.wav'", #"'application.capture.purpose="it'\''s a test"'"#] {
+                #expect(line.contains(part), "missing \(part) in \(line)")
+            }
+            #expect(!line.contains("--share-net"))
+            #expect(s.earmuff.launcherSockets(appID: "org.example.Dry").isEmpty)
+        }
+
+        /// A missing bubblewrap is a clear error.
+        @Test func missingBubblewrapIsNamed() throws {
+            let s = try Setup()
+            defer { s.stop() }
+            // A PATH with what the test's process watchdog needs, and no bwrap.
+            let bin = try Helpers.scratch()
+            defer { TempDir.remove(bin) }
+            for tool in ["sleep", "rm"] { symlink(findExecutable(tool) ?? "/bin/\(tool)", "\(bin)/\(tool)") }
+            let run = try s.earmuff.startSandboxed([], command: ["true"], environment: ["PATH": bin])
+            let r = run.wait(timeout: 60)
+            run.cleanup()
+            #expect(r.status == 1 && r.stderr.contains("apt-get install bubblewrap"), "\(r)")
+        }
+    }
+}
+
+/// What the bypass test puts around a sandboxed run: in the run's runtime directory
+/// `pulse/upstream` (a link to the real server's socket, as `earmuff setup` leaves it),
+/// `pipewire-0` (PipeWire's real socket, or a listening stand-in before PulseAudio) and
+/// `bus` (a listening stand-in); an abstract socket; and a /dev/snd capture node
+/// (the machine's, or a stand-in made with mknod and removed after).
+final class BypassWorld {
+    let runtime: String
+    let abstractName: String
+    let device: String
+    private var listeners: [Int32] = []
+    private var madeDevice: String?
+    private var madeDirectory = false
+    private let abstractListener: ChildProcess
+    /// Paths that must be unreachable from inside, as probe targets.
+    let closedTargets: [String]
+
+    init(_ s: EndToEnd.SandboxRunTests.Setup) throws {
+        // The sandboxed runs of the test get `<dir>/run` of their own; the world is
+        // built in the runtime directory they share the shape of, see `startSandboxed`.
+        runtime = try TempDir.make(prefix: "earmuff-bypass")
+        abstractName = "earmuff-test-abstract-\(getpid())"
+        guard let socat = findExecutable("socat") else { throw TestSupportError("socat not found; install socat") }
+        abstractListener = try ChildProcess.spawn(executable: socat, arguments: ["ABSTRACT-LISTEN:\(abstractName),fork", "EXEC:/bin/true"],
+                                                  environment: ProcessInfo.processInfo.environment,
+                                                  stdoutPath: "\(runtime).socat.out", stderrPath: "\(runtime).socat.err",
+                                                  maxLifetime: 900, cleanupDirectory: nil)
+        try TempDir.makeDirectory("\(runtime)/pulse")
+        symlink(s.server.socketPath, "\(runtime)/pulse/upstream")
+        if let pw = s.server.pipeWire {
+            symlink(pw.runtimeDir + "/pipewire-0", "\(runtime)/pipewire-0")
+        } else {
+            listeners.append(try UnixSocket.listen("\(runtime)/pipewire-0"))
+        }
+        listeners.append(try UnixSocket.listen("\(runtime)/bus"))
+        device = try Self.captureNode(madeDevice: &madeDevice, madeDirectory: &madeDirectory)
+        var closed = ["unix:\(s.server.socketPath)", "unix:\(runtime)/pulse/upstream", "unix:\(runtime)/pipewire-0",
+                      "open:\(device)"]
+        if let pw = s.server.pipeWire { closed.append("unix:\(pw.runtimeDir)/pipewire-0") }
+        closedTargets = closed
+        let listening = Wait.untilBlocking(timeout: 30) { Self.abstractAnswers(self.abstractName) }
+        if !listening { stop(); throw TestSupportError("socat never listened on @\(abstractName)") }
+    }
+
+    static func abstractAnswers(_ name: String) -> Bool {
+        (try? Tool.run("python3", args: ["-c", EndToEnd.SandboxRunTests.probe, "abstract:\(name)"], server: ""))?
+            .stdoutText.contains(" ok") == true
+    }
+
+    /// A character device under /dev/snd: the machine's first, or a stand-in capture node.
+    static func captureNode(madeDevice: inout String?, madeDirectory: inout Bool) throws -> String {
+        let names = ((try? FileManager.default.contentsOfDirectory(atPath: "/dev/snd")) ?? []).sorted()
+        for n in names {
+            var st = stat()
+            if stat("/dev/snd/\(n)", &st) == 0 && st.st_mode & S_IFMT == S_IFCHR { return "/dev/snd/\(n)" }
+        }
+        if access("/dev/snd", F_OK) != 0 {
+            guard mkdir("/dev/snd", 0o755) == 0 else { throw TestSupportError("cannot make /dev/snd (errno \(errno)); run as root") }
+            madeDirectory = true
+        }
+        let path = "/dev/snd/pcmC99D0c"
+        // ALSA's major number 116, minor 99 (dev_t major << 8 | minor for numbers this small):
+        // no such card, so the node opens to no driver.
+        guard mknod(path, S_IFCHR | 0o660, dev_t(116 << 8 | 99)) == 0 || errno == EEXIST else {
+            throw TestSupportError("cannot make a stand-in \(path) (errno \(errno)); run as root")
+        }
+        madeDevice = path
+        return path
+    }
+
+    func stop() {
+        for fd in listeners { close(fd) }
+        listeners = []
+        _ = abstractListener.terminate()
+        if let d = madeDevice { unlink(d) }
+        if madeDirectory { rmdir("/dev/snd") }
+        TempDir.remove(runtime)
+        unlink("\(runtime).socat.out")
+        unlink("\(runtime).socat.err")
+    }
+}
