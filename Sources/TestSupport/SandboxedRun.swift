@@ -10,6 +10,13 @@ extension EarmuffProcess {
     /// Starts `earmuff run --sandbox OPTIONS -- COMMAND` against this daemon, without waiting.
     public func startSandboxed(_ options: [String], command: [String], environment extra: [String: String] = [:],
                                maxLifetime: Int = 600) throws -> RunningTool {
+        try Self.startSandboxed(binary: binary, controlPath: controlPath, options, command: command,
+                                environment: extra, maxLifetime: maxLifetime)
+    }
+
+    /// `earmuff run --sandbox` with `binary` and `controlPath` (no daemon is needed for `--dry-run`).
+    public static func startSandboxed(binary: String, controlPath: String, _ options: [String], command: [String],
+                                      environment extra: [String: String] = [:], maxLifetime: Int = 600) throws -> RunningTool {
         let dir = try TempDir.make(prefix: "earmuff-sandboxed")
         do {
             var env = Tool.privateEnvironment(root: dir)

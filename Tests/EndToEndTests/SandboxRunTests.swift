@@ -3,7 +3,7 @@
 // server's socket, pulse/upstream, pipewire-0, /dev/snd, another run's launcher
 // socket, the session bus, abstract sockets) fails from inside while it works
 // from outside; a process outside cannot use the sandbox's socket; the socket
-// goes when the app exits; exit status and signals pass through.
+// goes when the app exits. SandboxDefaultsTests has the rest.
 
 import Foundation
 import Glibc
@@ -150,78 +150,6 @@ extension EndToEnd {
             let infoResult = info.wait(timeout: 60)
             info.cleanup()
             #expect(infoResult.succeeded && infoResult.stdoutText.contains("Server Name"), "\(infoResult)\n\(s.logs)")
-        }
-
-        /// The exit status is the app's (128+N for a signal); SIGINT and SIGTERM sent to
-        /// `earmuff run` reach the app, which can handle them.
-        @Test func exitStatusAndSignalsPassThrough() async throws {
-            let s = try Setup()
-            defer { s.stop() }
-            for (script, expected) in [("exit 7", Int32(7)), ("kill -TERM $$", Int32(128 + SIGTERM))] {
-                let run = try s.earmuff.startSandboxed([], command: ["sh", "-c", script])
-                let result = run.wait(timeout: 60)
-                run.cleanup()
-                #expect(result.status == expected, "\(script): \(result)")
-            }
-            // A handler inside sees the forwarded signal and decides the exit status.
-            let trap = "trap 'echo got-INT; exit 42' INT; echo ready; while :; do sleep 0.1; done"
-            let handled = try s.earmuff.startSandboxed([], command: ["sh", "-c", trap])
-            let ready = await Wait.until(timeout: 60) { handled.process.stdoutData().count >= 6 }
-            #expect(ready, "\(handled.process.stderrText())")
-            handled.process.send(SIGINT)
-            let h = handled.wait(timeout: 60)
-            handled.cleanup()
-            #expect(h.status == 42 && h.stdoutText.contains("got-INT"), "\(h)")
-
-            // A sleeping app without a handler dies of the signal: 128+N.
-            let sleeper = try s.earmuff.startSandboxed(["--app-id", "org.example.Sleeper"],
-                                                      command: ["sh", "-c", "echo ready; exec sleep 600"])
-            let up = await Wait.until(timeout: 60) { sleeper.process.stdoutData().count >= 6 }
-            #expect(up, "\(sleeper.process.stderrText())")
-            #expect(s.earmuff.launcherSockets(appID: "org.example.Sleeper").count == 1)
-            sleeper.process.send(SIGTERM)
-            let r = sleeper.wait(timeout: 60)
-            sleeper.cleanup()
-            #expect(r.status == 128 + SIGTERM, "\(r)")
-            let gone = await Wait.until(timeout: 60) { s.earmuff.launcherSockets(appID: "org.example.Sleeper").isEmpty }
-            #expect(gone, "the launcher socket outlived the sandbox")
-        }
-
-        /// `--dry-run` prints one shell-quoted bubblewrap command line and starts nothing.
-        @Test func dryRunPrintsTheBubblewrapCommandLine() throws {
-            let s = try Setup()
-            defer { s.stop() }
-            let run = try s.earmuff.startSandboxed(["--dry-run", "--app-id", "org.example.Dry", "--purpose", "it's a test"],
-                                                  command: ["parecord", "out file.wav"])
-            let r = run.wait(timeout: 60)
-            let runtime = run.directory + "/run"
-            run.cleanup()
-            #expect(r.succeeded, "\(r)")
-            let line = r.stdoutText
-            #expect(line.hasSuffix("\n") && line.dropLast().split(separator: "\n").count == 1, "\(line)")
-            #expect(line.hasPrefix((findExecutable("bwrap") ?? "bwrap") + " --unshare-all "), "\(line)")
-            for part in ["--dev /dev", "--tmpfs /tmp", "--tmpfs \(runtime)", "/earmuff/app/org.example.Dry@",
-                         " \(runtime)/pulse/native", "--setenv PULSE_SERVER unix:\(runtime)/pulse/native",
-                         "--unsetenv PIPEWIRE_REMOTE", "--unsetenv DBUS_SESSION_BUS_ADDRESS",
-                         "-- parecord 'out file.wav'", #"'application.capture.purpose="it'\''s a test"'"#] {
-                #expect(line.contains(part), "missing \(part) in \(line)")
-            }
-            #expect(!line.contains("--share-net"))
-            #expect(s.earmuff.launcherSockets(appID: "org.example.Dry").isEmpty)
-        }
-
-        /// A missing bubblewrap is a clear error.
-        @Test func missingBubblewrapIsNamed() throws {
-            let s = try Setup()
-            defer { s.stop() }
-            // A PATH with what the test's process watchdog needs, and no bwrap.
-            let bin = try Helpers.scratch()
-            defer { TempDir.remove(bin) }
-            for tool in ["sleep", "rm"] { symlink(findExecutable(tool) ?? "/bin/\(tool)", "\(bin)/\(tool)") }
-            let run = try s.earmuff.startSandboxed([], command: ["true"], environment: ["PATH": bin])
-            let r = run.wait(timeout: 60)
-            run.cleanup()
-            #expect(r.status == 1 && r.stderr.contains("apt-get install bubblewrap"), "\(r)")
         }
     }
 }

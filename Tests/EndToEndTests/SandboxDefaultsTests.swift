@@ -1,0 +1,169 @@
+// `earmuff run --sandbox` as a launcher: exit status and signals pass through,
+// the defaults a desktop app expects (a private writable home, a read-only
+// system, a private /tmp, its X11 display), --home, --dry-run, and a clear error
+// without bubblewrap. The sound paths are in SandboxRunTests.
+
+import Foundation
+import Glibc
+import Testing
+import TestSupport
+
+extension EndToEnd {
+    @Suite struct SandboxDefaultsTests {
+        typealias Setup = ConsentEndToEndTests.Setup
+
+        /// The exit status is the app's (128+N for a signal); SIGINT and SIGTERM sent to
+        /// `earmuff run` reach the app, which can handle them.
+        @Test func exitStatusAndSignalsPassThrough() async throws {
+            let s = try Setup()
+            defer { s.stop() }
+            for (script, expected) in [("exit 7", Int32(7)), ("kill -TERM $$", Int32(128 + SIGTERM))] {
+                let run = try s.earmuff.startSandboxed([], command: ["sh", "-c", script])
+                let result = run.wait(timeout: 60)
+                run.cleanup()
+                #expect(result.status == expected, "\(script): \(result)")
+            }
+            // A handler inside sees the forwarded signal and decides the exit status.
+            let trap = "trap 'echo got-INT; exit 42' INT; echo ready; while :; do sleep 0.1; done"
+            let handled = try s.earmuff.startSandboxed([], command: ["sh", "-c", trap])
+            let ready = await Wait.until(timeout: 60) { handled.process.stdoutData().count >= 6 }
+            #expect(ready, "\(handled.process.stderrText())")
+            handled.process.send(SIGINT)
+            let h = handled.wait(timeout: 60)
+            handled.cleanup()
+            #expect(h.status == 42 && h.stdoutText.contains("got-INT"), "\(h)")
+
+            // A sleeping app without a handler dies of the signal: 128+N.
+            let sleeper = try s.earmuff.startSandboxed(["--app-id", "org.example.Sleeper"],
+                                                      command: ["sh", "-c", "echo ready; exec sleep 600"])
+            let up = await Wait.until(timeout: 60) { sleeper.process.stdoutData().count >= 6 }
+            #expect(up, "\(sleeper.process.stderrText())")
+            #expect(s.earmuff.launcherSockets(appID: "org.example.Sleeper").count == 1)
+            sleeper.process.send(SIGTERM)
+            let r = sleeper.wait(timeout: 60)
+            sleeper.cleanup()
+            #expect(r.status == 128 + SIGTERM, "\(r)")
+            let gone = await Wait.until(timeout: 60) { s.earmuff.launcherSockets(appID: "org.example.Sleeper").isEmpty }
+            #expect(gone, "the launcher socket outlived the sandbox")
+        }
+
+        /// Runs `script` in a sandbox with `options`; its result and the run (whose directory lives as long as it).
+        static func sandboxedScript(_ s: Setup, _ options: [String], _ script: String,
+                                    environment: [String: String] = [:]) throws -> (ToolResult, RunningTool) {
+            let run = try s.earmuff.startSandboxed(options, command: ["sh", "-c", script], environment: environment,
+                                                   maxLifetime: 300)
+            return (run.wait(timeout: 120), run)
+        }
+
+        /// A private home per app, kept between runs; the system read-only; /tmp private;
+        /// no /dev/snd; the runtime directory holding only the sound socket.
+        @Test func defaultsSuitADesktopApp() throws {
+            let s = try Setup()
+            defer { s.stop() }
+            let marker = "earmuff-sandbox-\(getpid())"
+            let script = """
+                echo kept > "$HOME/\(marker)" && echo home-writable
+                touch /usr/\(marker) 2>/dev/null || echo usr-read-only
+                touch /etc/\(marker) 2>/dev/null || echo etc-read-only
+                echo x > /tmp/\(marker) && echo tmp-writable
+                [ -e /dev/snd ] || echo no-dev-snd
+                [ -e /dev/null ] && echo dev-null
+                echo "runtime: $(ls -A "$XDG_RUNTIME_DIR" | tr '\\n' ' ')"
+                echo "pulse: $(ls -A "$XDG_RUNTIME_DIR/pulse" | tr '\\n' ' ')"
+                echo "server: $PULSE_SERVER"
+                echo "cwd: $(pwd)"
+                """
+            let (r, run) = try Self.sandboxedScript(s, ["--app-id", "org.example.Home"], script)
+            let dir = run.directory
+            #expect(r.succeeded, "\(r)")
+            let out = r.stdoutText
+            for line in ["home-writable", "usr-read-only", "etc-read-only", "tmp-writable", "no-dev-snd", "dev-null",
+                         "runtime: pulse \n", "pulse: native \n", "server: unix:\(dir)/run/pulse/native",
+                         "cwd: \(dir)\n"] {
+                #expect(out.contains(line), "missing '\(line)' in:\n\(out)")
+            }
+            // The home was the app's own directory, not the user's; /tmp was the sandbox's.
+            let privateHome = "\(dir)/data/earmuff/sandboxes/org.example.Home"
+            #expect(FileManager.default.fileExists(atPath: "\(privateHome)/\(marker)"), "\(out)")
+            #expect(!FileManager.default.fileExists(atPath: "\(dir)/\(marker)"))
+            #expect(!FileManager.default.fileExists(atPath: "/tmp/\(marker)"))
+            #expect(!FileManager.default.fileExists(atPath: "/usr/\(marker)"))
+        }
+
+        /// `--home DIR` shows DIR as the home, writable, and starts the app there when
+        /// it was started from DIR; `--share-home` shows the user's own.
+        @Test func homeChoices() throws {
+            let s = try Setup()
+            defer { s.stop() }
+            let chosen = try Helpers.scratch()
+            defer { TempDir.remove(chosen) }
+            let (r, run) = try Self.sandboxedScript(s, ["--home", chosen], "echo chosen > \"$HOME/file\"; echo \"$HOME\"")
+            let dir = run.directory
+            #expect(r.succeeded && r.stdoutText == "\(dir)\n", "\(r)")
+            #expect((try? String(contentsOfFile: "\(chosen)/file", encoding: .utf8)) == "chosen\n")
+
+            let (shared, sharedRun) = try Self.sandboxedScript(s, ["--share-home"], "echo shared > \"$HOME/file\"; pwd")
+            let sharedDir = sharedRun.directory
+            #expect(shared.succeeded && shared.stdoutText == "\(sharedDir)\n", "\(shared)")
+            #expect((try? String(contentsOfFile: "\(sharedDir)/file", encoding: .utf8)) == "shared\n")
+
+            let missing = try s.earmuff.startSandboxed(["--home", "/nonexistent/earmuff-home"], command: ["true"])
+            let m = missing.wait(timeout: 60)
+            missing.cleanup()
+            #expect(m.status == 1 && m.stderr.contains("mkdir -p"), "\(m)")
+        }
+
+        /// An X11 app inside reaches its display (through the socket in /tmp/.X11-unix,
+        /// without the network namespace that holds the abstract one).
+        @Test func x11AppsReachTheirDisplay() throws {
+            let s = try Setup()
+            defer { s.stop() }
+            let scratch = try Helpers.scratch()
+            defer { TempDir.remove(scratch) }
+            let x = try XServer(directory: scratch)
+            defer { x.stop() }
+            let (r, _) = try Self.sandboxedScript(s, [], "xdpyinfo > /dev/null && echo reached", environment: ["DISPLAY": x.name])
+            #expect(r.succeeded && r.stdoutText == "reached\n", "\(r)")
+            // The same with a display that does not exist fails: the check can tell.
+            let (none, _) = try Self.sandboxedScript(s, [], "xdpyinfo > /dev/null && echo reached", environment: ["DISPLAY": ":\(x.display + 1)"])
+            #expect(!none.succeeded && none.stdoutText.isEmpty, "\(none)")
+        }
+
+        /// `--dry-run` prints one shell-quoted bubblewrap command line and starts nothing.
+        @Test func dryRunPrintsTheBubblewrapCommandLine() throws {
+            let s = try Setup()
+            defer { s.stop() }
+            let run = try s.earmuff.startSandboxed(["--dry-run", "--app-id", "org.example.Dry", "--purpose", "it's a test"],
+                                                  command: ["parecord", "out file.wav"])
+            let r = run.wait(timeout: 60)
+            let runtime = run.directory + "/run"
+            run.cleanup()
+            #expect(r.succeeded, "\(r)")
+            let line = r.stdoutText
+            #expect(line.hasSuffix("\n") && line.dropLast().split(separator: "\n").count == 1, "\(line)")
+            #expect(line.hasPrefix((findExecutable("bwrap") ?? "bwrap") + " --unshare-all "), "\(line)")
+            for part in ["--dev /dev", "--tmpfs /tmp", "--tmpfs \(runtime)", "/earmuff/app/org.example.Dry@",
+                         " \(runtime)/pulse/native", "--setenv PULSE_SERVER unix:\(runtime)/pulse/native",
+                         "--unsetenv PIPEWIRE_REMOTE", "--unsetenv DBUS_SESSION_BUS_ADDRESS",
+                         "-- parecord 'out file.wav'", #"'application.capture.purpose="it'\''s a test"'"#] {
+                #expect(line.contains(part), "missing \(part) in \(line)")
+            }
+            #expect(!line.contains("--share-net"))
+            #expect(s.earmuff.launcherSockets(appID: "org.example.Dry").isEmpty)
+        }
+
+        /// A missing bubblewrap is a clear error.
+        @Test func missingBubblewrapIsNamed() throws {
+            let s = try Setup()
+            defer { s.stop() }
+            // A PATH with what the test's process watchdog needs, and no bwrap.
+            let bin = try Helpers.scratch()
+            defer { TempDir.remove(bin) }
+            for tool in ["sleep", "rm"] { symlink(findExecutable(tool) ?? "/bin/\(tool)", "\(bin)/\(tool)") }
+            let run = try s.earmuff.startSandboxed([], command: ["true"], environment: ["PATH": bin])
+            let r = run.wait(timeout: 60)
+            run.cleanup()
+            #expect(r.status == 1 && r.stderr.contains("apt-get install bubblewrap"), "\(r)")
+        }
+    }
+}
