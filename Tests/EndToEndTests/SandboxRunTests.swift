@@ -93,6 +93,38 @@ extension EndToEnd {
             #expect(gone, "the launcher socket outlived the sandbox\n\(s.logs)")
         }
 
+        /// As a normal user (nobody; bubblewrap then makes a user namespace of its own):
+        /// the app is still launcher:ID, has no capabilities, and hears the tone once granted.
+        @Test func worksForANormalUser() async throws {
+            guard getuid() == 0, findExecutable("setpriv") != nil else { return }
+            // PulseAudio's anonymous socket opens to another uid simply; identification
+            // and the sandbox do not depend on the server.
+            guard (try? ServerKind.selected()) != .pipewire else { return }
+            let nobody: UInt32 = 65534
+            let server = try PulseServer()
+            defer { server.stop() }
+            chmod((server.socketPath as NSString).deletingLastPathComponent, 0o755)
+            chmod(server.socketPath, 0o777)
+            let earmuff = try EarmuffProcess(upstream: server.serverString, runAs: nobody)
+            defer { earmuff.stop() }
+            let appID = "org.example.User"
+            try earmuff.control("grant", "launcher:\(appID)")
+            let rec = try earmuff.startSandboxedRecording(["--app-id", appID, "--purpose", "test"], runAs: nobody)
+            defer { rec.tool.cleanup() }
+            let got = await rec.waitForAudio(seconds: 1.5, timeout: 90)
+            let status = try earmuff.status()
+            let (result, audio) = rec.stop()
+            #expect(status.clients(of: "launcher:\(appID)").first?.strength == "strong", "\(status)")
+            #expect(got, "\(result)\n\(earmuff.log())")
+            let report = Helpers.analyze(audio.subdata(in: min(audio.count, rec.bytesPerSecond / 2)..<audio.count), format: .s16le)
+            #expect(report.isTone(expectedRMS: Helpers.micRMS, minimumSeconds: 0.5), "\(report)\n\(earmuff.log())")
+
+            let caps = try earmuff.startSandboxed([], command: ["sh", "-c", "id -u; grep CapEff /proc/self/status"], runAs: nobody)
+            let c = caps.wait(timeout: 60)
+            caps.cleanup()
+            #expect(c.stdoutText.contains("65534\n") && c.stdoutText.contains("CapEff:\t0000000000000000"), "\(c)")
+        }
+
         /// Every way around Earmuff works from outside and fails from inside: the real
         /// server's socket, pulse/upstream, pipewire-0, /dev/snd, another run's launcher
         /// socket, the session bus, an abstract socket. `--dbus` and `--net` open exactly
