@@ -55,6 +55,48 @@ extension EndToEnd {
             return (run.wait(timeout: 120), run)
         }
 
+        /// Runs the command in argv[1:] on a new pseudo-terminal, types Ctrl-C once it has
+        /// printed "ready", and prints what it wrote and `exit N`.
+        static let terminal = """
+            import os, pty, select, sys, time
+            pid, fd = pty.fork()
+            if pid == 0:
+                os.execv(sys.argv[1], sys.argv[1:])
+            out = b""
+            def read(timeout):
+                global out
+                r, _, _ = select.select([fd], [], [], timeout)
+                if not r:
+                    return False
+                try:
+                    data = os.read(fd, 4096)
+                except OSError:
+                    return False
+                out += data
+                return bool(data)
+            deadline = time.time() + 60
+            while b"ready" not in out and time.time() < deadline and read(1):
+                pass
+            os.write(fd, b"\\x03")
+            while read(60):
+                pass
+            _, status = os.waitpid(pid, 0)
+            sys.stdout.write(out.decode(errors="replace"))
+            print("exit", os.waitstatus_to_exitcode(status))
+            """
+
+        /// Ctrl-C typed in the terminal reaches the app (which may handle it), not only
+        /// bubblewrap: the app's handler runs and decides the exit status.
+        @Test func ctrlCInATerminalReachesTheApp() throws {
+            let s = try Setup()
+            defer { s.stop() }
+            let trap = "trap 'echo got-INT; exit 42' INT; echo ready; while :; do sleep 0.1; done"
+            let r = try Tool.run("python3", args: ["-c", Self.terminal, s.earmuff.binary, "run", "--sandbox",
+                                                   "--control", s.earmuff.controlPath, "--", "sh", "-c", trap],
+                                 server: "", timeout: 120)
+            #expect(r.stdoutText.contains("got-INT") && r.stdoutText.hasSuffix("exit 42\n"), "\(r)")
+        }
+
         /// A private home per app, kept between runs; the system read-only; /tmp private;
         /// no /dev/snd; the runtime directory holding only the sound socket.
         @Test func defaultsSuitADesktopApp() throws {
@@ -150,6 +192,41 @@ extension EndToEnd {
             }
             #expect(!line.contains("--share-net"))
             #expect(s.earmuff.launcherSockets(appID: "org.example.Dry").isEmpty)
+        }
+
+        /// The dry run without a daemon: the display, the bus and the network as the options and
+        /// the environment say (a Wayland socket in the runtime directory, an Xauthority file
+        /// in a home the sandbox does not show, a bus address with escapes).
+        @Test func dryRunFollowsTheDesktopEnvironment() throws {
+            let scratch = try Helpers.scratch()
+            defer { TempDir.remove(scratch) }
+            let runtime = "\(scratch)/run"
+            try TempDir.makeDirectory(runtime)
+            for file in ["\(runtime)/wayland-9", "\(scratch)/.Xauthority", "\(scratch)/bus-sock"] {
+                try "".write(toFile: file, atomically: true, encoding: .utf8)
+            }
+            let run = try EarmuffProcess.startSandboxed(
+                binary: try EarmuffProcess.locateBinary(), controlPath: "/nonexistent/control",
+                ["--dry-run", "--net", "--dbus"], command: ["app"],
+                environment: ["XDG_RUNTIME_DIR": runtime, "WAYLAND_DISPLAY": "wayland-9", "DISPLAY": ":0",
+                              "XAUTHORITY": "", "HOME": scratch, "DBUS_SESSION_BUS_ADDRESS": "unix:path=\(scratch)/bus%2dsock,guid=1"])
+            let r = run.wait(timeout: 60)
+            run.cleanup()
+            #expect(r.succeeded, "\(r)")
+            let line = r.stdoutText
+            for part in ["--share-net", "--ro-bind \(runtime)/wayland-9 \(runtime)/wayland-9",
+                         "--ro-bind \(scratch)/.Xauthority \(runtime)/Xauthority", "--setenv XAUTHORITY \(runtime)/Xauthority",
+                         "--ro-bind \(scratch)/bus-sock \(runtime)/bus",
+                         "--setenv DBUS_SESSION_BUS_ADDRESS unix:path=\(runtime)/bus", "/earmuff/sandboxes/app \(scratch) "] {
+                #expect(line.contains(part), "missing \(part) in \(line)")
+            }
+            // An abstract bus is reachable only with the network namespace: without --net, a clear error.
+            let abstract = try EarmuffProcess.startSandboxed(
+                binary: try EarmuffProcess.locateBinary(), controlPath: "/nonexistent/control",
+                ["--dry-run", "--dbus"], command: ["app"], environment: ["DBUS_SESSION_BUS_ADDRESS": "unix:abstract=/tmp/dbus-x"])
+            let a = abstract.wait(timeout: 60)
+            abstract.cleanup()
+            #expect(a.status == 1 && a.stderr.contains("add --net"), "\(a)")
         }
 
         /// A missing bubblewrap is a clear error.
