@@ -59,3 +59,11 @@ extension EarmuffProcess {
         return names.filter { $0.hasPrefix(appID + "@") }.map { dir + "/" + $0 }
     }
 }
+
+extension RunningTool {
+    /// Waits up to `timeout` seconds for the tool to exit, then removes its directory.
+    public func outcome(timeout: Double = 60) -> ToolResult {
+        defer { cleanup() }
+        return wait(timeout: timeout)
+    }
+}

@@ -19,8 +19,7 @@ extension EndToEnd {
             defer { s.stop() }
             for (script, expected) in [("exit 7", Int32(7)), ("kill -TERM $$", Int32(128 + SIGTERM))] {
                 let run = try s.earmuff.startSandboxed([], command: ["sh", "-c", script])
-                let result = run.wait(timeout: 60)
-                run.cleanup()
+                let result = run.outcome(timeout: 60)
                 #expect(result.status == expected, "\(script): \(result)")
             }
             // A handler inside sees the forwarded signal and decides the exit status.
@@ -29,8 +28,7 @@ extension EndToEnd {
             let ready = await Wait.until(timeout: 60) { handled.process.stdoutData().count >= 6 }
             #expect(ready, "\(handled.process.stderrText())")
             handled.process.send(SIGINT)
-            let h = handled.wait(timeout: 60)
-            handled.cleanup()
+            let h = handled.outcome(timeout: 60)
             #expect(h.status == 42 && h.stdoutText.contains("got-INT"), "\(h)")
 
             // A sleeping app without a handler dies of the signal: 128+N.
@@ -40,11 +38,16 @@ extension EndToEnd {
             #expect(up, "\(sleeper.process.stderrText())")
             #expect(s.earmuff.launcherSockets(appID: "org.example.Sleeper").count == 1)
             sleeper.process.send(SIGTERM)
-            let r = sleeper.wait(timeout: 60)
-            sleeper.cleanup()
+            let r = sleeper.outcome(timeout: 60)
             #expect(r.status == 128 + SIGTERM, "\(r)")
             let gone = await Wait.until(timeout: 60) { s.earmuff.launcherSockets(appID: "org.example.Sleeper").isEmpty }
             #expect(gone, "the launcher socket outlived the sandbox")
+        }
+
+        /// `run` ends with status 1 and a message containing `fix`, before starting anything.
+        static func expectRefused(_ run: RunningTool, naming fix: String, sourceLocation: SourceLocation = #_sourceLocation) {
+            let r = run.outcome(timeout: 60)
+            #expect(r.status == 1 && r.stderr.contains(fix), "\(r)", sourceLocation: sourceLocation)
         }
 
         /// Runs `script` in a sandbox with `options`; its result and the run (whose directory lives as long as it).
@@ -150,9 +153,7 @@ extension EndToEnd {
             #expect((try? String(contentsOfFile: "\(sharedDir)/file", encoding: .utf8)) == "shared\n")
 
             let missing = try s.earmuff.startSandboxed(["--home", "/nonexistent/earmuff-home"], command: ["true"])
-            let m = missing.wait(timeout: 60)
-            missing.cleanup()
-            #expect(m.status == 1 && m.stderr.contains("mkdir -p"), "\(m)")
+            Self.expectRefused(missing, naming: "mkdir -p")
         }
 
         /// An X11 app inside reaches its display (through the socket in /tmp/.X11-unix,
@@ -177,9 +178,8 @@ extension EndToEnd {
             defer { s.stop() }
             let run = try s.earmuff.startSandboxed(["--dry-run", "--app-id", "org.example.Dry", "--purpose", "it's a test"],
                                                   command: ["parecord", "out file.wav"])
-            let r = run.wait(timeout: 60)
             let runtime = run.directory + "/run"
-            run.cleanup()
+            let r = run.outcome(timeout: 60)
             #expect(r.succeeded, "\(r)")
             let line = r.stdoutText
             #expect(line.hasSuffix("\n") && line.dropLast().split(separator: "\n").count == 1, "\(line)")
@@ -210,8 +210,7 @@ extension EndToEnd {
                 ["--dry-run", "--net", "--dbus"], command: ["app"],
                 environment: ["XDG_RUNTIME_DIR": runtime, "WAYLAND_DISPLAY": "wayland-9", "DISPLAY": ":0",
                               "XAUTHORITY": "", "HOME": scratch, "DBUS_SESSION_BUS_ADDRESS": "unix:path=\(scratch)/bus%2dsock,guid=1"])
-            let r = run.wait(timeout: 60)
-            run.cleanup()
+            let r = run.outcome(timeout: 60)
             #expect(r.succeeded, "\(r)")
             let line = r.stdoutText
             for part in ["--share-net", "--ro-bind \(runtime)/wayland-9 \(runtime)/wayland-9",
@@ -224,9 +223,7 @@ extension EndToEnd {
             let abstract = try EarmuffProcess.startSandboxed(
                 binary: try EarmuffProcess.locateBinary(), controlPath: "/nonexistent/control",
                 ["--dry-run", "--dbus"], command: ["app"], environment: ["DBUS_SESSION_BUS_ADDRESS": "unix:abstract=/tmp/dbus-x"])
-            let a = abstract.wait(timeout: 60)
-            abstract.cleanup()
-            #expect(a.status == 1 && a.stderr.contains("add --net"), "\(a)")
+            Self.expectRefused(abstract, naming: "add --net")
         }
 
         /// A missing bubblewrap is a clear error.
@@ -237,10 +234,8 @@ extension EndToEnd {
             let bin = try Helpers.scratch()
             defer { TempDir.remove(bin) }
             for tool in ["sleep", "rm"] { symlink(findExecutable(tool) ?? "/bin/\(tool)", "\(bin)/\(tool)") }
-            let run = try s.earmuff.startSandboxed([], command: ["true"], environment: ["PATH": bin])
-            let r = run.wait(timeout: 60)
-            run.cleanup()
-            #expect(r.status == 1 && r.stderr.contains("apt-get install bubblewrap"), "\(r)")
+            Self.expectRefused(try s.earmuff.startSandboxed([], command: ["true"], environment: ["PATH": bin]),
+                               naming: "apt-get install bubblewrap")
         }
     }
 }

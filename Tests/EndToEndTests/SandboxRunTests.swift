@@ -45,8 +45,7 @@ extension EndToEnd {
         static func probeInside(_ s: Setup, _ options: [String], _ targets: [String],
                                 environment: [String: String] = [:]) throws -> ([String: String], ToolResult) {
             let run = try s.earmuff.startSandboxed(options, command: ["python3", "-c", probe] + targets, environment: environment)
-            defer { run.cleanup() }
-            let result = run.wait(timeout: 120)
+            let result = run.outcome(timeout: 120)
             return (parse(result.stdoutText), result)
         }
 
@@ -120,8 +119,7 @@ extension EndToEnd {
             #expect(report.isTone(expectedRMS: Helpers.micRMS, minimumSeconds: 0.5), "\(report)\n\(earmuff.log())")
 
             let caps = try earmuff.startSandboxed([], command: ["sh", "-c", "id -u; grep CapEff /proc/self/status"], runAs: nobody)
-            let c = caps.wait(timeout: 60)
-            caps.cleanup()
+            let c = caps.outcome(timeout: 60)
             #expect(c.stdoutText.contains("65534\n") && c.stdoutText.contains("CapEff:\t0000000000000000"), "\(c)")
         }
 
@@ -173,14 +171,12 @@ extension EndToEnd {
             let upstream = try s.earmuff.startSandboxed([], command: ["env", "PULSE_SERVER=unix:\(runtime)/pulse/upstream",
                                                                        "parecord", "--raw", "/dev/null"],
                                                    environment: env)
-            let refused = upstream.wait(timeout: 60)
-            upstream.cleanup()
+            let refused = upstream.outcome(timeout: 60)
             #expect(refused.status != 0 && !refused.timedOut, "parecord reached pulse/upstream from inside: \(refused)")
             let viaOutside = try Tool.run("pactl", args: ["info"], server: "unix:\(runtime)/pulse/upstream")
             #expect(viaOutside.succeeded, "pulse/upstream does not lead to the server from outside: \(viaOutside)")
             let info = try s.earmuff.startSandboxed([], command: ["pactl", "info"], environment: env)
-            let infoResult = info.wait(timeout: 60)
-            info.cleanup()
+            let infoResult = info.outcome(timeout: 60)
             #expect(infoResult.succeeded && infoResult.stdoutText.contains("Server Name"), "\(infoResult)\n\(s.logs)")
         }
     }
