@@ -66,6 +66,10 @@ struct SandboxPlan {
 
     /// The arguments after `bwrap`.
     func arguments() throws(PlanError) -> [String] {
+        guard home != "/" else {
+            // The home is mounted over this path: "/" would hide the whole system.
+            throw PlanError(message: "HOME is unset or not an absolute directory other than /; set HOME to your home directory")
+        }
         var a = ["--unshare-all"]
         if options.network { a.append("--share-net") }
         a += ["--die-with-parent", "--new-session"]

@@ -45,6 +45,12 @@ enum SandboxRun {
         }
         if let problem = prepareHome(plan) { return ClientCommands.fail(problem) }
         do {
+            // Every mistake in the plan is found before the daemon is asked for anything.
+            _ = try plan.arguments()
+        } catch {
+            return ClientCommands.fail(error.message)
+        }
+        do {
             let client = try ControlClient(path: ClientCommands.controlPath(o.controlPath))
             guard case .launcher(let l) = try client.request(.registerLauncher(appID: appID, purpose: o.purpose)) else {
                 return ClientCommands.unexpected("register-launcher")

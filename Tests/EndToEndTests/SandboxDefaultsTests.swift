@@ -224,6 +224,10 @@ extension EndToEnd {
                 binary: try EarmuffProcess.locateBinary(), controlPath: "/nonexistent/control",
                 ["--dry-run", "--dbus"], command: ["app"], environment: ["DBUS_SESSION_BUS_ADDRESS": "unix:abstract=/tmp/dbus-x"])
             Self.expectRefused(abstract, naming: "add --net")
+            // The home is mounted over $HOME: without one, nothing runs.
+            Self.expectRefused(try EarmuffProcess.startSandboxed(
+                binary: try EarmuffProcess.locateBinary(), controlPath: "/nonexistent/control",
+                ["--dry-run"], command: ["app"], environment: ["HOME": ""]), naming: "set HOME")
         }
 
         /// A missing bubblewrap is a clear error.
