@@ -101,7 +101,8 @@ extension EndToEnd {
         }
 
         /// A private home per app, kept between runs; the system read-only; /tmp private;
-        /// no /dev/snd; the runtime directory holding only the sound socket.
+        /// no /dev/snd; the runtime directory holding only the sound socket; no host
+        /// process in sight (nothing to ptrace) and no capabilities, even as root.
         @Test func defaultsSuitADesktopApp() throws {
             let s = try Setup()
             defer { s.stop() }
@@ -117,6 +118,8 @@ extension EndToEnd {
                 echo "pulse: $(ls -A "$XDG_RUNTIME_DIR/pulse" | tr '\\n' ' ')"
                 echo "server: $PULSE_SERVER"
                 echo "cwd: $(pwd)"
+                [ -e /proc/\(s.earmuff.process.pid) ] || echo host-processes-hidden
+                grep CapEff /proc/self/status
                 """
             let (r, run) = try Self.sandboxedScript(s, ["--app-id", "org.example.Home"], script)
             let dir = run.directory
@@ -124,7 +127,7 @@ extension EndToEnd {
             let out = r.stdoutText
             for line in ["home-writable", "usr-read-only", "etc-read-only", "tmp-writable", "no-dev-snd", "dev-null",
                          "runtime: pulse \n", "pulse: native \n", "server: unix:\(dir)/run/pulse/native",
-                         "cwd: \(dir)\n"] {
+                         "cwd: \(dir)\n", "host-processes-hidden", "CapEff:\t0000000000000000"] {
                 #expect(out.contains(line), "missing '\(line)' in:\n\(out)")
             }
             // The home was the app's own directory, not the user's; /tmp was the sandbox's.

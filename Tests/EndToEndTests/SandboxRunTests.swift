@@ -15,7 +15,8 @@ extension EndToEnd {
         typealias Setup = ConsentEndToEndTests.Setup
 
         /// Tries each target and prints `target result` per line: `ok`, or the errno name.
-        /// `unix:PATH` and `abstract:NAME` connect a stream socket; `open:PATH` opens a device.
+        /// `unix:PATH` and `abstract:NAME` connect a stream socket, `tcp:PORT` one to 127.0.0.1;
+        /// `open:PATH` opens a device.
         static let probe = """
             import errno, os, socket, sys
             for t in sys.argv[1:]:
@@ -23,6 +24,8 @@ extension EndToEnd {
                 try:
                     if kind == "open":
                         os.close(os.open(where, os.O_RDWR | os.O_NONBLOCK))
+                    elif kind == "tcp":
+                        socket.create_connection(("127.0.0.1", int(where)), timeout=10).close()
                     else:
                         s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
                         s.connect("\\0" + where if kind == "abstract" else where)
@@ -143,7 +146,7 @@ extension EndToEnd {
             let runtime = world.runtime
             let env = ["XDG_RUNTIME_DIR": runtime]
             let closed = world.closedTargets + ["unix:\(otherSocket)"]
-            let openable = ["unix:\(runtime)/bus", "abstract:\(world.abstractName)"]
+            let openable = ["unix:\(runtime)/bus", "abstract:\(world.abstractName)", "tcp:\(world.tcpPort)"]
 
             // From outside, each path leads somewhere (a device node answers, but not ENOENT).
             let outside = try Tool.run("python3", args: ["-c", Self.probe] + closed + openable, server: "")
@@ -160,7 +163,9 @@ extension EndToEnd {
             for t in closed + ["unix:\(runtime)/bus"] {
                 #expect(inside[t] == "ENOENT", "inside, \(t) is \(inside[t] ?? "missing"), not absent: \(run)")
             }
-            #expect(inside["abstract:\(world.abstractName)"] == "ECONNREFUSED", "without --net: \(run)")
+            for t in ["abstract:\(world.abstractName)", "tcp:\(world.tcpPort)"] {
+                #expect(inside[t] == "ECONNREFUSED", "without --net, \(t) is \(inside[t] ?? "missing"): \(run)")
+            }
 
             // --dbus passes the session bus; --net the host's network namespace; nothing else.
             let (wider, widerRun) = try Self.probeInside(s, ["--dbus", "--net"], closed + openable, environment: env)
@@ -190,6 +195,8 @@ extension EndToEnd {
 final class BypassWorld {
     let runtime: String
     let abstractName: String
+    /// A port on 127.0.0.1 listening on the host (a sound server on TCP).
+    let tcpPort: UInt16
     let device: String
     private var listeners: [Int32] = []
     private var madeDevice: String?
@@ -216,6 +223,9 @@ final class BypassWorld {
             listeners.append(try UnixSocket.listen("\(runtime)/pipewire-0"))
         }
         listeners.append(try UnixSocket.listen("\(runtime)/bus"))
+        let (tcp, port) = try Self.listenTCP()
+        listeners.append(tcp)
+        tcpPort = port
         device = try Self.captureNode(madeDevice: &madeDevice, madeDirectory: &madeDirectory)
         var closed = ["unix:\(s.server.socketPath)", "unix:\(runtime)/pulse/upstream", "unix:\(runtime)/pipewire-0",
                       "open:\(device)"]
@@ -223,6 +233,26 @@ final class BypassWorld {
         closedTargets = closed
         let listening = Wait.untilBlocking(timeout: 30) { Self.abstractAnswers(self.abstractName) }
         if !listening { stop(); throw TestSupportError("socat never listened on @\(abstractName)") }
+    }
+
+    /// A listening TCP socket on 127.0.0.1 at a port the kernel picks.
+    static func listenTCP() throws -> (Int32, UInt16) {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw TestSupportError("socket: errno \(errno)") }
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = UInt32(0x7f00_0001).bigEndian
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let ok = withUnsafeMutablePointer(to: &addr) { p in
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, len) == 0 && Glibc.listen(fd, 16) == 0 && getsockname(fd, $0, &len) == 0
+            }
+        }
+        guard ok else {
+            close(fd)
+            throw TestSupportError("cannot listen on 127.0.0.1: errno \(errno)")
+        }
+        return (fd, UInt16(bigEndian: addr.sin_port))
     }
 
     static func abstractAnswers(_ name: String) -> Bool {
