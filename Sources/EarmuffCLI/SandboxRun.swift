@@ -9,6 +9,8 @@
 //     forwards SIGINT (and SIGTERM, SIGHUP, SIGQUIT) to the app's process group;
 //   - bubblewrap's pid 1 ignores forwarded signals (it has no handlers, and the
 //     kernel protects a namespace's init), so only the app and its children get them;
+//     a signal that comes before bubblewrap exists waits for it, and none is sent
+//     after it exited (its pid may be another process's by then);
 //   - the exit status is the app's (bubblewrap passes it on, 128+N for a
 //     signal N); if this process dies, bubblewrap and the sandbox die with it
 //     (--die-with-parent), and the daemon removes the launcher socket when
@@ -18,6 +20,7 @@ import Dispatch
 import EarmuffClient
 import Foundation
 import Glibc
+import Synchronization
 
 enum SandboxRun {
     /// The signals passed on to the app.
@@ -128,12 +131,37 @@ enum SandboxRun {
 
     // MARK: supervision
 
+    /// Where forwarded signals go: nothing yet (they wait), bubblewrap's pid, or nowhere
+    /// once it has exited (so a recycled pid never gets one).
+    enum Target {
+        case starting(pending: [Int32])
+        case running(pid_t)
+        case exited
+    }
+
     /// Starts bubblewrap in its own process group, forwards signals to the app, and
     /// returns its exit status (128+N when it was killed by signal N).
     static func supervise(_ bwrap: String, _ arguments: [String]) -> Int32 {
-        // Handled here from now on; the child gets the default actions back.
+        // Handled here from now on (before the child exists, so none is lost); the
+        // child gets the default actions back.
+        let target = Mutex(Target.starting(pending: []))
         var sources: [any DispatchSourceSignal] = []
-        for s in forwarded { signal(s, SIG_IGN) }
+        for s in forwarded {
+            signal(s, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: s, queue: .global())
+            source.setEventHandler {
+                target.withLock { t in
+                    switch t {
+                    case .starting(let pending): t = .starting(pending: pending + [s])
+                    case .running(let pid): forward(s, sandbox: pid)
+                    case .exited: break
+                    }
+                }
+            }
+            source.resume()
+            sources.append(source)
+        }
+        defer { for s in sources { s.cancel() } }
         var attr = posix_spawnattr_t()
         posix_spawnattr_init(&attr)
         defer { posix_spawnattr_destroy(&attr) }
@@ -151,22 +179,24 @@ enum SandboxRun {
         defer { for p in argv { free(p) } }
         let rc = posix_spawn(&pid, bwrap, nil, &attr, argv, environ)
         guard rc == 0 else {
+            target.withLock { $0 = .exited }
             return ClientCommands.fail("cannot start \(bwrap) (\(String(cString: strerror(rc)))); reinstall bubblewrap")
         }
-        let sandbox = pid
-        for s in forwarded {
-            let source = DispatchSource.makeSignalSource(signal: s, queue: .global())
-            source.setEventHandler { forward(s, sandbox: sandbox) }
-            source.resume()
-            sources.append(source)
+        target.withLock { t in
+            if case .starting(let pending) = t { for s in pending { forward(s, sandbox: pid) } }
+            t = .running(pid)
         }
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0 {
+        // Wait without reaping, stop forwarding, then reap: the pid stays bubblewrap's
+        // until no signal can be sent to it any more.
+        var info = siginfo_t()
+        while waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) < 0 {
             guard errno == EINTR else {
                 return ClientCommands.fail("lost track of bubblewrap (pid \(pid)): \(String(cString: strerror(errno)))")
             }
         }
-        for s in sources { s.cancel() }
+        target.withLock { $0 = .exited }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
         let code = status & 0x7f
         return code == 0 ? (status >> 8) & 0xff : 128 + code
     }
