@@ -298,8 +298,9 @@ public enum ClientUsage {
       reset   APP                     back to undetermined: prompt again next time
       agent   [--answer allow|once|deny] [--json]
                                       answer prompts, interactively or with a fixed answer
-      run     [--app-id ID] [--purpose TEXT] -- COMMAND [ARGS...]
-                                      run COMMAND with PULSE_SERVER pointed at Earmuff
+      run     [--sandbox] [--app-id ID] [--purpose TEXT] -- COMMAND [ARGS...]
+                                      run COMMAND with PULSE_SERVER pointed at Earmuff;
+                                      --sandbox: under bubblewrap, Earmuff its only sound path
       watch   [--json]                print events until interrupted
       log     [--app APP] [--since TIME] [--json]
                                       capture sessions: app, source, start, end, real and silenced seconds
