@@ -128,7 +128,7 @@ extension EndToEnd {
 
         /// Every way around Earmuff works from outside and fails from inside: the real
         /// server's socket, pulse/upstream, pipewire-0, /dev/snd, another run's launcher
-        /// socket, the session bus, an abstract socket. `--dbus` and `--net` open exactly
+        /// socket, Earmuff's control socket, the session bus, an abstract socket, TCP. `--dbus` and `--net` open exactly
         /// the bus and the abstract socket.
         @Test func everyBypassFailsFromInside() async throws {
             let s = try Setup()
@@ -145,7 +145,8 @@ extension EndToEnd {
 
             let runtime = world.runtime
             let env = ["XDG_RUNTIME_DIR": runtime]
-            let closed = world.closedTargets + ["unix:\(otherSocket)"]
+            // Also the daemon's control socket: an app that reached it could grant itself.
+            let closed = world.closedTargets + ["unix:\(otherSocket)", "unix:\(s.earmuff.controlPath)"]
             let openable = ["unix:\(runtime)/bus", "abstract:\(world.abstractName)", "tcp:\(world.tcpPort)"]
 
             // From outside, each path leads somewhere (a device node answers, but not ENOENT).
