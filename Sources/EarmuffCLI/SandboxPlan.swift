@@ -153,7 +153,7 @@ struct SandboxPlan {
         let given = environment["XAUTHORITY"].flatMap { $0.isEmpty ? nil : $0 }
         let file = given ?? home + "/.Xauthority"
         guard file.hasPrefix("/"), lookup(file) != nil else { return a }
-        if Self.isInside(file, home) && options.home != .shared || Self.isInside(file, runtimeDirectory) {
+        if (Self.isInside(file, home) && options.home != .shared) || Self.isInside(file, runtimeDirectory) {
             // Not visible inside as it is: bound where the app can read it.
             let inside = runtimeDirectory + "/Xauthority"
             a += ["--ro-bind", file, inside]
