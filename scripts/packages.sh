@@ -33,10 +33,11 @@ ensure_packages() {
 # tests, and the desktop prompt tests (a private dbus-daemon, python-dbusmock
 # services, busctl from systemd). systemd also brings systemd-socket-activate
 # and systemd-analyze (socket activation and `earmuff setup`); bubblewrap: the
-# Flatpak-shaped sandbox test; xvfb and x11-utils (xprop): PulseAudio's X11
-# root-window announcement under setup; xdg-desktop-portal (its
-# xdg-permission-store) and libglib2.0-bin (gdbus, as Flatseal writes): the
-# desktop's microphone switch.
+# Flatpak-shaped sandbox test and `earmuff run --sandbox` (a runtime dependency
+# too); xvfb and x11-utils (xprop, xdpyinfo): PulseAudio's X11 root-window
+# announcement under setup, and X11 apps inside the sandbox; xdg-desktop-portal
+# (its xdg-permission-store) and libglib2.0-bin (gdbus, as Flatseal writes):
+# the desktop's microphone switch.
 EARMUFF_PACKAGES=(libpulse-dev libsqlite3-dev libsystemd-dev pulseaudio pulseaudio-utils socat sox
                   dbus python3-dbusmock systemd bubblewrap xvfb x11-utils xdg-desktop-portal libglib2.0-bin)
 # The second end-to-end pass: PipeWire, its pulse server, the session manager,

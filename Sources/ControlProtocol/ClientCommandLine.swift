@@ -39,7 +39,7 @@ public enum ClientCommand: Sendable, Equatable {
     case reset(app: String, kind: String? = nil, ClientOptions)
     /// `agent [--answer A] [--once|--session|--for D|--always]`.
     case agent(answer: PromptAnswer?, ClientOptions, lifespan: RequestedLifespan? = nil)
-    /// `run [--app-id ID] [--purpose TEXT] [--listen PATH] -- COMMAND ARGS...`.
+    /// `run [--sandbox ...] [--app-id ID] [--purpose TEXT] [--listen PATH] -- COMMAND ARGS...`.
     case run(RunOptions)
     case watch(ClientOptions)
     /// `log [--app APP] [--since TIME]`: `since` as typed (see `SinceTime`), checked at parse time.
@@ -53,14 +53,18 @@ public struct RunOptions: Sendable, Equatable {
     /// `--listen PATH`: the daemon's client socket; nil means the default.
     public var listenPath: String?
     public var controlPath: String?
+    /// `--sandbox` and its options; nil runs the command unconfined.
+    public var sandbox: SandboxOptions?
     /// The command and its arguments.
     public var command: [String]
 
-    public init(appID: String? = nil, purpose: String? = nil, listenPath: String? = nil, controlPath: String? = nil, command: [String]) {
+    public init(appID: String? = nil, purpose: String? = nil, listenPath: String? = nil, controlPath: String? = nil,
+                sandbox: SandboxOptions? = nil, command: [String]) {
         self.appID = appID
         self.purpose = purpose
         self.listenPath = listenPath
         self.controlPath = controlPath
+        self.sandbox = sandbox
         self.command = command
     }
 }
@@ -208,6 +212,10 @@ public enum ClientCommandLine {
 
     private static func parseRun(_ arguments: [String]) throws(UsageError) -> ClientCommand {
         var options = RunOptions(command: [])
+        var sandbox = SandboxOptions()
+        var sandboxed = false
+        var sandboxOnly: [String] = []
+        var homes: [String] = []
         var i = 0
         func value(_ name: String) throws(UsageError) -> String {
             guard i + 1 < arguments.count else {
@@ -249,6 +257,24 @@ public enum ClientCommandLine {
                 options.listenPath = try take()
             case "--control":
                 options.controlPath = try take()
+            case "--sandbox":
+                sandboxed = true
+            case "--share-home":
+                sandbox.home = .shared
+                homes.append(name)
+            case "--home":
+                let v = try take()
+                guard v.hasPrefix("/") else {
+                    throw UsageError("--home takes an absolute directory, not '\(v)'; e.g. --home \"$HOME/sandboxes/notes\"", subcommand: "run")
+                }
+                sandbox.home = .directory(v)
+                homes.append(name)
+            case "--net":
+                sandbox.network = true
+            case "--dbus":
+                sandbox.sessionBus = true
+            case "--dry-run":
+                sandbox.dryRun = true
             default:
                 if arg.hasPrefix("-") {
                     throw UsageError("unknown option '\(arg)' for 'earmuff run'; put the command after '--'", subcommand: "run")
@@ -258,10 +284,22 @@ public enum ClientCommandLine {
                 i = arguments.count
                 continue
             }
+            if SandboxOptions.names.contains(name) { sandboxOnly.append(name) }
             i += 1
         }
         guard !options.command.isEmpty else {
             throw UsageError("'earmuff run' needs a command after '--', e.g. earmuff run -- parecord out.wav", subcommand: "run")
+        }
+        if sandboxed {
+            guard homes.count <= 1 else {
+                throw UsageError("\(homes.joined(separator: " and ")) both choose the home; give one of --share-home and --home DIR", subcommand: "run")
+            }
+            guard options.listenPath == nil else {
+                throw UsageError("--listen does not apply to --sandbox (the sandbox gets a launcher socket of its own); leave it out", subcommand: "run")
+            }
+            options.sandbox = sandbox
+        } else if let first = sandboxOnly.first {
+            throw UsageError("\(first) applies only to a sandbox; add --sandbox, e.g. earmuff run --sandbox \(first) -- COMMAND", subcommand: "run")
         }
         return .run(options)
     }

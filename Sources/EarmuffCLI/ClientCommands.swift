@@ -287,6 +287,7 @@ enum ClientCommands {
     // MARK: run
 
     static func run(_ o: RunOptions) -> Int32 {
+        if let sandbox = o.sandbox { return SandboxRun.run(o, sandbox: sandbox) }
         var server: String
         if let appID = o.appID {
             do {

@@ -23,6 +23,8 @@ public struct ClientView: Decodable, Sendable, Equatable {
     public var pid: Int32?
     /// The claimed name (display only).
     public var displayName: String?
+    /// How far the identity can be trusted: strong or weak.
+    public var strength: String?
 }
 
 /// A live capture stream in `earmuff status --json` or an event.

@@ -229,30 +229,21 @@ extension EndToEnd {
         /// the root window; setup notices and prints commands that really remove it.
         @Test(.enabled(if: (try? ServerKind.selected()) == .pulseaudio, "a PulseAudio module"))
         func pulseAudiosX11PublishIsFoundAndTheAdviceWorks() throws {
-            guard let xvfb = findExecutable("Xvfb"), let xprop = findExecutable("xprop") else {
+            guard findExecutable("Xvfb") != nil, let xprop = findExecutable("xprop") else {
                 Issue.record("Xvfb or xprop not found; install xvfb x11-utils")
                 return
             }
             let home = try Home()
             defer { home.remove() }
-            var display = 0
-            var x: ChildProcess?
-            for n in 0..<20 {
-                let candidate = 200 + Int(UInt32.random(in: 0..<500)) + n
-                guard !FileManager.default.fileExists(atPath: "/tmp/.X11-unix/X\(candidate)") else { continue }
-                let p = try ChildProcess.spawn(executable: xvfb, arguments: [":\(candidate)", "-nolisten", "tcp"],
-                                               environment: Tool.privateEnvironment(root: home.dir),
-                                               stdoutPath: "\(home.dir)/xvfb.log", stderrPath: "\(home.dir)/xvfb.log", maxLifetime: 600)
-                if Wait.untilBlocking(timeout: 30, interval: 0.05, { UnixSocket.canConnect("/tmp/.X11-unix/X\(candidate)") || !p.isRunning }),
-                   p.isRunning {
-                    x = p
-                    display = candidate
-                    break
-                }
-                p.terminate()
+            let x: XServer
+            do {
+                x = try XServer(directory: home.dir)
+            } catch {
+                Issue.record("\(error)")
+                return
             }
-            guard let x else { Issue.record("Xvfb did not start"); return }
-            defer { x.terminate() }
+            defer { x.stop() }
+            let display = x.display
             let server = try PulseServer(extraConfig: ["load-module module-x11-publish display=:\(display)"], kind: .pulseaudio)
             defer { server.stop() }
             func rootProperty() throws -> String {
