@@ -11,8 +11,10 @@
 #include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 const uint32_t EARMUFF_EPOLLIN = EPOLLIN;
@@ -209,6 +211,24 @@ int earmuff_epoll_wait(int ep, uint32_t *events, uint64_t *datas, int max, int t
         events[i] = evs[i].events;
         datas[i] = evs[i].data.u64;
     }
+    return n;
+}
+
+int earmuff_epoll_sleep(int ep, int64_t timeout_ns) {
+    struct epoll_event ev[8];
+    if (timeout_ns < 0) timeout_ns = 0;
+    int n = -1;
+#ifdef SYS_epoll_pwait2
+    static int missing = 0;
+    if (!__atomic_load_n(&missing, __ATOMIC_RELAXED)) {
+        struct timespec ts = { .tv_sec = timeout_ns / 1000000000, .tv_nsec = timeout_ns % 1000000000 };
+        n = (int)syscall(SYS_epoll_pwait2, ep, ev, 8, &ts, NULL, 0);
+        if (n < 0 && errno == ENOSYS) __atomic_store_n(&missing, 1, __ATOMIC_RELAXED);
+    }
+    if (n < 0 && errno == ENOSYS)
+#endif
+        n = epoll_wait(ep, ev, 8, (int)((timeout_ns + 999999) / 1000000));
+    if (n < 0) return errno == EINTR ? 0 : -1;
     return n;
 }
 

@@ -18,6 +18,8 @@ public struct ServeOptions: Sendable {
     public var logLevel: String?
     /// Event loops (threads) sessions are spread over; nil: one per core.
     public var loops: Int?
+    /// Milliseconds a loop lets record audio gather (`--coalesce-ms`); nil: the default.
+    public var coalesceMilliseconds: Double?
     /// snapd's socket, asked about snaps' audio-record connections.
     public var snapdSocket: String = "/run/snapd.socket"
     public var environment: [String: String] = currentEnvironment()
@@ -105,6 +107,7 @@ public enum Server {
             service = try ConsentService(configuration: configuration, declarations: declarations, store: store, paths: paths)
             var relay = RelayOptions()
             if let n = opts.loops { relay.loops = n }
+            if let ms = opts.coalesceMilliseconds { relay.coalesceWindow = ms / 1000 }
             relay.maxClients = configuration.maxClients
             relay.maxClientsPerApp = configuration.maxClientsPerApp
             daemon = try Daemon(listenPath: paths.listen, activatedListener: activated, upstream: upstream,

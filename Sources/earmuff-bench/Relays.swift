@@ -224,6 +224,9 @@ final class Relay {
         if ConsentSupport.serveTakesLogLevelCached(binary: binary) {
             args += ["--log-level", ProcessInfo.processInfo.environment["EARMUFF_BENCH_LOG_LEVEL"] ?? "warn"]
         }
+        // EARMUFF_BENCH_SERVE_ARGS: more `earmuff serve` arguments, e.g. "--coalesce-ms 0".
+        args += (ProcessInfo.processInfo.environment["EARMUFF_BENCH_SERVE_ARGS"] ?? "")
+            .split(separator: " ").map(String.init)
         var control: String?
         if consent.available {
             let tag = UInt32.random(in: 0...UInt32.max)
