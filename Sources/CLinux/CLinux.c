@@ -1,7 +1,6 @@
 #define _GNU_SOURCE
 #include "CLinux.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stddef.h>
@@ -260,18 +259,6 @@ long earmuff_raise_nofile(void) {
         if (setrlimit(RLIMIT_NOFILE, &rl) != 0) return -1;
     }
     return (long)rl.rlim_cur;
-}
-
-int earmuff_count_open_fds(void) {
-    DIR *d = opendir("/proc/self/fd");
-    if (!d) return -1;
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (e->d_name[0] != '.') n++;
-    }
-    closedir(d);
-    return n - 1; // the directory's own fd
 }
 
 int earmuff_become_subreaper(void) {

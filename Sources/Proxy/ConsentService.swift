@@ -60,7 +60,7 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
         let decisions = try store.allDecisions()
         engine = Locked(ConsentEngine(policy: ConsentPolicy(configuration: configuration, declarations: declarations),
                                      decisions: decisions))
-        delivery = PromptDelivery(via: configuration.promptVia, command: promptCommand, handlers: .init(
+        delivery = try PromptDelivery(via: configuration.promptVia, command: promptCommand, handlers: .init(
             answered: { [unowned self] prompt, answer, via in answerFromDesktop(prompt, answer, via: via) },
             timedOut: { [unowned self] prompt in
                 withEngine { e in ((), e.promptTimedOut(PromptID(prompt), now: wallClockNow())) }

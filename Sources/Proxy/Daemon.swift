@@ -147,7 +147,7 @@ public final class Daemon: @unchecked Sendable {
             l = Listener(fd: fd, path: listenPath, launcherAppID: nil, launcherPurpose: nil, daemon: self)
             l.removeOnStop = false
         } else {
-            try makeParentDirectory(of: listenPath, mode: 0o700)
+            try makeParentDirectory(of: listenPath)
             l = try openListener(path: listenPath, launcherAppID: nil, launcherPurpose: nil)
         }
         l.token = try acceptLoop.register(l.fd, events: EARMUFF_EPOLLIN, handler: l)
@@ -171,7 +171,7 @@ public final class Daemon: @unchecked Sendable {
     /// Opens an extra listening socket whose clients are tagged with `appID`
     /// (`earmuff run --app-id`). Safe from any thread; returns once it listens.
     func addLauncherSocket(path: String, appID: String, purpose: String?) throws(SystemError) {
-        try makeParentDirectory(of: path, mode: 0o700)
+        try makeParentDirectory(of: path)
         let l = try openListener(path: path, launcherAppID: appID, launcherPurpose: purpose)
         acceptLoop.post { [self] in
             if let old = listeners[path] {

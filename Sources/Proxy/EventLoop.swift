@@ -206,7 +206,12 @@ final class EventLoop: @unchecked Sendable {
 
     /// Runs `action` on this thread after `seconds`.
     func schedule(after seconds: Double, _ action: @escaping () -> Void) {
-        timers.append((monotonicNow() + seconds, action))
+        schedule(at: monotonicNow() + seconds, action)
+    }
+
+    /// Runs `action` on this thread once `monotonicNow()` reaches `deadline`.
+    func schedule(at deadline: Double, _ action: @escaping () -> Void) {
+        timers.append((deadline, action))
     }
 
     private func run() {
@@ -305,15 +310,17 @@ final class EventLoop: @unchecked Sendable {
     private func runTimers() {
         guard !timers.isEmpty else { return }
         let now = monotonicNow()
-        var due: [() -> Void] = []
+        var due: [(deadline: Double, action: () -> Void)] = []
         timers.removeAll { t in
             if t.deadline <= now {
-                due.append(t.action)
+                due.append(t)
                 return true
             }
             return false
         }
-        for a in due { a() }
+        // Earliest first (the list is kept in the order timers were set).
+        due.sort { $0.deadline < $1.deadline }
+        for t in due { t.action() }
     }
 }
 

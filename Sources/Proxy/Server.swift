@@ -2,11 +2,9 @@
 // upstream discovery, and signals.
 import Consent
 import ConsentStore
+import ControlProtocol
 import Foundation
 import Glibc
-
-/// The daemon's version string.
-public let earmuffVersion = "0.1.0"
 
 /// Options of `earmuff serve` as given on the command line.
 public struct ServeOptions: Sendable {
@@ -124,13 +122,7 @@ public enum Server {
             service.daemon = daemon
             service.snapGate = SnapRecordGate(snapd: SnapdClient(socketPath: opts.snapdSocket))
             control = try ControlServer(path: paths.control, handler: service,
-                                        options: ControlServerOptions(daemonVersion: earmuffVersion)) { lvl, msg in
-                switch lvl {
-                case .warn: Log.warn("control: \(msg)")
-                case .info: Log.info("control: \(msg)")
-                case .debug: Log.debug("control: \(msg)")
-                }
-            }
+                                        options: ControlServerOptions(daemonVersion: earmuffVersion))
             service.control = control
             service.start()
             try daemon.start()

@@ -1,4 +1,4 @@
-// The prompt machinery without a daemon: the timer thread, the one-at-a-time
+// The prompt machinery without a daemon: the timer loop, the one-at-a-time
 // prompt command, desktop entry lookup and the channel order of prompt-via.
 
 import Consent
@@ -11,7 +11,7 @@ import TestSupport
 @Suite struct DeadlineTimerTests {
     /// Deadlines fire in time order, on time, and a cancelled or replaced one never fires.
     @Test func firesInOrderAndHonoursCancel() async throws {
-        let timers = DeadlineTimers()
+        let timers = try DeadlineTimers()
         timers.start()
         defer { timers.stopAndJoin() }
         let fired = Locked<[(UInt64, Double)]>([])
@@ -33,7 +33,7 @@ import TestSupport
 
     /// A thousand timers scheduled at once all fire, each no earlier than its time.
     @Test func manyTimers() async throws {
-        let timers = DeadlineTimers()
+        let timers = try DeadlineTimers()
         timers.start()
         defer { timers.stopAndJoin() }
         let early = Locked(0)
@@ -57,7 +57,7 @@ import TestSupport
     @Test func oneAtATimeAndCancelKills() async throws {
         let dir = try TempDir.make(prefix: "earmuff-runner")
         defer { TempDir.remove(dir) }
-        let timers = DeadlineTimers()
+        let timers = try DeadlineTimers()
         timers.start()
         defer { timers.stopAndJoin() }
         let exits = Locked<[(UInt64, Int32, Bool)]>([])
@@ -83,7 +83,7 @@ import TestSupport
 
     /// A command that exits reports its status, not cancelled.
     @Test func exitStatusIsReported() async throws {
-        let timers = DeadlineTimers()
+        let timers = try DeadlineTimers()
         timers.start()
         defer { timers.stopAndJoin() }
         let exits = Locked<[(UInt64, Int32, Bool)]>([])

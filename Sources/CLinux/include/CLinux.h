@@ -82,9 +82,6 @@ int earmuff_eventfd_drain(int fd);
 /// Raises RLIMIT_NOFILE's soft limit to its hard limit. Returns the new soft limit.
 long earmuff_raise_nofile(void);
 
-/// Counts open file descriptors of this process (via /proc/self/fd), or -1.
-int earmuff_count_open_fds(void);
-
 /// Makes this process the reaper of its orphaned descendants (PR_SET_CHILD_SUBREAPER),
 /// so what a child leaves behind can be waited for. Returns 0 or -errno.
 int earmuff_become_subreaper(void);

@@ -45,10 +45,10 @@ final class PromptDelivery: @unchecked Sendable {
         return out
     }
 
-    init(via: [PromptChannel], command: String?, handlers: Handlers) {
+    init(via: [PromptChannel], command: String?, handlers: Handlers) throws(SystemError) {
         let runCommand = command.flatMap { via.contains(.command) ? $0 : nil }
         let channels = Self.desktopChannels(via, commandConfigured: runCommand != nil)
-        let timers = DeadlineTimers()
+        let timers = try DeadlineTimers()
         self.timers = timers
         self.handlers = handlers
         commands = runCommand.map { cmd in
