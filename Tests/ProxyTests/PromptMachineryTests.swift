@@ -61,7 +61,7 @@ import TestSupport
         timers.start()
         defer { timers.stopAndJoin() }
         let exits = Locked<[(UInt64, Int32, Bool)]>([])
-        let runner = PromptCommandRunner(
+        let runner = try PromptCommandRunner(
             command: "echo \"start $EARMUFF_N\" >> \(dir)/log; sleep 60 & wait", timers: timers
         ) { prompt, status, cancelled in exits.withLock { $0.append((prompt, status, cancelled)) } }
         runner.start()
@@ -87,7 +87,7 @@ import TestSupport
         timers.start()
         defer { timers.stopAndJoin() }
         let exits = Locked<[(UInt64, Int32, Bool)]>([])
-        let runner = PromptCommandRunner(command: "exit 7", timers: timers) { p, s, c in exits.withLock { $0.append((p, s, c)) } }
+        let runner = try PromptCommandRunner(command: "exit 7", timers: timers) { p, s, c in exits.withLock { $0.append((p, s, c)) } }
         runner.start()
         defer { runner.stopAndJoin() }
         runner.enqueue(.init(prompt: 9, environment: [:]))

@@ -51,8 +51,8 @@ final class PromptDelivery: @unchecked Sendable {
         let timers = try DeadlineTimers()
         self.timers = timers
         self.handlers = handlers
-        commands = runCommand.map { cmd in
-            PromptCommandRunner(command: cmd, timers: timers) { prompt, status, cancelled in
+        commands = try runCommand.map { cmd throws(SystemError) in
+            try PromptCommandRunner(command: cmd, timers: timers) { prompt, status, cancelled in
                 if cancelled {
                     Log.info("prompt-command for prompt \(prompt) ended with the prompt (status \(status))")
                 } else {
