@@ -1,4 +1,4 @@
-// A plain pthread for the prompt machinery's long-running loops.
+// A plain pthread for the D-Bus thread of the desktop prompter (sd-bus is single-threaded).
 import Glibc
 
 private final class ThreadBody {
