@@ -13,13 +13,9 @@ extension EndToEnd {
         /// earmuff and one directly: they get the same number of bytes, within
         /// one fragment (the largest memblock the direct client saw).
         @Test func stalledClientDoesNotShortenAnotherRecording() async throws {
-            let server = try PulseServer()
-            defer { server.stop() }
-            let earmuff = try EarmuffProcess(upstream: server.serverString)
-            defer { earmuff.stop() }
-
-            let stuck = try await Self.stalledRecorder(earmuff: earmuff, server: server.serverString)
-            defer { stuck.close() }
+            let stalled = try await Stalled.start()
+            defer { stalled.stop() }
+            let (server, earmuff) = (stalled.server, stalled.earmuff)
 
             let purpose = ["application.capture.purpose": "isolation test"]
             let proxied = try RawClient(path: earmuff.listenPath)
@@ -85,12 +81,9 @@ extension EndToEnd {
         /// the direct one, less one 20 ms fragment; a block held up or lost
         /// behind the stalled session is 192 kB.
         @Test func stalledClientDoesNotShortenParecord() async throws {
-            let server = try PulseServer()
-            defer { server.stop() }
-            let earmuff = try EarmuffProcess(upstream: server.serverString)
-            defer { earmuff.stop() }
-            let stuck = try await Self.stalledRecorder(earmuff: earmuff, server: server.serverString)
-            defer { stuck.close() }
+            let stalled = try await Stalled.start()
+            defer { stalled.stop() }
+            let (server, earmuff) = (stalled.server, stalled.earmuff)
 
             let bytesPerSecond = 2 * PulseServer.toneRate
             let args = ["--raw", "--format=s16le", "--rate=\(PulseServer.toneRate)", "--channels=1", "--latency-msec=20",
@@ -121,6 +114,37 @@ extension EndToEnd {
             #expect(caughtUp, "through earmuff \(size(proxied)) bytes, directly \(size(direct)) bytes while another client stalled\n\(earmuff.log())")
             #expect(proxied.process.isRunning, "parecord through earmuff ended: \(proxied.process.stderrText())")
             #expect(earmuff.process.isRunning)
+        }
+
+        /// A private PulseAudio, earmuff in front of it, and a client through
+        /// earmuff whose record stream it never reads.
+        struct Stalled {
+            let server: PulseServer
+            let earmuff: EarmuffProcess
+            let stuck: RawClient
+
+            static func start() async throws -> Stalled {
+                let server = try PulseServer()
+                do {
+                    let earmuff = try EarmuffProcess(upstream: server.serverString)
+                    do {
+                        let stuck = try await stalledRecorder(earmuff: earmuff, server: server.serverString)
+                        return Stalled(server: server, earmuff: earmuff, stuck: stuck)
+                    } catch {
+                        earmuff.stop()
+                        throw error
+                    }
+                } catch {
+                    server.stop()
+                    throw error
+                }
+            }
+
+            func stop() {
+                stuck.close()
+                earmuff.stop()
+                server.stop()
+            }
         }
 
         /// A client through `earmuff` with a float32 stereo record stream that

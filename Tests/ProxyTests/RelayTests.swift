@@ -21,22 +21,35 @@ private final class AlternatingObserver: SessionObserver {
     func refusal(for command: Command, payload: [UInt8], session: SessionState) -> String? { nil }
 }
 
+/// A new directory for one relay's sockets.
+private func relayDirectory(_ name: String) throws -> String {
+    let dir = FileManager.default.temporaryDirectory
+        .appendingPathComponent("earmuff-\(name)-\(getpid())-\(UInt32.random(in: 0...UInt32.max))").path
+    try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+    return dir
+}
+
+/// A started relay listening at `dir`/native in front of `dir`/upstream; every client is one app.
+private func startRelay(in dir: String, options: RelayOptions, observer: SessionObserver) throws -> Daemon {
+    let daemon = try Daemon(listenPath: dir + "/native", upstream: .unix(dir + "/upstream"), options: options,
+                            observer: observer) { pid, uid, gid, _ in
+        ClientIdentity(pid: pid, uid: uid, gid: gid, appKey: AppKey(kind: "exe", value: "relay-test"), method: .executable)
+    }
+    try daemon.start()
+    return daemon
+}
+
 @Suite(.serialized) struct RelayTests {
     @Test("flooded record streams arrive whole and in order through small rings, real or silenced per stream")
     func floodThroughSmallRings() throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("earmuff-relay-\(getpid())-\(UInt32.random(in: 0...UInt32.max))").path
-        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        let dir = try relayDirectory("relay")
         defer { try? FileManager.default.removeItem(atPath: dir) }
         // Odd payload size: frames straddle the ring's wrap point at ever-changing offsets.
         let flood = try FloodServer(socketPath: dir + "/upstream", payloadBytes: 1_003)
         defer { flood.stop() }
         var options = RelayOptions()
         options.ringCapacity = 4096
-        let daemon = try Daemon(listenPath: dir + "/native", upstream: .unix(dir + "/upstream"), options: options,
-                                observer: AlternatingObserver()) { pid, uid, gid, _ in
-            ClientIdentity(pid: pid, uid: uid, gid: gid, appKey: AppKey(kind: "exe", value: "relay-test"), method: .executable)
-        }
-        try daemon.start()
+        let daemon = try startRelay(in: dir, options: options, observer: AlternatingObserver())
         defer { daemon.stop() }
 
         let clients = 4
@@ -97,8 +110,7 @@ private final class GrantingObserver: SessionObserver {
     /// memblocks per wake-up (without one, about one each), every byte still
     /// arrives in order, and a request made meanwhile is answered.
     @Test func audioRateStreamsShareWakeUps() throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("earmuff-coalesce-\(getpid())-\(UInt32.random(in: 0...UInt32.max))").path
-        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        let dir = try relayDirectory("coalesce")
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let chunk = 3840 // 20 ms of float32 mono 48 kHz
         let flood = try FloodServer(socketPath: dir + "/upstream", pacing: .paced(bytesPerSecond: 192_000, chunkBytes: chunk),
@@ -107,11 +119,7 @@ private final class GrantingObserver: SessionObserver {
         var options = RelayOptions()
         options.loops = 1
         options.coalesceWindow = 0.008
-        let daemon = try Daemon(listenPath: dir + "/native", upstream: .unix(dir + "/upstream"), options: options,
-                                observer: GrantingObserver()) { pid, uid, gid, _ in
-            ClientIdentity(pid: pid, uid: uid, gid: gid, appKey: AppKey(kind: "exe", value: "coalesce-test"), method: .executable)
-        }
-        try daemon.start()
+        let daemon = try startRelay(in: dir, options: options, observer: GrantingObserver())
         defer { daemon.stop() }
 
         var clients: [RawClient] = []
