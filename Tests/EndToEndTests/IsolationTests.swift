@@ -191,7 +191,7 @@ extension EndToEnd {
         }
 
         /// Sessions spread over three loops (accepted on the first, started on
-        /// their own) all record; a bad --loops is refused with its fix.
+        /// their own) all record; a bad --loops or --coalesce-ms is refused with its fix.
         @Test func sessionsOnSeveralLoops() async throws {
             let server = try PulseServer()
             defer { server.stop() }
@@ -221,6 +221,11 @@ extension EndToEnd {
                 let r = try earmuff.runCLI(["serve", "--loops", bad])
                 #expect(r.status == 64, "\(r)")
                 #expect(r.stderr.contains("--loops must be a number from 1 to 256"), "\(r)")
+            }
+            for bad in ["-1", "soon", "11", "nan"] {
+                let r = try earmuff.runCLI(["serve", "--coalesce-ms", bad])
+                #expect(r.status == 64, "\(r)")
+                #expect(r.stderr.contains("--coalesce-ms must be milliseconds from 0 to 10"), "\(r)")
             }
         }
     }
