@@ -1,7 +1,6 @@
 #define _GNU_SOURCE
 #include "CLinux.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stddef.h>
@@ -11,8 +10,10 @@
 #include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 const uint32_t EARMUFF_EPOLLIN = EPOLLIN;
@@ -212,6 +213,24 @@ int earmuff_epoll_wait(int ep, uint32_t *events, uint64_t *datas, int max, int t
     return n;
 }
 
+int earmuff_epoll_sleep(int ep, int64_t timeout_ns) {
+    struct epoll_event ev[8];
+    if (timeout_ns < 0) timeout_ns = 0;
+    int n = -1;
+#ifdef SYS_epoll_pwait2
+    static int missing = 0;
+    if (!__atomic_load_n(&missing, __ATOMIC_RELAXED)) {
+        struct timespec ts = { .tv_sec = timeout_ns / 1000000000, .tv_nsec = timeout_ns % 1000000000 };
+        n = (int)syscall(SYS_epoll_pwait2, ep, ev, 8, &ts, NULL, 0);
+        if (n < 0 && errno == ENOSYS) __atomic_store_n(&missing, 1, __ATOMIC_RELAXED);
+    }
+    if (n < 0 && errno == ENOSYS)
+#endif
+        n = epoll_wait(ep, ev, 8, (int)((timeout_ns + 999999) / 1000000));
+    if (n < 0) return errno == EINTR ? 0 : -1;
+    return n;
+}
+
 int earmuff_eventfd(void) { return eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); }
 
 int earmuff_eventfd_signal(int fd) {
@@ -240,18 +259,6 @@ long earmuff_raise_nofile(void) {
         if (setrlimit(RLIMIT_NOFILE, &rl) != 0) return -1;
     }
     return (long)rl.rlim_cur;
-}
-
-int earmuff_count_open_fds(void) {
-    DIR *d = opendir("/proc/self/fd");
-    if (!d) return -1;
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (e->d_name[0] != '.') n++;
-    }
-    closedir(d);
-    return n - 1; // the directory's own fd
 }
 
 int earmuff_become_subreaper(void) {

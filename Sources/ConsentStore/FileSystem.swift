@@ -3,10 +3,19 @@
 
 import Glibc
 
-enum StoreFileSystem {
+/// The one helper that makes the daemon's private directories (the store's,
+/// the sockets'): every missing parent of a path, mode 0700 exactly.
+public enum PrivateDirectories {
+    /// A directory could not be made or is not one.
+    public struct Failure: Error, Sendable {
+        /// What failed, e.g. "mkdir /run/user/1000/earmuff".
+        public let operation: String
+        public let code: Int32
+    }
+
     /// Creates every missing parent directory of `path` with mode 0700 (existing ones are left
-    /// alone: `~/.local` belongs to the user, not to us).
-    static func createParentDirectories(of path: String, storePath: String) throws {
+    /// alone: `~/.local` belongs to the user, not to us). A relative path starts at ".".
+    public static func createParents(of path: String) throws(Failure) {
         var components = path.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
         guard !components.isEmpty else { return }
         components.removeLast()
@@ -15,17 +24,25 @@ enum StoreFileSystem {
             prefix += "/" + component
             if mkdir(prefix, 0o700) == 0 {
                 // mkdir honours the umask; set the exact mode on what we created.
-                guard chmod(prefix, 0o700) == 0 else {
-                    throw StoreError.fileSystem(operation: "chmod 0700 \(prefix)", errno: errno, path: storePath)
-                }
+                guard chmod(prefix, 0o700) == 0 else { throw Failure(operation: "chmod 0700 \(prefix)", code: errno) }
                 continue
             }
             let failure = errno
             var info = stat()
             guard failure == EEXIST, stat(prefix, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR else {
-                throw StoreError.fileSystem(operation: "mkdir \(prefix)", errno: failure == EEXIST ? ENOTDIR : failure,
-                                            path: storePath)
+                throw Failure(operation: "mkdir \(prefix)", code: failure == EEXIST ? ENOTDIR : failure)
             }
+        }
+    }
+}
+
+enum StoreFileSystem {
+    /// Creates every missing parent directory of `path` with mode 0700.
+    static func createParentDirectories(of path: String, storePath: String) throws {
+        do {
+            try PrivateDirectories.createParents(of: path)
+        } catch {
+            throw StoreError.fileSystem(operation: error.operation, errno: error.code, path: storePath)
         }
     }
 

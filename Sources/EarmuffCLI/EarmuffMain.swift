@@ -6,12 +6,6 @@ import ControlProtocol
 import Foundation
 import Glibc
 
-/// The release of this build.
-public enum EarmuffVersion {
-    /// Shown by `earmuff --version` and in the control greeting.
-    public static let string = "0.1.0"
-}
-
 /// Entry point of the `earmuff` executable.
 public enum EarmuffMain {
     /// Runs with the process's arguments and exits.
@@ -43,7 +37,7 @@ public enum EarmuffMain {
             Terminal.out(ClientUsage.text(for: topic))
             return 0
         case .version:
-            Terminal.out("earmuff \(EarmuffVersion.string) (control protocol \(ControlProtocolVersion.current))\n")
+            Terminal.out("earmuff \(earmuffVersion) (control protocol \(ControlProtocolVersion.current))\n")
             return 0
         case .serve(let arguments):
             return ServeCommand.run(arguments: arguments)

@@ -5,7 +5,7 @@ import Proxy
 public enum ServeCommand {
     static let usage = """
     usage: earmuff serve [--config FILE] [--listen PATH] [--upstream SERVER] [--control PATH] [--store PATH] [--log-level LEVEL]
-                     [--loops N] [--snapd-socket PATH]
+                     [--loops N] [--coalesce-ms MS] [--snapd-socket PATH]
 
     Runs the Earmuff daemon: apps connect to the listening socket instead of the
     sound server; every packet is relayed to the real server and back.
@@ -20,6 +20,12 @@ public enum ServeCommand {
       --log-level LEVEL  error, warn, info or debug
       --loops N          event-loop threads sessions are spread over, 1 to 256
                          (default: one per processor online)
+      --coalesce-ms MS   after a wake-up that moved only a little record audio,
+                         a loop lets more gather for up to MS milliseconds
+                         (anything from an app wakes it at once; never while a
+                         reply is awaited), so many streams share one wake-up;
+                         adds at most MS to record latency. 0 to 10, default 2;
+                         0 wakes for every memblock
       --snapd-socket PATH  snapd's socket, asked whether a snap's audio-record
                          plug is connected (default /run/snapd.socket)
 
@@ -56,6 +62,14 @@ public enum ServeCommand {
                     return 64
                 }
                 opts.loops = n
+            case "--coalesce-ms":
+                guard let v = value(a) else { return 64 }
+                let limit = RelayOptions.maximumCoalesceWindow * 1000
+                guard let ms = Double(v), ms.isFinite, ms >= 0, ms <= limit else {
+                    printErr("earmuff serve: --coalesce-ms must be milliseconds from 0 to \(Int(limit)), not \"\(v)\"")
+                    return 64
+                }
+                opts.coalesceMilliseconds = ms
             case "--snapd-socket": guard let v = value(a) else { return 64 }; opts.snapdSocket = v
             default:
                 printErr("earmuff serve: unknown argument '\(a)'; see 'earmuff serve --help'")

@@ -65,7 +65,7 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
         let decisions = try store.allDecisions() + store.timedDecisions()
         engine = Locked(ConsentEngine(policy: ConsentPolicy(configuration: configuration, declarations: declarations),
                                      decisions: decisions))
-        delivery = PromptDelivery(via: configuration.promptVia, command: promptCommand, handlers: .init(
+        delivery = try PromptDelivery(via: configuration.promptVia, command: promptCommand, handlers: .init(
             answered: { [unowned self] prompt, answer, lifespan, via in
                 answerFromDesktop(prompt, answer, lifespan: lifespan, via: via)
             },

@@ -11,6 +11,16 @@
 // After forwarding a request that expects a reply, a loop may stay awake
 // briefly (`stayAwake(for:)`), polling with a zero timeout instead of sleeping,
 // so the reply is forwarded without waiting for the scheduler to wake it.
+//
+// The opposite case, record audio trickling in from many servers' sockets,
+// one memblock at a time, is batched: after a wake-up that only read a little
+// from bulk descriptors (registered with `urgent: false`), with no reply
+// awaited on the loop, the loop first sleeps on a second epoll set holding
+// only its urgent descriptors (apps' sockets, listeners, the eventfd) for up
+// to `coalesceWindow`, then collects everything that became ready with a
+// zero-timeout wait. Several streams' memblocks then share one wake-up, audio
+// is delayed by at most the window, and anything from an app ends the sleep
+// at once.
 import CLinux
 import Glibc
 import Synchronization
@@ -33,8 +43,10 @@ final class EventLoop: @unchecked Sendable {
     // on the loop thread; `tasks` and `woken` are behind their locks; the fds are immutable.
     let name: String
     private let epollFD: Int32
+    /// The urgent descriptors only (level-triggered input), slept on while audio gathers.
+    private let urgentFD: Int32
     private let wakeFD: Int32
-    private var handlers: [UInt64: LoopHandler] = [:]
+    private var handlers: [UInt64: (handler: LoopHandler, urgent: Bool)] = [:]
     private var nextToken: UInt64 = 1
     private let tasks = Locked<[@Sendable () -> Void]>([])
     private let woken = Locked<[any Wakeable]>([])
@@ -44,6 +56,16 @@ final class EventLoop: @unchecked Sendable {
     private var localBatch: [any Wakeable] = []
     /// Monotonic time until which the loop polls instead of sleeping (0: none).
     private var awakeUntil: Double = 0
+    /// How long a wake-up that only moved a little bulk data lets more gather (0: never).
+    let coalesceWindow: Double
+    /// Bulk wake-ups that read at least this much do not wait (a busy stream would be throttled).
+    static let coalesceMaximumBytes = 64 * 1024
+    /// Sessions of this loop waiting for a reply from their server: no batching while any do.
+    var sessionsAwaitingReplies = 0
+    /// Bytes read during the current wake-up (handlers report them with `noteRead`).
+    private var bytesThisWake = 0
+    /// Returns from epoll_wait with at least one event (read by tests from other threads).
+    let wakeUps = Atomic<Int>(0)
     /// The loop thread's id once it runs (0 before).
     private let threadID = Atomic<UInt>(0)
     /// Read buffer shared by every socket of this loop (used only on its thread).
@@ -52,26 +74,38 @@ final class EventLoop: @unchecked Sendable {
     private var timers: [(deadline: Double, action: () -> Void)] = []
     private var thread: pthread_t?
 
-    init(name: String) throws(SystemError) {
+    /// `coalesceWindow`: seconds a loop lets record audio gather after a
+    /// wake-up that moved only a little of it (0 turns batching off).
+    init(name: String, coalesceWindow: Double = 0) throws(SystemError) {
         self.name = name
-        scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 256 * 1024, alignment: 64)
+        self.coalesceWindow = coalesceWindow
         epollFD = earmuff_epoll_create()
         guard epollFD >= 0 else { throw SystemError("epoll_create1") }
+        urgentFD = earmuff_epoll_create()
+        guard urgentFD >= 0 else {
+            closeFD(epollFD)
+            throw SystemError("epoll_create1")
+        }
         wakeFD = earmuff_eventfd()
         guard wakeFD >= 0 else {
             closeFD(epollFD)
+            closeFD(urgentFD)
             throw SystemError("eventfd")
         }
-        guard earmuff_epoll_add(epollFD, wakeFD, EARMUFF_EPOLLIN, 0) == 0 else {
+        guard earmuff_epoll_add(epollFD, wakeFD, EARMUFF_EPOLLIN, 0) == 0,
+              earmuff_epoll_add(urgentFD, wakeFD, EARMUFF_EPOLLIN, 0) == 0 else {
             closeFD(epollFD)
+            closeFD(urgentFD)
             closeFD(wakeFD)
             throw SystemError("epoll_ctl add eventfd")
         }
+        scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 256 * 1024, alignment: 64)
     }
 
     deinit {
         scratch.deallocate()
         closeFD(epollFD)
+        closeFD(urgentFD)
         closeFD(wakeFD)
     }
 
@@ -135,11 +169,20 @@ final class EventLoop: @unchecked Sendable {
     }
 
     /// Registers `fd` for `events`; returns the token used for `modify`/`remove`.
-    func register(_ fd: Int32, events: UInt32, handler: LoopHandler) throws(SystemError) -> UInt64 {
+    /// An urgent descriptor (the default) ends a batching sleep as soon as it
+    /// has input; a bulk one (a server's socket) lets its data gather.
+    func register(_ fd: Int32, events: UInt32, handler: LoopHandler, urgent: Bool = true) throws(SystemError) -> UInt64 {
         let token = nextToken
         nextToken &+= 1
         guard earmuff_epoll_add(epollFD, fd, events, token) == 0 else { throw SystemError("epoll_ctl add") }
-        handlers[token] = handler
+        if urgent && coalesceWindow > 0 {
+            // Level-triggered: only unread input ends the sleep, not an edge already handled.
+            guard earmuff_epoll_add(urgentFD, fd, EARMUFF_EPOLLIN, token) == 0 else {
+                _ = earmuff_epoll_del(epollFD, fd)
+                throw SystemError("epoll_ctl add")
+            }
+        }
+        handlers[token] = (handler, urgent)
         return token
     }
 
@@ -151,21 +194,44 @@ final class EventLoop: @unchecked Sendable {
     /// Stops watching `fd` (call before closing it).
     func remove(_ fd: Int32, token: UInt64) {
         _ = earmuff_epoll_del(epollFD, fd)
-        handlers[token] = nil
+        if let entry = handlers.removeValue(forKey: token), entry.urgent && coalesceWindow > 0 {
+            _ = earmuff_epoll_del(urgentFD, fd)
+        }
+    }
+
+    /// A handler read `count` bytes in the current wake-up.
+    func noteRead(_ count: Int) {
+        bytesThisWake &+= count
     }
 
     /// Runs `action` on this thread after `seconds`.
     func schedule(after seconds: Double, _ action: @escaping () -> Void) {
-        timers.append((monotonicNow() + seconds, action))
+        schedule(at: monotonicNow() + seconds, action)
+    }
+
+    /// Runs `action` on this thread once `monotonicNow()` reaches `deadline`.
+    func schedule(at deadline: Double, _ action: @escaping () -> Void) {
+        timers.append((deadline, action))
     }
 
     private func run() {
         var events = [UInt32](repeating: 0, count: 128)
         var datas = [UInt64](repeating: 0, count: 128)
         threadID.store(UInt(pthread_self()), ordering: .relaxed)
+        var batchNext = false
         while !stopping.load(ordering: .acquiring) {
             let polling = awakeUntil != 0
-            let timeout = polling ? 0 : nextTimeoutMilliseconds()
+            var timeout = polling ? 0 : nextTimeoutMilliseconds()
+            if batchNext && !polling {
+                // Let more audio gather; anything urgent (or a due timer) ends the sleep.
+                batchNext = false
+                var window = coalesceWindow
+                if timeout >= 0 { window = min(window, Double(timeout) / 1000) }
+                if earmuff_epoll_sleep(urgentFD, Int64(window * 1e9)) < 0 {
+                    Log.error("\(name): epoll_pwait2: \(SystemError("epoll_pwait2"))")
+                }
+                timeout = 0
+            }
             let n = events.withUnsafeMutableBufferPointer { ev in
                 datas.withUnsafeMutableBufferPointer { da in
                     earmuff_epoll_wait(epollFD, ev.baseAddress, da.baseAddress, Int32(ev.count), timeout)
@@ -180,19 +246,26 @@ final class EventLoop: @unchecked Sendable {
                 // unless what is handled now forwards another request.
                 awakeUntil = 0
             }
+            if n > 0 { wakeUps.add(1, ordering: .relaxed) }
+            var urgent = false
+            bytesThisWake = 0
             for i in 0..<Int(n) {
                 let token = datas[i]
                 if token == 0 {
+                    urgent = true
                     _ = earmuff_eventfd_drain(wakeFD)
                     runTasks()
-                } else if let h = handlers[token] {
-                    h.handleEvents(events[i])
+                } else if let entry = handlers[token] {
+                    if entry.urgent { urgent = true }
+                    entry.handler.handleEvents(events[i])
                 }
                 runLocal()
             }
             if polling && n == 0 && awakeUntil != 0 { continue }
             runTimers()
             runLocal()
+            batchNext = n > 0 && !urgent && coalesceWindow > 0 && awakeUntil == 0
+                && sessionsAwaitingReplies == 0 && bytesThisWake < Self.coalesceMaximumBytes
         }
         runTasks()
         runLocal()
@@ -237,15 +310,17 @@ final class EventLoop: @unchecked Sendable {
     private func runTimers() {
         guard !timers.isEmpty else { return }
         let now = monotonicNow()
-        var due: [() -> Void] = []
+        var due: [(deadline: Double, action: () -> Void)] = []
         timers.removeAll { t in
             if t.deadline <= now {
-                due.append(t.action)
+                due.append(t)
                 return true
             }
             return false
         }
-        for a in due { a() }
+        // Earliest first (the list is kept in the order timers were set).
+        due.sort { $0.deadline < $1.deadline }
+        for t in due { t.action() }
     }
 }
 

@@ -29,6 +29,7 @@ final class ClientHalf: Half, @unchecked Sendable {
         if forwarded != requestsSeen {
             requestsSeen = forwarded
             loop.stayAwake(for: Self.replyPollSeconds)
+            (peer as? UpstreamHalf)?.updateAwaitingReply()
         }
     }
 
@@ -69,10 +70,27 @@ final class UpstreamHalf: Half, @unchecked Sendable {
 
     override func afterProcessing() {
         injectPending()
+        updateAwaitingReply()
     }
 
     override func didClose() {
         s2c.endAll()
+        if countedAsAwaiting {
+            countedAsAwaiting = false
+            loop.sessionsAwaitingReplies -= 1
+        }
+    }
+
+    /// Whether this session is counted in the loop's sessions awaiting a reply.
+    private var countedAsAwaiting = false
+
+    /// Keeps the loop's count of sessions awaiting replies (which stops it
+    /// batching audio) in step with this session's outstanding requests.
+    func updateAwaitingReply() {
+        let awaits = !closed && state.awaitsReply
+        guard awaits != countedAsAwaiting else { return }
+        countedAsAwaiting = awaits
+        loop.sessionsAwaitingReplies += awaits ? 1 : -1
     }
 
     /// Connects to the server at `path` (on the session's loop) and starts watching it.
@@ -97,7 +115,9 @@ final class UpstreamHalf: Half, @unchecked Sendable {
         }
         _ = earmuff_set_passcred(fd)
         do {
-            token = try loop.register(fd, events: Half.socketEvents, handler: self)
+            // Not urgent: what a server sends unasked (record audio, events) may
+            // gather for a moment; replies are awaited with batching off.
+            token = try loop.register(fd, events: Half.socketEvents, handler: self, urgent: false)
         } catch {
             close(reason: "cannot watch the server socket: \(error)")
             return

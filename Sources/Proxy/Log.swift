@@ -24,6 +24,11 @@ public enum Log {
         if enabled(.debug) { write(.debug, message()) }
     }
 
+    /// Logs `message` at `level`.
+    public static func record(_ level: LogLevel, _ message: @autoclosure () -> String) {
+        if enabled(level) { write(level, message()) }
+    }
+
     private static func write(_ level: LogLevel, _ message: String) {
         guard enabled(level) else { return }
         var ts = timespec()

@@ -2,11 +2,9 @@
 // upstream discovery, and signals.
 import Consent
 import ConsentStore
+import ControlProtocol
 import Foundation
 import Glibc
-
-/// The daemon's version string.
-public let earmuffVersion = "0.1.0"
 
 /// Options of `earmuff serve` as given on the command line.
 public struct ServeOptions: Sendable {
@@ -18,6 +16,8 @@ public struct ServeOptions: Sendable {
     public var logLevel: String?
     /// Event loops (threads) sessions are spread over; nil: one per core.
     public var loops: Int?
+    /// Milliseconds a loop lets record audio gather (`--coalesce-ms`); nil: the default.
+    public var coalesceMilliseconds: Double?
     /// snapd's socket, asked about snaps' audio-record connections.
     public var snapdSocket: String = "/run/snapd.socket"
     public var environment: [String: String] = currentEnvironment()
@@ -106,6 +106,7 @@ public enum Server {
             service = try ConsentService(configuration: configuration, declarations: declarations, store: store, paths: paths)
             var relay = RelayOptions()
             if let n = opts.loops { relay.loops = n }
+            if let ms = opts.coalesceMilliseconds { relay.coalesceWindow = ms / 1000 }
             relay.maxClients = configuration.maxClients
             relay.maxClientsPerApp = configuration.maxClientsPerApp
             daemon = try Daemon(listenPath: paths.listen, activatedListener: activated, upstream: upstream,
@@ -124,13 +125,7 @@ public enum Server {
             catalog = SourceCatalog(upstream: upstream) { [weak service] in service?.sourcesChanged() }
             service.catalog = catalog
             control = try ControlServer(path: paths.control, handler: service,
-                                        options: ControlServerOptions(daemonVersion: earmuffVersion)) { lvl, msg in
-                switch lvl {
-                case .warn: Log.warn("control: \(msg)")
-                case .info: Log.info("control: \(msg)")
-                case .debug: Log.debug("control: \(msg)")
-                }
-            }
+                                        options: ControlServerOptions(daemonVersion: earmuffVersion))
             service.control = control
             service.start()
             // Streams on sources the catalog does not know yet are silent: give it a moment first.

@@ -208,6 +208,7 @@ class Half: LoopHandler, Wakeable, WriteThrough, @unchecked Sendable {
             let limit = UnsafeMutableRawBufferPointer(rebasing: scratch[0..<min(scratch.count, max(space, 4096))])
             switch readClosingFDs(fd, into: limit, closedFDs: &closedFDs, senderPID: &sender) {
             case .bytes(let n):
+                loop.noteRead(n)
                 if sender != 0 { noteSender(sender) }
                 if closedFDs > 0 { Log.debug("session \(state.id): closed \(closedFDs) fd(s) received from the \(sideName)") }
                 do {

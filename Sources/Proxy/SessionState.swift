@@ -32,6 +32,8 @@ final class SessionState: Sendable {
         var requests: [UInt32: PendingRequest] = [:]
     }
     private let pending = Locked(Outstanding())
+    /// How many requests wait for replies (the loop does not batch audio while any do).
+    private let awaiting = Atomic<Int>(0)
     /// The most requests a client may have waiting for replies.
     static let maximumOutstanding = 16_384
     /// The most refusals (ERROR replies Earmuff makes) that may wait for a client that does not read.
@@ -72,6 +74,7 @@ final class SessionState: Sendable {
         pending.withLock { p in
             p.tags.insert(tag)
             if let request { p.requests[tag] = request }
+            awaiting.store(p.tags.count, ordering: .relaxed)
         }
     }
 
@@ -79,9 +82,13 @@ final class SessionState: Sendable {
     func takePending(tag: UInt32) -> PendingRequest? {
         pending.withLock { p in
             p.tags.remove(tag)
+            awaiting.store(p.tags.count, ordering: .relaxed)
             return p.requests.removeValue(forKey: tag)
         }
     }
+
+    /// Whether a request forwarded to the server still waits for its reply.
+    var awaitsReply: Bool { awaiting.load(ordering: .relaxed) > 0 }
 
     /// Refusals queued for the client and not yet written.
     var injectionBacklog: Int { injectionCount.load(ordering: .acquiring) }

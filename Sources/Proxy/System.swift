@@ -1,6 +1,7 @@
 // Syscalls in layers: CLinux calls Glibc and retries EINTR; this file turns
 // results into typed errors. EAGAIN is not an error: callers see `.wouldBlock`.
 import CLinux
+import ConsentStore
 import Glibc
 
 /// A failed system call, with its errno and what was being done.
@@ -64,20 +65,11 @@ func closeFD(_ fd: Int32) {
     if fd >= 0 { _ = Glibc.close(fd) }
 }
 
-/// Creates the directories of `path`'s parent with `mode` when missing.
-func makeParentDirectory(of path: String, mode: mode_t) throws(SystemError) {
-    guard let slash = path.lastIndex(of: "/"), slash != path.startIndex else { return }
-    try makeDirectories(String(path[..<slash]), mode: mode)
-}
-
-/// `mkdir -p` with `mode` for the directories it creates.
-func makeDirectories(_ dir: String, mode: mode_t) throws(SystemError) {
-    var st = stat()
-    if stat(dir, &st) == 0 { return }
-    if let slash = dir.lastIndex(of: "/"), slash != dir.startIndex {
-        try makeDirectories(String(dir[..<slash]), mode: mode)
-    }
-    if mkdir(dir, mode) != 0 && errno != EEXIST {
-        throw SystemError("mkdir \(dir)")
+/// Creates the missing directories of `path`'s parent, mode 0700.
+func makeParentDirectory(of path: String) throws(SystemError) {
+    do {
+        try PrivateDirectories.createParents(of: path)
+    } catch {
+        throw SystemError(error.operation, code: error.code)
     }
 }

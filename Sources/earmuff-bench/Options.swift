@@ -53,6 +53,9 @@ struct Options {
       --earmuff PATH        the earmuff binary (default: next to this one,
                             or $EARMUFF_BINARY)
       -h, --help            this text
+
+    environment: EARMUFF_BENCH_LOG_LEVEL (earmuff's --log-level, default warn),
+    EARMUFF_BENCH_SERVE_ARGS (more `earmuff serve` arguments, e.g. "--coalesce-ms 0")
     """
 
     static func parse(_ args: [String]) -> Options {

@@ -224,6 +224,14 @@ final class Relay {
         if ConsentSupport.serveTakesLogLevelCached(binary: binary) {
             args += ["--log-level", ProcessInfo.processInfo.environment["EARMUFF_BENCH_LOG_LEVEL"] ?? "warn"]
         }
+        // The memory part connects 1,000 clients of one app: lift the client limits.
+        let config = "\(workDir)/earmuff-bench.conf"
+        if FileManager.default.createFile(atPath: config, contents: Data("max-clients = 4096\nmax-clients-per-app = 4096\n".utf8)) {
+            args += ["--config", config]
+        }
+        // EARMUFF_BENCH_SERVE_ARGS: more `earmuff serve` arguments, e.g. "--coalesce-ms 0".
+        args += (ProcessInfo.processInfo.environment["EARMUFF_BENCH_SERVE_ARGS"] ?? "")
+            .split(separator: " ").map(String.init)
         var control: String?
         if consent.available {
             let tag = UInt32.random(in: 0...UInt32.max)

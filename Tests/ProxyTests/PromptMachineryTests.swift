@@ -1,4 +1,4 @@
-// The prompt machinery without a daemon: the timer thread, the one-at-a-time
+// The prompt machinery without a daemon: the timer loop, the one-at-a-time
 // prompt command, desktop entry lookup and the channel order of prompt-via.
 
 import Consent
@@ -11,7 +11,7 @@ import TestSupport
 @Suite struct DeadlineTimerTests {
     /// Deadlines fire in time order, on time, and a cancelled or replaced one never fires.
     @Test func firesInOrderAndHonoursCancel() async throws {
-        let timers = DeadlineTimers()
+        let timers = try DeadlineTimers()
         timers.start()
         defer { timers.stopAndJoin() }
         let fired = Locked<[(UInt64, Double)]>([])
@@ -33,7 +33,7 @@ import TestSupport
 
     /// A thousand timers scheduled at once all fire, each no earlier than its time.
     @Test func manyTimers() async throws {
-        let timers = DeadlineTimers()
+        let timers = try DeadlineTimers()
         timers.start()
         defer { timers.stopAndJoin() }
         let early = Locked(0)
@@ -57,11 +57,11 @@ import TestSupport
     @Test func oneAtATimeAndCancelKills() async throws {
         let dir = try TempDir.make(prefix: "earmuff-runner")
         defer { TempDir.remove(dir) }
-        let timers = DeadlineTimers()
+        let timers = try DeadlineTimers()
         timers.start()
         defer { timers.stopAndJoin() }
         let exits = Locked<[(UInt64, Int32, Bool)]>([])
-        let runner = PromptCommandRunner(
+        let runner = try PromptCommandRunner(
             command: "echo \"start $EARMUFF_N\" >> \(dir)/log; sleep 60 & wait", timers: timers
         ) { prompt, status, cancelled, _ in exits.withLock { $0.append((prompt, status, cancelled)) } }
         runner.start()
@@ -83,11 +83,11 @@ import TestSupport
 
     /// A command that exits reports its status, not cancelled, and the first line it printed.
     @Test func exitStatusAndFirstLineAreReported() async throws {
-        let timers = DeadlineTimers()
+        let timers = try DeadlineTimers()
         timers.start()
         defer { timers.stopAndJoin() }
         let exits = Locked<[(UInt64, Int32, Bool, String)]>([])
-        let runner = PromptCommandRunner(command: "printf ' 2h \\nmore\\n'; exit 7", timers: timers) { p, s, c, o in
+        let runner = try PromptCommandRunner(command: "printf ' 2h \\nmore\\n'; exit 7", timers: timers) { p, s, c, o in
             exits.withLock { $0.append((p, s, c, o)) }
         }
         runner.start()

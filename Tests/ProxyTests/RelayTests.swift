@@ -22,22 +22,35 @@ private final class AlternatingObserver: SessionObserver {
     func refusal(for command: Command, payload: [UInt8], session: SessionState) -> String? { nil }
 }
 
+/// A new directory for one relay's sockets.
+private func relayDirectory(_ name: String) throws -> String {
+    let dir = FileManager.default.temporaryDirectory
+        .appendingPathComponent("earmuff-\(name)-\(getpid())-\(UInt32.random(in: 0...UInt32.max))").path
+    try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+    return dir
+}
+
+/// A started relay listening at `dir`/native in front of `dir`/upstream; every client is one app.
+private func startRelay(in dir: String, options: RelayOptions, observer: SessionObserver) throws -> Daemon {
+    let daemon = try Daemon(listenPath: dir + "/native", upstream: .unix(dir + "/upstream"), options: options,
+                            observer: observer) { pid, uid, gid, _ in
+        ClientIdentity(pid: pid, uid: uid, gid: gid, appKey: AppKey(kind: "exe", value: "relay-test"), method: .executable)
+    }
+    try daemon.start()
+    return daemon
+}
+
 @Suite(.serialized) struct RelayTests {
     @Test("flooded record streams arrive whole and in order through small rings, real or silenced per stream")
     func floodThroughSmallRings() throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("earmuff-relay-\(getpid())-\(UInt32.random(in: 0...UInt32.max))").path
-        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        let dir = try relayDirectory("relay")
         defer { try? FileManager.default.removeItem(atPath: dir) }
         // Odd payload size: frames straddle the ring's wrap point at ever-changing offsets.
         let flood = try FloodServer(socketPath: dir + "/upstream", payloadBytes: 1_003)
         defer { flood.stop() }
         var options = RelayOptions()
         options.ringCapacity = 4096
-        let daemon = try Daemon(listenPath: dir + "/native", upstream: .unix(dir + "/upstream"), options: options,
-                                observer: AlternatingObserver()) { pid, uid, gid, _ in
-            ClientIdentity(pid: pid, uid: uid, gid: gid, appKey: AppKey(kind: "exe", value: "relay-test"), method: .executable)
-        }
-        try daemon.start()
+        let daemon = try startRelay(in: dir, options: options, observer: AlternatingObserver())
         defer { daemon.stop() }
 
         let clients = 4
@@ -77,5 +90,73 @@ private final class AlternatingObserver: SessionObserver {
         // Sessions 1 and 3 are granted, 2 and 4 silenced.
         let seen = kinds.withLock { $0 }.sorted()
         #expect(seen == [0, 0, FloodServer.payloadByte, FloodServer.payloadByte], "\(seen)")
+    }
+}
+
+/// Grants every stream.
+private final class GrantingObserver: SessionObserver {
+    func sessionOpened(_ session: SessionState) {}
+    func sessionClosed(_ session: SessionState) {}
+    func clientPropertiesChanged(_ session: SessionState) {}
+    func recordStreamRequested(_ session: SessionState) -> String? { nil }
+    func recordStreamStarted(_ session: SessionState, stream: RecordStream) { stream.setReal(true) }
+    func recordStreamEnded(_ session: SessionState, stream: RecordStream) {}
+    func refusal(for command: Command, payload: [UInt8], session: SessionState) -> String? { nil }
+}
+
+@Suite(.serialized) struct CoalescingTests {
+    /// Streams at audio rate (20 ms memblocks, each stream at its own phase,
+    /// the flood server sending every 2 ms: about one memblock at a time)
+    /// through one loop: with an 8 ms batching window the loop handles several
+    /// memblocks per wake-up (without one, about one each), every byte still
+    /// arrives in order, and a request made meanwhile is answered.
+    @Test func audioRateStreamsShareWakeUps() throws {
+        let dir = try relayDirectory("coalesce")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let chunk = 3840 // 20 ms of float32 mono 48 kHz
+        let flood = try FloodServer(socketPath: dir + "/upstream", pacing: .paced(bytesPerSecond: 192_000, chunkBytes: chunk),
+                                    payloadBytes: chunk)
+        defer { flood.stop() }
+        var options = RelayOptions()
+        options.loops = 1
+        options.coalesceWindow = 0.008
+        let daemon = try startRelay(in: dir, options: options, observer: GrantingObserver())
+        defer { daemon.stop() }
+
+        var clients: [RawClient] = []
+        defer { for c in clients { c.close() } }
+        for i in 0..<10 {
+            let c = try RawClient(path: dir + "/native")
+            try c.handshake(name: "coalesce-\(i)")
+            guard let (command, _) = try c.request(RawClient.createRecordStream(tag: 2), tag: 2),
+                  command == Command.reply.rawValue else { throw TestSupportError("client \(i): no CREATE_RECORD_STREAM reply") }
+            clients.append(c)
+        }
+        // Every client's frames, read in turn until each has `wanted` memblocks.
+        let wanted = 100 // 2 s of audio per stream
+        var frames = [Int](repeating: 0, count: clients.count)
+        let loop = daemon.loops[0]
+        let wakeUpsBefore = loop.wakeUps.load(ordering: .relaxed)
+        let deadline = Wait.now() + 120
+        while frames.contains(where: { $0 < wanted }) && Wait.now() < deadline {
+            for (i, c) in clients.enumerated() where frames[i] < wanted {
+                guard let f = try c.readFrame(timeout: 0.001), !f.descriptor.isPacket else { continue }
+                #expect(f.payload.count == chunk && f.payload.allSatisfy { $0 == FloodServer.payloadByte },
+                        "client \(i): a memblock of \(f.payload.count) bytes arrived changed")
+                frames[i] += 1
+            }
+        }
+        let wakeUps = loop.wakeUps.load(ordering: .relaxed) - wakeUpsBefore
+        let moved = frames.reduce(0, +)
+        #expect(!frames.contains(where: { $0 < wanted }), "memblocks per client: \(frames)")
+        // Unbatched, each memblock costs about one wake-up (1,000 here).
+        #expect(wakeUps * 2 < moved, "\(wakeUps) wake-ups for \(moved) memblocks")
+
+        // A request is answered while the streams run.
+        let asker = try RawClient(path: dir + "/native")
+        defer { asker.close() }
+        try asker.handshake(name: "asker")
+        let info = try asker.request(RawClient.packet(.getServerInfo, tag: 3), tag: 3)
+        #expect(info?.command == Command.reply.rawValue)
     }
 }

@@ -62,6 +62,10 @@ int earmuff_epoll_mod(int ep, int fd, uint32_t events, uint64_t data);
 int earmuff_epoll_del(int ep, int fd);
 /// Waits; fills parallel arrays. Returns count, 0 on timeout, -1 on error (EINTR gives 0).
 int earmuff_epoll_wait(int ep, uint32_t *events, uint64_t *datas, int max, int timeout_ms);
+/// Sleeps until `ep` has an event or `timeout_ns` nanoseconds pass, without
+/// reporting which (epoll_pwait2; where the kernel lacks it, epoll_wait with
+/// the timeout rounded up to a millisecond). Returns >0, 0 on timeout or EINTR, -1 on error.
+int earmuff_epoll_sleep(int ep, int64_t timeout_ns);
 
 extern const uint32_t EARMUFF_EPOLLIN;
 extern const uint32_t EARMUFF_EPOLLOUT;
@@ -77,9 +81,6 @@ int earmuff_eventfd_drain(int fd);
 
 /// Raises RLIMIT_NOFILE's soft limit to its hard limit. Returns the new soft limit.
 long earmuff_raise_nofile(void);
-
-/// Counts open file descriptors of this process (via /proc/self/fd), or -1.
-int earmuff_count_open_fds(void);
 
 /// Makes this process the reaper of its orphaned descendants (PR_SET_CHILD_SUBREAPER),
 /// so what a child leaves behind can be waited for. Returns 0 or -errno.

@@ -1,10 +1,11 @@
 // The control socket server.
 //
-// One thread runs an epoll loop over the listening socket, an eventfd and every
-// control connection. Bytes in → `LineFramer` → `ControlCodec` → the daemon's
-// `ControlHandler` → a response line out. Other threads hand messages in with
-// `send`/`broadcast`: they are encoded on the caller's thread, queued under a
-// mutex, and the eventfd wakes the loop, which owns every socket.
+// The server runs on its own `EventLoop` (the relay's loop type, on a thread of
+// its own, so a slow handler never holds up audio), which watches the listening
+// socket and every control connection. Bytes in → `LineFramer` → `ControlCodec`
+// → the daemon's `ControlHandler` → a response line out. Other threads hand
+// messages in with `send`/`broadcast`: they are encoded on the caller's thread
+// and posted to the loop, which owns every socket.
 //
 // Trust: only peers whose SO_PEERCRED uid is the daemon's own (or root) are
 // served; the socket is mode 0600 in a 0700 directory. A peer is never trusted
@@ -13,9 +14,9 @@
 // the daemon. Garbage or an oversized line gets an error reply, then the
 // connection is closed; a half-written line simply waits for the rest.
 import CLinux
+import Consent
+import ConsentStore
 import ControlProtocol
-import Dispatch
-import Foundation
 import Glibc
 
 /// Identifies one control connection for the lifetime of the server.
@@ -54,11 +55,6 @@ public protocol ControlHandler: AnyObject, Sendable {
 
 extension ControlHandler {
     public func connectionOpened(_ connection: ControlConnectionID, peer: ControlPeer) {}
-}
-
-/// Severity of a control-server log record.
-public enum ControlLogLevel: Sendable, Equatable {
-    case debug, info, warn
 }
 
 /// Tunables of a `ControlServer`.
@@ -102,20 +98,20 @@ public struct ControlServerError: Error, Sendable, CustomStringConvertible {
 /// Serves the control protocol on a Unix socket from its own thread.
 ///
 /// `@unchecked Sendable`: the loop-only state (`connections`, the descriptors)
-/// is touched only by the control thread once `start()` ran (and by `init`/
-/// `stop` before/after it runs); everything other threads reach is in
-/// `sharedState`, behind `lock`.
+/// is touched only on the control loop's thread once `start()` ran (and by
+/// `init`/`stop` before/after it runs); everything other threads reach is in
+/// `shared`, behind its lock.
 public final class ControlServer: @unchecked Sendable {
     /// The control socket's path.
     public let path: String
     private weak var handler: (any ControlHandler)?
     private let options: ControlServerOptions
-    private let log: @Sendable (ControlLogLevel, String) -> Void
+    private let log: @Sendable (LogLevel, String) -> Void
     private let allowedUIDs: Set<UInt32>
 
     private let listenFD: Int32
-    private let epollFD: Int32
-    private let wakeFD: Int32
+    private let loop: EventLoop
+    private var listenToken: UInt64 = 0
 
     private enum Target {
         case connection(UInt64)
@@ -124,29 +120,30 @@ public final class ControlServer: @unchecked Sendable {
     }
 
     private struct Shared {
-        var outbox: [(Target, [UInt8])] = []
         var stopping = false
         var started = false
         var subscribers: Set<UInt64> = []
         var open: Set<UInt64> = []
     }
 
-    // An NSLock (pthread mutex) rather than Synchronization.Mutex, whose futex the
-    // thread sanitizer cannot see.
-    private let lock = NSLock()
-    private var sharedState = Shared()
+    private let shared = Locked(Shared())
 
     private func withShared<R>(_ body: (inout Shared) -> R) -> R {
-        lock.lock()
-        defer { lock.unlock() }
-        return body(&sharedState)
+        shared.withLock(body)
     }
-    private let finished = DispatchSemaphore(value: 0)
+
+    /// Calls `action` with the events of one descriptor on the loop.
+    private final class Watcher: LoopHandler {
+        let action: (UInt32) -> Void
+        init(_ action: @escaping (UInt32) -> Void) { self.action = action }
+        func handleEvents(_ events: UInt32) { action(events) }
+    }
 
     // Loop-only state.
     private final class Connection {
         let id: UInt64
         let fd: Int32
+        var token: UInt64 = 0
         var framer: LineFramer
         var out: [UInt8] = []
         var outStart = 0
@@ -167,13 +164,11 @@ public final class ControlServer: @unchecked Sendable {
     private var connections: [UInt64: Connection] = [:]
     private var nextID: UInt64 = 16
     private var readBuffer = [UInt8](repeating: 0, count: 65536)
-    private static let listenToken: UInt64 = 0
-    private static let wakeToken: UInt64 = 1
 
     /// Creates the socket (parent directory mode 0700, socket mode 0600) and listens.
     /// Refuses to replace a socket another live process is listening on.
     public init(path: String, handler: any ControlHandler, options: ControlServerOptions = ControlServerOptions(),
-                log: @escaping @Sendable (ControlLogLevel, String) -> Void = ControlServer.logToStandardError) throws(ControlServerError) {
+                log: @escaping @Sendable (LogLevel, String) -> Void = ControlServer.logToDaemonLog) throws(ControlServerError) {
         self.path = path
         self.handler = handler
         self.options = options
@@ -196,42 +191,31 @@ public final class ControlServer: @unchecked Sendable {
             unlink(path)
             throw e
         }
-        let ep = earmuff_epoll_create()
-        let ev = earmuff_eventfd()
-        guard ep >= 0, ev >= 0,
-              earmuff_epoll_add(ep, fd, EARMUFF_EPOLLIN, Self.listenToken) == 0,
-              earmuff_epoll_add(ep, ev, EARMUFF_EPOLLIN, Self.wakeToken) == 0
-        else {
+        do {
+            loop = try EventLoop(name: "control")
+        } catch {
             let e = Self.failure("cannot set up epoll for the control socket", path)
             close(fd)
-            if ep >= 0 { close(ep) }
-            if ev >= 0 { close(ev) }
             unlink(path)
             throw e
         }
         listenFD = fd
-        epollFD = ep
-        wakeFD = ev
     }
 
     deinit {
         let started = withShared { $0.started }
         if !started {
             close(listenFD)
-            close(epollFD)
-            close(wakeFD)
             unlink(path)
         }
     }
 
-    /// Writes "earmuff[control/LEVEL] message" to stderr.
-    public static let logToStandardError: @Sendable (ControlLogLevel, String) -> Void = { level, message in
-        guard level != .debug else { return }
-        let line = Array("earmuff[control/\(level)] \(message)\n".utf8)
-        line.withUnsafeBytes { _ = Glibc.write(2, $0.baseAddress, $0.count) }
+    /// Logs "control: message" with the daemon's logger.
+    public static let logToDaemonLog: @Sendable (LogLevel, String) -> Void = { level, message in
+        Log.record(level, "control: \(message)")
     }
 
-    /// Starts the control thread. Call once.
+    /// Starts the control loop's thread. Call once.
     public func start() {
         let first = withShared { s -> Bool in
             if s.started || s.stopping { return false }
@@ -239,16 +223,18 @@ public final class ControlServer: @unchecked Sendable {
             return true
         }
         guard first else { return }
-        let thread = Thread { [self] in
-            self.runLoop()
-            self.finished.signal()
+        do {
+            listenToken = try loop.register(listenFD, events: EARMUFF_EPOLLIN, handler: Watcher { [self] _ in acceptAll() })
+        } catch {
+            log(.error, "cannot watch the control socket at \(path) (\(error)); the control socket is not served")
+            return
         }
-        thread.name = "earmuff-control"
-        thread.start()
+        log(.info, "control socket listening at \(path)")
+        loop.start()
     }
 
     /// Stops the thread, closes every connection and removes the socket. Do not call from a handler.
-    /// (The running thread keeps the server alive until then.)
+    /// (The loop's handlers keep the server alive until then.)
     public func stop() {
         let wasRunning = withShared { s -> Bool in
             let running = s.started && !s.stopping
@@ -256,8 +242,8 @@ public final class ControlServer: @unchecked Sendable {
             return running
         }
         guard wasRunning else { return }
-        _ = earmuff_eventfd_signal(wakeFD)
-        finished.wait()
+        loop.post { [self] in shutdownAll() }
+        loop.stopAndJoin()
     }
 
     /// Queues a message for one connection. Thread-safe; dropped if the connection is gone.
@@ -282,62 +268,28 @@ public final class ControlServer: @unchecked Sendable {
     /// Open connections.
     public var connectionCount: Int { withShared { $0.open.count } }
 
+    /// Hands `bytes` for `target` to the loop, in order with every other message.
     private func enqueue(_ target: Target, _ bytes: [UInt8]) {
-        let wake = withShared { s -> Bool in
-            guard !s.stopping else { return false }
-            let wasEmpty = s.outbox.isEmpty
-            s.outbox.append((target, bytes))
-            return wasEmpty
-        }
-        if wake { _ = earmuff_eventfd_signal(wakeFD) }
+        guard !withShared({ $0.stopping }) else { return }
+        loop.post { [self] in deliver(target, bytes) }
     }
 
     // MARK: - Loop
 
-    private func runLoop() {
-        var events = [UInt32](repeating: 0, count: 64)
-        var datas = [UInt64](repeating: 0, count: 64)
-        log(.info, "control socket listening at \(path)")
-        while true {
-            let n = earmuff_epoll_wait(epollFD, &events, &datas, 64, -1)
-            if n < 0 {
-                log(.warn, "control loop: epoll_wait failed (\(String(cString: strerror(errno)))); stopping the control socket")
-                break
-            }
-            for i in 0..<Int(n) {
-                switch datas[i] {
-                case Self.listenToken: acceptAll()
-                case Self.wakeToken: _ = earmuff_eventfd_drain(wakeFD)
-                default: service(datas[i], events: events[i])
-                }
-            }
-            if drainOutbox() { break }
-        }
-        shutdownAll()
-    }
-
-    /// Delivers queued messages; returns true when the server is stopping.
-    private func drainOutbox() -> Bool {
-        let (items, stopping) = withShared { s -> ([(Target, [UInt8])], Bool) in
-            let items = s.outbox
-            s.outbox.removeAll()
-            return (items, s.stopping)
-        }
-        if stopping { return true }
-        for (target, bytes) in items {
-            switch target {
-            case .connection(let id):
-                if let c = connections[id] { write(bytes, to: c) }
-            case .subscribers:
-                for c in Array(connections.values) where c.subscriber { write(bytes, to: c) }
-            case .disconnect(let id):
-                if let c = connections[id] {
-                    c.closeAfterFlush = true
-                    finishIfFlushed(c)
-                }
+    /// Delivers one queued message (on the loop), unless the server is stopping.
+    private func deliver(_ target: Target, _ bytes: [UInt8]) {
+        guard !withShared({ $0.stopping }) else { return }
+        switch target {
+        case .connection(let id):
+            if let c = connections[id] { write(bytes, to: c) }
+        case .subscribers:
+            for c in Array(connections.values) where c.subscriber { write(bytes, to: c) }
+        case .disconnect(let id):
+            if let c = connections[id] {
+                c.closeAfterFlush = true
+                finishIfFlushed(c)
             }
         }
-        return false
     }
 
     private func acceptAll() {
@@ -369,8 +321,12 @@ public final class ControlServer: @unchecked Sendable {
             let id = nextID
             nextID += 1
             let c = Connection(id: id, fd: fd, limit: options.maxLineBytes)
-            guard earmuff_epoll_add(epollFD, fd, EARMUFF_EPOLLIN, id) == 0 else {
-                log(.warn, "control: cannot watch a new connection (\(String(cString: strerror(errno))))")
+            do {
+                c.token = try loop.register(fd, events: EARMUFF_EPOLLIN, handler: Watcher { [self] events in
+                    service(id, events: events)
+                })
+            } catch {
+                log(.warn, "control: cannot watch a new connection (\(error))")
                 close(fd)
                 continue
             }
@@ -545,7 +501,7 @@ public final class ControlServer: @unchecked Sendable {
         var mask: UInt32 = 0
         if !c.readClosed { mask |= EARMUFF_EPOLLIN }
         if c.watchingWrite { mask |= EARMUFF_EPOLLOUT }
-        _ = earmuff_epoll_mod(epollFD, c.fd, mask, c.id)
+        loop.modify(c.fd, token: c.token, events: mask)
     }
 
     private func finishIfFlushed(_ c: Connection) {
@@ -557,7 +513,7 @@ public final class ControlServer: @unchecked Sendable {
     private func drop(_ c: Connection, reason: String?) {
         guard connections.removeValue(forKey: c.id) != nil else { return }
         if let reason { log(.warn, "control#\(c.id): dropped: \(reason)") } else { log(.debug, "control#\(c.id): closed") }
-        _ = earmuff_epoll_del(epollFD, c.fd)
+        loop.remove(c.fd, token: c.token)
         close(c.fd)
         withShared {
             $0.subscribers.remove(c.id)
@@ -568,9 +524,8 @@ public final class ControlServer: @unchecked Sendable {
 
     private func shutdownAll() {
         for c in Array(connections.values) { drop(c, reason: nil) }
+        if listenToken != 0 { loop.remove(listenFD, token: listenToken) }
         close(listenFD)
-        close(epollFD)
-        close(wakeFD)
         unlink(path)
         log(.info, "control socket at \(path) closed")
     }
@@ -588,12 +543,10 @@ public final class ControlServer: @unchecked Sendable {
         }
         let dir = String(path[..<slash])
         guard !dir.isEmpty else { return }
-        var prefix = ""
-        for part in dir.split(separator: "/") {
-            prefix += "/" + part
-            if mkdir(prefix, 0o700) != 0 && errno != EEXIST {
-                throw failure("cannot create the directory \(prefix) for the control socket", path)
-            }
+        do {
+            try PrivateDirectories.createParents(of: path)
+        } catch {
+            throw failure("cannot create the directory for the control socket (\(error.operation))", path, code: error.code)
         }
         var st = stat()
         guard stat(dir, &st) == 0 else { throw failure("cannot inspect the control socket's directory", path) }

@@ -1,7 +1,8 @@
 // `prompt-command`, one process at a time.
 //
-// Prompts that want the command wait in order; one runner thread starts the
-// command for the first, waits for it, and reports its exit status. When a
+// Prompts that want the command wait in order; the runner's own event loop
+// (a thread that does nothing else) starts the command for the first, waits
+// for it, and reports its exit status. When a
 // prompt is resolved elsewhere (an agent, the desktop, the CLI) or times out,
 // `cancel` drops it from the queue or, if its command is running, signals the
 // command's process group (SIGTERM, then SIGKILL after a grace period), so a
@@ -13,8 +14,7 @@
 import CLinux
 import Glibc
 
-final class PromptCommandRunner: @unchecked Sendable {
-    // @unchecked Sendable: `state` is a Locked; the rest is immutable.
+final class PromptCommandRunner: Sendable {
     struct Job: Sendable {
         var prompt: UInt64
         var environment: [String: String]
@@ -33,37 +33,29 @@ final class PromptCommandRunner: @unchecked Sendable {
     private let timers: DeadlineTimers
     private let finished: @Sendable (_ prompt: UInt64, _ status: Int32, _ cancelled: Bool, _ output: String) -> Void
     private let state = Locked(State())
-    private let wake = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
-    private let wakeMutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
-    private var thread: pthread_t?
+    /// Runs the commands, one task at a time (each waits for its command to exit).
+    private let loop: EventLoop
     /// Seconds between SIGTERM and SIGKILL for a cancelled command.
     static let killGrace = 2.0
 
     /// The most of a command's output that is read.
     static let maximumOutput = 4096
 
-    /// `finished` runs on the runner thread after each command exits, with the first line it printed.
+    /// `finished` runs on the runner's thread after each command exits, with the first line it printed.
     init(command: String, timers: DeadlineTimers,
-         finished: @escaping @Sendable (_ prompt: UInt64, _ status: Int32, _ cancelled: Bool, _ output: String) -> Void) {
+         finished: @escaping @Sendable (_ prompt: UInt64, _ status: Int32, _ cancelled: Bool, _ output: String) -> Void)
+        throws(SystemError) {
         self.command = command
         self.timers = timers
         self.finished = finished
-        pthread_cond_init(wake, nil)
-        pthread_mutex_init(wakeMutex, nil)
-    }
-
-    deinit {
-        pthread_cond_destroy(wake)
-        pthread_mutex_destroy(wakeMutex)
-        wake.deallocate()
-        wakeMutex.deallocate()
+        loop = try EventLoop(name: "prompt-command")
     }
 
     func start() {
         // Orphans of a command (its script once `sh -c` is killed) become our children,
         // so `endGroup` can wait for them.
         if earmuff_become_subreaper() != 0 { Log.warn("prompt-command: cannot become a subreaper") }
-        thread = startThread { self.run() }
+        loop.start()
     }
 
     /// Kills a running command and stops the thread.
@@ -74,11 +66,7 @@ final class PromptCommandRunner: @unchecked Sendable {
             return s.running?.pid
         }
         if let pid = running { kill(-pid, SIGKILL) }
-        signal()
-        if let t = thread {
-            pthread_join(t, nil)
-            thread = nil
-        }
+        loop.stopAndJoin()
     }
 
     /// Queues the command for `job.prompt` (once per prompt).
@@ -89,7 +77,7 @@ final class PromptCommandRunner: @unchecked Sendable {
             s.queue.append(job)
             return true
         }
-        if added { signal() }
+        if added { loop.post { [self] in runQueued() } }
     }
 
     /// The prompt is closed: forget its job, or end its running command.
@@ -143,31 +131,15 @@ final class PromptCommandRunner: @unchecked Sendable {
         }
     }
 
-    private func signal() {
-        pthread_mutex_lock(wakeMutex)
-        pthread_cond_signal(wake)
-        pthread_mutex_unlock(wakeMutex)
-    }
-
-    private func run() {
-        while true {
-            pthread_mutex_lock(wakeMutex)
-            var job: Job?
-            var stop = false
-            while true {
-                (job, stop) = state.withLock { s -> (Job?, Bool) in
-                    if s.stopping { return (nil, true) }
-                    guard !s.queue.isEmpty else { return (nil, false) }
-                    let next = s.queue.removeFirst()
-                    s.running = (next.prompt, 0)
-                    s.cancelled = false
-                    return (next, false)
-                }
-                if job != nil || stop { break }
-                pthread_cond_wait(wake, wakeMutex)
-            }
-            pthread_mutex_unlock(wakeMutex)
-            guard let job, !stop else { return }
+    /// Runs the queued commands one after another (on the runner's loop).
+    private func runQueued() {
+        while let job = state.withLock({ s -> Job? in
+            guard !s.stopping, !s.queue.isEmpty else { return nil }
+            let next = s.queue.removeFirst()
+            s.running = (next.prompt, 0)
+            s.cancelled = false
+            return next
+        }) {
             runOne(job)
         }
     }

@@ -46,14 +46,14 @@ final class PromptDelivery: @unchecked Sendable {
         return out
     }
 
-    init(via: [PromptChannel], command: String?, handlers: Handlers) {
+    init(via: [PromptChannel], command: String?, handlers: Handlers) throws(SystemError) {
         let runCommand = command.flatMap { via.contains(.command) ? $0 : nil }
         let channels = Self.desktopChannels(via, commandConfigured: runCommand != nil)
-        let timers = DeadlineTimers()
+        let timers = try DeadlineTimers()
         self.timers = timers
         self.handlers = handlers
-        commands = runCommand.map { cmd in
-            PromptCommandRunner(command: cmd, timers: timers) { prompt, status, cancelled, output in
+        commands = try runCommand.map { cmd throws(SystemError) in
+            try PromptCommandRunner(command: cmd, timers: timers) { prompt, status, cancelled, output in
                 if cancelled {
                     Log.info("prompt-command for prompt \(prompt) ended with the prompt (status \(status))")
                 } else {

@@ -1,5 +1,6 @@
-// Plain pthreads for the long-running loops of the prompt machinery and the
-// desktop permission mirror, and the request queue they are woken through.
+// A plain pthread for the D-Bus threads (the desktop prompter, the desktop
+// permission mirror: sd-bus is single-threaded), and the request queue they
+// are woken through.
 import CLinux
 import Glibc
 
