@@ -98,8 +98,9 @@ private final class GrantingObserver: SessionObserver {
     func sessionOpened(_ session: SessionState) {}
     func sessionClosed(_ session: SessionState) {}
     func clientPropertiesChanged(_ session: SessionState) {}
-    func recordStreamRequested(_ session: SessionState) -> String? { nil }
+    func recordStreamRequested(_ session: SessionState, request: CreateRecordStreamRequest) -> String? { nil }
     func recordStreamStarted(_ session: SessionState, stream: RecordStream) { stream.setReal(true) }
+    func recordStreamMoved(_ session: SessionState, stream: RecordStream) {}
     func recordStreamEnded(_ session: SessionState, stream: RecordStream) {}
     func refusal(for command: Command, payload: [UInt8], session: SessionState) -> String? { nil }
 }
