@@ -67,6 +67,25 @@ extension EndToEnd {
             #expect(gone == nil || (gone?.state == "undetermined" && gone?.lifespan == "always"), "\(String(describing: gone))")
         }
 
+        /// `deny --once` silences the clients connected now; the app's next client gets its grant.
+        @Test func denyOnceCoversTheClientsConnectedNow() async throws {
+            let s = try Setup()
+            defer { s.stop() }
+            try s.earmuff.control("grant", s.key)
+            #expect(try s.earmuff.runCLI(["deny", s.key, "--once"]).status == 1, "once needs a connected client")
+            let rec = try s.record()
+            #expect(await ConsentEndToEndTests.waitForToneAfterSwitch(rec, seconds: 0.5), "\(s.logs)")
+            let reply = try ConsentJSON.decode(AppView.self, from: try s.earmuff.control("deny", s.key, "--once", "--json").stdout)
+            #expect(reply.state == "denied" && reply.lifespan == "once" && reply.afterwards == "granted", "\(reply)")
+            _ = try await s.earmuff.waitForStatus { $0.streams(of: s.key).first?.audio == "silenced" }
+            #expect(await Self.silentFromHere(rec), "real audio after deny --once\n\(s.logs)")
+            _ = rec.stop()
+            #expect(try s.earmuff.app(s.key)?.state == "granted")
+            let next = try s.record()
+            #expect(await ConsentEndToEndTests.waitForToneAfterSwitch(next, seconds: 0.5), "the next client lost the grant\n\(s.logs)")
+            _ = next.stop()
+        }
+
         /// The prompt command's first line says how long its answer lasts.
         @Test func thePromptCommandAnswersForTheSession() async throws {
             let s = try Setup(config: ["prompt-command = echo session; exit 0"])
