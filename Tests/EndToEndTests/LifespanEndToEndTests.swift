@@ -167,7 +167,7 @@ extension EndToEnd {
             defer { s.stop() }
             let rec = try s.record()
             #expect(await rec.waitForAudio(seconds: 0.5), "\(s.logs)")
-            try s.earmuff.control("grant", s.key, "--for", "4s")
+            try s.earmuff.control("grant", s.key, "--for", "10s")
             #expect(await ConsentEndToEndTests.waitForToneAfterSwitch(rec, seconds: 0.5), "no tone during the grant\n\(s.logs)")
             let silenced = try await s.earmuff.waitForStatus(timeout: 90) { $0.streams(of: s.key).first?.audio == "silenced" }
             #expect(silenced.temporary?.isEmpty ?? true, "\(silenced)")
