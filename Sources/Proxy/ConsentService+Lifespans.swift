@@ -91,7 +91,7 @@ extension ConsentService {
     func lastingFlatpakDecisions() -> [String: PermissionState] {
         engine.withLock { e in
             var out: [String: PermissionState] = [:]
-            for d in e.storedDecisions where d.appKey.kind == "flatpak" { out[d.appKey.value] = d.state }
+            for d in e.storedDecisions where d.appKey.kind == "flatpak" && d.capability == .microphone { out[d.appKey.value] = d.state }
             for (key, decl) in e.policy.declarations where key.kind == "flatpak" {
                 if let fixed = decl.decision { out[key.value] = fixed }
             }
