@@ -92,6 +92,8 @@ extension EndToEnd {
             #expect(dialog.contains(DesktopMocks.ConsentE2E.purpose), "the purpose is missing: \(dialog)")
             #expect(dialog.contains(s.key), "the app key is missing: \(dialog)")
             #expect(dialog.contains("audio-input-microphone-symbolic"), "\(dialog)")
+            #expect(dialog.contains("lifespan=Remember:always/Always,session/Until I log out,1h/For an hour,once/Only this time:always"),
+                    "the dialog does not ask how long: \(dialog)")
             #expect(AudioAnalysis.isUniform(rec.data(), value: 0), "real audio before the answer")
 
             let (response, lifespan) = answer == "denied" ? ("1", "always")
