@@ -87,11 +87,13 @@ extension ConsentService {
                         at: wallClockNow())
     }
 
-    /// Lasting decisions (apps.d policy first) of Flatpak apps, by app id.
+    /// Lasting microphone decisions of Flatpak apps (apps.d policy over stored ones), by app id.
     func lastingFlatpakDecisions() -> [String: PermissionState] {
         engine.withLock { e in
             var out: [String: PermissionState] = [:]
-            for d in e.storedDecisions where d.appKey.kind == "flatpak" { out[d.appKey.value] = d.state }
+            for d in e.storedDecisions where d.appKey.kind == "flatpak" && d.capability == .microphone {
+                out[d.appKey.value] = d.state
+            }
             for (key, decl) in e.policy.declarations where key.kind == "flatpak" {
                 if let fixed = decl.decision { out[key.value] = fixed }
             }

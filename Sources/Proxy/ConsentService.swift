@@ -304,7 +304,10 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
             case let .persistDecision(d):
                 writer.save(d)
                 if d.lifespan.expiresAt != nil { timedDecisionMade() }
-                if d.lifespan == .always, d.appKey.kind == "flatpak" { desktopPermissions.mirror(appID: d.appKey.value, d.state) }
+                // The desktop's switch is the microphone's: lasting microphone decisions of Flatpak apps.
+                if d.lifespan == .always, d.capability == .microphone, d.appKey.kind == "flatpak" {
+                    desktopPermissions.mirror(appID: d.appKey.value, d.state)
+                }
             case let .removeTimedDecision(app, capability):
                 writer.removeTimed(app, capability)
             case let .recordApp(r):

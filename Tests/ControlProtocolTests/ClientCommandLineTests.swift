@@ -216,6 +216,25 @@ private func usage(_ r: Result<ClientCommand, UsageError>) -> UsageError? {
         #expect(ClientFormat.apps([]) == "no known apps\n")
     }
 
+    @Test func lifespansInTablesAndDecisions() {
+        let utc = TimeZone(identifier: "UTC")!  // a fixed, always-present zone
+        let timed = AppInfo(key: "exe:/usr/bin/pacat", state: "granted", reason: "user", lifespan: "timed",
+                            expiresAt: 1_700_000_000, afterwards: "denied")
+        #expect(ClientFormat.state(timed, timeZone: utc) == "granted until 2023-11-14 22:13, then denied")
+        #expect(ClientFormat.decision(timed, timeZone: utc)
+                == "exe:/usr/bin/pacat: granted until 2023-11-14 22:13 (user), then denied\n")
+        let session = AppInfo(key: "x:y", state: "denied", reason: "user", lifespan: "session", afterwards: "undetermined")
+        #expect(ClientFormat.decision(session) == "x:y: denied this session (user), then undetermined\n")
+        let always = AppInfo(key: "x:y", state: "granted", reason: "user", lifespan: "always")
+        #expect(ClientFormat.decision(always) == "x:y: granted (user)\n")
+        #expect(ClientFormat.apps([timed], timeZone: utc).contains("granted until 2023-11-14 22:13, then denied"))
+        var status = ServerMessageTests.status
+        status.temporary = [timed, session]
+        let out = ClientFormat.status(status)
+        #expect(out.contains("temporary decisions: 2"), "\(out)")
+        #expect(out.contains("this session"), "\(out)")
+    }
+
     @Test func promptShowsWhatTheSpecAsks() {
         let p = ServerMessageTests.status.prompts[0]
         let out = ClientFormat.prompt(p)

@@ -42,7 +42,6 @@ extension EndToEnd {
         static func entry(_ app: String, _ value: String) -> String { "\"\(app)\" 1 \"\(value)\"" }
 
         @Test func theSwitchShowsAndChangesTheDecision() async throws {
-            guard findExecutable("bwrap") != nil else { return }  // the Flatpak-shaped app needs bubblewrap
             let bus = try SessionBus()
             defer { bus.stop() }
             try bus.startPermissionStore()
@@ -85,6 +84,17 @@ extension EndToEnd {
                     "\(Self.microphoneTable(bus))\n\(s.logs)")
             #expect(Self.microphoneTable(bus).contains(Self.entry("org.example.Other", "no")))
             #expect(try s.earmuff.app(Self.key)?.state == "undetermined")
+
+            // Decisions in quick succession: every write comes back announced, none decides anything.
+            for verb in ["deny", "grant", "deny", "grant"] { try s.earmuff.control(verb, Self.key) }
+            #expect(await Wait.until(timeout: 60) { Self.microphoneTable(bus).contains(Self.entry(Self.appID, "yes")) },
+                    "\(Self.microphoneTable(bus))\n\(s.logs)")
+            // Six writes in all: the first grant, the reset, and these four.
+            func writes() -> Int { s.earmuff.log().components(separatedBy: "microphone \(Self.appID) = ").count - 1 }
+            _ = await Wait.until(timeout: 60) { writes() >= 6 }
+            #expect(writes() == 6, "\(s.logs)")
+            #expect(try s.earmuff.app(Self.key)?.state == "granted" && (try s.earmuff.app(Self.key)?.reason) == "user")
+            #expect(s.earmuff.log().components(separatedBy: "on the desktop;").count - 1 == 2, "\(s.logs)")
         }
 
         @Test func withoutASessionBusNothingIsTried() async throws {

@@ -92,6 +92,8 @@ extension EndToEnd {
             #expect(dialog.contains(DesktopMocks.ConsentE2E.purpose), "the purpose is missing: \(dialog)")
             #expect(dialog.contains(s.key), "the app key is missing: \(dialog)")
             #expect(dialog.contains("audio-input-microphone-symbolic"), "\(dialog)")
+            #expect(dialog.contains("lifespan=Remember:always/Always,session/Until I log out,1h/For an hour,once/Only this time:always"),
+                    "the dialog does not ask how long: \(dialog)")
             #expect(AudioAnalysis.isUniform(rec.data(), value: 0), "real audio before the answer")
 
             let (response, lifespan) = answer == "denied" ? ("1", "always")
@@ -121,9 +123,11 @@ extension EndToEnd {
             #expect(try DesktopMocks.portalStats(bus).closed == 0, "an answered dialog was closed")
         }
 
-        /// A notification with actions: Allow flips the live recording to the tone; the
-        /// notification is resident, so earmuff withdraws it after the answer.
-        @Test func notificationActionAnswers() async throws {
+        /// A notification with actions: Allow (or Allow until logout, for this session) flips
+        /// the live recording to the tone; the notification is resident, so earmuff withdraws
+        /// it after the answer.
+        @Test(arguments: ["allow", "session"])
+        func notificationActionAnswers(_ action: String) async throws {
             let bus = try DesktopMocks.notificationBus()
             defer { bus.stop() }
             let s = try DesktopMocks.setup(on: bus)
@@ -134,15 +138,15 @@ extension EndToEnd {
             let shown = await Wait.until(timeout: 60, interval: 0.05) { bus.calls(DesktopMocks.notifications).contains("Notify ") }
             #expect(shown, "no notification:\n\(bus.calls(DesktopMocks.notifications))\n\(s.logs)")
             let notify = bus.calls(DesktopMocks.notifications)
-            for needle in ["\"allow\"", "\"Allow\"", "\"once\"", "\"deny\"", "gave no reason", "wants to use the microphone",
-                           "urgency", "resident"] {
+            for needle in ["\"allow\"", "\"Allow\"", "\"once\"", "\"deny\"", "\"session\"", "\"Allow until logout\"",
+                           "gave no reason", "wants to use the microphone", "urgency", "resident"] {
                 #expect(notify.contains(needle), "\(needle) missing from \(notify)")
             }
             #expect(await rec.waitForAudio(seconds: 0.1), "\(s.logs)")
             #expect(AudioAnalysis.isUniform(rec.data(), value: 0), "real audio before the answer")
             // The stock mock numbers notifications from 1.
             try bus.call(DesktopMocks.notifications, DesktopMocks.notificationsPath, "org.freedesktop.DBus.Mock", "EmitSignal",
-                         "sssav", "", "ActionInvoked", "us", "2", "u", "1", "s", "allow")
+                         "sssav", "", "ActionInvoked", "us", "2", "u", "1", "s", action)
             let resolved = try await watch.waitForLine { $0.event == "prompt-resolved" && $0.resolution?.appKey == s.key }
             #expect(resolved?.resolution?.outcome == "allow" && resolved?.resolution?.by == "notification",
                     "\(watch.summary)\n\(s.logs)")
@@ -154,7 +158,9 @@ extension EndToEnd {
                 bus.calls(DesktopMocks.notifications).contains("CloseNotification 1")
             }
             #expect(withdrawn, "\(bus.calls(DesktopMocks.notifications))")
-            #expect(try s.earmuff.app(s.key)?.state == "granted")
+            let app = try s.earmuff.app(s.key)
+            #expect(app?.state == "granted" && app?.lifespan == (action == "session" ? "session" : "always"),
+                    "\(String(describing: app))")
         }
 
         /// The prompt names the app by the desktop entry whose Exec is its executable, with

@@ -25,15 +25,38 @@ extension EndToEnd {
             return AudioAnalysis.isUniform(audio.subdata(in: from..<audio.count), value: 0)
         }
 
+        /// A server and a permission store that outlive the daemons a test starts and stops.
+        struct Restarts {
+            let server: PulseServer
+            let directory: String
+            var store: String { "\(directory)/permissions.sqlite" }
+
+            init() throws {
+                server = try PulseServer()
+                do { directory = try Helpers.scratch() } catch { server.stop(); throw error }
+            }
+
+            /// Starts earmuff on the server and the store.
+            func start(config: [String] = []) throws -> Setup { try Setup(config: config, store: store, server: server) }
+
+            /// Stops a daemon started here; the server and the store stay.
+            func stop(_ s: Setup) {
+                s.earmuff.stop()
+                TempDir.remove(s.scratch)
+            }
+
+            func remove() {
+                server.stop()
+                TempDir.remove(directory)
+            }
+        }
+
         @Test func timedAndSessionDecisionsAcrossARestart() async throws {
-            let server = try PulseServer()
-            defer { server.stop() }
-            let dir = try Helpers.scratch()
-            defer { TempDir.remove(dir) }
-            let store = "\(dir)/permissions.sqlite"
+            let r = try Restarts()
+            defer { r.remove() }
             let other = "exe:/usr/bin/earmuff-test-session-app"
 
-            let first = try Setup(store: store, server: server)
+            let first = try r.start()
             let before = Date().timeIntervalSince1970
             let granted = try first.earmuff.control("grant", first.key, "--for", "1h", "--json")
             let after = Date().timeIntervalSince1970
@@ -56,15 +79,33 @@ extension EndToEnd {
             let rec = try first.record()
             #expect(await ConsentEndToEndTests.waitForToneAfterSwitch(rec, seconds: 0.5), "\(first.logs)")
             _ = rec.stop()
-            first.earmuff.stop()
-            TempDir.remove(first.scratch)
+            r.stop(first)
 
-            let second = try Setup(store: store, server: server)
-            defer { second.earmuff.stop(); TempDir.remove(second.scratch) }
+            let second = try r.start()
+            defer { r.stop(second) }
             let kept = try second.earmuff.app(first.key)
             #expect(kept?.state == "granted" && kept?.lifespan == "timed" && kept?.expiresAt == expiry, "\(String(describing: kept))")
             let gone = try second.earmuff.app(other)
             #expect(gone == nil || (gone?.state == "undetermined" && gone?.lifespan == "always"), "\(String(describing: gone))")
+        }
+
+        /// `deny --once` silences the clients connected now; the app's next client gets its grant.
+        @Test func denyOnceCoversTheClientsConnectedNow() async throws {
+            let s = try Setup()
+            defer { s.stop() }
+            try s.earmuff.control("grant", s.key)
+            #expect(try s.earmuff.runCLI(["deny", s.key, "--once"]).status == 1, "once needs a connected client")
+            let rec = try s.record()
+            #expect(await ConsentEndToEndTests.waitForToneAfterSwitch(rec, seconds: 0.5), "\(s.logs)")
+            let reply = try ConsentJSON.decode(AppView.self, from: try s.earmuff.control("deny", s.key, "--once", "--json").stdout)
+            #expect(reply.state == "denied" && reply.lifespan == "once" && reply.afterwards == "granted", "\(reply)")
+            _ = try await s.earmuff.waitForStatus { $0.streams(of: s.key).first?.audio == "silenced" }
+            #expect(await Self.silentFromHere(rec), "real audio after deny --once\n\(s.logs)")
+            _ = rec.stop()
+            #expect(try s.earmuff.app(s.key)?.state == "granted")
+            let next = try s.record()
+            #expect(await ConsentEndToEndTests.waitForToneAfterSwitch(next, seconds: 0.5), "the next client lost the grant\n\(s.logs)")
+            _ = next.stop()
         }
 
         /// The prompt command's first line says how long its answer lasts.
@@ -111,29 +152,26 @@ extension EndToEnd {
         /// A grant unused for longer than auto-reset-days is undetermined when the daemon starts,
         /// says so in its log and `apps`, and the app is prompted for again.
         @Test func anUnusedGrantIsResetAtStart() async throws {
-            let server = try PulseServer()
-            defer { server.stop() }
-            let dir = try Helpers.scratch()
-            defer { TempDir.remove(dir) }
-            let store = "\(dir)/permissions.sqlite"
-            let first = try Setup(store: store, server: server)
+            let r = try Restarts()
+            defer { r.remove() }
+            let first = try r.start()
             try first.earmuff.control("grant", first.key)
-            first.earmuff.stop()
-            TempDir.remove(first.scratch)
+            r.stop(first)
             // The grant was made, and last used, 31 days ago.
             let old = Date().timeIntervalSince1970 - 31 * 86_400
             let python = try ChildProcess.spawn(
                 executable: findExecutable("python3") ?? "/usr/bin/python3",
                 arguments: ["-c", "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); "
                             + "c.execute('UPDATE decisions SET decided_at = ?, last_used_at = ?', (float(sys.argv[2]),) * 2); c.commit()",
-                            store, String(old)],
-                environment: Tool.privateEnvironment(root: dir), stdoutPath: "\(dir)/py.out", stderrPath: "\(dir)/py.out",
+                            r.store, String(old)],
+                environment: Tool.privateEnvironment(root: r.directory), stdoutPath: "\(r.directory)/py.out",
+                stderrPath: "\(r.directory)/py.out",
                 maxLifetime: 60
             ).finish(timeout: 30)
             try #require(python.succeeded, "\(python)")
 
-            let s = try Setup(config: ["auto-reset-days = 30"], store: store, server: server)
-            defer { s.earmuff.stop(); TempDir.remove(s.scratch) }
+            let s = try r.start(config: ["auto-reset-days = 30"])
+            defer { r.stop(s) }
             let app = try s.earmuff.app(s.key)
             #expect(app?.state == "undetermined" && app?.reason == "auto-reset", "\(String(describing: app))\n\(s.logs)")
             #expect(s.earmuff.log().contains("now undetermined (auto-reset)"), "\(s.logs)")
@@ -148,7 +186,7 @@ extension EndToEnd {
             defer { s.stop() }
             let rec = try s.record()
             #expect(await rec.waitForAudio(seconds: 0.5), "\(s.logs)")
-            try s.earmuff.control("grant", s.key, "--for", "4s")
+            try s.earmuff.control("grant", s.key, "--for", "10s")
             #expect(await ConsentEndToEndTests.waitForToneAfterSwitch(rec, seconds: 0.5), "no tone during the grant\n\(s.logs)")
             let silenced = try await s.earmuff.waitForStatus(timeout: 90) { $0.streams(of: s.key).first?.audio == "silenced" }
             #expect(silenced.temporary?.isEmpty ?? true, "\(silenced)")

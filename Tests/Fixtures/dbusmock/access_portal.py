@@ -26,7 +26,7 @@ REQUEST_IFACE = 'org.freedesktop.impl.portal.Request'
 
 def load(mock, parameters):
     mock.pending = {}      # handle -> reply callback, in arrival order
-    mock.dialogs = []      # (handle, title, subtitle, body, icon) of every dialog
+    mock.dialogs = []      # (handle, title, subtitle, body, icon, choices) of every dialog
     mock.max_open = 0
     mock.closed = []       # handles closed by the caller
 
@@ -37,7 +37,10 @@ def AccessDialog(self, handle, app_id, parent_window, title, subtitle, body, opt
     handle = str(handle)
     self.pending[handle] = reply
     self.max_open = max(self.max_open, len(self.pending))
-    self.dialogs.append((handle, str(title), str(subtitle), str(body), str(options.get('icon', ''))))
+    # Choices as "id=label:option/label,option/label;..." (initial value last), so a test can read them.
+    choices = ';'.join('%s=%s:%s:%s' % (c[0], c[1], ','.join('%s/%s' % (o[0], o[1]) for o in c[2]), c[3])
+                       for c in options.get('choices', []))
+    self.dialogs.append((handle, str(title), str(subtitle), str(body), str(options.get('icon', '')), choices))
     main = self
 
     def close(_request, *args):
@@ -72,7 +75,7 @@ def Stats(self):
     return (len(self.pending), self.max_open, len(self.dialogs), len(self.closed))
 
 
-@dbus.service.method(CONTROL_IFACE, in_signature='', out_signature='sssss')
+@dbus.service.method(CONTROL_IFACE, in_signature='', out_signature='ssssss')
 def LastDialog(self):
-    '''Handle, title, subtitle, body and icon of the latest dialog.'''
-    return self.dialogs[-1] if self.dialogs else ('', '', '', '', '')
+    '''Handle, title, subtitle, body, icon and choices of the latest dialog.'''
+    return self.dialogs[-1] if self.dialogs else ('', '', '', '', '', '')
