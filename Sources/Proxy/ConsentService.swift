@@ -193,6 +193,7 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
 
     func recordStreamStarted(_ session: SessionState, stream: RecordStream) {
         registry.withLock { $0.streams[stream.streamID] = stream }
+        catalog?.wake()
         let (source, kind) = classify(stream)
         withEngine { e in
             let (real, actions) = e.recordStreamStarted(ClientID(session.id), stream: StreamID(stream.streamID),
@@ -208,15 +209,42 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
     }
 
     func recordStreamMoved(_ session: SessionState, stream: RecordStream) {
+        redecide(stream, why: "moved")
+    }
+
+    /// Whether any record stream is live (the source catalog polls source outputs meanwhile).
+    var hasRecordStreams: Bool { registry.withLock { !$0.streams.isEmpty } }
+
+    /// Classifies `stream` again and has the engine decide it again when its source or kind changed
+    /// (the flag is set under the engine lock, before the stream's next frame is looked at).
+    private func redecide(_ stream: RecordStream, why: String) {
         let (source, kind) = classify(stream)
-        withEngine { e in
-            let (real, actions) = e.recordStreamMoved(ClientID(session.id), stream: StreamID(stream.streamID),
+        let changed = withEngine { e in
+            let (real, actions) = e.recordStreamMoved(ClientID(stream.sessionID), stream: StreamID(stream.streamID),
                                                       source: source, kind: kind, now: wallClockNow())
-            stream.setReal(real && snapAllows(session.id))
-            return ((), actions)
+            stream.setReal(real && snapAllows(stream.sessionID))
+            return (!actions.isEmpty, actions)
         }
-        Log.info("session \(session.id) (\(session.identity.appKey)): record stream \(stream.channel) moved to "
-                 + "\(source) (\(kind?.rawValue ?? "source not known yet")), \(stream.isReal ? "real" : "silenced")")
+        guard changed else { return }
+        let app = registry.withLock { $0.sessions[stream.sessionID]?.identity.appKey.description } ?? "?"
+        Log.info("session \(stream.sessionID) (\(app)): record stream \(stream.channel) \(why): on \(source) "
+                 + "(\(kind?.rawValue ?? "source not known yet")), \(stream.isReal ? "real" : "silenced")")
+    }
+
+    /// The server said, when asked at `askedAt` (monotonic), that source output `index` records
+    /// from source `source` (the catalog asks after change events, and polls while streams are
+    /// live): a stream of ours found elsewhere is decided again. An answer asked for before the
+    /// stream's last RECORD_STREAM_MOVED is older than what that said, and is ignored.
+    func sourceOutputChanged(index: UInt32, source: UInt32, askedAt: Double) {
+        guard let stream = registry.withLock({ $0.streams.values.first { $0.sourceOutputIndex == index } }) else { return }
+        let name = (catalog?.snapshot ?? SourceTable()).sources[source]?.name ?? ""
+        let moved = stream.placement.withLock { p -> Bool in
+            guard p.sourceIndex != source, askedAt > p.movedAt else { return false }
+            p.sourceIndex = source
+            p.source = name
+            return true
+        }
+        if moved { redecide(stream, why: "moved (seen by the source catalog)") }
     }
 
     /// What `stream` captures, from the catalog; stored in its placement for status and events.
@@ -231,17 +259,7 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
 
     /// The catalog learned or forgot sources: streams whose kind changed with it are decided again.
     func sourcesChanged() {
-        for stream in registry.withLock({ Array($0.streams.values) }) {
-            let before = stream.placement.withLock { $0.kind }
-            let (source, kind) = classify(stream)
-            guard kind != before else { continue }
-            withEngine { e in
-                let (real, actions) = e.recordStreamMoved(ClientID(stream.sessionID), stream: StreamID(stream.streamID),
-                                                          source: source, kind: kind, now: wallClockNow())
-                stream.setReal(real && snapAllows(stream.sessionID))
-                return ((), actions)
-            }
-        }
+        for stream in registry.withLock({ Array($0.streams.values) }) { redecide(stream, why: "classified again") }
     }
 
     func recordStreamEnded(_ session: SessionState, stream: RecordStream) {

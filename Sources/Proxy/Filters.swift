@@ -256,6 +256,7 @@ final class ServerToClientFilter: FrameFilter {
                 s.placement.withLock {
                     $0.source = moved.sourceName ?? ""
                     $0.sourceIndex = moved.sourceIndex
+                    $0.movedAt = monotonicNow()
                 }
                 // Decided again now, before the next memblock of this stream is looked at.
                 observer.recordStreamMoved(state, stream: s)

@@ -56,6 +56,8 @@ final class HardeningBench: Sendable {
             try "missing-purpose = deny\n".write(toFile: conf, atomically: true, encoding: .utf8)
             earmuff = try EarmuffProcess(upstream: hostile.serverString, extraArguments: ["--config", conf])
             try earmuff.control("grant", try Tool.appKey(for: "parecord"))
+            // The recorder below records the sink's monitor: system audio, granted apart.
+            try earmuff.control("grant", try Tool.appKey(for: "parecord"), "--kind", "system-audio")
             try earmuff.control("deny", try Tool.appKey(for: "pactl"))
             recorder = try Tool.startRecording(server: earmuff.serverString, format: .s16le, rate: PulseServer.toneRate,
                                                channels: 1, device: "\(PulseServer.sinkName).monitor")
@@ -825,6 +827,8 @@ extension EndToEnd.HardeningTests {
             let earmuff = try EarmuffProcess(upstream: "unix:\(up.link)")
             defer { earmuff.stop() }
             try earmuff.control("grant", try Tool.appKey(for: "parecord"))
+            // The recorder below records the sink's monitor: system audio, granted apart.
+            try earmuff.control("grant", try Tool.appKey(for: "parecord"), "--kind", "system-audio")
             let rec = try Tool.startRecording(server: earmuff.serverString, rate: PulseServer.toneRate)
             defer { rec.tool.cleanup() }
             #expect(await rec.waitForAudio(seconds: 0.5, timeout: 30), "no audio before the kill\n\(earmuff.log())")

@@ -107,6 +107,97 @@ public struct SourceInfoReply: PacketMessage {
     }
 }
 
+/// One source-output record (GET_SOURCE_OUTPUT_INFO reply), the fields up to v13.
+public struct SourceOutputInfo: PacketMessage {
+    /// REPLY.
+    public static let command = Command.reply
+    public var index: UInt32
+    /// media.name.
+    public var name: String?
+    public var ownerModule: UInt32 = invalidIndex
+    public var client: UInt32 = invalidIndex
+    /// The source it records from now, or `invalidIndex` (pipewire-pulse, while it is not linked to one).
+    public var source: UInt32
+    public var sampleSpec = SampleSpec(format: .s16le, channels: 2, rate: 44100)
+    public var channelMap = ChannelMap()
+    public var bufferUsec: UInt64 = 0
+    public var sourceUsec: UInt64 = 0
+    public var resampleMethod: String?
+    public var driver: String?
+    /// v13.
+    public var proplist = Proplist()
+
+    public init(index: UInt32, source: UInt32) {
+        self.index = index
+        self.source = source
+    }
+
+    /// Reads one record and requires the packet to end; `version` above 13 is refused.
+    public static func decode(from r: inout TagStructReader, version: UInt32) throws(WireError) -> SourceOutputInfo {
+        let o = try read(from: &r, version: version)
+        try r.expectEnd()
+        return o
+    }
+
+    /// Reads one record (of a list); `version` above 13 is refused.
+    public static func read(from r: inout TagStructReader, version: UInt32) throws(WireError) -> SourceOutputInfo {
+        guard version <= introspectionVersion else { throw WireError.unsupportedVersion(version, what: "source-output records") }
+        let index = try r.readU32()
+        let name = try r.readString()
+        let module = try r.readU32()
+        let client = try r.readU32()
+        var o = SourceOutputInfo(index: index, source: try r.readU32())
+        o.name = name
+        o.ownerModule = module
+        o.client = client
+        o.sampleSpec = try r.readSampleSpec()
+        o.channelMap = try r.readChannelMap()
+        o.bufferUsec = try r.readUsec()
+        o.sourceUsec = try r.readUsec()
+        o.resampleMethod = try r.readString()
+        o.driver = try r.readString()
+        if version >= 13 { o.proplist = try r.readProplist() }
+        return o
+    }
+
+    /// Writes one record as a server of `version` (≤ 13) does.
+    public func encode(into w: inout TagStructWriter, version: UInt32) {
+        w.writeU32(index)
+        w.writeString(name)
+        w.writeU32(ownerModule)
+        w.writeU32(client)
+        w.writeU32(source)
+        w.writeSampleSpec(sampleSpec)
+        w.writeChannelMap(channelMap)
+        w.writeUsec(bufferUsec)
+        w.writeUsec(sourceUsec)
+        w.writeString(resampleMethod)
+        w.writeString(driver)
+        if version >= 13 { w.writeProplist(proplist) }
+    }
+}
+
+/// REPLY to GET_SOURCE_OUTPUT_INFO_LIST: any number of source-output records.
+public struct SourceOutputInfoReply: PacketMessage {
+    /// REPLY.
+    public static let command = Command.reply
+    public var outputs: [SourceOutputInfo]
+
+    public init(outputs: [SourceOutputInfo]) { self.outputs = outputs }
+
+    /// Reads records until the packet ends.
+    public static func decode(from reader: inout TagStructReader, version: UInt32) throws(WireError) -> SourceOutputInfoReply {
+        var outputs: [SourceOutputInfo] = []
+        while !reader.isAtEnd { outputs.append(try SourceOutputInfo.read(from: &reader, version: version)) }
+        return SourceOutputInfoReply(outputs: outputs)
+    }
+
+    /// Writes the records one after another.
+    public func encode(into writer: inout TagStructWriter, version: UInt32) {
+        for o in outputs { o.encode(into: &writer, version: version) }
+    }
+}
+
 /// GET_SOURCE_INFO (23): one source, by index or by name (exactly one of them).
 public struct GetSourceInfo: PacketMessage {
     /// GET_SOURCE_INFO.
@@ -131,6 +222,23 @@ public struct GetSourceInfo: PacketMessage {
         writer.writeU32(index)
         writer.writeString(name)
     }
+}
+
+/// GET_SOURCE_OUTPUT_INFO (31): one source output, by index.
+public struct GetSourceOutputInfo: PacketMessage {
+    /// GET_SOURCE_OUTPUT_INFO.
+    public static let command = Command.getSourceOutputInfo
+    public var index: UInt32
+
+    public init(index: UInt32) { self.index = index }
+
+    /// Reads the index.
+    public static func decode(from reader: inout TagStructReader, version: UInt32) throws(WireError) -> GetSourceOutputInfo {
+        GetSourceOutputInfo(index: try readChannelOnly(&reader))
+    }
+
+    /// Writes the index.
+    public func encode(into writer: inout TagStructWriter, version: UInt32) { writer.writeU32(index) }
 }
 
 /// A request without fields (GET_SOURCE_INFO_LIST, GET_SERVER_INFO).
