@@ -41,7 +41,7 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
     var snapGate: SnapRecordGate?
     /// What each source of the server is (set before apps can connect); nil: no source is
     /// known, so every stream stays silent.
-    var catalog: SourceCatalog?
+    var catalog: SourceDirectory?
     let paths: DaemonPaths
 
     private struct Registry {

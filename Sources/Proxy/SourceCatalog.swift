@@ -22,7 +22,23 @@ import Consent
 import Glibc
 import PulseWire
 
-final class SourceCatalog: @unchecked Sendable {
+/// Where the consent service learns what each source is: the source catalog, or a fixed table
+/// (tests of the relay without a server to ask).
+protocol SourceDirectory: AnyObject, Sendable {
+    /// What is known now.
+    var snapshot: SourceTable { get }
+    /// A record stream started (the catalog watches source outputs while streams are live).
+    func wake()
+}
+
+/// A table that never changes.
+final class FixedSources: SourceDirectory {
+    let snapshot: SourceTable
+    init(_ table: SourceTable) { snapshot = table }
+    func wake() {}
+}
+
+final class SourceCatalog: SourceDirectory, @unchecked Sendable {
     // @unchecked Sendable: `table` is behind a lock; the rest is touched only on the
     // catalog thread, except `stopFD` (an eventfd, written by `stop`) and `thread`
     // (set by `start`, joined by `stop`, both on the daemon's thread).
