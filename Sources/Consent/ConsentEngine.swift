@@ -13,8 +13,9 @@
 //   A stream's kind comes from what it records (the proxy classifies its
 //   source); until the kind is known the stream is silent, and a stream moved
 //   to another source is decided again under the new source's kind.
-// - Per app key and kind, the effective state is the apps.d policy (`decision =`,
-//   microphone only, reason admin-policy) if any, else the stored decision, else undetermined.
+// - Per app key and kind, the effective state is the apps.d policy (`decision =`
+//   for the microphone, `system-audio-decision =`, `app-audio-decision =`; reason
+//   admin-policy) if any, else the stored decision, else undetermined.
 //   Policy wins over the user: `setDecision` on a policy app fails with
 //   `.governedByPolicy`, and no prompt is ever raised for it.
 // - A stream is real when the app is granted its kind, or undetermined and its
@@ -563,9 +564,9 @@ public struct ConsentEngine: Sendable {
 
     // MARK: Internals
 
-    /// What apps.d fixes for an app and kind (its `decision =` line covers the microphone).
+    /// What apps.d fixes for an app and kind (`decision =` for the microphone, `system-audio-decision =`, …).
     private func policyDecision(_ app: AppKey, _ kind: Capability) -> PermissionState? {
-        kind == .microphone ? policy.declarations[app]?.decision : nil
+        policy.declarations[app]?.decisions[kind]
     }
 
     private func isReal(_ s: ClientState, _ kind: Capability?) -> Bool {

@@ -16,7 +16,7 @@
 // every change `onChange` runs on this thread, so streams waiting for an
 // unknown source are decided as soon as it is known. When the connection
 // fails the table is emptied (streams on unknown sources stay silent) and the
-// thread reconnects with a growing delay.
+// thread reconnects with a growing delay, at once when a record stream starts.
 import CLinux
 import Consent
 import Glibc
@@ -127,10 +127,18 @@ final class SourceCatalog: SourceDirectory, @unchecked Sendable {
                     return t != SourceTable()
                 }) { onChange() }
             }
-            // Wait before reconnecting, unless told to stop.
-            var p = pollfd(fd: stopFD, events: Int16(POLLIN), revents: 0)
-            if poll(&p, 1, Int32(delay * 1000)) > 0 { break }
-            delay = min(delay * 2, 2)
+            // Wait before reconnecting, unless told to stop; a stream that starts (so the
+            // server is back) ends the wait, since it stays silent until its source is known.
+            var fds = [pollfd(fd: stopFD, events: Int16(POLLIN), revents: 0),
+                       pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)]
+            _ = poll(&fds, 2, Int32(delay * 1000))
+            if fds[0].revents != 0 { break }
+            if fds[1].revents != 0 {
+                _ = earmuff_eventfd_drain(wakeFD)
+                delay = 0.05
+            } else {
+                delay = min(delay * 2, 2)
+            }
         }
     }
 
@@ -212,22 +220,19 @@ final class SourceCatalog: SourceDirectory, @unchecked Sendable {
                             return t.defaultSourceName != info.defaultSourceName
                         }
                     case .sourceList:
-                        let list = try SourceInfoReply.decode(from: &r, version: version).sources
+                        let list = try SourceInfoReply.decode(from: &r, version: version).records
                         table.withLock { $0.replaceAll(list) }
                         ready.withLock { $0 = true }
                         Log.info("source catalog: \(list.count) sources, "
                                  + "\(list.filter(\.isMonitor).count) of them monitors")
                         changed = true
                     case .sourceInfo:
-                        for s in try SourceInfoReply.decode(from: &r, version: version).sources {
+                        for s in try SourceInfoReply.decode(from: &r, version: version).records {
                             table.withLock { $0.update(s) }
                         }
                         changed = true
-                    case .sourceOutputInfo(let askedAt):
-                        let o = try SourceOutputInfo.decode(from: &r, version: version)
-                        onSourceOutput(o.index, o.source, askedAt)
-                    case .sourceOutputList(let askedAt):
-                        for o in try SourceOutputInfoReply.decode(from: &r, version: version).outputs {
+                    case .sourceOutputInfo(let askedAt), .sourceOutputList(let askedAt):
+                        for o in try SourceOutputInfoReply.decode(from: &r, version: version).records {
                             onSourceOutput(o.index, o.source, askedAt)
                         }
                     case .auth, .setName, .subscribe, nil:

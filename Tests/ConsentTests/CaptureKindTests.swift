@@ -120,6 +120,46 @@ private func accessFlips(_ actions: [ConsentAction]) -> [ConsentAction] {
     }
 }
 
+@Suite struct CaptureKindPolicy {
+    @Test func appsDDecidesEachKindOnItsOwnLine() throws {
+        let text = """
+        [exe:/usr/bin/obs]
+        decision = granted
+        system-audio-decision = granted
+        app-audio-decision = denied
+        [exe:/usr/bin/arecord]
+        system-audio-decision = denied
+        """
+        let d = try AppDeclaration.parse(text: text, file: "/etc/earmuff/apps.d/site.conf")
+        #expect(d[app]?.decisions == [.microphone: .granted, .systemAudio: .granted, .appAudio: .denied])
+        let arecord = AppKey(kind: "exe", value: "/usr/bin/arecord")
+        #expect(d[arecord]?.decision == nil && d[arecord]?.decisions == [.systemAudio: .denied])
+        var e = ConsentEngine(policy: ConsentPolicy(declarations: d), decisions: [])
+        #expect(e.effectiveDecision(for: arecord, kind: .systemAudio) == EffectiveDecision(state: .denied, reason: .adminPolicy))
+        #expect(e.effectiveDecision(for: arecord, kind: .microphone).state == .undetermined)
+        #expect(throws: ConsentError.governedByPolicy(arecord, .denied)) {
+            try e.setDecision(arecord, kind: .systemAudio, .granted, reason: .user, now: 1).get()
+        }
+        #expect((try? e.setDecision(arecord, kind: .microphone, .granted, reason: .user, now: 1).get()) != nil)
+    }
+
+    @Test func aBadKindDecisionNamesFileLineAndFix() {
+        #expect(throws: ConfigError.self) { try AppDeclaration.parse(text: "[exe:/usr/bin/obs]\nsystem-audio-decision = ask\n", file: "x.conf") }
+        do {
+            _ = try AppDeclaration.parse(text: "[exe:/usr/bin/obs]\nsystem-audio-decision = ask\n", file: "x.conf")
+        } catch {
+            #expect(error.description == #"x.conf:2: system-audio-decision must be granted or denied, not "ask" (remove the line to let the user decide)"#)
+        }
+    }
+
+    @Test func mergingKeepsEachKindOfTheLaterFile() throws {
+        let admin = try AppDeclaration.parse(text: "[exe:/usr/bin/obs]\ndecision = denied\nsystem-audio-decision = denied\n", file: "a.conf")
+        let user = try AppDeclaration.parse(text: "[exe:/usr/bin/obs]\nsystem-audio-decision = granted\n", file: "b.conf")
+        let merged = try #require(admin[app]).merging(try #require(user[app]))
+        #expect(merged.decisions == [.microphone: .denied, .systemAudio: .granted])
+    }
+}
+
 @Suite struct SourceClassification {
     /// What PulseAudio 16.1 lists for the test server: a sine source and a null sink's monitor.
     static let pulseAudio: [SourceInfo] = [
@@ -180,9 +220,9 @@ private func accessFlips(_ actions: [ConsentAction]) -> [ConsentAction] {
         infos[1].description = "Test tone"
         infos[1].proplist.set("device.class", string: "abstract")
         var w = TagStructWriter()
-        SourceInfoReply(sources: infos).encode(into: &w, version: introspectionVersion)
+        SourceInfoReply(records: infos).encode(into: &w, version: introspectionVersion)
         var r = TagStructReader(w.bytes)
-        let read = try SourceInfoReply.decode(from: &r, version: introspectionVersion).sources
+        let read = try SourceInfoReply.decode(from: &r, version: introspectionVersion).records
         #expect(read == infos)
         #expect(Self.table(read).kind(sourceIndex: 0, sourceName: "out.monitor") == .systemAudio)
         var r2 = TagStructReader(w.bytes)

@@ -162,6 +162,26 @@ extension EndToEnd {
             #expect(returned?.source == PulseServer.sourceName, "\(String(describing: returned))\n\(s.earmuff.log())")
             let again = await Self.next(0.5, of: rec)
             #expect(Self.isTone(again, PulseServer.toneFrequency), "moved back to the mic: \(Helpers.analyze(again, format: .s16le))")
+            _ = rec.stop()
+
+            // The log has a session per source: microphone (real), system audio (silenced), microphone (real).
+            // (pipewire-pulse may report the stream between sources for a moment: an `unknown`
+            // session, silenced too.)
+            var sessions: [UsageLogTests.Session] = []
+            await Wait.until(timeout: 60) {
+                guard let r = try? s.earmuff.runCLI(["log", "--json", "--app", s.key]), r.status == 0,
+                      let all = try? JSONDecoder().decode([UsageLogTests.Session].self, from: r.stdout) else { return false }
+                sessions = all.reversed()
+                return !all.isEmpty && all.allSatisfy { $0.endedAt != nil }
+            }
+            let known = sessions.filter { $0.kind != "unknown" }
+            #expect(known.map(\.kind) == ["microphone", "system-audio", "microphone"], "\(sessions)")
+            #expect(known.map(\.source) == [PulseServer.sourceName, "\(PulseServer.sinkName).monitor", PulseServer.sourceName],
+                    "\(sessions)")
+            #expect(sessions.filter { $0.kind != "microphone" }.allSatisfy { $0.realSeconds == 0 && ($0.silencedSeconds ?? 0) >= 0 },
+                    "\(sessions)")
+            #expect(known.filter { $0.kind == "microphone" }.allSatisfy { ($0.realSeconds ?? 0) > 0.3 }, "\(sessions)")
+            #expect((known.dropFirst().first?.silencedSeconds ?? 0) > 0.3, "\(sessions)")
         }
     }
 }

@@ -827,8 +827,6 @@ extension EndToEnd.HardeningTests {
             let earmuff = try EarmuffProcess(upstream: "unix:\(up.link)")
             defer { earmuff.stop() }
             try earmuff.control("grant", try Tool.appKey(for: "parecord"))
-            // The recorder below records the sink's monitor: system audio, granted apart.
-            try earmuff.control("grant", try Tool.appKey(for: "parecord"), "--kind", "system-audio")
             let rec = try Tool.startRecording(server: earmuff.serverString, rate: PulseServer.toneRate)
             defer { rec.tool.cleanup() }
             #expect(await rec.waitForAudio(seconds: 0.5, timeout: 30), "no audio before the kill\n\(earmuff.log())")

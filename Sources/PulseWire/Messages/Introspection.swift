@@ -5,11 +5,45 @@
 // which is what that connection negotiates (both servers gate later fields on
 // the client's version).
 
-/// The highest protocol version whose source records `SourceInfo` reads.
+/// The highest protocol version whose records `SourceInfo` and `SourceOutputInfo` read.
 public let introspectionVersion: UInt32 = 13
 
+/// One record of a GET_*_INFO reply (a list reply holds any number, one after another).
+public protocol IntrospectionRecord: Equatable, Sendable {
+    /// Reads one record, leaving the reader after it.
+    static func read(from reader: inout TagStructReader, version: UInt32) throws(WireError) -> Self
+    /// Writes one record as a server of `version` does.
+    func write(into writer: inout TagStructWriter, version: UInt32)
+}
+
+/// REPLY to GET_*_INFO (one record) or GET_*_INFO_LIST (any number): records until the packet ends.
+public struct InfoReply<Record: IntrospectionRecord>: PacketMessage {
+    /// REPLY.
+    public static var command: Command { .reply }
+    public var records: [Record]
+
+    public init(records: [Record]) { self.records = records }
+
+    /// Reads records until the packet ends.
+    public static func decode(from reader: inout TagStructReader, version: UInt32) throws(WireError) -> InfoReply {
+        var records: [Record] = []
+        while !reader.isAtEnd { records.append(try Record.read(from: &reader, version: version)) }
+        return InfoReply(records: records)
+    }
+
+    /// Writes the records one after another.
+    public func encode(into writer: inout TagStructWriter, version: UInt32) {
+        for r in records { r.write(into: &writer, version: version) }
+    }
+}
+
+/// Source records, as GET_SOURCE_INFO and GET_SOURCE_INFO_LIST return them.
+public typealias SourceInfoReply = InfoReply<SourceInfo>
+/// Source-output records, as GET_SOURCE_OUTPUT_INFO and its _LIST return them.
+public typealias SourceOutputInfoReply = InfoReply<SourceOutputInfo>
+
 /// One source record (GET_SOURCE_INFO reply, or one entry of the _LIST reply), fields up to v13.
-public struct SourceInfo: Equatable, Sendable {
+public struct SourceInfo: IntrospectionRecord {
     public var index: UInt32
     public var name: String?
     public var description: String?
@@ -86,31 +120,8 @@ public struct SourceInfo: Equatable, Sendable {
     }
 }
 
-/// REPLY to GET_SOURCE_INFO (one record) or GET_SOURCE_INFO_LIST (any number).
-public struct SourceInfoReply: PacketMessage {
-    /// REPLY.
-    public static let command = Command.reply
-    public var sources: [SourceInfo]
-
-    public init(sources: [SourceInfo]) { self.sources = sources }
-
-    /// Reads records until the packet ends.
-    public static func decode(from reader: inout TagStructReader, version: UInt32) throws(WireError) -> SourceInfoReply {
-        var sources: [SourceInfo] = []
-        while !reader.isAtEnd { sources.append(try SourceInfo.read(from: &reader, version: version)) }
-        return SourceInfoReply(sources: sources)
-    }
-
-    /// Writes the records one after another.
-    public func encode(into writer: inout TagStructWriter, version: UInt32) {
-        for s in sources { s.write(into: &writer, version: version) }
-    }
-}
-
 /// One source-output record (GET_SOURCE_OUTPUT_INFO reply), the fields up to v13.
-public struct SourceOutputInfo: PacketMessage {
-    /// REPLY.
-    public static let command = Command.reply
+public struct SourceOutputInfo: IntrospectionRecord {
     public var index: UInt32
     /// media.name.
     public var name: String?
@@ -132,14 +143,7 @@ public struct SourceOutputInfo: PacketMessage {
         self.source = source
     }
 
-    /// Reads one record and requires the packet to end; `version` above 13 is refused.
-    public static func decode(from r: inout TagStructReader, version: UInt32) throws(WireError) -> SourceOutputInfo {
-        let o = try read(from: &r, version: version)
-        try r.expectEnd()
-        return o
-    }
-
-    /// Reads one record (of a list); `version` above 13 is refused.
+    /// Reads one record; `version` above 13 is refused.
     public static func read(from r: inout TagStructReader, version: UInt32) throws(WireError) -> SourceOutputInfo {
         guard version <= introspectionVersion else { throw WireError.unsupportedVersion(version, what: "source-output records") }
         let index = try r.readU32()
@@ -161,7 +165,7 @@ public struct SourceOutputInfo: PacketMessage {
     }
 
     /// Writes one record as a server of `version` (≤ 13) does.
-    public func encode(into w: inout TagStructWriter, version: UInt32) {
+    public func write(into w: inout TagStructWriter, version: UInt32) {
         w.writeU32(index)
         w.writeString(name)
         w.writeU32(ownerModule)
@@ -174,27 +178,6 @@ public struct SourceOutputInfo: PacketMessage {
         w.writeString(resampleMethod)
         w.writeString(driver)
         if version >= 13 { w.writeProplist(proplist) }
-    }
-}
-
-/// REPLY to GET_SOURCE_OUTPUT_INFO_LIST: any number of source-output records.
-public struct SourceOutputInfoReply: PacketMessage {
-    /// REPLY.
-    public static let command = Command.reply
-    public var outputs: [SourceOutputInfo]
-
-    public init(outputs: [SourceOutputInfo]) { self.outputs = outputs }
-
-    /// Reads records until the packet ends.
-    public static func decode(from reader: inout TagStructReader, version: UInt32) throws(WireError) -> SourceOutputInfoReply {
-        var outputs: [SourceOutputInfo] = []
-        while !reader.isAtEnd { outputs.append(try SourceOutputInfo.read(from: &reader, version: version)) }
-        return SourceOutputInfoReply(outputs: outputs)
-    }
-
-    /// Writes the records one after another.
-    public func encode(into writer: inout TagStructWriter, version: UInt32) {
-        for o in outputs { o.encode(into: &writer, version: version) }
     }
 }
 
