@@ -44,13 +44,13 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
     var catalog: SourceDirectory?
     let paths: DaemonPaths
 
-    private struct Registry {
+    struct Registry {
         var sessions: [UInt64: SessionState] = [:]
         var streams: [UInt64: RecordStream] = [:]
         var agents: [AgentID: ControlConnectionID] = [:]
         var controlPeers: [ControlConnectionID: ControlPeer] = [:]
     }
-    private let registry = Locked(Registry())
+    let registry = Locked(Registry())
 
     init(configuration: Configuration, declarations: [AppKey: AppDeclaration], store: PermissionStore,
          paths: DaemonPaths) throws {
@@ -120,7 +120,7 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
     // MARK: engine calls
 
     /// Runs `body` on the engine; applies stream flips under the lock, the rest after.
-    private func withEngine<R>(_ body: (inout ConsentEngine) -> (R, [ConsentAction])) -> R {
+    func withEngine<R>(_ body: (inout ConsentEngine) -> (R, [ConsentAction])) -> R {
         let (result, deferred) = engine.withLock { e -> (R, [ConsentAction]) in
             let (r, actions) = body(&e)
             for case let .setStreamAccess(c, s, real) in actions {
@@ -146,7 +146,7 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
         }
     }
 
-    private func snapAllows(_ session: UInt64) -> Bool { snapGate?.allows(session) ?? true }
+    func snapAllows(_ session: UInt64) -> Bool { snapGate?.allows(session) ?? true }
 
     /// Sets every live stream of `session` to what the engine says, snapd permitting.
     private func reapplyAccess(session: UInt64) {
@@ -206,60 +206,6 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
                  + "(\(kind?.rawValue ?? "source not known yet")), "
                  + "\(stream.sampleSpec.format.name) \(stream.sampleSpec.channels)ch \(stream.sampleSpec.rate)Hz, "
                  + (stream.isReal ? "real" : "silenced"))
-    }
-
-    func recordStreamMoved(_ session: SessionState, stream: RecordStream) {
-        redecide(stream, why: "moved")
-    }
-
-    /// Whether any record stream is live (the source catalog polls source outputs meanwhile).
-    var hasRecordStreams: Bool { registry.withLock { !$0.streams.isEmpty } }
-
-    /// Classifies `stream` again and has the engine decide it again when its source or kind changed
-    /// (the flag is set under the engine lock, before the stream's next frame is looked at).
-    private func redecide(_ stream: RecordStream, why: String) {
-        let (source, kind) = classify(stream)
-        let changed = withEngine { e in
-            let (real, actions) = e.recordStreamMoved(ClientID(stream.sessionID), stream: StreamID(stream.streamID),
-                                                      source: source, kind: kind, now: wallClockNow())
-            stream.setReal(real && snapAllows(stream.sessionID))
-            return (!actions.isEmpty, actions)
-        }
-        guard changed else { return }
-        let app = registry.withLock { $0.sessions[stream.sessionID]?.identity.appKey.description } ?? "?"
-        Log.info("session \(stream.sessionID) (\(app)): record stream \(stream.channel) \(why): on \(source) "
-                 + "(\(kind?.rawValue ?? "source not known yet")), \(stream.isReal ? "real" : "silenced")")
-    }
-
-    /// The server said, when asked at `askedAt` (monotonic), that source output `index` records
-    /// from source `source` (the catalog asks after change events, and polls while streams are
-    /// live): a stream of ours found elsewhere is decided again. An answer asked for before the
-    /// stream's last RECORD_STREAM_MOVED is older than what that said, and is ignored.
-    func sourceOutputChanged(index: UInt32, source: UInt32, askedAt: Double) {
-        guard let stream = registry.withLock({ $0.streams.values.first { $0.sourceOutputIndex == index } }) else { return }
-        let name = (catalog?.snapshot ?? SourceTable()).sources[source]?.name ?? ""
-        let moved = stream.placement.withLock { p -> Bool in
-            guard p.sourceIndex != source, askedAt > p.movedAt else { return false }
-            p.sourceIndex = source
-            p.source = name
-            return true
-        }
-        if moved { redecide(stream, why: "moved (seen by the source catalog)") }
-    }
-
-    /// What `stream` captures, from the catalog; stored in its placement for status and events.
-    private func classify(_ stream: RecordStream) -> (source: String, kind: Capability?) {
-        let table = catalog?.snapshot ?? SourceTable()
-        return stream.placement.withLock { p in
-            p.kind = table.kind(sourceIndex: p.sourceIndex, sourceName: p.source.isEmpty ? nil : p.source,
-                                directOnInput: stream.directOnInput)
-            return (p.source, p.kind)
-        }
-    }
-
-    /// The catalog learned or forgot sources: streams whose kind changed with it are decided again.
-    func sourcesChanged() {
-        for stream in registry.withLock({ Array($0.streams.values) }) { redecide(stream, why: "classified again") }
     }
 
     func recordStreamEnded(_ session: SessionState, stream: RecordStream) {

@@ -89,10 +89,12 @@ final class SourceCatalog: SourceDirectory, @unchecked Sendable {
         thread = startThread { [self] in run() }
     }
 
-    /// Waits (at start-up) until the first source list arrived, or `timeout` seconds passed.
+    /// Waits (at start-up) until the first source list arrived and named a source, or `timeout`
+    /// seconds passed. (pipewire-pulse may answer a new client's first list before it has
+    /// learned its own objects, and announce them as new right after.)
     func waitUntilReady(timeout: Double) {
         let deadline = monotonicNow() + timeout
-        while !isReady && monotonicNow() < deadline { usleep(5_000) }
+        while !(isReady && !snapshot.sources.isEmpty) && monotonicNow() < deadline { usleep(5_000) }
     }
 
     func stop() {

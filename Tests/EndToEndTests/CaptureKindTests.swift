@@ -23,12 +23,17 @@ extension EndToEnd {
             try AudioAnalysis.sineWAV(frequency: otherFrequency, seconds: 120, sampleRate: 48000, channels: 1, amplitude: 0.5)
                 .write(to: URL(fileURLWithPath: wav))
             let player = try Tool.start("paplay", args: [wav], server: s.server.serverString)
+            return (player, try await waitForObject(s, "sink-inputs", "Sink Input #", application: "paplay"))
+        }
+
+        /// Waits for the `kind` object of `application` to appear on the server; returns its index.
+        static func waitForObject(_ s: Setup, _ kind: String, _ header: String, application: String) async throws -> String {
             var index: String?
             await Wait.until(timeout: 60, interval: 0.1) {
-                index = objectIndex(s, "sink-inputs", "Sink Input #", application: "paplay")
+                index = objectIndex(s, kind, header, application: application)
                 return index != nil
             }
-            return (player, try #require(index, "paplay's sink input did not appear"))
+            return try #require(index, "no \(kind) of \(application) appeared")
         }
 
         /// The index of the `kind` object (pactl list KIND, blocks starting with `header`) whose
@@ -143,12 +148,7 @@ extension EndToEnd {
             defer { _ = rec.stop() }
             let before = await Self.next(0.5, of: rec)
             #expect(Self.isTone(before, PulseServer.toneFrequency), "before the move: \(Helpers.analyze(before, format: .s16le))")
-            var index: String?
-            await Wait.until(timeout: 30, interval: 0.1) {
-                index = Self.objectIndex(s, "source-outputs", "Source Output #", application: "parecord")
-                return index != nil
-            }
-            let output = try #require(index, "parecord's source output did not appear")
+            let output = try await Self.waitForObject(s, "source-outputs", "Source Output #", application: "parecord")
 
             try await Self.move(s, output: output, to: "\(PulseServer.sinkName).monitor")
             let moved = try await Self.stream(s) { $0.kind == "system-audio" }
