@@ -375,8 +375,7 @@ public struct ConsentEngine: Sendable {
     /// The server created the record stream. `kind` is what its source captures (nil: not known
     /// yet, so silent until `recordStreamMoved` tells it). Returns whether it starts real (else
     /// silent from its first frame), and actions (usage, events, possibly a new prompt).
-    public mutating func recordStreamStarted(_ c: ClientID, stream: StreamID, source: String,
-                                             kind: Capability? = .microphone,
+    public mutating func recordStreamStarted(_ c: ClientID, stream: StreamID, source: String, kind: Capability?,
                                              now: Double) -> (real: Bool, actions: [ConsentAction]) {
         guard var s = clients[c] else { return (false, []) }
         let app = s.identity.appKey
