@@ -11,10 +11,11 @@ import TestSupport
 import Testing
 
 @Suite(.serialized, .timeLimit(.minutes(5))) struct SourceCatalogTests {
-    /// What the catalog reported, for the test to wait on.
+    /// What the catalog reported, for the test to wait on. (`Locked`, not `Mutex`: the thread
+    /// sanitizer, which runs these tests in CI, sees the ordering of pthread mutexes only.)
     final class Reports: Sendable {
         let changes = Atomic<Int>(0)
-        let outputs = Mutex<[UInt32: UInt32]>([:])
+        let outputs = Locked<[UInt32: UInt32]>([:])
         let watching = Atomic<Bool>(false)
     }
 
