@@ -136,6 +136,9 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
 
     func sessionOpened(_ session: SessionState) {
         registry.withLock { $0.sessions[session.id] = session }
+        // A catalog waiting to reconnect (the server went away) tries again now, ahead of this
+        // client's first record stream, which stays silent until its source is known.
+        catalog?.wake()
         let purpose = session.properties.withLock { $0.launcherPurpose }
         withEngine { e in
             ((), e.clientConnected(ClientID(session.id), identity: session.identity, launcherPurpose: purpose,

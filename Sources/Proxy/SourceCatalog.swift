@@ -16,7 +16,8 @@
 // every change `onChange` runs on this thread, so streams waiting for an
 // unknown source are decided as soon as it is known. When the connection
 // fails the table is emptied (streams on unknown sources stay silent) and the
-// thread reconnects with a growing delay, at once when a record stream starts.
+// thread reconnects with a growing delay, at once when a client connects or a
+// record stream starts.
 import CLinux
 import Consent
 import Glibc
@@ -27,7 +28,8 @@ import PulseWire
 protocol SourceDirectory: AnyObject, Sendable {
     /// What is known now.
     var snapshot: SourceTable { get }
-    /// A record stream started (the catalog watches source outputs while streams are live).
+    /// A client connected or a record stream started (the catalog reconnects if it lost the
+    /// server, and watches source outputs while streams are live).
     func wake()
 }
 
@@ -75,7 +77,8 @@ final class SourceCatalog: SourceDirectory, @unchecked Sendable {
         if wakeFD >= 0 { closeFD(wakeFD) }
     }
 
-    /// A record stream started: poll source outputs from now on.
+    /// A client connected or a record stream started: reconnect now if disconnected, and
+    /// poll source outputs while streams are live.
     func wake() { _ = earmuff_eventfd_signal(wakeFD) }
 
     /// What is known now (a copy).
@@ -129,8 +132,9 @@ final class SourceCatalog: SourceDirectory, @unchecked Sendable {
                     return t != SourceTable()
                 }) { onChange() }
             }
-            // Wait before reconnecting, unless told to stop; a stream that starts (so the
-            // server is back) ends the wait, since it stays silent until its source is known.
+            // Wait before reconnecting, unless told to stop; a client that connects or a stream
+            // that starts (so the server may be back) ends the wait, since streams stay silent
+            // until their source is known.
             var fds = [pollfd(fd: stopFD, events: Int16(POLLIN), revents: 0),
                        pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)]
             _ = poll(&fds, 2, Int32(delay * 1000))
