@@ -154,7 +154,7 @@ public enum ConsentAction: Sendable, Equatable {
     case startUsage(ClientID, StreamID, UsageRecord)
     /// The capture session ended; the proxy writes it with its byte counts.
     case finishUsage(ClientID, StreamID, endedAt: Double)
-    /// The stream goes on under another source or kind: end its usage row at `at` and start this one.
+    /// The stream goes on under another source or kind: end its usage row when this one starts, and start it.
     case splitUsage(ClientID, StreamID, UsageRecord)
     /// Close this client's connection (then call `clientDisconnected`).
     case disconnectClient(ClientID, reason: String)
