@@ -35,7 +35,7 @@ let package = Package(
         .target(name: "TestSupport", dependencies: ["PulseWire", "CLinux"]),
         .testTarget(name: "PulseWireTests", dependencies: ["PulseWire"]),
         .testTarget(name: "RingTests", dependencies: ["Ring"]),
-        .testTarget(name: "ConsentTests", dependencies: ["Consent"]),
+        .testTarget(name: "ConsentTests", dependencies: ["Consent", "PulseWire"]),
         .testTarget(name: "ConsentStoreTests", dependencies: ["ConsentStore", "Consent"]),
         .testTarget(name: "ControlProtocolTests", dependencies: ["ControlProtocol"]),
         .testTarget(name: "ProxyTests", dependencies: ["Proxy", "EarmuffClient", "ControlProtocol", "PulseWire", "Ring", "CLinux", "TestSupport"]),

@@ -362,26 +362,41 @@ public struct Configuration: Sendable, Equatable {
 public struct AppDeclaration: Sendable, Equatable {
     /// The purpose string shown in prompts.
     public var purpose: String?
-    /// Site policy (`granted` or `denied`, reason `admin-policy`); nil: the user decides.
-    public var decision: PermissionState?
+    /// Site policy per capture kind (`granted` or `denied`, reason `admin-policy`); a kind
+    /// not listed is the user's to decide.
+    public var decisions: [Capability: PermissionState]
 
-    public init(purpose: String? = nil, decision: PermissionState? = nil) {
+    /// The microphone's policy (`decision =`).
+    public var decision: PermissionState? {
+        get { decisions[.microphone] }
+        set { decisions[.microphone] = newValue }
+    }
+
+    public init(purpose: String? = nil, decision: PermissionState? = nil, decisions: [Capability: PermissionState] = [:]) {
         self.purpose = purpose
-        self.decision = decision
+        self.decisions = decisions
+        if let decision { self.decisions[.microphone] = decision }
+    }
+
+    /// The key that sets each kind's policy: `decision` for the microphone (as before kinds were
+    /// told apart), `system-audio-decision`, `app-audio-decision`.
+    public static func decisionKey(_ kind: Capability) -> String {
+        kind == .microphone ? "decision" : "\(kind.rawValue)-decision"
     }
 
     /// Keys a declaration section accepts.
-    public static let keys = ["purpose", "decision"]
+    public static let keys = ["purpose"] + Capability.allCases.map(decisionKey)
 
     /// App key kinds a declaration may name.
     public static let kinds = ["flatpak", "snap", "systemd", "launcher", "script", "exe"]
 
     /// `other`'s fields replacing this one's where `other` sets them.
     public func merging(_ other: AppDeclaration) -> AppDeclaration {
-        AppDeclaration(purpose: other.purpose ?? purpose, decision: other.decision ?? decision)
+        AppDeclaration(purpose: other.purpose ?? purpose, decisions: decisions.merging(other.decisions) { _, new in new })
     }
 
-    /// Parses one apps.d file: `[kind:value]` sections of `purpose =` and `decision =` lines.
+    /// Parses one apps.d file: `[kind:value]` sections of `purpose =` and `decision =` lines
+    /// (and `system-audio-decision =`, `app-audio-decision =`).
     public static func parse(text: String, file: String) throws(ConfigError) -> [AppKey: AppDeclaration] {
         var result: [AppKey: AppDeclaration] = [:]
         var current: AppKey?
@@ -412,12 +427,12 @@ public struct AppDeclaration: Sendable, Equatable {
                 if name == "purpose" {
                     guard !value.isEmpty else { throw fail("purpose is empty; say why \(app) records, or remove the line") }
                     d.purpose = value
-                } else {
+                } else if let kind = Capability.allCases.first(where: { decisionKey($0) == name }) {
                     switch value {
-                    case "granted": d.decision = .granted
-                    case "denied": d.decision = .denied
+                    case "granted": d.decisions[kind] = .granted
+                    case "denied": d.decisions[kind] = .denied
                     default:
-                        throw fail("decision must be granted or denied, not \"\(value)\" (remove the line to let the user decide)")
+                        throw fail("\(name) must be granted or denied, not \"\(value)\" (remove the line to let the user decide)")
                     }
                 }
                 result[app] = d

@@ -13,8 +13,9 @@
 //   A stream's kind comes from what it records (the proxy classifies its
 //   source); until the kind is known the stream is silent, and a stream moved
 //   to another source is decided again under the new source's kind.
-// - Per app key and kind, the effective state is the apps.d policy (`decision =`,
-//   microphone only, reason admin-policy) if any, else the stored decision, else undetermined.
+// - Per app key and kind, the effective state is the apps.d policy (`decision =`
+//   for the microphone, `system-audio-decision =`, `app-audio-decision =`; reason
+//   admin-policy) if any, else the stored decision, else undetermined.
 //   Policy wins over the user: `setDecision` on a policy app fails with
 //   `.governedByPolicy`, and no prompt is ever raised for it.
 // - A stream is real when the app is granted its kind, or undetermined and its
@@ -167,7 +168,7 @@ public enum ConsentAction: Sendable, Equatable {
     case startUsage(ClientID, StreamID, UsageRecord)
     /// The capture session ended; the proxy writes it with its byte counts.
     case finishUsage(ClientID, StreamID, endedAt: Double)
-    /// The stream goes on under another source or kind: end its usage row at `at` and start this one.
+    /// The stream goes on under another source or kind: end its usage row when this one starts, and start it.
     case splitUsage(ClientID, StreamID, UsageRecord)
     /// Close this client's connection (then call `clientDisconnected`).
     case disconnectClient(ClientID, reason: String)
@@ -425,8 +426,7 @@ public struct ConsentEngine: Sendable {
     /// The server created the record stream. `kind` is what its source captures (nil: not known
     /// yet, so silent until `recordStreamMoved` tells it). Returns whether it starts real (else
     /// silent from its first frame), and actions (usage, events, possibly a new prompt).
-    public mutating func recordStreamStarted(_ c: ClientID, stream: StreamID, source: String,
-                                             kind: Capability? = .microphone,
+    public mutating func recordStreamStarted(_ c: ClientID, stream: StreamID, source: String, kind: Capability?,
                                              now: Double) -> (real: Bool, actions: [ConsentAction]) {
         guard clients[c] != nil else { return (false, []) }
         // A timed decision that lapsed while its timer was late ends before this stream starts.
@@ -646,9 +646,9 @@ public struct ConsentEngine: Sendable {
 
     // MARK: Internals
 
-    /// What apps.d fixes for an app and kind (its `decision =` line covers the microphone).
+    /// What apps.d fixes for an app and kind (`decision =` for the microphone, `system-audio-decision =`, …).
     func policyDecision(_ app: AppKey, _ kind: Capability) -> PermissionState? {
-        kind == .microphone ? policy.declarations[app]?.decision : nil
+        policy.declarations[app]?.decisions[kind]
     }
 
     private func isReal(_ s: ClientState, _ kind: Capability?) -> Bool {

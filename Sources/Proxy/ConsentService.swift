@@ -43,16 +43,16 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
     var snapGate: SnapRecordGate?
     /// What each source of the server is (set before apps can connect); nil: no source is
     /// known, so every stream stays silent.
-    var catalog: SourceCatalog?
+    var catalog: SourceDirectory?
     let paths: DaemonPaths
 
-    private struct Registry {
+    struct Registry {
         var sessions: [UInt64: SessionState] = [:]
         var streams: [UInt64: RecordStream] = [:]
         var agents: [AgentID: ControlConnectionID] = [:]
         var controlPeers: [ControlConnectionID: ControlPeer] = [:]
     }
-    private let registry = Locked(Registry())
+    let registry = Locked(Registry())
 
     init(configuration: Configuration, declarations: [AppKey: AppDeclaration], store: PermissionStore,
          paths: DaemonPaths) throws {
@@ -160,6 +160,9 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
 
     func sessionOpened(_ session: SessionState) {
         registry.withLock { $0.sessions[session.id] = session }
+        // A catalog waiting to reconnect (the server went away) tries again now, ahead of this
+        // client's first record stream, which stays silent until its source is known.
+        catalog?.wake()
         let purpose = session.properties.withLock { $0.launcherPurpose }
         withEngine { e in
             ((), e.clientConnected(ClientID(session.id), identity: session.identity, launcherPurpose: purpose,
@@ -170,7 +173,7 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
         }
     }
 
-    private func snapAllows(_ session: UInt64) -> Bool { snapGate?.allows(session) ?? true }
+    func snapAllows(_ session: UInt64) -> Bool { snapGate?.allows(session) ?? true }
 
     /// Sets every live stream of `session` to what the engine says, snapd permitting.
     private func reapplyAccess(session: UInt64) {
@@ -217,6 +220,7 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
 
     func recordStreamStarted(_ session: SessionState, stream: RecordStream) {
         registry.withLock { $0.streams[stream.streamID] = stream }
+        catalog?.wake()
         let (source, kind) = classify(stream)
         withEngine { e in
             let (real, actions) = e.recordStreamStarted(ClientID(session.id), stream: StreamID(stream.streamID),
@@ -229,43 +233,6 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
                  + "(\(kind?.rawValue ?? "source not known yet")), "
                  + "\(stream.sampleSpec.format.name) \(stream.sampleSpec.channels)ch \(stream.sampleSpec.rate)Hz, "
                  + (stream.isReal ? "real" : "silenced"))
-    }
-
-    func recordStreamMoved(_ session: SessionState, stream: RecordStream) {
-        let (source, kind) = classify(stream)
-        withEngine { e in
-            let (real, actions) = e.recordStreamMoved(ClientID(session.id), stream: StreamID(stream.streamID),
-                                                      source: source, kind: kind, now: wallClockNow())
-            stream.setReal(real && snapAllows(session.id))
-            return ((), actions)
-        }
-        Log.info("session \(session.id) (\(session.identity.appKey)): record stream \(stream.channel) moved to "
-                 + "\(source) (\(kind?.rawValue ?? "source not known yet")), \(stream.isReal ? "real" : "silenced")")
-    }
-
-    /// What `stream` captures, from the catalog; stored in its placement for status and events.
-    private func classify(_ stream: RecordStream) -> (source: String, kind: Capability?) {
-        let table = catalog?.snapshot ?? SourceTable()
-        return stream.placement.withLock { p in
-            p.kind = table.kind(sourceIndex: p.sourceIndex, sourceName: p.source.isEmpty ? nil : p.source,
-                                directOnInput: stream.directOnInput)
-            return (p.source, p.kind)
-        }
-    }
-
-    /// The catalog learned or forgot sources: streams whose kind changed with it are decided again.
-    func sourcesChanged() {
-        for stream in registry.withLock({ Array($0.streams.values) }) {
-            let before = stream.placement.withLock { $0.kind }
-            let (source, kind) = classify(stream)
-            guard kind != before else { continue }
-            withEngine { e in
-                let (real, actions) = e.recordStreamMoved(ClientID(stream.sessionID), stream: StreamID(stream.streamID),
-                                                          source: source, kind: kind, now: wallClockNow())
-                stream.setReal(real && snapAllows(stream.sessionID))
-                return ((), actions)
-            }
-        }
     }
 
     func recordStreamEnded(_ session: SessionState, stream: RecordStream) {

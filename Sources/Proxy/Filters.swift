@@ -8,9 +8,11 @@
 // Server → client (read by the upstream half): replies are paired with requests by tag
 // (they may come out of order); the AUTH reply loses its flags too; record
 // streams enter the channel table from their CREATE reply and leave it on
-// DELETE, KILLED or disconnect. Every memblock is looked up once by channel:
-// real samples pass, others are overwritten with the format's silence byte,
-// and memblocks on unknown channels are dropped.
+// DELETE, KILLED or disconnect; RECORD_STREAM_MOVED has a stream decided again
+// (for its new source's capture kind) before its next memblock is looked at.
+// Every memblock is looked up once by channel: real samples pass, others are
+// overwritten with the format's silence byte, and memblocks on unknown
+// channels are dropped.
 import Consent
 import PulseWire
 
@@ -256,6 +258,7 @@ final class ServerToClientFilter: FrameFilter {
                 s.placement.withLock {
                     $0.source = moved.sourceName ?? ""
                     $0.sourceIndex = moved.sourceIndex
+                    $0.movedAt = monotonicNow()
                 }
                 // Decided again now, before the next memblock of this stream is looked at.
                 observer.recordStreamMoved(state, stream: s)

@@ -25,6 +25,8 @@ struct StreamPlacement: Sendable, Equatable {
     var sourceIndex: UInt32
     /// What the source captures; nil until it is known (the stream is silent meanwhile).
     var kind: Capability?
+    /// When (monotonic seconds) the server last said the stream moved (RECORD_STREAM_MOVED).
+    var movedAt: Double = 0
 }
 
 /// One record stream of a session, shared by the S→C filter (audio path) and the consent engine.

@@ -3,21 +3,44 @@
 //
 // One thread owns the connection: AUTH (protocol 13, no shared memory, our
 // credentials, which both servers accept from their own uid), SET_CLIENT_NAME,
-// SUBSCRIBE to sources and the server, GET_SERVER_INFO and
+// SUBSCRIBE to sources, source outputs and the server, GET_SERVER_INFO and
 // GET_SOURCE_INFO_LIST; then each SUBSCRIBE_EVENT about a source asks for that
-// source again (or forgets it), and a server change asks for the default
-// source again. The table (`SourceTable`, pure) sits behind a lock that loop
+// source again (or forgets it), a server change asks for the default source
+// again, and a new or changed source output is asked where it records from
+// (`onSourceOutput`). pipewire-pulse (0.3.65) sends neither RECORD_STREAM_MOVED
+// nor a change event for every move made by another client, so while record
+// streams are live (`watching`) the catalog also asks for every source output
+// each `pollInterval`: a move that the server announces nowhere is noticed
+// within that time. The table (`SourceTable`, pure) sits behind a lock that loop
 // threads take when a record stream starts or moves (never per frame); after
 // every change `onChange` runs on this thread, so streams waiting for an
 // unknown source are decided as soon as it is known. When the connection
 // fails the table is emptied (streams on unknown sources stay silent) and the
-// thread reconnects with a growing delay.
+// thread reconnects with a growing delay, at once when a client connects or a
+// record stream starts.
 import CLinux
 import Consent
 import Glibc
 import PulseWire
 
-final class SourceCatalog: @unchecked Sendable {
+/// Where the consent service learns what each source is: the source catalog, or a fixed table
+/// (tests of the relay without a server to ask).
+protocol SourceDirectory: AnyObject, Sendable {
+    /// What is known now.
+    var snapshot: SourceTable { get }
+    /// A client connected or a record stream started (the catalog reconnects if it lost the
+    /// server, and watches source outputs while streams are live).
+    func wake()
+}
+
+/// A table that never changes.
+final class FixedSources: SourceDirectory {
+    let snapshot: SourceTable
+    init(_ table: SourceTable) { snapshot = table }
+    func wake() {}
+}
+
+final class SourceCatalog: SourceDirectory, @unchecked Sendable {
     // @unchecked Sendable: `table` is behind a lock; the rest is touched only on the
     // catalog thread, except `stopFD` (an eventfd, written by `stop`) and `thread`
     // (set by `start`, joined by `stop`, both on the daemon's thread).
@@ -26,16 +49,37 @@ final class SourceCatalog: @unchecked Sendable {
     private let ready = Locked(false)
     /// Called on the catalog thread after the table changed.
     private let onChange: @Sendable () -> Void
+    /// Called on the catalog thread with a source output's index, the source it records from, and
+    /// when (monotonic seconds) that was asked.
+    private let onSourceOutput: @Sendable (UInt32, UInt32, Double) -> Void
+    /// Whether record streams are live (then source outputs are polled).
+    private let watching: @Sendable () -> Bool
+    /// Written by `wake` (a stream started), so polling starts at once.
+    private let wakeFD: Int32
+    /// How often source outputs are asked for while streams are live.
+    static let pollInterval = 0.1
     private let stopFD: Int32
     private var thread: pthread_t?
 
-    init(upstream: UpstreamAddress, onChange: @escaping @Sendable () -> Void) {
+    init(upstream: UpstreamAddress, onChange: @escaping @Sendable () -> Void,
+         onSourceOutput: @escaping @Sendable (UInt32, UInt32, Double) -> Void,
+         watching: @escaping @Sendable () -> Bool) {
         self.upstream = upstream
         self.onChange = onChange
+        self.onSourceOutput = onSourceOutput
+        self.watching = watching
         stopFD = earmuff_eventfd()
+        wakeFD = earmuff_eventfd()
     }
 
-    deinit { if stopFD >= 0 { closeFD(stopFD) } }
+    deinit {
+        if stopFD >= 0 { closeFD(stopFD) }
+        if wakeFD >= 0 { closeFD(wakeFD) }
+    }
+
+    /// A client connected or a record stream started: reconnect now if disconnected, and
+    /// poll source outputs while streams are live.
+    func wake() { _ = earmuff_eventfd_signal(wakeFD) }
 
     /// What is known now (a copy).
     var snapshot: SourceTable { table.withLock { $0 } }
@@ -48,10 +92,12 @@ final class SourceCatalog: @unchecked Sendable {
         thread = startThread { [self] in run() }
     }
 
-    /// Waits (at start-up) until the first source list arrived, or `timeout` seconds passed.
+    /// Waits (at start-up) until the first source list arrived and named a source, or `timeout`
+    /// seconds passed. (pipewire-pulse may answer a new client's first list before it has
+    /// learned its own objects, and announce them as new right after.)
     func waitUntilReady(timeout: Double) {
         let deadline = monotonicNow() + timeout
-        while !isReady && monotonicNow() < deadline { usleep(5_000) }
+        while !(isReady && !snapshot.sources.isEmpty) && monotonicNow() < deadline { usleep(5_000) }
     }
 
     func stop() {
@@ -86,15 +132,26 @@ final class SourceCatalog: @unchecked Sendable {
                     return t != SourceTable()
                 }) { onChange() }
             }
-            // Wait before reconnecting, unless told to stop.
-            var p = pollfd(fd: stopFD, events: Int16(POLLIN), revents: 0)
-            if poll(&p, 1, Int32(delay * 1000)) > 0 { break }
-            delay = min(delay * 2, 2)
+            // Wait before reconnecting, unless told to stop; a client that connects or a stream
+            // that starts (so the server may be back) ends the wait, since streams stay silent
+            // until their source is known.
+            var fds = [pollfd(fd: stopFD, events: Int16(POLLIN), revents: 0),
+                       pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)]
+            _ = poll(&fds, 2, Int32(delay * 1000))
+            if fds[0].revents != 0 { break }
+            if fds[1].revents != 0 {
+                _ = earmuff_eventfd_drain(wakeFD)
+                delay = 0.05
+            } else {
+                delay = min(delay * 2, 2)
+            }
         }
     }
 
-    private enum Pending {
+    private enum Pending: Equatable {
         case auth, setName, subscribe, serverInfo, sourceList, sourceInfo
+        /// Asked at this monotonic time.
+        case sourceOutputInfo(Double), sourceOutputList(Double)
     }
 
     private struct CatalogError: Error, CustomStringConvertible {
@@ -122,17 +179,30 @@ final class SourceCatalog: @unchecked Sendable {
         props.set("application.name", string: "Earmuff source catalog")
         props.set("application.id", string: "org.earmuff.SourceCatalog")
         try send({ SetClientName(proplist: props).packet(tag: $0, version: version) }, .setName)
-        try send({ Subscribe([.source, .server]).packet(tag: $0, version: version) }, .subscribe)
+        try send({ Subscribe([.source, .sourceOutput, .server]).packet(tag: $0, version: version) }, .subscribe)
         try send({ EmptyRequest(.getServerInfo).packet(tag: $0) }, .serverInfo)
         try send({ EmptyRequest(.getSourceInfoList).packet(tag: $0) }, .sourceList)
 
         var parser = FrameParser()
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        var nextPoll = monotonicNow()
         while true {
+            // While streams are live, ask where every source output records from, one list at a time.
+            var timeout: Int32 = -1
+            if watching() {
+                let now = monotonicNow()
+                if now >= nextPoll, !pending.values.contains(where: { if case .sourceOutputList = $0 { true } else { false } }) {
+                    try send({ EmptyRequest(.getSourceOutputInfoList).packet(tag: $0) }, .sourceOutputList(now))
+                    nextPoll = now + Self.pollInterval
+                }
+                timeout = Int32(max(0, (nextPoll - monotonicNow()) * 1000).rounded(.up))
+            }
             var fds = [pollfd(fd: fd, events: Int16(POLLIN), revents: 0),
-                       pollfd(fd: stopFD, events: Int16(POLLIN), revents: 0)]
-            guard poll(&fds, 2, -1) >= 0 || errno == EINTR else { throw CatalogError("poll: \(errno)") }
+                       pollfd(fd: stopFD, events: Int16(POLLIN), revents: 0),
+                       pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)]
+            guard poll(&fds, 3, timeout) >= 0 || errno == EINTR else { throw CatalogError("poll: \(errno)") }
             if fds[1].revents != 0 { return }
+            if fds[2].revents != 0 { _ = earmuff_eventfd_drain(wakeFD) }
             guard fds[0].revents != 0 else { continue }
             let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
             if n == 0 { throw CatalogError("the server closed the connection") }
@@ -156,17 +226,21 @@ final class SourceCatalog: @unchecked Sendable {
                             return t.defaultSourceName != info.defaultSourceName
                         }
                     case .sourceList:
-                        let list = try SourceInfoReply.decode(from: &r, version: version).sources
+                        let list = try SourceInfoReply.decode(from: &r, version: version).records
                         table.withLock { $0.replaceAll(list) }
                         ready.withLock { $0 = true }
                         Log.info("source catalog: \(list.count) sources, "
                                  + "\(list.filter(\.isMonitor).count) of them monitors")
                         changed = true
                     case .sourceInfo:
-                        for s in try SourceInfoReply.decode(from: &r, version: version).sources {
+                        for s in try SourceInfoReply.decode(from: &r, version: version).records {
                             table.withLock { $0.update(s) }
                         }
                         changed = true
+                    case .sourceOutputInfo(let askedAt), .sourceOutputList(let askedAt):
+                        for o in try SourceOutputInfoReply.decode(from: &r, version: version).records {
+                            onSourceOutput(o.index, o.source, askedAt)
+                        }
                     case .auth, .setName, .subscribe, nil:
                         break
                     }
@@ -183,6 +257,9 @@ final class SourceCatalog: @unchecked Sendable {
                         changed = true
                     case (.source?, _):
                         try send({ GetSourceInfo(index: e.index).packet(tag: $0, version: version) }, .sourceInfo)
+                    case (.sourceOutput?, .new?), (.sourceOutput?, .change?):
+                        try send({ GetSourceOutputInfo(index: e.index).packet(tag: $0, version: version) },
+                                 .sourceOutputInfo(monotonicNow()))
                     case (.server?, _):
                         try send({ EmptyRequest(.getServerInfo).packet(tag: $0) }, .serverInfo)
                     default:

@@ -43,6 +43,8 @@ public struct StreamView: Decodable, Sendable, Equatable {
     public var bytesReal: UInt64?
     /// Record bytes replaced by silence so far.
     public var bytesSilenced: UInt64?
+    /// What it captures: microphone, system-audio, app-audio (absent while not known).
+    public var kind: String?
 }
 
 /// A pending prompt (status, agent output, `prompt-raised` events).
@@ -61,6 +63,8 @@ public struct PromptView: Decodable, Sendable, Equatable {
     public var source: String?
     /// When it was raised (seconds since 1970).
     public var raisedAt: Double?
+    /// The capture kind it asks for.
+    public var kind: String?
 }
 
 /// `earmuff status --json`.
@@ -96,6 +100,8 @@ public struct AppView: Decodable, Sendable, Equatable {
     public var identifiedBy: String?
     /// Its claimed name.
     public var displayName: String?
+    /// The capture kind the decision is about.
+    public var kind: String?
     /// How long the state lasts: always, session, timed, once.
     public var lifespan: String?
     /// When a timed decision ends (seconds since 1970).

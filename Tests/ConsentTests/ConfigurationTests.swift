@@ -229,7 +229,7 @@ private func declarationError(_ text: String, file: String = "/etc/earmuff/apps.
         #expect(e?.message == #"decision must be granted or denied, not "maybe" (remove the line to let the user decide)"#)
         #expect(declarationError("[exe:/a]\ndecision = undetermined\n") != nil)
         #expect(declarationError("[exe:/a]\npurpos = x\n")?.message
-                == #"unknown key "purpos"; did you mean "purpose"? (keys: purpose, decision)"#)
+                == #"unknown key "purpos"; did you mean "purpose"? (keys: purpose, decision, system-audio-decision, app-audio-decision)"#)
         #expect(declarationError("[exe:/a]\npurpose =\n")?.message.contains("purpose is empty") == true)
     }
 }

@@ -29,7 +29,7 @@ extension ConsentEngine {
     mutating func record(_ c: ClientID, _ s: StreamID, now: Double = 1) -> (admitted: Bool, real: Bool, actions: [ConsentAction]) {
         let admission = recordStreamRequested(c, now: now)
         guard admission.proceed else { return (false, false, admission.actions) }
-        let started = recordStreamStarted(c, stream: s, source: "alsa_input.pci-0000_00_1f.3.analog-stereo", now: now)
+        let started = recordStreamStarted(c, stream: s, source: "alsa_input.pci-0000_00_1f.3.analog-stereo", kind: .microphone, now: now)
         return (true, started.real, admission.actions + started.actions)
     }
 }
@@ -127,7 +127,7 @@ private func closed(in actions: [ConsentAction]) -> [(PromptID, PromptOutcome, [
         var e = engine()
         let a = e.recordStreamRequested(c1, now: 0)
         #expect(!a.proceed)
-        #expect(e.recordStreamStarted(c1, stream: s1, source: "", now: 0).real == false)
+        #expect(e.recordStreamStarted(c1, stream: s1, source: "", kind: .microphone, now: 0).real == false)
         #expect(e.recordStreamEnded(c1, stream: s1, now: 0).isEmpty)
         #expect(e.clientDisconnected(c1, now: 0).isEmpty)
     }

@@ -73,6 +73,18 @@ private func usage(_ r: Result<ClientCommand, UsageError>) -> UsageError? {
         }
     }
 
+    @Test func captureKinds() {
+        #expect(parse("grant", "obs", "--kind", "system-audio")
+                == .success(.setDecision(app: "obs", state: .granted, kind: "system-audio", ClientOptions())))
+        #expect(parse("deny", "--kind=app-audio", "obs") == .success(.setDecision(app: "obs", state: .denied, kind: "app-audio", ClientOptions())))
+        #expect(parse("reset", "obs", "--kind", "microphone") == .success(.reset(app: "obs", kind: "microphone", ClientOptions())))
+        guard case .failure(let e) = parse("grant", "obs", "--kind", "speakers") else {
+            Issue.record("an unknown kind is a usage error")
+            return
+        }
+        #expect(e.message.contains("microphone, system-audio, app-audio"), "\(e.message)")
+    }
+
     @Test func agent() {
         #expect(parse("agent") == .success(.agent(answer: nil, ClientOptions())))
         #expect(parse("agent", "--answer", "once", "--json") == .success(.agent(answer: .once, ClientOptions(json: true))))
@@ -241,5 +253,36 @@ private func usage(_ r: Result<ClientCommand, UsageError>) -> UsageError? {
         for needle in ["parecord", "exe:/usr/bin/parecord", "identified by exe", "1234", "test \"quotes\"", "sine"] {
             #expect(out.contains(needle), "\(needle)")
         }
+    }
+}
+
+@Suite struct CaptureKindWording {
+    static func prompt(kind: String?, source: String) -> PromptInfo {
+        PromptInfo(id: 1, appKey: "exe:/usr/bin/obs", identifiedBy: "exe", source: source, executable: "/usr/bin/obs", kind: kind)
+    }
+
+    @Test func promptsNameWhatIsCaptured() {
+        let mic = Self.prompt(kind: "microphone", source: "mic")
+        #expect(PromptWording.title(mic) == "obs wants to use the microphone")
+        #expect(PromptWording.device(mic) == "microphone mic")
+        let system = Self.prompt(kind: "system-audio", source: "out.monitor")
+        #expect(PromptWording.title(system) == "obs wants to record what your computer plays")
+        #expect(PromptWording.device(system) == "system audio (out.monitor)")
+        let app = Self.prompt(kind: "app-audio", source: "out.monitor")
+        #expect(PromptWording.title(app) == "obs wants to record another app's audio")
+        #expect(PromptWording.device(app) == "another app's audio (out.monitor)")
+        // From a daemon that does not say the kind, a monitor is still named as system audio.
+        #expect(PromptWording.kind(Self.prompt(kind: nil, source: "out.monitor")) == "system-audio")
+    }
+
+    @Test func tablesShowTheKind() {
+        let apps = ClientFormat.apps([AppInfo(key: "exe:/usr/bin/obs", state: "granted", reason: "user", kind: "system-audio")])
+        #expect(apps.contains("KIND") && apps.contains("system-audio"), "\(apps)")
+        #expect(ClientFormat.decision(AppInfo(key: "exe:/usr/bin/obs", state: "denied", reason: "user", kind: "app-audio"))
+                == "exe:/usr/bin/obs: app-audio denied (user)\n")
+        let line = ClientFormat.event(.streamChanged(StreamInfo(client: 1, stream: 0, appKey: "exe:/usr/bin/obs",
+                                                                source: "out.monitor", sampleSpec: "s16le 1ch 48000Hz",
+                                                                audio: .silenced, kind: "system-audio")), at: 0)
+        #expect(line.contains("system-audio from out.monitor now silenced"), "\(line)")
     }
 }

@@ -539,7 +539,8 @@ extension EndToEnd {
             let directReport = Helpers.analyze(heard.suffix(Self.bytes(0.5, of: direct)), format: .s16le, frequency: 1000)
             #expect(directReport.medianRatio > 0.9, "the sink's monitor did not carry the tone: \(directReport)")
 
-            try s.earmuff.control("grant", s.key)
+            // A recording of another app's stream is app audio, decided apart from the microphone.
+            try s.earmuff.control("grant", s.key, "--kind", "app-audio")
             let allowed = try s.record(extraArguments: ["--monitor-stream=\(sinkInput)"])
             _ = await allowed.waitForAudio(seconds: 1)
             let (_, real) = allowed.stop()

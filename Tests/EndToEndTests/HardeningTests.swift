@@ -56,6 +56,8 @@ final class HardeningBench: Sendable {
             try "missing-purpose = deny\n".write(toFile: conf, atomically: true, encoding: .utf8)
             earmuff = try EarmuffProcess(upstream: hostile.serverString, extraArguments: ["--config", conf])
             try earmuff.control("grant", try Tool.appKey(for: "parecord"))
+            // The recorder below records the sink's monitor: system audio, granted apart.
+            try earmuff.control("grant", try Tool.appKey(for: "parecord"), "--kind", "system-audio")
             try earmuff.control("deny", try Tool.appKey(for: "pactl"))
             recorder = try Tool.startRecording(server: earmuff.serverString, format: .s16le, rate: PulseServer.toneRate,
                                                channels: 1, device: "\(PulseServer.sinkName).monitor")

@@ -164,6 +164,26 @@ private struct Pair {
         }
     }
 
+    @Test("RECORD_STREAM_MOVED: the stream's placement is the new source, and it is decided again before its next frame")
+    func recordStreamMoved() throws {
+        let p = Pair()
+        try p.authenticate()
+        try p.createRecord(tag: 2, channel: 3, format: .s16le)
+        let stream = try #require(p.observer.started.first)
+        #expect(!stream.directOnInput && stream.placement.withLock { $0.kind } == nil)
+        var moved = RecordStreamMoved(channel: 3, sourceIndex: 0, sourceName: "out.monitor", suspended: false)
+            .packet(tag: 0xFFFF_FFFF, version: Limits.protocolVersion)
+        #expect(try p.s2c.packet(&moved) == .forward)
+        #expect(p.observer.moved.map { $0 === stream } == [true])
+        let placement = stream.placement.withLock { $0 }
+        #expect(placement.source == "out.monitor" && placement.sourceIndex == 0 && placement.movedAt > 0)
+        // A move of a channel that is not a record stream of this session is forwarded and otherwise ignored.
+        var other = RecordStreamMoved(channel: 9, sourceIndex: 1, sourceName: "mic", suspended: false)
+            .packet(tag: 0xFFFF_FFFF, version: Limits.protocolVersion)
+        #expect(try p.s2c.packet(&other) == .forward)
+        #expect(p.observer.moved.count == 1)
+    }
+
     @Test("a reused channel ends the stale stream; endAll ends the rest")
     func reusedChannelAndEndAll() throws {
         let p = Pair()

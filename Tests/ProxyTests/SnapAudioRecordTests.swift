@@ -58,6 +58,10 @@ import Testing
                                 launcherDirectory: "\(dir)/app")
         let service = try ConsentService(configuration: Configuration(), declarations: [:], store: store, paths: paths)
         service.snapGate = SnapRecordGate(snapd: SnapdClient(socketPath: snapd))
+        // The flood server's one source, a microphone.
+        var sources = SourceTable()
+        sources.update(SourceInfo(index: 1, name: "flood"))
+        service.catalog = FixedSources(sources)
         let daemon = try Daemon(listenPath: paths.listen, upstream: .unix("\(dir)/upstream"), options: RelayOptions(),
                                 observer: service) { pid, uid, gid, _ in
             ClientIdentity(pid: pid, uid: uid, gid: gid, appKey: AppKey(kind: "snap", value: "recorder"), method: .snap)

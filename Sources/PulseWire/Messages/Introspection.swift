@@ -5,11 +5,45 @@
 // which is what that connection negotiates (both servers gate later fields on
 // the client's version).
 
-/// The highest protocol version whose source records `SourceInfo` reads.
+/// The highest protocol version whose records `SourceInfo` and `SourceOutputInfo` read.
 public let introspectionVersion: UInt32 = 13
 
+/// One record of a GET_*_INFO reply (a list reply holds any number, one after another).
+public protocol IntrospectionRecord: Equatable, Sendable {
+    /// Reads one record, leaving the reader after it.
+    static func read(from reader: inout TagStructReader, version: UInt32) throws(WireError) -> Self
+    /// Writes one record as a server of `version` does.
+    func write(into writer: inout TagStructWriter, version: UInt32)
+}
+
+/// REPLY to GET_*_INFO (one record) or GET_*_INFO_LIST (any number): records until the packet ends.
+public struct InfoReply<Record: IntrospectionRecord>: PacketMessage {
+    /// REPLY.
+    public static var command: Command { .reply }
+    public var records: [Record]
+
+    public init(records: [Record]) { self.records = records }
+
+    /// Reads records until the packet ends.
+    public static func decode(from reader: inout TagStructReader, version: UInt32) throws(WireError) -> InfoReply {
+        var records: [Record] = []
+        while !reader.isAtEnd { records.append(try Record.read(from: &reader, version: version)) }
+        return InfoReply(records: records)
+    }
+
+    /// Writes the records one after another.
+    public func encode(into writer: inout TagStructWriter, version: UInt32) {
+        for r in records { r.write(into: &writer, version: version) }
+    }
+}
+
+/// Source records, as GET_SOURCE_INFO and GET_SOURCE_INFO_LIST return them.
+public typealias SourceInfoReply = InfoReply<SourceInfo>
+/// Source-output records, as GET_SOURCE_OUTPUT_INFO and its _LIST return them.
+public typealias SourceOutputInfoReply = InfoReply<SourceOutputInfo>
+
 /// One source record (GET_SOURCE_INFO reply, or one entry of the _LIST reply), fields up to v13.
-public struct SourceInfo: Equatable, Sendable {
+public struct SourceInfo: IntrospectionRecord {
     public var index: UInt32
     public var name: String?
     public var description: String?
@@ -86,24 +120,64 @@ public struct SourceInfo: Equatable, Sendable {
     }
 }
 
-/// REPLY to GET_SOURCE_INFO (one record) or GET_SOURCE_INFO_LIST (any number).
-public struct SourceInfoReply: PacketMessage {
-    /// REPLY.
-    public static let command = Command.reply
-    public var sources: [SourceInfo]
+/// One source-output record (GET_SOURCE_OUTPUT_INFO reply), the fields up to v13.
+public struct SourceOutputInfo: IntrospectionRecord {
+    public var index: UInt32
+    /// media.name.
+    public var name: String?
+    public var ownerModule: UInt32 = invalidIndex
+    public var client: UInt32 = invalidIndex
+    /// The source it records from now, or `invalidIndex` (pipewire-pulse, while it is not linked to one).
+    public var source: UInt32
+    public var sampleSpec = SampleSpec(format: .s16le, channels: 2, rate: 44100)
+    public var channelMap = ChannelMap()
+    public var bufferUsec: UInt64 = 0
+    public var sourceUsec: UInt64 = 0
+    public var resampleMethod: String?
+    public var driver: String?
+    /// v13.
+    public var proplist = Proplist()
 
-    public init(sources: [SourceInfo]) { self.sources = sources }
-
-    /// Reads records until the packet ends.
-    public static func decode(from reader: inout TagStructReader, version: UInt32) throws(WireError) -> SourceInfoReply {
-        var sources: [SourceInfo] = []
-        while !reader.isAtEnd { sources.append(try SourceInfo.read(from: &reader, version: version)) }
-        return SourceInfoReply(sources: sources)
+    public init(index: UInt32, source: UInt32) {
+        self.index = index
+        self.source = source
     }
 
-    /// Writes the records one after another.
-    public func encode(into writer: inout TagStructWriter, version: UInt32) {
-        for s in sources { s.write(into: &writer, version: version) }
+    /// Reads one record; `version` above 13 is refused.
+    public static func read(from r: inout TagStructReader, version: UInt32) throws(WireError) -> SourceOutputInfo {
+        guard version <= introspectionVersion else { throw WireError.unsupportedVersion(version, what: "source-output records") }
+        let index = try r.readU32()
+        let name = try r.readString()
+        let module = try r.readU32()
+        let client = try r.readU32()
+        var o = SourceOutputInfo(index: index, source: try r.readU32())
+        o.name = name
+        o.ownerModule = module
+        o.client = client
+        o.sampleSpec = try r.readSampleSpec()
+        o.channelMap = try r.readChannelMap()
+        o.bufferUsec = try r.readUsec()
+        o.sourceUsec = try r.readUsec()
+        o.resampleMethod = try r.readString()
+        o.driver = try r.readString()
+        if version >= 13 { o.proplist = try r.readProplist() }
+        return o
+    }
+
+    /// Writes one record as a server of `version` (≤ 13) does.
+    public func write(into w: inout TagStructWriter, version: UInt32) {
+        w.writeU32(index)
+        w.writeString(name)
+        w.writeU32(ownerModule)
+        w.writeU32(client)
+        w.writeU32(source)
+        w.writeSampleSpec(sampleSpec)
+        w.writeChannelMap(channelMap)
+        w.writeUsec(bufferUsec)
+        w.writeUsec(sourceUsec)
+        w.writeString(resampleMethod)
+        w.writeString(driver)
+        if version >= 13 { w.writeProplist(proplist) }
     }
 }
 
@@ -131,6 +205,23 @@ public struct GetSourceInfo: PacketMessage {
         writer.writeU32(index)
         writer.writeString(name)
     }
+}
+
+/// GET_SOURCE_OUTPUT_INFO (31): one source output, by index.
+public struct GetSourceOutputInfo: PacketMessage {
+    /// GET_SOURCE_OUTPUT_INFO.
+    public static let command = Command.getSourceOutputInfo
+    public var index: UInt32
+
+    public init(index: UInt32) { self.index = index }
+
+    /// Reads the index.
+    public static func decode(from reader: inout TagStructReader, version: UInt32) throws(WireError) -> GetSourceOutputInfo {
+        GetSourceOutputInfo(index: try readChannelOnly(&reader))
+    }
+
+    /// Writes the index.
+    public func encode(into writer: inout TagStructWriter, version: UInt32) { writer.writeU32(index) }
 }
 
 /// A request without fields (GET_SOURCE_INFO_LIST, GET_SERVER_INFO).
