@@ -273,6 +273,11 @@ extension EndToEnd {
             defer { _ = watch.stop() }
             let agent = try s.earmuff.startCLI(["agent", "--answer", "deny"])
             defer { _ = agent.stop() }
+            // Both print their first line once subscribed: events before that would not reach watch.
+            let listening = await Wait.until(timeout: 60) {
+                watch.output().contains("watching") && agent.output().contains("answering every prompt")
+            }
+            #expect(listening, "agent:\n\(agent.output())\nwatch:\n\(watch.output())\n\(s.logs)")
             let rec = try Tool.startRecordingCommand(forged, args: ["--record", "--raw", "--format=s16le", "--rate=48000",
                                                                     "--channels=1", "--latency-msec=20", "recording.raw"],
                                                      server: s.earmuff.serverString, purpose: Self.purpose)

@@ -194,7 +194,7 @@ public final class ControlServer: @unchecked Sendable {
         do {
             loop = try EventLoop(name: "control")
         } catch {
-            let e = Self.failure("cannot set up epoll for the control socket", path)
+            let e = Self.failure("cannot set up epoll for the control socket", path, code: error.code)
             close(fd)
             unlink(path)
             throw e
