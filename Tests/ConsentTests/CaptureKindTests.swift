@@ -62,7 +62,7 @@ private func accessFlips(_ actions: [ConsentAction]) -> [ConsentAction] {
         #expect(accessFlips(answered) == [.setStreamAccess(client, monitor, real: true)])
         // A microphone stream of the same client is not covered by a system-audio "once".
         #expect(!e.recordStreamStarted(client, stream: mic, source: "mic", kind: .microphone, now: 3).real)
-        #expect(e.clientSnapshots.first { $0.id == client }?.onceKinds == [.systemAudio])
+        #expect(e.clientSnapshots.first { $0.id == client }?.once == [.systemAudio: .granted])
         _ = try e.setDecision(app, kind: .systemAudio, .denied, reason: .user, now: 4).get()
         #expect(e.isStreamReal(client, monitor) == false)
     }
