@@ -234,11 +234,11 @@ private func usage(_ r: Result<ClientCommand, UsageError>) -> UsageError? {
                             expiresAt: 1_700_000_000, afterwards: "denied")
         #expect(ClientFormat.state(timed, timeZone: utc) == "granted until 2023-11-14 22:13, then denied")
         #expect(ClientFormat.decision(timed, timeZone: utc)
-                == "exe:/usr/bin/pacat: granted until 2023-11-14 22:13 (user), then denied\n")
+                == "exe:/usr/bin/pacat: microphone granted until 2023-11-14 22:13 (user), then denied\n")
         let session = AppInfo(key: "x:y", state: "denied", reason: "user", lifespan: "session", afterwards: "undetermined")
-        #expect(ClientFormat.decision(session) == "x:y: denied this session (user), then undetermined\n")
+        #expect(ClientFormat.decision(session) == "x:y: microphone denied this session (user), then undetermined\n")
         let always = AppInfo(key: "x:y", state: "granted", reason: "user", lifespan: "always")
-        #expect(ClientFormat.decision(always) == "x:y: granted (user)\n")
+        #expect(ClientFormat.decision(always) == "x:y: microphone granted (user)\n")
         #expect(ClientFormat.apps([timed], timeZone: utc).contains("granted until 2023-11-14 22:13, then denied"))
         var status = ServerMessageTests.status
         status.temporary = [timed, session]
