@@ -1,0 +1,283 @@
+// The payloads of control protocol messages (Messages.swift): the greeting,
+// `status`, app, client, stream, prompt and launcher infos. Codable with the
+// camelCase keys the wire uses; unknown values are left out.
+
+/// The daemon's greeting, sent as the first line on every connection and as the reply to `hello`.
+public struct ServerHello: Codable, Sendable, Equatable {
+    /// Protocol version the daemon speaks.
+    public var version: Int
+    /// Always "earmuff".
+    public var daemon: String
+    /// The daemon's release, e.g. "0.1.0".
+    public var daemonVersion: String
+    /// The daemon's process id.
+    public var pid: Int32
+
+    public init(version: Int = ControlProtocolVersion.current, daemon: String = "earmuff", daemonVersion: String, pid: Int32) {
+        self.version = version
+        self.daemon = daemon
+        self.daemonVersion = daemonVersion
+        self.pid = pid
+    }
+}
+
+/// What the daemon says about itself in `status`.
+public struct DaemonInfo: Codable, Sendable, Equatable {
+    public var pid: Int32
+    /// The daemon's release.
+    public var version: String
+    /// The client socket apps connect to.
+    public var listenPath: String
+    /// The control socket.
+    public var controlPath: String
+    /// The permission store file.
+    public var storePath: String
+    /// Seconds since the daemon started.
+    public var uptimeSeconds: Double
+    /// Whether `listenPath` is the session's own socket, `$XDG_RUNTIME_DIR/pulse/native`
+    /// (after `earmuff setup`): apps reach Earmuff without being pointed at it.
+    public var sessionSocket: Bool?
+    /// Whether the listening socket came from the service manager (socket activation).
+    public var socketActivated: Bool?
+
+    public init(pid: Int32, version: String, listenPath: String, controlPath: String, storePath: String, uptimeSeconds: Double,
+                sessionSocket: Bool? = nil, socketActivated: Bool? = nil) {
+        self.pid = pid
+        self.version = version
+        self.listenPath = listenPath
+        self.controlPath = controlPath
+        self.storePath = storePath
+        self.uptimeSeconds = uptimeSeconds
+        self.sessionSocket = sessionSocket
+        self.socketActivated = socketActivated
+    }
+}
+
+/// The real sound server behind the proxy.
+public struct UpstreamInfo: Codable, Sendable, Equatable {
+    /// The server string, e.g. "unix:/run/user/1000/pulse/native".
+    public var server: String
+    /// True when the last connection attempt succeeded.
+    public var reachable: Bool
+
+    public init(server: String, reachable: Bool) {
+        self.server = server
+        self.reachable = reachable
+    }
+}
+
+/// One connected audio client.
+public struct ClientInfo: Codable, Sendable, Equatable {
+    /// The daemon's id for this connection.
+    public var id: UInt64
+    /// The app key, e.g. "exe:/usr/bin/parecord".
+    public var appKey: String
+    /// What the client calls itself (application.name); never decides a permission.
+    public var displayName: String?
+    public var pid: Int32?
+    /// How the app key was derived: flatpak, snap, systemd-scope, launcher, script, exe.
+    public var identifiedBy: String
+    /// The executable, when known.
+    public var executable: String?
+    /// "strong" when a sandbox or a launcher socket vouches for the key, "weak" otherwise.
+    public var strength: String?
+    /// Why the identity is weaker than its method suggests, when it is.
+    public var caveat: String?
+
+    public init(id: UInt64, appKey: String, displayName: String? = nil, pid: Int32? = nil, identifiedBy: String,
+                executable: String? = nil, strength: String? = nil, caveat: String? = nil) {
+        self.id = id
+        self.appKey = appKey
+        self.displayName = displayName
+        self.pid = pid
+        self.identifiedBy = identifiedBy
+        self.executable = executable
+        self.strength = strength
+        self.caveat = caveat
+    }
+}
+
+/// One capture (record) stream.
+public struct StreamInfo: Codable, Sendable, Equatable {
+    /// The id of the client (`ClientInfo.id`) that owns the stream.
+    public var client: UInt64
+    /// The stream's channel index on the client's connection.
+    public var stream: UInt32
+    public var appKey: String
+    /// The source recorded from, e.g. "alsa_input.pci-0000_00_1f.3.analog-stereo".
+    public var source: String
+    /// The sample spec as text, e.g. "s16le 2ch 44100Hz".
+    public var sampleSpec: String
+    /// Whether the app currently gets real samples or silence.
+    public var audio: AudioDelivery
+    /// Record bytes passed through unchanged.
+    public var bytesReal: UInt64
+    /// Record bytes replaced by silence.
+    public var bytesSilenced: UInt64
+    /// What the source captures: microphone, system-audio or app-audio; absent while not known (then silenced).
+    public var kind: String?
+
+    public init(client: UInt64, stream: UInt32, appKey: String, source: String, sampleSpec: String,
+                audio: AudioDelivery, bytesReal: UInt64 = 0, bytesSilenced: UInt64 = 0, kind: String? = nil) {
+        self.kind = kind
+        self.client = client
+        self.stream = stream
+        self.appKey = appKey
+        self.source = source
+        self.sampleSpec = sampleSpec
+        self.audio = audio
+        self.bytesReal = bytesReal
+        self.bytesSilenced = bytesSilenced
+    }
+}
+
+/// A pending permission prompt, as shown to the user.
+public struct PromptInfo: Codable, Sendable, Equatable {
+    /// The prompt id to answer with `answer-prompt`.
+    public var id: UInt64
+    public var appKey: String
+    public var displayName: String?
+    /// How the app key was derived.
+    public var identifiedBy: String
+    /// The pid of the client whose stream raised the prompt.
+    public var pid: Int32?
+    /// The purpose string the app declared.
+    public var purpose: String?
+    /// The source the app wants to record from.
+    public var source: String?
+    public var executable: String?
+    /// Seconds since 1970 when the prompt was raised.
+    public var raisedAt: Double?
+    /// The app's name from the system (its desktop entry), not from the app.
+    public var systemName: String?
+    /// The icon of that desktop entry (a theme name or an absolute path).
+    public var icon: String?
+    /// "strong" when a sandbox or a launcher socket vouches for the key, "weak" otherwise.
+    public var strength: String?
+    /// Why the identity is weaker than its method suggests, when it is.
+    public var caveat: String?
+    /// What the app wants to capture (microphone, system-audio, app-audio); the answer covers that kind only.
+    public var kind: String?
+
+    public init(id: UInt64, appKey: String, displayName: String? = nil, identifiedBy: String, pid: Int32? = nil,
+                purpose: String? = nil, source: String? = nil, executable: String? = nil, raisedAt: Double? = nil,
+                systemName: String? = nil, icon: String? = nil, strength: String? = nil, caveat: String? = nil,
+                kind: String? = nil) {
+        self.kind = kind
+        self.id = id
+        self.appKey = appKey
+        self.displayName = displayName
+        self.identifiedBy = identifiedBy
+        self.pid = pid
+        self.purpose = purpose
+        self.source = source
+        self.executable = executable
+        self.raisedAt = raisedAt
+        self.systemName = systemName
+        self.icon = icon
+        self.strength = strength
+        self.caveat = caveat
+    }
+}
+
+/// How a prompt was resolved.
+public struct PromptResolution: Codable, Sendable, Equatable {
+    /// The prompt's id.
+    public var prompt: UInt64
+    public var appKey: String
+    public var outcome: PromptOutcome
+    /// Who resolved it: "agent", "portal", "notification", "prompt-command", "timeout", "cli", ...
+    public var by: String?
+    /// Seconds since 1970 when it was resolved.
+    public var resolvedAt: Double?
+
+    public init(prompt: UInt64, appKey: String, outcome: PromptOutcome, by: String? = nil, resolvedAt: Double? = nil) {
+        self.prompt = prompt
+        self.appKey = appKey
+        self.outcome = outcome
+        self.by = by
+        self.resolvedAt = resolvedAt
+    }
+}
+
+/// Everything `status` reports.
+public struct StatusPayload: Codable, Sendable, Equatable {
+    public var daemon: DaemonInfo
+    public var upstream: UpstreamInfo
+    public var clients: [ClientInfo]
+    /// Live capture streams.
+    public var streams: [StreamInfo]
+    /// Pending prompts.
+    public var prompts: [PromptInfo]
+    /// Decisions that end by themselves (this session, until a time), by app key.
+    public var temporary: [AppInfo]?
+
+    public init(daemon: DaemonInfo, upstream: UpstreamInfo, clients: [ClientInfo] = [], streams: [StreamInfo] = [],
+                prompts: [PromptInfo] = [], temporary: [AppInfo]? = nil) {
+        self.daemon = daemon
+        self.upstream = upstream
+        self.clients = clients
+        self.streams = streams
+        self.prompts = prompts
+        self.temporary = temporary
+    }
+}
+
+/// One known app and its decision for one capture kind.
+public struct AppInfo: Codable, Sendable, Equatable {
+    /// The app key, e.g. "flatpak:org.mozilla.firefox".
+    public var key: String
+    /// The capture kind the decision is about: microphone, system-audio or app-audio (absent: microphone).
+    public var kind: String?
+    public var displayName: String?
+    /// undetermined, granted or denied.
+    public var state: String
+    /// Why: user, user-once, admin-policy, missing-purpose, prompt-timeout, ...
+    public var reason: String
+    public var purpose: String?
+    /// How the app was identified (flatpak, snap, systemd-scope, launcher, script, exe).
+    public var identifiedBy: String?
+    /// Seconds since 1970 when the decision was made.
+    public var decidedAt: Double?
+    /// Seconds since 1970 when the app last captured.
+    public var lastUsed: Double?
+    public var executable: String?
+    /// How long `state` lasts: `always`, `session` (until the daemon stops), `timed`
+    /// (until `expiresAt`) or `once` (until the app's clients disconnect).
+    public var lifespan: String?
+    /// Seconds since 1970 when a `timed` decision ends.
+    public var expiresAt: Double?
+    /// The state in force when a temporary decision ends (the lasting decision under it).
+    public var afterwards: String?
+
+    public init(key: String, displayName: String? = nil, state: String, reason: String, purpose: String? = nil,
+                identifiedBy: String? = nil, decidedAt: Double? = nil, lastUsed: Double? = nil, executable: String? = nil,
+                kind: String? = nil, lifespan: String? = nil, expiresAt: Double? = nil, afterwards: String? = nil) {
+        self.kind = kind
+        self.key = key
+        self.displayName = displayName
+        self.state = state
+        self.reason = reason
+        self.purpose = purpose
+        self.identifiedBy = identifiedBy
+        self.decidedAt = decidedAt
+        self.lastUsed = lastUsed
+        self.executable = executable
+        self.lifespan = lifespan
+        self.expiresAt = expiresAt
+        self.afterwards = afterwards
+    }
+}
+
+/// The reply to `register-launcher`: where the launched app must connect.
+public struct LauncherInfo: Codable, Sendable, Equatable {
+    /// The app key its clients get, "launcher:<appId>".
+    public var appKey: String
+    /// The path of the per-app listening socket.
+    public var socketPath: String
+
+    public init(appKey: String, socketPath: String) {
+        self.appKey = appKey
+        self.socketPath = socketPath
+    }
+}

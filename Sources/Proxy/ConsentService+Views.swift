@@ -1,0 +1,143 @@
+// What the consent service shows: `status`, `apps`, prompt, client and stream
+// infos, and the control events made from the engine's events.
+import CLinux
+import ConsentStore
+import Consent
+import ControlProtocol
+import Dispatch
+import Glibc
+import PulseWire
+import Synchronization
+
+extension ConsentService {
+    func status() -> StatusPayload {
+        let (clients, streams, prompts, temporary) = engine.withLock { e in
+            (e.clientSnapshots, e.streamSnapshots, e.pendingPrompts,
+             e.temporaryDecisions.map { ($0, e.effectiveDecision(for: $0.appKey, kind: $0.capability)) })
+        }
+        let live = registry.withLock { $0.streams }
+        let clientInfos = clients.map { c in
+            ClientInfo(id: c.id.rawValue, appKey: c.identity.appKey.description, displayName: c.displayName,
+                       pid: c.identity.pid, identifiedBy: c.identity.method.rawValue, executable: c.identity.executable,
+                       strength: c.identity.strength.rawValue, caveat: c.identity.caveat)
+        }
+        let streamInfos: [StreamInfo] = streams.compactMap { s in
+            guard let r = live[s.stream.rawValue] else { return nil }
+            return StreamInfo(client: s.client.rawValue, stream: r.channel, appKey: s.appKey.description,
+                              source: r.sourceName, sampleSpec: specText(r.sampleSpec),
+                              audio: r.isReal ? .real : .silenced,
+                              bytesReal: r.bytesReal.load(ordering: .relaxed),
+                              bytesSilenced: r.bytesSilenced.load(ordering: .relaxed), kind: s.kind?.rawValue)
+        }
+        let d = daemon
+        return StatusPayload(
+            daemon: DaemonInfo(pid: getpid(), version: earmuffVersion, listenPath: paths.listen, controlPath: paths.control,
+                               storePath: store.path, uptimeSeconds: wallClockNow() - (d?.startedAt ?? wallClockNow()),
+                               sessionSocket: paths.isSessionSocket, socketActivated: d.map { $0.activatedListener != nil }),
+            upstream: UpstreamInfo(server: d?.upstream.description ?? "", reachable: d.map { canConnect($0.upstream.path) } ?? false),
+            clients: clientInfos, streams: streamInfos, prompts: prompts.map(promptInfo),
+            temporary: temporary.map { d, eff in
+                AppInfo(key: d.appKey.description, state: eff.state.rawValue, reason: eff.reason.rawValue, purpose: d.purpose,
+                        decidedAt: d.decidedAt, lifespan: eff.lifespan.name, expiresAt: eff.lifespan.expiresAt,
+                        afterwards: eff.afterwards?.rawValue)
+            })
+    }
+
+    /// One row per app and kind that has a decision (or a use) stored, and a microphone row for
+    /// every other known app.
+    func apps() throws -> [AppInfo] {
+        struct Row: Hashable, Comparable {
+            var app: AppKey
+            var kind: Capability
+            static func < (a: Row, b: Row) -> Bool { (a.app, a.kind) < (b.app, b.kind) }
+        }
+        let records = Dictionary(try store.apps().map { ($0.appKey, $0) }, uniquingKeysWith: { a, _ in a })
+        let decisions = Dictionary(try store.allDecisions().map { (Row(app: $0.appKey, kind: $0.capability), $0) },
+                                   uniquingKeysWith: { a, _ in a })
+        // One look at the engine: the decision in force and any apps.d purpose, per app and kind.
+        let fromEngine = engine.withLock { e in
+            let decided = Set(decisions.keys).union(e.temporaryDecisions.map { Row(app: $0.appKey, kind: $0.capability) })
+            let others = Set(records.keys).union(e.policy.declarations.keys).subtracting(decided.map(\.app))
+            let rows = decided.union(others.map { Row(app: $0, kind: .microphone) })
+            return rows.sorted().map { ($0, e.effectiveDecision(for: $0.app, kind: $0.kind), e.policy.declarations[$0.app]?.purpose) }
+        }
+        return fromEngine.map { row, eff, declaredPurpose in
+            let r = records[row.app]
+            let d = decisions[row]
+            return AppInfo(key: row.app.description, displayName: r?.displayName, state: eff.state.rawValue,
+                           reason: eff.reason.rawValue, purpose: d?.purpose ?? declaredPurpose,
+                           identifiedBy: r?.method.rawValue, decidedAt: d?.decidedAt, lastUsed: d?.lastUsedAt,
+                           executable: r?.executable, kind: row.kind.rawValue, lifespan: eff.lifespan.name,
+                           expiresAt: eff.lifespan.expiresAt, afterwards: eff.afterwards?.rawValue)
+        }
+    }
+
+    func promptInfo(_ p: Prompt) -> PromptInfo {
+        let entry = desktopEntries.entry(for: p.appKey, executable: p.executable)
+        return PromptInfo(id: p.id.rawValue, appKey: p.appKey.description, displayName: p.displayName,
+                          identifiedBy: p.method.rawValue, pid: p.pid, purpose: p.purpose, source: p.source,
+                          executable: p.executable, raisedAt: p.raisedAt, systemName: entry?.name, icon: entry?.icon,
+                          strength: p.strength.rawValue, caveat: p.caveat, kind: p.kind.rawValue)
+    }
+
+    func clientInfo(_ c: ClientID, _ identity: ClientIdentity?) -> ClientInfo {
+        let session = registry.withLock { $0.sessions[c.rawValue] }
+        let id = identity ?? session?.identity
+        return ClientInfo(id: c.rawValue, appKey: id?.appKey.description ?? "unknown",
+                          displayName: session?.properties.withLock { $0.displayName }, pid: id?.pid,
+                          identifiedBy: id?.method.rawValue ?? "unknown", executable: id?.executable,
+                          strength: id?.strength.rawValue, caveat: id?.caveat)
+    }
+
+    func streamInfo(_ c: ClientID, _ s: StreamID, _ app: AppKey, source: String?, real: Bool?) -> StreamInfo {
+        let r = registry.withLock { $0.streams[s.rawValue] }
+        let placement = r?.placement.withLock { $0 }
+        return StreamInfo(client: c.rawValue, stream: r?.channel ?? UInt32(truncatingIfNeeded: s.rawValue),
+                          appKey: app.description, source: source ?? placement?.source ?? "",
+                          sampleSpec: r.map { specText($0.sampleSpec) } ?? "",
+                          audio: (real ?? r?.isReal ?? false) ? .real : .silenced,
+                          bytesReal: r?.bytesReal.load(ordering: .relaxed) ?? 0,
+                          bytesSilenced: r?.bytesSilenced.load(ordering: .relaxed) ?? 0,
+                          kind: placement?.kind?.rawValue)
+    }
+
+    func controlEvent(_ e: ConsentEvent) -> ControlEvent? {
+        switch e {
+        case let .clientConnected(c, identity): return .clientConnected(clientInfo(c, identity))
+        case let .clientDisconnected(c, _): return .clientDisconnected(clientInfo(c, nil))
+        case let .clientRefused(c, app, reason):
+            Log.warn("client \(c.rawValue) (\(app)) refused: \(reason)")
+            return nil
+        case let .streamStarted(c, s, app, source, real): return .streamStarted(streamInfo(c, s, app, source: source, real: real))
+        case let .streamAccessChanged(c, s, app, real): return .streamChanged(streamInfo(c, s, app, source: nil, real: real))
+        case let .streamMoved(c, s, app, source, _, real): return .streamChanged(streamInfo(c, s, app, source: source, real: real))
+        case let .streamEnded(c, s, app): return .streamEnded(streamInfo(c, s, app, source: nil, real: nil))
+        case let .promptRaised(p):
+            Log.info("prompt \(p.id.rawValue) raised for \(p.appKey) (\(p.displayName)), purpose: \(p.purpose ?? "none")")
+            return .promptRaised(promptInfo(p))
+        case let .promptResolved(p, outcome):
+            let via = answeredVia.withLock { $0.removeValue(forKey: p.id.rawValue) }
+            let by: String = switch outcome {
+            case .answered: via?.rawValue ?? "agent"
+            case .commandAnswered: "prompt-command"
+            case .timedOut: "timeout"
+            case .superseded: "cli"
+            }
+            return .promptResolved(PromptResolution(prompt: p.id.rawValue, appKey: p.appKey.description,
+                                                    outcome: controlOutcome(outcome), by: by, resolvedAt: wallClockNow()))
+        case let .promptCommandGaveNoAnswer(p, status):
+            Log.warn("prompt-command for prompt \(p.rawValue) exited with \(status): no answer")
+            return nil
+        case let .decisionChanged(d):
+            return .decisionChanged(decisionInfo(d))
+        case let .decisionExpired(old, after):
+            return decisionEnded(after, event: "decision-expired",
+                                 "the \(old.state.rawValue) decision until \(ClientFormat.date(old.lifespan.expiresAt)) ended; "
+                                 + "now \(after.state.rawValue) (\(after.reason.rawValue))")
+        case let .decisionAutoReset(d, lastUsed):
+            return decisionEnded(d, event: "auto-reset",
+                                 "granted, unused since \(ClientFormat.date(lastUsed)) (auto-reset-days = "
+                                 + "\(configuration.autoResetDays)); now undetermined (auto-reset): it prompts on its next recording")
+        }
+    }
+}
