@@ -2,8 +2,10 @@
 //
 // It speaks just enough of the protocol for a recording client: AUTH (answered
 // with version 35 and no SHM/memfd bits), SET_CLIENT_NAME, CREATE/DELETE/CORK
-// RECORD_STREAM, and cheap queries (GET_SERVER_INFO, LOOKUP_SINK/SOURCE) with
-// valid replies; anything else gets ERROR(NOT_IMPLEMENTED). Once a record
+// RECORD_STREAM, and cheap queries (GET_SERVER_INFO, LOOKUP_SINK/SOURCE, and
+// SUBSCRIBE and the source lists that Earmuff's source catalog asks for: one
+// source, "flood", a capture device) with valid replies; anything else gets
+// ERROR(NOT_IMPLEMENTED). Once a record
 // stream exists it sends memblock frames on the stream's channel, either as
 // fast as the socket takes them (`.flood`) or at a fixed byte rate per stream
 // (`.paced`, e.g. real audio rates). Every packet is encoded with PulseWire.
@@ -254,6 +256,14 @@ public final class FloodServer: @unchecked Sendable {
             w.writeU32(0x0bad_cafe)
             if conn.version >= 15 { w.writeChannelMap(.stereo) }
             conn.queue(w.bytes)
+        case .subscribe:
+            conn.queue(Reply(tag: tag).packet)
+        case .getSourceInfo, .getSourceInfoList:
+            // Its one source (what CREATE_RECORD_STREAM names) is a capture device, not a
+            // monitor, so Earmuff's source catalog classifies its streams as microphone.
+            conn.queue(SourceInfoReply(records: [SourceInfo(index: 1, name: "flood")]).packet(tag: tag, version: conn.version))
+        case .getSourceOutputInfoList:
+            conn.queue(SourceOutputInfoReply(records: []).packet(tag: tag, version: conn.version))
         case .lookupSink, .lookupSource:
             var w = TagStructWriter(reservingCapacity: 16)
             PacketHeader(command: .reply, tag: tag).encode(into: &w)
