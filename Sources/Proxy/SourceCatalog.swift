@@ -8,10 +8,11 @@
 // source again (or forgets it), a server change asks for the default source
 // again, and a new or changed source output is asked where it records from
 // (`onSourceOutput`). pipewire-pulse (0.3.65) sends neither RECORD_STREAM_MOVED
-// nor a change event for every move made by another client, so while record
-// streams are live (`watching`) the catalog also asks for every source output
-// each `pollInterval`: a move that the server announces nowhere is noticed
-// within that time. The table (`SourceTable`, pure) sits behind a lock that loop
+// nor a change event for every move made by another client, so in front of any
+// server but PulseAudio itself (its package name, from GET_SERVER_INFO), while
+// record streams are live (`watching`), the catalog also asks for every source
+// output each `pollInterval`: a move that the server announces nowhere is
+// noticed within that time. The table (`SourceTable`, pure) sits behind a lock that loop
 // threads take when a record stream starts or moves (never per frame); after
 // every change `onChange` runs on this thread, so streams waiting for an
 // unknown source are decided as soon as it is known. When the connection
@@ -186,10 +187,13 @@ final class SourceCatalog: SourceDirectory, @unchecked Sendable {
         var parser = FrameParser()
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
         var nextPoll = monotonicNow()
+        // PulseAudio announces every move (RECORD_STREAM_MOVED, a source-output change event);
+        // any other server, or one not identified yet, is polled.
+        var announcesMoves = false
         while true {
             // While streams are live, ask where every source output records from, one list at a time.
             var timeout: Int32 = -1
-            if watching() {
+            if watching(), !announcesMoves {
                 let now = monotonicNow()
                 if now >= nextPoll, !pending.values.contains(where: { if case .sourceOutputList = $0 { true } else { false } }) {
                     try send({ EmptyRequest(.getSourceOutputInfoList).packet(tag: $0) }, .sourceOutputList(now))
@@ -221,6 +225,7 @@ final class SourceCatalog: SourceDirectory, @unchecked Sendable {
                     switch pending.removeValue(forKey: header.tag) {
                     case .serverInfo:
                         let info = try ServerInfo.decode(from: &r, version: version)
+                        announcesMoves = info.packageName == "pulseaudio"
                         changed = table.withLock { t in
                             defer { t.defaultSourceName = info.defaultSourceName }
                             return t.defaultSourceName != info.defaultSourceName
