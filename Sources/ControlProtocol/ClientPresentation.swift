@@ -247,8 +247,9 @@ public enum ClientFormat {
     public static func decision(_ a: AppInfo, timeZone: TimeZone = .current) -> String {
         let details = [a.displayName.map { cell($0, max: 40) }, a.identifiedBy.map { "identified by \($0)" }].compactMap { $0 }
         let name = details.isEmpty ? "" : " (\(details.joined(separator: ", ")))"
-        let then = lasts(a, timeZone: timeZone) != nil ? (a.afterwards.map { ", then \($0)" } ?? "") : ""
-        let span = lasts(a, timeZone: timeZone).map { " " + $0 } ?? ""
+        let lasting = lasts(a, timeZone: timeZone)
+        let then = lasting != nil ? (a.afterwards.map { ", then \($0)" } ?? "") : ""
+        let span = lasting.map { " " + $0 } ?? ""
         return printable("\(a.key)\(name): \(a.kind ?? "microphone") \(a.state)\(span) (\(a.reason))\(then)") + "\n"
     }
 

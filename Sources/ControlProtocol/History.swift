@@ -38,16 +38,9 @@ public struct UsageInfo: Codable, Sendable, Equatable {
 public enum SinceTime {
     /// Seconds since 1970 for `text`, relative to `now`; nil when it is neither form.
     public static func parse(_ text: String, now: Double, timeZone: TimeZone = .current) -> Double? {
-        if let unit = text.last, let n = Double(text.dropLast()), n >= 0, n.isFinite {
-            let scale: Double? = switch unit {
-            case "s": 1
-            case "m": 60
-            case "h": 3600
-            case "d": 86400
-            case "w": 7 * 86400
-            default: nil
-            }
-            if let scale { return now - n * scale }
+        if let unit = text.last, let n = Double(text.dropLast()), n >= 0, n.isFinite,
+           let scale = DurationText.unitSeconds(unit) {
+            return now - n * scale
         }
         let f = DateFormatter()
         f.locale = Locale(identifier: "en_US_POSIX")

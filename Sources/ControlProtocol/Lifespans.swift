@@ -25,6 +25,19 @@ public enum RequestedLifespan: Sendable, Equatable {
         }
     }
 
+    /// `once`, `session`, `always`, or a duration (`2h`: timed, see `DurationText`); nil for
+    /// anything else.
+    public init?(text: String) {
+        switch text {
+        case "once": self = .once
+        case "session": self = .session
+        case "always": self = .always
+        default:
+            guard let seconds = DurationText.parse(text) else { return nil }
+            self = .timed(seconds: seconds)
+        }
+    }
+
     /// Reads `lifespan` (and `seconds` for `timed`) from a request; nil when absent.
     static func decode(from c: KeyedDecodingContainer<WireKey>) throws -> RequestedLifespan? {
         guard let name = try c.decodeIfPresent(String.self, forKey: WireKey("lifespan")) else { return nil }
@@ -71,20 +84,24 @@ public enum DurationText {
                 number.append(ch)
                 continue
             }
-            let scale: Double? = switch ch {
-            case "s": 1
-            case "m": 60
-            case "h": 3600
-            case "d": 86_400
-            case "w": 7 * 86_400
-            default: nil
-            }
-            guard let scale, let n = Double(number), n.isFinite else { return nil }
+            guard let scale = unitSeconds(ch), let n = Double(number), n.isFinite else { return nil }
             total += n * scale
             number = ""
             sawUnit = true
         }
         guard sawUnit, number.isEmpty, total > 0, total <= maximumSeconds else { return nil }
         return total
+    }
+
+    /// Seconds in one `unit` (s, m, h, d, w); nil for any other character.
+    public static func unitSeconds(_ unit: Character) -> Double? {
+        switch unit {
+        case "s": 1
+        case "m": 60
+        case "h": 3600
+        case "d": 86_400
+        case "w": 7 * 86_400
+        default: nil
+        }
     }
 }

@@ -28,7 +28,7 @@ enum SandboxRun {
 
     static func run(_ o: RunOptions, sandbox: SandboxOptions) -> Int32 {
         let env = ClientCommands.environment
-        guard let bwrap = findExecutable("bwrap", path: env["PATH"]) else {
+        guard let bwrap = AppNames.lookUp("bwrap", searchPath: env["PATH"]) else {
             return ClientCommands.fail("--sandbox needs bubblewrap, and no 'bwrap' is on PATH; install it (apt-get install bubblewrap)")
         }
         let appID = o.appID ?? SandboxPlan.defaultAppID(command: o.command[0])
@@ -119,14 +119,6 @@ enum SandboxRun {
         default:
             return .other
         }
-    }
-
-    static func findExecutable(_ name: String, path: String?) -> String? {
-        for dir in (path ?? "/usr/local/bin:/usr/bin:/bin").split(separator: ":") where dir.hasPrefix("/") {
-            let candidate = "\(dir)/\(name)"
-            if access(candidate, X_OK) == 0 { return candidate }
-        }
-        return nil
     }
 
     // MARK: supervision

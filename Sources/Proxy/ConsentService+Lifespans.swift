@@ -38,17 +38,13 @@ extension ConsentService {
     /// How long a prompt command's answer lasts, from the first line it printed: `once`,
     /// `session`, `always` or a duration (`2h`); nil (always) for nothing or anything else.
     static func commandLifespan(_ output: String, now: Double) -> Lifespan? {
-        switch output {
-        case "": return nil
-        case "once": return .once
-        case "session": return .session
-        case "always": return .always
-        default:
-            if let seconds = DurationText.parse(output) { return .until(now + seconds) }
+        guard !output.isEmpty else { return nil }
+        guard let requested = RequestedLifespan(text: output) else {
             Log.warn("prompt-command printed \"\(ClientFormat.cell(output, max: 60))\"; a lifespan is once, session, always "
                      + "or a duration such as 2h; the answer lasts until changed")
             return nil
         }
+        return lifespan(requested, now: now)
     }
 
     /// The lifespan a request asks for, as the engine takes it (durations from now).
@@ -62,7 +58,6 @@ extension ConsentService {
         }
     }
 
-    /// Withdraws what is on screen, ends a running prompt command, joins the threads.
     // MARK: the desktop's switches
 
     /// The desktop switched a Flatpak app's microphone: a lasting decision (reason desktop).

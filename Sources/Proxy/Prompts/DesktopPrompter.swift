@@ -55,21 +55,11 @@ final class DesktopPrompter: @unchecked Sendable {
     static let notificationsName = "org.freedesktop.Notifications"
     static let notificationsPath = "/org/freedesktop/Notifications"
     static let icon = "audio-input-microphone-symbolic"
-    /// The AccessDialog choice that asks how long the answer lasts, and its options.
+    /// The AccessDialog choice that asks how long the answer lasts, and its options (their ids
+    /// are lifespans as `RequestedLifespan(text:)` reads them).
     static let lifespanChoice = "lifespan"
     static let lifespanOptions = [("always", "Always"), ("session", "Until I log out"), ("1h", "For an hour"),
                                   ("once", "Only this time")]
-
-    /// The lifespan of a dialog option or notification action id.
-    static func lifespan(_ id: String) -> RequestedLifespan? {
-        switch id {
-        case "always": .always
-        case "session": .session
-        case "once": .once
-        case "1h": .timed(seconds: 3600)
-        default: nil
-        }
-    }
 
     private let channels: [PromptChannel]
     private let report: @Sendable (UInt64, Outcome) -> Void
@@ -291,7 +281,7 @@ final class DesktopPrompter: @unchecked Sendable {
                     try reply.enter("a", "(ss)")
                     while try reply.peek() != nil {
                         try reply.enter("r", "ss")
-                        if try reply.readString() == Self.lifespanChoice { lifespan = Self.lifespan(try reply.readString()) }
+                        if try reply.readString() == Self.lifespanChoice { lifespan = RequestedLifespan(text: try reply.readString()) }
                         try reply.exit()
                     }
                     try reply.exit()
