@@ -21,7 +21,7 @@ public final class XServer: Sendable {
                                            environment: Tool.privateEnvironment(root: directory),
                                            stdoutPath: "\(directory)/xvfb.log", stderrPath: "\(directory)/xvfb.log", maxLifetime: 600)
             if Wait.untilBlocking(timeout: 30, interval: 0.05, { UnixSocket.canConnect("/tmp/.X11-unix/X\(candidate)") || !p.isRunning }),
-               p.isRunning {
+               p.isRunning, Self.answers(":\(candidate)", directory: directory) {
                 display = candidate
                 process = p
                 return
@@ -32,4 +32,18 @@ public final class XServer: Sendable {
     }
 
     public func stop() { process.terminate() }
+
+    /// Whether a client can open the display (`xdpyinfo`), waiting up to 30 s: the socket
+    /// accepts connections a little before the server serves them. True without xdpyinfo.
+    static func answers(_ display: String, directory: String) -> Bool {
+        guard let xdpyinfo = findExecutable("xdpyinfo") else { return true }
+        var env = Tool.privateEnvironment(root: directory)
+        env["DISPLAY"] = display
+        return Wait.untilBlocking(timeout: 30, interval: 0.1) {
+            guard let c = try? ChildProcess.spawn(executable: xdpyinfo, arguments: [], environment: env,
+                                                  stdoutPath: "/dev/null", stderrPath: "/dev/null", maxLifetime: 60)
+            else { return false }
+            return c.finish(timeout: 20).succeeded
+        }
+    }
 }
