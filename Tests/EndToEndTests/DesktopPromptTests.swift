@@ -167,6 +167,37 @@ extension EndToEnd {
             #expect(try DesktopMocks.portalStats(bus).shown == 1, "the broken backend was asked again")
         }
 
+        /// A portal backend that owns its name but has no Access dialog (xdg-desktop-portal-gnome
+        /// 43, as Debian 12 ships it: GNOME Shell shows that dialog there): the prompt goes to
+        /// the notification at once, and the backend is asked once, not again.
+        @Test func aBackendWithoutTheAccessDialogIsSkipped() async throws {
+            let bus = try DesktopMocks.notificationBus()
+            defer { bus.stop() }
+            try bus.startService("/usr/bin/python3", arguments: ["-m", "dbusmock", "--session", DesktopMocks.portalName,
+                                                                  DesktopMocks.portalPath, "org.freedesktop.impl.portal.Settings"],
+                                 owning: DesktopMocks.portalName, hint: "dbusmock")
+            let s = try DesktopMocks.setup(on: bus, config: ["prompt-timeout = 600"])
+            defer { s.stop() }
+            let first = try s.record()
+            let notified = await Wait.until(timeout: 60, interval: 0.05) {
+                bus.calls(DesktopMocks.notifications).contains("Notify ")
+            }
+            #expect(notified, "no notification:\n\(s.logs)")
+            try bus.call(DesktopMocks.notifications, DesktopMocks.notificationsPath, "org.freedesktop.DBus.Mock", "EmitSignal",
+                         "sssav", "", "ActionInvoked", "us", "2", "u", "1", "s", "deny")
+            #expect(await Wait.until(timeout: 60) { (try? s.earmuff.app(s.key))?.state == "denied" }, "\(s.logs)")
+            _ = first.stop()
+            _ = try s.earmuff.control("reset", s.key)
+            let second = try s.record()
+            defer { _ = second.stop() }
+            let again = await Wait.until(timeout: 60, interval: 0.05) {
+                bus.calls(DesktopMocks.notifications).components(separatedBy: "Notify ").count == 3
+            }
+            #expect(again, "no second notification:\n\(s.logs)")
+            let skipped = s.earmuff.log().components(separatedBy: "has no Access dialog").count - 1
+            #expect(skipped == 1, "the backend was asked \(skipped) times:\n\(s.logs)")
+        }
+
         /// A notification with actions: Allow (or Allow until logout, for this session) flips
         /// the live recording to the tone; the notification is resident, so earmuff withdraws
         /// it after the answer.

@@ -305,7 +305,9 @@ final class DesktopPrompter: @unchecked Sendable {
         guard let c = current, c.prompt.id == id, c.channel == .portal else { return }
         current = nil
         if let e = reply.error {
-            if !e.meansNotProvided { portalFailed(c.destination, "AccessDialog answered \(e)") }
+            // Not provided: a backend for other portals only (xdg-desktop-portal-gnome 43 has no
+            // Access dialog; GNOME Shell shows it there). Either way, not asked again.
+            portalFailed(c.destination, e.meansNotProvided ? "it has no Access dialog (\(e.name))" : "AccessDialog answered \(e)")
             return show(c.prompt, on: [.portal] + c.rest)
         }
         let verdict: AccessDialogReply.Verdict
