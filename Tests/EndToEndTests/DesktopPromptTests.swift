@@ -44,10 +44,19 @@ extension DesktopMocks {
         return bus
     }
 
-    /// Earmuff in front of a fresh server, on `bus` (nil: no session bus at all).
+    /// Earmuff in front of a fresh server, on `bus` (nil: no session bus at all). Earmuff
+    /// trusts the mock as the GNOME backend: its system service files are replaced by one
+    /// that names python3 (the mock's program) for that name.
     static func setup(on bus: SessionBus?, config: [String] = [], environment: [String: String] = [:]) throws -> Setup {
         var env = environment
-        if let bus { env["DBUS_SESSION_BUS_ADDRESS"] = bus.address }
+        if let bus {
+            env["DBUS_SESSION_BUS_ADDRESS"] = bus.address
+            let services = "\(bus.directory)/system-services"
+            try TempDir.makeDirectory(services)
+            try "[D-BUS Service]\nName=\(portalName)\nExec=/usr/bin/python3 -m dbusmock\n"
+                .write(toFile: "\(services)/\(portalName).service", atomically: true, encoding: .utf8)
+            env["EARMUFF_SYSTEM_DBUS_SERVICES"] = services
+        }
         return try Setup(config: config, environment: env)
     }
 

@@ -57,6 +57,10 @@ final class DesktopPrompter: @unchecked Sendable {
         var question: Question = .answer
         /// Channels still to try if this one turns out not to be provided.
         var rest: [PromptChannel]
+        /// The well-known name that shows it (a portal backend's, the notification server's).
+        var service: String = ""
+        /// The unique name of the connection that owned `service` when it was shown: the only
+        /// one whose answers count.
         var destination: String = ""
         var handle: String = ""
         var notification: UInt32 = 0
@@ -194,7 +198,8 @@ final class DesktopPrompter: @unchecked Sendable {
             }
             if let shown {
                 current = shown
-                Log.info("prompt \(p.id) for \(p.appKey) shown by \(c.rawValue) \(shown.destination)")
+                let what = c == .notification ? "notification \(shown.notification) of" : "dialog of"
+                Log.info("prompt \(p.id) for \(p.appKey) shown as \(what) \(shown.service) (\(shown.destination))")
                 return
             }
         }
@@ -235,14 +240,14 @@ final class DesktopPrompter: @unchecked Sendable {
 
     private func showPortal(_ p: PromptInfo, bus b: BusConnection, rest: [PromptChannel],
                             question: Question = .answer) -> Shown? {
-        guard let name = Self.portalBackends.first(where: { !failedBackends.contains($0) && b.isProvided($0) })
-        else { return nil }
+        guard let (name, owner) = verifiedPortalBackend(b) else { return nil }
         let sender = String((b.uniqueName ?? "earmuff").compactMap { $0 == ":" ? nil : $0 == "." ? "_" : $0 })
         let suffix = question == .answer ? "" : "d"
-        var shown = Shown(prompt: p, channel: .portal, question: question, rest: rest, destination: name,
+        var shown = Shown(prompt: p, channel: .portal, question: question, rest: rest, service: name, destination: owner,
                           handle: "\(Self.portalPath)/request/\(sender)/earmuff\(p.id)\(suffix)")
         do {
-            let m = try b.methodCall(destination: name, path: Self.portalPath,
+            // To the owner checked just now, not to the name, which may change hands.
+            let m = try b.methodCall(destination: owner, path: Self.portalPath,
                                      interface: "org.freedesktop.impl.portal.Access", member: "AccessDialog")
             try m.append(objectPath: shown.handle)
             try m.append("") // app_id: Earmuff asks for the host
@@ -295,6 +300,23 @@ final class DesktopPrompter: @unchecked Sendable {
         }
     }
 
+    /// The first portal backend that runs (or can be started) as the program the system
+    /// installs for its name, and its owner's unique name. Others are marked failed.
+    private func verifiedPortalBackend(_ b: BusConnection) -> (String, String)? {
+        for name in Self.portalBackends where !failedBackends.contains(name) && b.isProvided(name) {
+            guard let owner = b.startedOwner(of: name) else {
+                portalFailed(name, "it could not be started")
+                continue
+            }
+            if let why = DesktopServices.impostor(name, owner: owner, bus: b) {
+                portalFailed(name, "not trusted: \(why)")
+                continue
+            }
+            return (name, owner)
+        }
+        return nil
+    }
+
     /// `name` cannot be used for prompts: logged once, never asked again while the daemon runs.
     private func portalFailed(_ name: String, _ why: String) {
         guard failedBackends.insert(name).inserted else { return }
@@ -307,7 +329,7 @@ final class DesktopPrompter: @unchecked Sendable {
         if let e = reply.error {
             // Not provided: a backend for other portals only (xdg-desktop-portal-gnome 43 has no
             // Access dialog; GNOME Shell shows it there). Either way, not asked again.
-            portalFailed(c.destination, e.meansNotProvided ? "it has no Access dialog (\(e.name))" : "AccessDialog answered \(e)")
+            portalFailed(c.service, e.meansNotProvided ? "it has no Access dialog (\(e.name))" : "AccessDialog answered \(e)")
             return show(c.prompt, on: [.portal] + c.rest)
         }
         let verdict: AccessDialogReply.Verdict
@@ -322,7 +344,7 @@ final class DesktopPrompter: @unchecked Sendable {
         case let (.answered(_, lifespan), .howLongToDeny):
             report(id, .answered(.deny, lifespan: lifespan, via: .portal))
         case (.deniedForUnknownTime, .answer):
-            Log.info("prompt \(id): denied on \(c.destination), which does not say for how long; asking")
+            Log.info("prompt \(id): denied on \(c.service), which does not say for how long; asking")
             if let b = bus, let shown = showPortal(c.prompt, bus: b, rest: c.rest, question: .howLongToDeny) {
                 current = shown
             } else {
@@ -331,7 +353,7 @@ final class DesktopPrompter: @unchecked Sendable {
         case (.deniedForUnknownTime, .howLongToDeny), (.dismissed, _):
             report(id, .dismissed(via: .portal))
         case let (.unreadable(why), _):
-            portalFailed(c.destination, "unreadable AccessDialog reply: \(why)")
+            portalFailed(c.service, "unreadable AccessDialog reply: \(why)")
             show(c.prompt, on: [.portal] + c.rest)
         }
     }
@@ -339,7 +361,7 @@ final class DesktopPrompter: @unchecked Sendable {
     // MARK: notifications
 
     private func showNotification(_ p: PromptInfo, bus b: BusConnection, rest: [PromptChannel]) -> Shown? {
-        do {
+        do throws(BusError) {
             let caps = try b.call(try b.methodCall(destination: Self.notificationsName, path: Self.notificationsPath,
                                                    interface: Self.notificationsName, member: "GetCapabilities"),
                                   timeout: 10).readStrings()
@@ -364,8 +386,10 @@ final class DesktopPrompter: @unchecked Sendable {
             try m.appendEntry("category", "s") { () throws(BusError) in try m.append("device") }
             try m.close()
             try m.append(Int32(0)) // never expires: Earmuff withdraws it
-            let id = try b.call(m, timeout: 10).readUInt32()
-            return Shown(prompt: p, channel: .notification, rest: rest, destination: Self.notificationsName,
+            let reply = try b.call(m, timeout: 10)
+            let id = try reply.readUInt32()
+            guard let owner = reply.sender else { throw BusError(name: "earmuff.NoSender", message: "Notify reply without a sender") }
+            return Shown(prompt: p, channel: .notification, rest: rest, service: Self.notificationsName, destination: owner,
                          notification: id)
         } catch {
             if !error.meansNotProvided { Log.warn("desktop prompts: notification failed: \(error)") }
@@ -373,9 +397,21 @@ final class DesktopPrompter: @unchecked Sendable {
         }
     }
 
+    /// Whether `m` comes from the notification server that showed `c`, and that server still
+    /// owns the name: any bus client can send these signals (broadcast or to Earmuff alone),
+    /// and only the server's own count as the person's answer.
+    private func fromItsServer(_ m: BusMessage, _ c: Shown) -> Bool {
+        guard m.sender == c.destination, bus?.owner(of: c.service) == c.destination else {
+            Log.warn("desktop prompts: ignored \(m.member ?? "a signal") for prompt \(c.prompt.id) from \(m.sender ?? "?"): "
+                     + "it is not \(c.service), which is \(c.destination)")
+            return false
+        }
+        return true
+    }
+
     private func notificationAction(_ m: BusMessage) {
         guard let id = try? m.readUInt32(), let key = try? m.readString(),
-              let c = current, c.channel == .notification, c.notification == id else { return }
+              let c = current, c.channel == .notification, c.notification == id, fromItsServer(m, c) else { return }
         let answer: Consent.PromptAnswer
         var lifespan: RequestedLifespan?
         if key == "session" {
@@ -391,8 +427,8 @@ final class DesktopPrompter: @unchecked Sendable {
     /// Closed by the person (reason 2): "not now". Expired or closed by anyone else: the
     /// notification cannot hold the prompt, so the next channel takes it.
     private func notificationClosed(_ m: BusMessage) {
-        guard let id = try? m.readUInt32(), let c = current, c.channel == .notification, c.notification == id
-        else { return }
+        guard let id = try? m.readUInt32(), let c = current, c.channel == .notification, c.notification == id,
+              fromItsServer(m, c) else { return }
         let reason = (try? m.readUInt32()) ?? 0
         if reason == 2 { return finish(c, .dismissed(via: .notification)) }
         current = nil
