@@ -132,6 +132,73 @@ extension EndToEnd {
                     "the store's own change did not count\n\(s.logs)")
         }
 
+        /// What an app run with `earmuff run --sandbox --dbus` tries, to answer its own prompt:
+        /// it forges "allow" for every notification id, then becomes the notification server
+        /// itself (on a desktop without one) and answers its own notification; meanwhile it
+        /// records. Prints what it did.
+        static let selfAnswering = """
+            import subprocess, sys, dbus, dbus.lowlevel, dbus.service
+            from dbus.mainloop.glib import DBusGMainLoop
+            from gi.repository import GLib
+            DBusGMainLoop(set_as_default=True)
+            bus = dbus.SessionBus()
+            path, iface = '/org/freedesktop/Notifications', 'org.freedesktop.Notifications'
+            def say(text):
+                print(text, file=sys.stderr, flush=True)
+            def forge():
+                for id in range(1, 9):
+                    m = dbus.lowlevel.SignalMessage(path, iface, 'ActionInvoked')
+                    m.append(dbus.UInt32(id), 'allow', signature='us')
+                    bus.send_message(m)
+                say('forged allow for notifications 1-8')
+                return True
+            class Server(dbus.service.Object):
+                @dbus.service.method(iface, out_signature='as')
+                def GetCapabilities(self):
+                    return ['actions', 'body']
+                @dbus.service.method(iface, in_signature='susssasa{sv}i', out_signature='u')
+                def Notify(self, app, replaces, icon, summary, body, actions, hints, timeout):
+                    say('asked to notify')
+                    GLib.timeout_add(100, lambda: self.ActionInvoked(7, 'allow') and False)
+                    return 7
+                @dbus.service.method(iface, in_signature='u')
+                def CloseNotification(self, id):
+                    pass
+                @dbus.service.signal(iface, signature='us')
+                def ActionInvoked(self, id, key):
+                    say('answered allow')
+            name = dbus.service.BusName(iface, bus)
+            server = Server(bus, path)
+            say('owns the notification name')
+            subprocess.Popen(['parecord', '--raw', '--format=s16le', '--rate=44100', '--channels=1', '--latency-msec=20'])
+            GLib.timeout_add(500, forge)
+            GLib.MainLoop().run()
+            """
+
+        /// `earmuff run --sandbox --dbus`: the app forges answers (ignored) and becomes the
+        /// notification server itself on a desktop without one; Earmuff does not show its
+        /// prompt on a server that runs in a sandbox, so the app records silence.
+        @Test func aSandboxedAppCannotAnswerItsOwnPrompt() async throws {
+            let bus = try SessionBus()
+            defer { bus.stop() }
+            let s = try Setup(config: ["prompt-timeout = 600"], environment: ["DBUS_SESSION_BUS_ADDRESS": bus.address])
+            defer { s.stop() }
+            let appID = "org.example.SelfAnswer", key = "launcher:org.example.SelfAnswer"
+            let run = try s.earmuff.startSandboxed(["--dbus", "--app-id", appID, "--purpose", "self-answer test"],
+                                                   command: ["/usr/bin/python3", "-c", Self.selfAnswering],
+                                                   environment: ["DBUS_SESSION_BUS_ADDRESS": bus.address])
+            defer { run.cleanup() }
+            let tried = await Wait.until(timeout: 90) {
+                run.process.stderrText().contains("forged allow") && s.earmuff.log().contains("notification server is not trusted")
+            }
+            #expect(tried, "the app did not get as far as trying:\n\(run.process.stderrText())\n\(s.logs)")
+            let bytes = await Wait.until(timeout: 90) { run.process.stdoutData().count >= 44_100 * 2 }
+            #expect(bytes, "the sandboxed parecord recorded nothing: \(run.process.stderrText())")
+            #expect(!run.process.stderrText().contains("asked to notify"), "earmuff showed the prompt on the app's own server")
+            #expect(try s.earmuff.app(key)?.state != "granted", "\(s.logs)")
+            #expect(AudioAnalysis.isUniform(run.process.stdoutData(), value: 0), "the app heard the microphone")
+        }
+
         /// A process that owns the GTK portal backend's name before the real one starts, and
         /// grants every dialog: Earmuff does not ask it (it is not the program the system
         /// installs for that name) and the prompt goes to the notification.

@@ -7,7 +7,10 @@
 // packages install them) names the executable the bus starts for it. A
 // name is trusted only while the process that owns it is that executable.
 // The user's own service directories do not count: any program of the user
-// can write there.
+// can write there. And a service counts only when it runs outside any
+// sandbox (in Earmuff's own mount namespace): a sandboxed app given the bus
+// could otherwise own a name nobody holds, such as the notification
+// server's on a desktop without one, and answer its own prompt.
 import Consent
 import DBus
 import Glibc
@@ -51,13 +54,13 @@ enum DesktopServices {
     }
 
     /// Why the connection `owner`, which owns `name`, is not the program the system installs
-    /// for it; nil when it is.
+    /// for it, running outside any sandbox; nil when it is.
     static func impostor(_ name: String, owner: String, bus: BusConnection) -> String? {
         let expected = installedExecutables(for: name)
         guard !expected.isEmpty else { return "no service file of the system names a program for it" }
-        guard let pid = bus.processID(of: owner) else { return "the bus does not say which process \(owner) is" }
-        guard var exe = ProcessInspector.readLink("/proc/\(pid)/exe") else {
-            return "its owner, process \(pid), cannot be inspected"
+        if let why = sandboxed(owner, bus: bus) { return why }
+        guard let pid = bus.processID(of: owner), var exe = ProcessInspector.readLink("/proc/\(pid)/exe") else {
+            return "its owner cannot be inspected"
         }
         if exe.hasSuffix(" (deleted)") { exe.removeLast(" (deleted)".count) } // upgraded while running
         guard expected.contains(exe) else {
@@ -65,6 +68,18 @@ enum DesktopServices {
                 + "the program the system installs for it"
         }
         return nil
+    }
+
+    /// Why the connection `owner` is not a service of the desktop outside any sandbox: its
+    /// process cannot be inspected, or lives in a mount namespace other than Earmuff's.
+    /// Nil when it runs beside Earmuff.
+    static func sandboxed(_ owner: String, bus: BusConnection) -> String? {
+        guard let pid = bus.processID(of: owner) else { return "the bus does not say which process \(owner) is" }
+        guard let theirs = ProcessInspector.readLink("/proc/\(pid)/ns/mnt"),
+              let ours = ProcessInspector.readLink("/proc/self/ns/mnt") else {
+            return "its owner, process \(pid), cannot be inspected"
+        }
+        return theirs == ours ? nil : "its owner, process \(pid), runs in a sandbox (a mount namespace of its own)"
     }
 
     /// A file or directory only root can change: owned by root, not writable by group or others.

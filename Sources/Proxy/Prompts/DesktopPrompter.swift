@@ -369,9 +369,15 @@ final class DesktopPrompter: @unchecked Sendable {
                 Log.debug("desktop prompts: the notification server has no actions (\(caps.joined(separator: " ")))")
                 return nil
             }
+            // The server that answered, which must not be a sandboxed app that took the name.
+            guard let owner = b.owner(of: Self.notificationsName) else { return nil }
+            if let why = DesktopServices.sandboxed(owner, bus: b) {
+                Log.warn("desktop prompts: the notification server is not trusted: \(why); prompts go to the next channel")
+                return nil
+            }
             let markup = caps.contains("body-markup")
             let lines = PromptWording.bodyLines(p).map { markup ? escapeMarkup($0) : $0 }
-            let m = try b.methodCall(destination: Self.notificationsName, path: Self.notificationsPath,
+            let m = try b.methodCall(destination: owner, path: Self.notificationsPath,
                                      interface: Self.notificationsName, member: "Notify")
             try m.append("Earmuff")
             try m.append(UInt32(0))
@@ -386,9 +392,7 @@ final class DesktopPrompter: @unchecked Sendable {
             try m.appendEntry("category", "s") { () throws(BusError) in try m.append("device") }
             try m.close()
             try m.append(Int32(0)) // never expires: Earmuff withdraws it
-            let reply = try b.call(m, timeout: 10)
-            let id = try reply.readUInt32()
-            guard let owner = reply.sender else { throw BusError(name: "earmuff.NoSender", message: "Notify reply without a sender") }
+            let id = try b.call(m, timeout: 10).readUInt32()
             return Shown(prompt: p, channel: .notification, rest: rest, service: Self.notificationsName, destination: owner,
                          notification: id)
         } catch {
