@@ -45,3 +45,19 @@ import Testing
         }
     }
 }
+
+/// Which program a system D-Bus service file names for a bus name.
+@Suite struct DesktopServiceFileTests {
+    @Test func theExecOfTheFileThatOwnsTheName() {
+        let gtk = """
+            [D-BUS Service]
+            Name=org.freedesktop.impl.portal.desktop.gtk
+            Exec=/usr/libexec/xdg-desktop-portal-gtk --verbose
+            SystemdService=xdg-desktop-portal-gtk.service
+            """
+        #expect(DesktopServices.executable(serviceFile: gtk, name: "org.freedesktop.impl.portal.desktop.gtk")
+            == "/usr/libexec/xdg-desktop-portal-gtk")
+        #expect(DesktopServices.executable(serviceFile: gtk, name: "org.freedesktop.impl.portal.desktop.gnome") == nil)
+        #expect(DesktopServices.executable(serviceFile: "[D-BUS Service]\nExec=/usr/bin/x\n", name: "a.b") == nil)
+    }
+}
