@@ -140,6 +140,31 @@ extension EndToEnd {
             #expect(stats.closed == 0 && stats.shown == 1, "an answered dialog was closed, or asked twice: \(stats)")
         }
 
+        /// A backend that reports no choices at all (xdg-desktop-portal-kde 5.27): Allow is
+        /// always; once seen, a Deny there is lasting without a second question (asked, it
+        /// could not offer the choice either).
+        @Test func aBackendWithoutChoicesIsNotAskedHowLong() async throws {
+            let bus = try DesktopMocks.portalBus()
+            defer { bus.stop() }
+            let s = try DesktopMocks.setup(on: bus)
+            defer { s.stop() }
+            let first = try s.record()
+            #expect(await Self.waitForDialogs(bus, 1), "\(s.logs)")
+            try bus.call(DesktopMocks.portalName, DesktopMocks.portalPath, DesktopMocks.mockControl, "Answer", "us", "0", "")
+            #expect(await Wait.until(timeout: 60) { (try? s.earmuff.app(s.key))?.state == "granted" }, "\(s.logs)")
+            #expect(try s.earmuff.app(s.key)?.lifespan == "always")
+            _ = first.stop()
+            _ = try s.earmuff.control("reset", s.key)
+            let second = try s.record()
+            defer { _ = second.stop() }
+            #expect(await Self.waitForDialogs(bus, 2), "\(s.logs)")
+            try bus.call(DesktopMocks.portalName, DesktopMocks.portalPath, DesktopMocks.mockControl, "Answer", "us", "1", "")
+            #expect(await Wait.until(timeout: 60) { (try? s.earmuff.app(s.key))?.state == "denied" }, "\(s.logs)")
+            #expect(try s.earmuff.app(s.key)?.lifespan == "always")
+            let stats = try DesktopMocks.portalStats(bus)
+            #expect(stats.shown == 2, "asked how long: \(stats)")
+        }
+
         /// A backend that answers garbage, or fails: the prompt goes on to the notification at
         /// once (not after prompt-timeout), and the backend is not asked again.
         @Test(arguments: ["garbage", "error"])

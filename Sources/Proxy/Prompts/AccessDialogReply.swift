@@ -9,7 +9,8 @@
 //   xdg-desktop-portal-gtk after 1.14          "choices": <a(ss)>, [("lifespan", "1h")],
 //                                              only with response 0
 //   xdg-desktop-portal-kde 6                   "choices": <a(ss)>, with 0 and with 1
-//   xdg-desktop-portal-kde 5.27                no choices at all
+//   xdg-desktop-portal-kde 5.27                no choices at all (a deny there is
+//                                              lasting: asking could not offer them)
 //   gnome-shell's own dialog (GNOME 43-45)     check boxes only, as top-level
 //                                              entries {"id": <"true">}; radio
 //                                              choices are not shown

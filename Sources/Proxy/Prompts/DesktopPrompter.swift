@@ -92,6 +92,9 @@ final class DesktopPrompter: @unchecked Sendable {
     private var current: Shown?
     /// Portal backends whose replies could not be read, or that failed: not asked again.
     private var failedBackends: Set<String> = []
+    /// Portal backends seen to report no choices even with an Allow (xdg-desktop-portal-kde
+    /// 5.27): asking them how long a denial lasts is pointless, so a denial there is lasting.
+    private var backendsWithoutChoices: Set<String> = []
 
     /// `channels`: the desktop channels to try, in order. `report` runs on the bus thread.
     init(channels: [PromptChannel], report: @escaping @Sendable (UInt64, Outcome) -> Void) {
@@ -334,7 +337,9 @@ final class DesktopPrompter: @unchecked Sendable {
         }
         let verdict: AccessDialogReply.Verdict
         do {
-            verdict = try AccessDialogReply.read(reply, choiceIDs: [Self.lifespanChoice]).verdict(choice: Self.lifespanChoice)
+            let read = try AccessDialogReply.read(reply, choiceIDs: [Self.lifespanChoice])
+            if read.response == 0, read.choices == nil { backendsWithoutChoices.insert(c.service) }
+            verdict = read.verdict(choice: Self.lifespanChoice)
         } catch {
             verdict = .unreadable("\(error) in a reply of signature \(reply.signature)")
         }
@@ -343,6 +348,8 @@ final class DesktopPrompter: @unchecked Sendable {
             report(id, .answered(answer, lifespan: lifespan, via: .portal))
         case let (.answered(_, lifespan), .howLongToDeny):
             report(id, .answered(.deny, lifespan: lifespan, via: .portal))
+        case (.deniedForUnknownTime, .answer) where backendsWithoutChoices.contains(c.service):
+            report(id, .answered(.deny, lifespan: nil, via: .portal))
         case (.deniedForUnknownTime, .answer):
             Log.info("prompt \(id): denied on \(c.service), which does not say for how long; asking")
             if let b = bus, let shown = showPortal(c.prompt, bus: b, rest: c.rest, question: .howLongToDeny) {
