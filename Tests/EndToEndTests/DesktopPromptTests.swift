@@ -44,19 +44,19 @@ extension DesktopMocks {
         return bus
     }
 
-    /// Earmuff in front of a fresh server, on `bus` (nil: no session bus at all). Earmuff
-    /// trusts the mock as the GNOME backend: its system service files are replaced by one
-    /// that names python3 (the mock's program) for that name.
+    /// Earmuff's environment for `bus`, on which it trusts the mock as the GNOME backend: its
+    /// system service files are replaced by one that names python3 (the mock's program).
+    static func environment(_ bus: SessionBus) throws -> [String: String] {
+        let services = "\(bus.directory)/system-services"
+        try TempDir.makeDirectory(services)
+        try "[D-BUS Service]\nName=\(portalName)\nExec=/usr/bin/python3 -m dbusmock\n"
+            .write(toFile: "\(services)/\(portalName).service", atomically: true, encoding: .utf8)
+        return ["DBUS_SESSION_BUS_ADDRESS": bus.address, "EARMUFF_SYSTEM_DBUS_SERVICES": services]
+    }
+
+    /// Earmuff in front of a fresh server, on `bus` (nil: no session bus at all).
     static func setup(on bus: SessionBus?, config: [String] = [], environment: [String: String] = [:]) throws -> Setup {
-        var env = environment
-        if let bus {
-            env["DBUS_SESSION_BUS_ADDRESS"] = bus.address
-            let services = "\(bus.directory)/system-services"
-            try TempDir.makeDirectory(services)
-            try "[D-BUS Service]\nName=\(portalName)\nExec=/usr/bin/python3 -m dbusmock\n"
-                .write(toFile: "\(services)/\(portalName).service", atomically: true, encoding: .utf8)
-            env["EARMUFF_SYSTEM_DBUS_SERVICES"] = services
-        }
+        let env = try bus.map { try Self.environment($0) }.map { environment.merging($0) { $1 } } ?? environment
         return try Setup(config: config, environment: env)
     }
 
