@@ -298,6 +298,13 @@ public struct ConsentEngine: Sendable {
         return resolve(p, answer: nil, outcome: .timedOut, reason: .promptTimeout, now: now)
     }
 
+    /// The person closed the prompt without answering: it closes, the app stays undetermined
+    /// (silent) and its next capture raises a new prompt. A prompt already closed is ignored.
+    public mutating func promptDismissed(_ p: PromptID, now: Double) -> [ConsentAction] {
+        guard pending[p] != nil else { return [] }
+        return resolve(p, answer: nil, outcome: .dismissed, reason: .user, now: now)
+    }
+
     /// The prompt command exited: 0 allow, 1 deny, anything else no answer (the prompt stays
     /// pending); the answer lasts `lifespan` (nil: always; a time already past: always too).
     public mutating func promptCommandFinished(_ p: PromptID, exitStatus: Int32, lifespan: Lifespan? = nil,

@@ -73,6 +73,9 @@ public enum PromptOutcome: Sendable, Equatable {
     case commandAnswered(PromptAnswer)
     /// Nobody answered within the prompt timeout; the app stays undetermined.
     case timedOut
+    /// The person closed the prompt without answering ("not now"): the app stays
+    /// undetermined and is asked again at its next capture.
+    case dismissed
     /// A decision made elsewhere (the CLI, missing-purpose) settled the app.
     case superseded(PermissionState)
 
@@ -80,7 +83,7 @@ public enum PromptOutcome: Sendable, Equatable {
     public var answer: PromptAnswer? {
         switch self {
         case let .answered(a, _), let .commandAnswered(a): a
-        case .timedOut, .superseded: nil
+        case .timedOut, .dismissed, .superseded: nil
         }
     }
 }

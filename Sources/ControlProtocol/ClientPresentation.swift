@@ -280,7 +280,10 @@ public enum ClientFormat {
             ["purpose", PromptWording.purpose(p)],
             ["source", PromptWording.device(p)],
         ]
-        if let exe = p.executable { t.rows.insert(["executable", exe], at: 3) }
+        if let exe = p.executable {
+            let link = p.commandName.map { " (\(cell($0, max: 60)) is a link to it)" } ?? ""
+            t.rows.insert(["executable", exe + link], at: 3)
+        }
         let body = t.render().split(separator: "\n").map { "  " + $0 + "\n" }.joined()
         return "prompt \(p.id): \(printable(PromptWording.title(p)))\n" + body
     }

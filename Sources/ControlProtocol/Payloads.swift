@@ -152,6 +152,9 @@ public struct PromptInfo: Codable, Sendable, Equatable {
     public var systemName: String?
     /// The icon of that desktop entry (a theme name or an absolute path).
     public var icon: String?
+    /// The command the app was started as, when it is a link to `executable` under another
+    /// name (`parecord` for /usr/bin/pacat).
+    public var commandName: String?
     /// "strong" when a sandbox or a launcher socket vouches for the key, "weak" otherwise.
     public var strength: String?
     /// Why the identity is weaker than its method suggests, when it is.
@@ -162,8 +165,9 @@ public struct PromptInfo: Codable, Sendable, Equatable {
     public init(id: UInt64, appKey: String, displayName: String? = nil, identifiedBy: String, pid: Int32? = nil,
                 purpose: String? = nil, source: String? = nil, executable: String? = nil, raisedAt: Double? = nil,
                 systemName: String? = nil, icon: String? = nil, strength: String? = nil, caveat: String? = nil,
-                kind: String? = nil) {
+                kind: String? = nil, commandName: String? = nil) {
         self.kind = kind
+        self.commandName = commandName
         self.id = id
         self.appKey = appKey
         self.displayName = displayName

@@ -9,9 +9,11 @@ public enum PromptWording {
     /// Shown instead of a purpose when the app declared none.
     public static let noReason = "gave no reason"
 
-    /// The name to show: the desktop entry's, else the executable's file name, else the app key.
+    /// The name to show: the desktop entry's, else the command's the app was started as (a
+    /// link to its executable), else the executable's file name, else the app key.
     public static func name(_ p: PromptInfo) -> String {
         if let n = p.systemName, !n.isEmpty { return n }
+        if let n = p.commandName, !n.isEmpty { return n }
         if let exe = p.executable, let last = exe.split(separator: "/").last { return String(last) }
         return p.appKey
     }
@@ -24,6 +26,17 @@ public enum PromptWording {
         default: "use the microphone"
         }
         return "\(cell(name(p), max: 60)) wants to \(what)"
+    }
+
+    /// "Deny pacat the microphone" (or system audio, or another app's audio): the question
+    /// that asks how long a denial lasts.
+    public static func denialTitle(_ p: PromptInfo) -> String {
+        let what = switch kind(p) {
+        case "system-audio": "what your computer plays"
+        case "app-audio": "other apps' audio"
+        default: "the microphone"
+        }
+        return "Deny \(cell(name(p), max: 60)) \(what)"
     }
 
     /// The capture kind a prompt is about; prompts from daemons that do not name it are
@@ -78,6 +91,9 @@ public enum PromptWording {
         ]
         if let claimed = p.displayName, !claimed.isEmpty, claimed != name(p) {
             lines.append("Calls itself “\(cell(claimed, max: 60))”")
+        }
+        if let command = p.commandName, !command.isEmpty, let exe = p.executable {
+            lines.append("Program: \(cell(command, max: 60)), a link to \(cell(exe, max: 120))")
         }
         if let pid = p.pid { lines.append("Process: \(pid)") }
         return lines

@@ -77,7 +77,8 @@ extension ConsentService {
         return PromptInfo(id: p.id.rawValue, appKey: p.appKey.description, displayName: p.displayName,
                           identifiedBy: p.method.rawValue, pid: p.pid, purpose: p.purpose, source: p.source,
                           executable: p.executable, raisedAt: p.raisedAt, systemName: entry?.name, icon: entry?.icon,
-                          strength: p.strength.rawValue, caveat: p.caveat, kind: p.kind.rawValue)
+                          strength: p.strength.rawValue, caveat: p.caveat, kind: p.kind.rawValue,
+                          commandName: ProcessInspector.linkName(pid: p.pid, executable: p.executable))
     }
 
     func clientInfo(_ c: ClientID, _ identity: ClientIdentity?) -> ClientInfo {
@@ -121,6 +122,7 @@ extension ConsentService {
             case .answered: via?.rawValue ?? "agent"
             case .commandAnswered: "prompt-command"
             case .timedOut: "timeout"
+            case .dismissed: via?.rawValue ?? "desktop"
             case .superseded: "cli"
             }
             return .promptResolved(PromptResolution(prompt: p.id.rawValue, appKey: p.appKey.description,

@@ -72,6 +72,10 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
             timedOut: { [unowned self] prompt in
                 withEngine { e in ((), e.promptTimedOut(PromptID(prompt), now: wallClockNow())) }
             },
+            dismissed: { [unowned self] prompt, via in
+                answeredVia.withLock { $0[prompt] = via }
+                withEngine { e in ((), e.promptDismissed(PromptID(prompt), now: wallClockNow())) }
+            },
             commandExited: { [unowned self] prompt, status, output in
                 let now = wallClockNow()
                 let lifespan = Self.commandLifespan(output, now: now)
@@ -539,6 +543,7 @@ func controlOutcome(_ o: Consent.PromptOutcome) -> ControlProtocol.PromptOutcome
         case .deny: .deny
         }
     case .timedOut: .timeout
+    case .dismissed: .dismissed
     case .superseded: .cancelled
     }
 }
