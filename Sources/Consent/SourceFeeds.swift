@@ -15,7 +15,9 @@
 //   module-loopback, libpipewire-module-loopback, filter-chain, echo-cancel)
 //   as a source and a source output sharing a `node.link-group`; the source
 //   output records from a source (or, not linked yet, names its `target.object`,
-//   and `stream.capture.sink` when that is a sink's monitor).
+//   and `stream.capture.sink` when that is a sink's monitor). Only source
+//   outputs without a client count: an app's own recording may carry any
+//   `node.link-group`, and would otherwise pass for the capture side of a filter.
 //
 // A source is classified by following that chain to its end: a monitor at the
 // end makes it system audio, a device of its own a microphone. Where the chain
@@ -71,11 +73,12 @@ public struct FilterCapture: Sendable, Equatable {
     /// `target.object`: the node it is to be linked to.
     public var target: String?
 
-    /// The capture side described by a source-output record; nil for one no module owns and in
-    /// no link group (an app's recording).
+    /// The capture side described by a source-output record; nil for a client's recording (an
+    /// app may give its stream any `node.link-group` it likes; a module's or a native PipeWire
+    /// node's stream has no client), and for one no module owns and in no link group.
     public init?(_ info: SourceOutputInfo) {
         let group = info.proplist["node.link-group"].flatMap { $0.isEmpty ? nil : $0 }
-        guard group != nil || info.ownerModule != invalidIndex else { return nil }
+        guard info.client == invalidIndex, group != nil || info.ownerModule != invalidIndex else { return nil }
         self.group = group
         ownerModule = info.ownerModule
         source = info.source

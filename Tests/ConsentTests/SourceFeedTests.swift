@@ -142,6 +142,17 @@ import Testing
         #expect(!changed5)
     }
 
+    @Test func anAppsRecordingNeverPassesForAFiltersCaptureSide() {
+        // A loopback whose capture side is a virtual sink (no source output): its source carries
+        // what is played there. An app records the mic with the group's `node.link-group`
+        // (PULSE_PROP), which pipewire-pulse passes on: it is a client's, and does not count.
+        var claimed = Self.output(80, source: 31, ["node.link-group": "loopback-9638-12"])
+        claimed.client = 140
+        let t = Self.table(Self.pipeWire, outputs: [claimed])
+        #expect(t.filterCaptures.isEmpty)
+        #expect(t.kind(sourceIndex: 60, sourceName: "micremap") == .systemAudio)
+    }
+
     @Test func aGroupIsAsStrictAsTheStrictestOfItsCaptureStreams() {
         // A filter with two inputs (echo cancellation's capture, say), one of them on the monitor.
         let group = ["node.link-group": "loopback-9638-12"]

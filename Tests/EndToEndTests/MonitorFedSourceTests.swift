@@ -137,5 +137,54 @@ extension EndToEnd {
 
             try await Self.expectOtherAppOnceSystemAudioIsGranted(s, looped, source: "looped")
         }
+        /// A loopback whose capture side is a virtual sink: its source carries what is played into
+        /// that sink. An app granted the microphone records the mic through Earmuff with the
+        /// loopback's `node.link-group` (a client property pipewire-pulse passes on to the stream),
+        /// posing as the loopback's capture side: the loopback's source stays system audio.
+        @Test func anAppsRecordingDoesNotPassForALoopbacksCaptureSide() async throws {
+            guard (try? ServerKind.selected()) == .pipewire, findExecutable("pw-loopback") != nil else { return }
+            let s = try Setup()
+            defer { s.stop() }
+            let pw = try #require(s.server.pipeWire)
+            let loopback = try Tool.start(
+                "pw-loopback", args: ["--capture-props=media.class=Audio/Sink node.name=played",
+                                      "--playback-props=media.class=Audio/Source node.name=looped"],
+                server: s.server.serverString, environment: pw.nativeClientEnvironment)
+            defer { loopback.cleanup() }
+            var group: String?
+            await Wait.until(timeout: 60, interval: 0.1) {
+                let sources = (try? s.server.pactl("list", "sources"))?.stdoutText ?? ""
+                guard let block = sources.components(separatedBy: "\n\n").first(where: { $0.contains("Name: looped\n") }),
+                      let line = block.split(separator: "\n").first(where: { $0.contains("node.link-group = ") }) else { return false }
+                group = line.components(separatedBy: "\"").dropFirst().first
+                return group != nil
+            }
+            let linkGroup = try #require(group, "no source of pw-loopback: \(loopback.process.stderrText())")
+            let wav = "\(s.scratch)/played.wav"
+            try AudioAnalysis.sineWAV(frequency: Kinds.otherFrequency, seconds: 120, sampleRate: 48000, channels: 1, amplitude: 0.5)
+                .write(to: URL(fileURLWithPath: wav))
+            let player = try Tool.start("paplay", args: ["--device=played", wav], server: s.server.serverString)
+            defer { player.cleanup() }
+            try s.earmuff.control("grant", s.key)
+
+            let impostor = try Tool.startPurposefulRecording(
+                server: s.earmuff.serverString, purpose: nil, device: PulseServer.sourceName,
+                environment: ["PULSE_PROP": Tool.purposeProperty(ConsentEndToEndTests.purpose) + " node.link-group=\(linkGroup)"])
+            defer { _ = impostor.stop() }
+            _ = try await Kinds.stream(s) { $0.source == PulseServer.sourceName && $0.audio == "real" }
+            // The server took the claim: the app's source output is in the loopback's group.
+            let claimed = await Wait.until(timeout: 60) {
+                let outputs = (try? s.server.pactl("list", "source-outputs"))?.stdoutText ?? ""
+                return outputs.components(separatedBy: "\n\n").contains {
+                    $0.contains("node.link-group = \"\(linkGroup)\"") && $0.contains("application.name = \"parecord\"")
+                }
+            }
+            #expect(claimed, "the app's stream is not in \(linkGroup)")
+
+            let looped = try s.record(device: "looped")
+            defer { _ = looped.stop() }
+            try await Self.expectSilencedSystemAudio(s, looped, source: "looped")
+            try await Self.expectOtherAppOnceSystemAudioIsGranted(s, looped, source: "looped")
+        }
     }
 }
