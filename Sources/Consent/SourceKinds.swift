@@ -2,14 +2,14 @@
 //
 // The server describes every source (GET_SOURCE_INFO): a source whose
 // `monitor_of_sink` is a sink index is that sink's monitor, and carries what
-// it plays (system audio); any other source is what feeds it, followed to its
-// end (SourceFeeds.swift): a capture device (microphone), or a virtual source
-// fed, through however many filters, from a monitor (system audio). A stream created with `direct_on_input` records one other
-// app's playback (app audio), whichever monitor the server puts it on. A
-// stream's source is known only from the CREATE_RECORD_STREAM reply (or a
-// later RECORD_STREAM_MOVED): the request may name the default source, which
-// may itself be a monitor. A source this table does not know yet has no kind,
-// and its streams stay silent until it does.
+// it plays (system audio); any other source carries what feeds it, followed
+// to its end (SourceFeeds.swift): a capture device (microphone), or a monitor
+// through however many filters (system audio). A stream created with
+// `direct_on_input` records one other app's playback (app audio), whichever
+// monitor the server puts it on. A stream's source is known only from the
+// CREATE_RECORD_STREAM reply (or a later RECORD_STREAM_MOVED): the request may
+// name the default source, which may itself be a monitor. A source this table
+// does not know yet has no kind, and its streams stay silent until it does.
 import PulseWire
 
 /// The server's sources as far as consent needs them, kept from its replies and events.

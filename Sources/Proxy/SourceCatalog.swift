@@ -9,9 +9,8 @@
 // server change asks for the default source again, and a new or changed source
 // output is asked where it records from (`onSourceOutput`). The table keeps the
 // source outputs that are the capture sides of filters (those a module owns, or
-// in a `node.link-group`):
-// what a virtual source carries depends on where they record from
-// (SourceFeeds.swift). pipewire-pulse (0.3.65) sends neither RECORD_STREAM_MOVED
+// in a `node.link-group`): what a virtual source carries depends on where they
+// record from (SourceFeeds.swift). pipewire-pulse (0.3.65) sends neither RECORD_STREAM_MOVED
 // nor a change event for every move made by another client, so in front of any
 // server but PulseAudio itself (its package name, from GET_SERVER_INFO), while
 // record streams are live (`watching`), the catalog also asks for every source
