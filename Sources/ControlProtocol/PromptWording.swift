@@ -64,12 +64,35 @@ public enum PromptWording {
         default: "an unknown method"
         }
         let strength: String = switch p.strength {
-        case "strong": "strong: the sandbox or the launcher vouches for it"
+        case "sandbox": "strong against its sandbox only: \(sandboxOnly(p.identifiedBy))"
         case "weak": "weak: any program of yours could pose as it"
         default: "strength unknown"
         }
         let caveat = p.caveat.map { "; \(cell($0, max: 160))" } ?? ""
         return "\(p.appKey), identified by \(p.identifiedBy): \(how) (\(strength)\(caveat))"
+    }
+
+    /// What a strength means, for tables: "strong against its sandbox only", "weak".
+    public static func strengthLabel(_ strength: String?) -> String? {
+        switch strength {
+        case "sandbox": "strong against its sandbox only"
+        case nil: nil
+        case let other?: other
+        }
+    }
+
+    /// Who else can build an identity that the app's own sandbox cannot forge.
+    private static func sandboxOnly(_ method: String) -> String {
+        switch method {
+        case "flatpak":
+            "the app cannot change its scope or metadata from inside, but any unsandboxed program of yours can build both (an app-flatpak-ID-N.scope of its own, a /.flatpak-info bound with bwrap)"
+        case "snap":
+            "the confined app cannot change its AppArmor label, but an unconfined program of yours can run under the same profile (aa-exec)"
+        case "launcher":
+            "the app cannot leave its earmuff run's socket, but any unsandboxed program of yours can start earmuff run with the same --app-id"
+        default:
+            "any unsandboxed program of yours can build the same"
+        }
     }
 
     /// "microphone mic" / "system audio (out.monitor)" / "another app's audio (out.monitor)" / "the default microphone".

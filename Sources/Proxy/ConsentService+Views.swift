@@ -68,7 +68,8 @@ extension ConsentService {
                            reason: eff.reason.rawValue, purpose: d?.purpose ?? declaredPurpose,
                            identifiedBy: r?.method.rawValue, decidedAt: d?.decidedAt, lastUsed: d?.lastUsedAt,
                            executable: r?.executable, kind: row.kind.rawValue, lifespan: eff.lifespan.name,
-                           expiresAt: eff.lifespan.expiresAt, afterwards: eff.afterwards?.rawValue)
+                           expiresAt: eff.lifespan.expiresAt, afterwards: eff.afterwards?.rawValue,
+                           strength: r?.method.defaultStrength.rawValue)
         }
     }
 

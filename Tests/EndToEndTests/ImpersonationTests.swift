@@ -322,6 +322,48 @@ extension EndToEnd {
             Self.expectTone(await Self.oneSecond(of: scoped, s), s)
         }
 
+        /// A same-uid host process that builds what a Flatpak app shows (an `app-flatpak-ID-N.scope`
+        /// cgroup of its own and a `/.flatpak-info` bound with bwrap) is taken for the app: the
+        /// cgroup path is all the kernel tells. It is never labelled strong outright: status, apps
+        /// and the prompt say the identity holds against the app's sandbox only, and that any
+        /// unsandboxed program of yours can build it.
+        @Test func aHandMadeFlatpakScopeIsLabelledForWhatItResists() async throws {
+            guard let root = Sandbox.writableCgroup2Root() else { return }  // needs root and a writable cgroup2
+            let s = try Setup()
+            defer { s.stop() }
+            let appID = "org.victim.Recorder"
+            let key = "flatpak:\(appID)"
+            let scope = "\(root)/user.slice/user-\(getuid()).slice/user@\(getuid()).service/app.slice/app-flatpak-\(appID)-\(getpid()).scope"
+            try FileManager.default.createDirectory(atPath: scope, withIntermediateDirectories: true)
+            defer { rmdir(scope) }
+            let agent = try s.earmuff.startCLI(["agent", "--answer", "deny"])
+            defer { _ = agent.stop() }
+            #expect(await Wait.until(timeout: 60) { agent.output().contains("answering every prompt") }, "\(agent.output())")
+
+            let forged = try Sandbox.startFlatpakRecording(appID: appID, sessionSocket: s.earmuff.listenPath,
+                                                           purpose: Self.purpose, cgroup: scope)
+            defer { _ = forged.stop() }
+            let status = try await s.earmuff.waitForStatus { !$0.clients(of: key).isEmpty }
+            let client = status.clients(of: key).first
+            #expect(client?.identifiedBy == "flatpak" && client?.strength == "sandbox", "\(status)\n\(s.logs)")
+            let statusText = try s.earmuff.runCLI(["status"]).stdoutText
+            #expect(statusText.contains("flatpak, strong against its sandbox only"), "\(statusText)")
+
+            // The prompt says who else can build it; the agent's deny makes an apps row.
+            #expect(await Wait.until(timeout: 60) { agent.output().contains(key) }, "\(agent.output())\n\(s.logs)")
+            #expect(agent.output().contains("strong against its sandbox only: the app cannot change its scope or metadata "
+                                            + "from inside, but any unsandboxed program of yours can build both"), "\(agent.output())")
+            #expect(!agent.output().contains("(strong:"), "\(agent.output())")
+            var apps: [AppView] = []
+            await Wait.until(timeout: 60) {
+                apps = (try? s.earmuff.apps())?.filter { $0.key == key } ?? []
+                return !apps.isEmpty
+            }
+            #expect(apps.first?.strength == "sandbox", "\(apps)")
+            let appsText = try s.earmuff.runCLI(["apps"]).stdoutText
+            #expect(appsText.contains("flatpak, strong against its sandbox only"), "\(appsText)")
+        }
+
         /// A process that makes itself non-dumpable cannot be inspected. It once fell back to a
         /// key every hidden process shared (exe:unknown); granted, every such process recorded.
         /// Now each gets a key of its own and never real audio. Staged as another user (a
