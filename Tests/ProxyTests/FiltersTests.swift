@@ -29,6 +29,11 @@ private final class FakeObserver: SessionObserver, @unchecked Sendable {
     func refusal(for command: Command, payload: [UInt8], session: SessionState) -> String? {
         command == .loadModule ? "not allowed" : nil
     }
+    private(set) var permissionCalls: [(tag: UInt32, call: PermissionCall)] = []
+    func permissionCall(_ session: SessionState, tag: UInt32, call: PermissionCall) -> String? {
+        permissionCalls.append((tag, call))
+        return nil
+    }
 }
 
 /// A packet payload: command, tag, then whatever `body` writes.
