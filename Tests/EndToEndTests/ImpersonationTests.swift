@@ -207,14 +207,17 @@ extension EndToEnd {
             time.sleep(60)
             """
 
-        /// The bytes the child received, once it is done.
-        static func handOver(_ s: Setup, mode: String) async throws -> (received: Data, tool: RunningTool) {
+        /// The bytes the child received, once it is done. The child sends `request` (a record
+        /// stream's by default).
+        static func handOver(_ s: Setup, mode: String,
+                             request: [UInt8] = RawClient.createRecordStream(tag: 2, properties: ["application.capture.purpose": "x"]))
+            async throws -> (received: Data, tool: RunningTool) {
             let dir = try Helpers.scratch()
             let script = "\(dir)/handover.py"
             try Self.handOver.write(toFile: script, atomically: true, encoding: .utf8)
             try s.earmuff.control("grant", "script:\(script)")
             for (name, bytes) in [("auth", RawClient.auth(tag: 0)), ("name", RawClient.setClientName(tag: 1, name: "handover")),
-                                  ("create", RawClient.createRecordStream(tag: 2, properties: ["application.capture.purpose": "x"]))] {
+                                  ("create", request)] {
                 try Data(bytes).write(to: URL(fileURLWithPath: "\(dir)/\(name)"))
             }
             let tool = try Tool.start("python3", args: [script, s.earmuff.listenPath, "\(dir)/auth", "\(dir)/name",
