@@ -4,6 +4,7 @@
 // tag and hands `module-earmuff` events to listeners; whoever waits for a reply is told
 // when the connection closes.
 import CLinux
+import Dispatch
 import Glibc
 import PulseWire
 import Synchronization
@@ -98,13 +99,17 @@ final class PermissionConnection: Sendable {
     /// Sends and waits up to `timeout` seconds (nil: until the connection closes).
     func call(_ build: (UInt32) -> [UInt8], timeout: Double?) -> CallResult {
         let box = Mutex<CallResult?>(nil)
-        let ready = Semaphore()
+        let ready = DispatchSemaphore(value: 0)
         send(build) { result in
             box.withLock { $0 = result }
             ready.signal()
         }
-        if !ready.wait(seconds: timeout) {
-            return .closed("the sound server did not answer within \(Int(timeout ?? 0)) s")
+        if let timeout {
+            if ready.wait(timeout: .now() + timeout) == .timedOut {
+                return .closed("the sound server did not answer within \(Int(timeout)) s")
+            }
+        } else {
+            ready.wait()
         }
         return box.withLock { $0 } ?? .closed("no answer")
     }
@@ -205,8 +210,9 @@ final class PermissionConnection: Sendable {
         return n == bytes.count || sendAll(Array(bytes[n...]))
     }
 
+    /// The reader runs for the connection's life on a queue of its own (it blocks in recv).
     private func startReader() {
-        startThread { [self] in
+        DispatchQueue(label: "earmuff-kit.reader").async { [self] in
             var parser = FrameParser()
             var buffer = [UInt8](repeating: 0, count: 64 * 1024)
             var why = "the sound server closed the connection"
@@ -270,74 +276,6 @@ final class PermissionConnection: Sendable {
 public struct UnavailableReason: Error, Sendable, Equatable, CustomStringConvertible {
     public let description: String
     init(_ description: String) { self.description = description }
-}
-
-/// A counting semaphore with a timeout (pthread mutex and condition).
-final class Semaphore: @unchecked Sendable {
-    // @unchecked Sendable: `count` is touched only under `mutex`.
-    private var mutex = pthread_mutex_t()
-    private var condition = pthread_cond_t()
-    private var count = 0
-
-    init() {
-        pthread_mutex_init(&mutex, nil)
-        var attr = pthread_condattr_t()
-        pthread_condattr_init(&attr)
-        pthread_condattr_setclock(&attr, CLOCK_MONOTONIC)
-        pthread_cond_init(&condition, &attr)
-        pthread_condattr_destroy(&attr)
-    }
-
-    deinit {
-        pthread_cond_destroy(&condition)
-        pthread_mutex_destroy(&mutex)
-    }
-
-    func signal() {
-        pthread_mutex_lock(&mutex)
-        count += 1
-        pthread_cond_signal(&condition)
-        pthread_mutex_unlock(&mutex)
-    }
-
-    /// Waits for a signal; false when `seconds` (nil: forever) passed first.
-    func wait(seconds: Double?) -> Bool {
-        pthread_mutex_lock(&mutex)
-        defer { pthread_mutex_unlock(&mutex) }
-        var deadline = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &deadline)
-        if let seconds {
-            let ns = Int(deadline.tv_nsec) + Int((seconds - seconds.rounded(.down)) * 1e9)
-            deadline.tv_sec += Int(seconds) + ns / 1_000_000_000
-            deadline.tv_nsec = ns % 1_000_000_000
-        }
-        while count == 0 {
-            if seconds == nil {
-                pthread_cond_wait(&condition, &mutex)
-            } else if pthread_cond_timedwait(&condition, &mutex, &deadline) == ETIMEDOUT {
-                return false
-            }
-        }
-        count -= 1
-        return true
-    }
-}
-
-private final class ThreadBody {
-    let run: () -> Void
-    init(_ run: @escaping () -> Void) { self.run = run }
-}
-
-/// Runs `body` on a detached thread.
-private func startThread(_ body: @escaping () -> Void) {
-    let box = Unmanaged.passRetained(ThreadBody(body))
-    var tid = pthread_t()
-    let rc = pthread_create(&tid, nil, { arg in
-        Unmanaged<ThreadBody>.fromOpaque(arg!).takeRetainedValue().run()
-        return nil
-    }, box.toOpaque())
-    precondition(rc == 0, "pthread_create failed: \(rc)")
-    pthread_detach(tid)
 }
 
 /// The target of a symbolic link.

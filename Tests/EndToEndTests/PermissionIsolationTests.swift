@@ -93,40 +93,13 @@ extension EndToEnd {
 
         /// The process that connected exec's another program in place (same pid), which asks on
         /// the connection: refused as changed since it connected, and no prompt is raised.
-        static let execInPlace = """
-            import os, socket, sys
-            path, auth, name, request = sys.argv[1:5]
-            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            s.connect(path)
-            for f in (auth, name):
-                s.sendall(open(f, "rb").read())
-                head = b""
-                while len(head) < 20:
-                    head += s.recv(20 - len(head))
-                need = int.from_bytes(head[:4], "big")
-                while need > 0:
-                    need -= len(s.recv(need))
-            os.set_inheritable(s.fileno(), True)
-            octal = "".join("\\\\%03o" % b for b in open(request, "rb").read())
-            os.execv("/bin/sh", ["sh", "-c", "printf '%s' >&%d; exec sleep 30" % (octal, s.fileno())])
-            """
-
         @Test func aRequestAfterAnExecInPlaceIsRefused() async throws {
             let s = try Setup()
             defer { s.stop() }
-            let dir = try Helpers.scratch()
-            defer { TempDir.remove(dir) }
-            try Self.execInPlace.write(toFile: "\(dir)/exec.py", atomically: true, encoding: .utf8)
-            for (name, bytes) in [("auth", RawClient.auth(tag: 0)), ("name", RawClient.setClientName(tag: 1, name: "execer")),
-                                  ("request", RawClient.frame(PermissionCall.request(kind: "microphone", purpose: "exec").packet(tag: 2)))] {
-                try Data(bytes).write(to: URL(fileURLWithPath: "\(dir)/\(name)"))
-            }
-            let tool = try Tool.start("python3", args: ["\(dir)/exec.py", s.earmuff.listenPath, "\(dir)/auth", "\(dir)/name",
-                                                        "\(dir)/request"], server: s.earmuff.serverString)
+            let request = RawClient.frame(PermissionCall.request(kind: "microphone", purpose: "exec").packet(tag: 2))
+            let (_, tool) = try await ImpersonationTests.handOver(s, mode: "inplace", request: request)
             defer { _ = tool.stop(signal: SIGKILL) }
-            let refused = await Wait.until(timeout: 60) {
-                s.earmuff.log().contains("its identity changed since it connected")
-            }
+            let refused = await Wait.until(timeout: 60) { s.earmuff.log().contains("its identity changed since it connected") }
             #expect(refused, "\(tool.process.stderrText())\n\(s.logs)")
             #expect(try s.earmuff.status().prompts.isEmpty, "\(s.logs)")
         }
