@@ -49,6 +49,6 @@ let package = Package(
         .testTarget(name: "ControlProtocolTests", dependencies: ["ControlProtocol"]),
         .testTarget(name: "ProxyTests", dependencies: ["Proxy", "EarmuffClient", "ControlProtocol", "PulseWire", "Ring", "CLinux", "TestSupport"]),
         .testTarget(name: "EarmuffKitTests", dependencies: ["EarmuffKit", "PulseWire"]),
-        .testTarget(name: "EndToEndTests", dependencies: ["TestSupport", "PulseWire", "earmuff", "earmuff-request-permission"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["TestSupport", "PulseWire", "EarmuffKit", "earmuff", "earmuff-request-permission"]),
     ]
 )

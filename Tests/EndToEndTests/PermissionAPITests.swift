@@ -8,6 +8,7 @@
 // in front of the server the API says unavailable. What the Swift example records after
 // the answer is judged by content: exact silence after deny, the tone after allow.
 
+import EarmuffKit
 import Foundation
 import Glibc
 import Testing
@@ -185,6 +186,35 @@ extension EndToEnd {
             #expect(asked.status == 0 && printedAsked.state == "granted", "\(asked)\n\(s.logs)")
             let prompt = try await agent.waitForLine { $0.type == "prompt" }
             #expect(prompt?.prompt?.purpose == declared, "\(agent.summary)")
+        }
+
+        /// The library itself, in this process: the completion-handler form, kinds decided on
+        /// their own, the identity, and the change stream.
+        @Test func theLibraryAsksPerKindAndFollowsChanges() async throws {
+            let s = try Setup()
+            defer { s.stop() }
+            let agent = try s.earmuff.startCLI(["agent", "--answer", "allow", "--json"])
+            defer { agent.stop() }
+            let app = AudioApplication(environment: ["PULSE_SERVER": s.earmuff.serverString])
+            #expect(app.recordPermission == .undetermined, "\(app.unavailableReason ?? "")\n\(s.logs)")
+            let identity = try #require(app.identity)
+            #expect(identity.appKey.hasPrefix("exe:") && identity.identifiedBy == "exe" && !identity.isStrong, "\(identity)")
+
+            let granted = await withCheckedContinuation { (done: CheckedContinuation<Bool, Never>) in
+                app.requestPermission(for: .systemAudio, purpose: Self.purpose) { done.resume(returning: $0 == .granted) }
+            }
+            #expect(granted, "\(agent.summary)\n\(s.logs)")
+            let prompt = try await agent.waitForLine { $0.type == "prompt" }
+            #expect(prompt?.prompt?.kind == "system-audio" && prompt?.prompt?.appKey == identity.appKey, "\(agent.summary)")
+            #expect(app.recordPermission(for: .systemAudio) == .granted)
+            #expect(app.recordPermission == .undetermined, "a grant of one kind says nothing about the others")
+
+            var changes = app.recordPermissionChanges().makeAsyncIterator()
+            #expect(await changes.next() == .undetermined)
+            try s.earmuff.control("deny", identity.appKey)
+            #expect(await changes.next() == .denied)
+            // Decided: the request returns at once.
+            #expect(await app.requestPermission(purpose: Self.purpose) == .denied)
         }
 
         // MARK: sandboxes
