@@ -40,11 +40,10 @@ public enum Sandbox {
 
     /// Starts `command` as Flatpak app `appID` seeing `sessionSocket` (see `startFlatpakRecording`).
     /// `files` are copied into the sandbox's working directory (`RunningTool.directory`, the same
-    /// path inside) first; `readOnly` host directories are shown too (a Swift program's runtime
-    /// under /opt, which a real Flatpak would have in its runtime).
+    /// path inside) first.
     public static func startFlatpak(
         appID: String, sessionSocket: String, purpose: String?, command: [String], files: [String] = [],
-        readOnly: [String] = [], maxLifetime: Int = 900, cgroup: String? = nil
+        maxLifetime: Int = 900, cgroup: String? = nil
     ) throws -> RunningTool {
         guard let bwrap = findExecutable("bwrap") else { throw TestSupportError("bwrap not found in PATH; install bubblewrap") }
         let dir = try TempDir.make(prefix: "earmuff-flatpak")
@@ -67,7 +66,6 @@ public enum Sandbox {
                         "--symlink", "usr/bin", "/bin", "--symlink", "usr/sbin", "/sbin",
                         "--symlink", "usr/lib", "/lib"]
             if FileManager.default.fileExists(atPath: "/usr/lib64") { args += ["--symlink", "usr/lib64", "/lib64"] }
-            for path in readOnly { args += ["--ro-bind", path, path] }
             args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/run",
                      "--dir", "/run/user/\(getuid())",
                      "--bind", sessionSocket, flatpakPulseSocket,

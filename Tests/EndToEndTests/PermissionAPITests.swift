@@ -39,6 +39,24 @@ extension EndToEnd {
                 }
             }
 
+            /// What a sandbox needs of the host beyond its /usr: the example, and for the Swift one
+            /// the toolchain's runtime libraries it links (found next to it through `$ORIGIN`).
+            var files: [String] {
+                get throws {
+                    let program = try file
+                    guard self == .swift else { return [program] }
+                    let ldd = try Tool.run("ldd", args: [program], server: "")
+                    guard ldd.succeeded else { throw TestSupportError("ldd \(program): \(ldd)") }
+                    let libraries = ldd.stdoutText.split(separator: "\n").compactMap { line -> String? in
+                        guard let arrow = line.range(of: " => ") else { return nil }
+                        let path = line[arrow.upperBound...].split(separator: " ").first.map(String.init) ?? ""
+                        let system = ["/lib/", "/lib64/", "/usr/"].contains { path.hasPrefix($0) }
+                        return path.hasPrefix("/") && !system ? path : nil
+                    }
+                    return [program] + libraries
+                }
+            }
+
             /// The command line running it with `args`: from `directory` when given (a copy there,
             /// for sandboxes), else from where it was built. The Swift example records `seconds`.
             func command(_ args: [String], seconds: Double = 1, from directory: String? = nil) throws -> [String] {
@@ -228,8 +246,9 @@ extension EndToEnd {
             defer { agent.stop() }
             let home = try Helpers.scratch()
             defer { TempDir.remove(home) }
-            let file = try example.file
-            try FileManager.default.copyItem(atPath: file, toPath: "\(home)/\(URL(fileURLWithPath: file).lastPathComponent)")
+            for file in try example.files {
+                try FileManager.default.copyItem(atPath: file, toPath: "\(home)/\(URL(fileURLWithPath: file).lastPathComponent)")
+            }
             let appID = "org.example.Asker"
             let run = try s.earmuff.startSandboxed(["--home", home, "--app-id", appID, "--purpose", Self.purpose],
                                                    command: try example.command([], from: "."))
@@ -253,8 +272,7 @@ extension EndToEnd {
             try s.earmuff.control("grant", "flatpak:\(appID)")
             let run = try Sandbox.startFlatpak(
                 appID: appID, sessionSocket: s.earmuff.listenPath, purpose: Self.purpose,
-                command: try example.command([], from: "."), files: [try example.file],
-                readOnly: example == .swift ? ["/opt"].filter { FileManager.default.fileExists(atPath: $0) } : [])
+                command: try example.command([], from: "."), files: try example.files)
             let result = run.outcome(timeout: 120)
             let printed = Printed(result.stdoutText)
             #expect(result.status == 0 && printed.state == "granted", "\(result)\n\(s.logs)")

@@ -49,6 +49,17 @@ extension EndToEnd {
             var e = named.reader
             #expect(try e.readU32() == ErrorCode.invalid.rawValue)
 
+            // TEST says the version; what this version does not know, or too long a purpose, is an error.
+            let test = try #require(try raw.request(Self.frame(.test, tag: 10), tag: 10))
+            var t = test.reader
+            #expect(test.command == Command.reply.rawValue && (try? t.readU32()) == PermissionExtension.version)
+            for (call, code) in [(PermissionCall.unknown(99), ErrorCode.notSupported),
+                                 (.request(kind: "microphone", purpose: String(repeating: "x", count: 5000)), .tooLarge)] {
+                let answer = try #require(try raw.request(Self.frame(call, tag: 11), tag: 11))
+                var a = answer.reader
+                #expect(answer.command == Command.error.rawValue && (try? a.readU32()) == code.rawValue, "\(call)")
+            }
+
             // The other app's key after the kind: not the documented request; the connection closes.
             try raw.send(Self.frame(.get(kind: "microphone"), tag: 4) { $0.writeString(Self.victim) })
             #expect(raw.waitUntilClosed(timeout: 30), "\(s.logs)")
@@ -57,8 +68,8 @@ extension EndToEnd {
             #expect(try s.earmuff.app(Self.victim)?.state == "granted")
         }
 
-        /// A client that answers its own waiting request with a REPLY claiming "granted", or
-        /// sends a second request on the waiting tag, is closed; nothing is decided.
+        /// A client that answers its own waiting request with a REPLY claiming "granted", sends a
+        /// second request on the waiting tag, or leaves too many waiting, is closed; nothing is decided.
         @Test func aForgedReplyOrAReusedTagDecidesNothing() async throws {
             let s = try Setup()
             defer { s.stop() }
@@ -75,6 +86,14 @@ extension EndToEnd {
             try reuser.send(Self.frame(.request(kind: "microphone", purpose: "reuse"), tag: 6))
             #expect(reuser.waitUntilClosed(timeout: 30), "\(s.logs)")
             #expect(await Wait.until(timeout: 30) { s.earmuff.log().contains("tag 6 is still waiting for its reply") }, "\(s.logs)")
+
+            // Requests that wait are bounded per connection.
+            let (flooder, _) = try await Self.connect(s)
+            for tag in UInt32(10)..<UInt32(10 + 65) {
+                try flooder.send(Self.frame(.request(kind: "microphone", purpose: "flood"), tag: tag))
+            }
+            #expect(flooder.waitUntilClosed(timeout: 30), "\(s.logs)")
+            #expect(await Wait.until(timeout: 30) { s.earmuff.log().contains("permission requests wait for an answer") }, "\(s.logs)")
 
             #expect(try s.earmuff.app(own)?.state != "granted", "\(s.logs)")
         }
