@@ -63,12 +63,14 @@ public final class AudioApplication: Sendable {
     }
     private let state = Mutex(State())
 
-    /// How long a state query may take before the server counts as not answering.
-    static let queryTimeout = 10.0
+    /// How long the server may take to answer a query (not a request, which waits for the person).
+    private let timeout: Double
 
-    /// An instance for the server that `environment` names (tests; apps use `shared`).
-    public init(environment: [String: String]? = nil) {
+    /// An instance for the server that `environment` names (default: this process's), whose
+    /// queries give up after `timeout` seconds. Apps use `shared`.
+    public init(environment: [String: String]? = nil, timeout: Double = 10) {
         self.environment = environment ?? Self.processEnvironment()
+        self.timeout = timeout
     }
 
     // MARK: the state
@@ -79,7 +81,7 @@ public final class AudioApplication: Sendable {
     /// The permission for `kind` now.
     public func recordPermission(for kind: CaptureKind) -> RecordPermission {
         guard let c = connection() else { return .unavailable }
-        return status(c.call({ PermissionCall.get(kind: kind.rawValue).packet(tag: $0) }, timeout: Self.queryTimeout))
+        return status(c.call({ PermissionCall.get(kind: kind.rawValue).packet(tag: $0) }, timeout: timeout))
     }
 
     /// Who Earmuff takes this app for (nil until a state was read, or when unavailable).
@@ -170,7 +172,8 @@ public final class AudioApplication: Sendable {
     private func connection() -> PermissionConnection? {
         if let c = state.withLock({ $0.connection }), c.isOpen { return c }
         do {
-            let c = try PermissionConnection.open(paths: ClientEnvironment.serverPaths(environment), environment: environment)
+            let c = try PermissionConnection.open(paths: ClientEnvironment.serverPaths(environment), environment: environment,
+                                                  timeout: timeout)
             state.withLock { s in
                 s.connection = c
                 s.subscribed = false
@@ -184,7 +187,7 @@ public final class AudioApplication: Sendable {
 
     private func subscribe(_ c: PermissionConnection) -> Bool {
         if state.withLock({ $0.subscribed && $0.connection === c }) { return true }
-        switch c.call({ PermissionCall.subscribe(true).packet(tag: $0) }, timeout: Self.queryTimeout) {
+        switch c.call({ PermissionCall.subscribe(true).packet(tag: $0) }, timeout: timeout) {
         case .reply:
             state.withLock { if $0.connection === c { $0.subscribed = true } }
             return true

@@ -32,13 +32,12 @@ final class PermissionConnection: Sendable {
     /// Serialises whole frames on the socket; true once the first (AUTH, with credentials) went.
     private let writing = Mutex(false)
 
-    /// How long connecting and the handshake may take.
-    static let handshakeTimeout = 10.0
-
     private init(fd: Int32) { self.fd = fd }
 
-    /// Connects to the first of `paths` that answers and completes the handshake; throws why not.
-    static func open(paths: [String], environment: [String: String]) throws(UnavailableReason) -> PermissionConnection {
+    /// Connects to the first of `paths` that answers and completes the handshake, each step
+    /// within `timeout` seconds; throws why not.
+    static func open(paths: [String], environment: [String: String],
+                     timeout: Double) throws(UnavailableReason) -> PermissionConnection {
         guard !paths.isEmpty else {
             throw UnavailableReason("no sound server address: neither PULSE_SERVER (unix:PATH) nor XDG_RUNTIME_DIR is set")
         }
@@ -51,20 +50,24 @@ final class PermissionConnection: Sendable {
                 Glibc.close(s)
                 continue
             }
-            var tv = timeval(tv_sec: Int(handshakeTimeout), tv_usec: 0)
+            var tv = timeval(tv_sec: max(1, Int(timeout)), tv_usec: 0)
             setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
             let c = PermissionConnection(fd: s)
             c.startReader()
-            try c.handshake(environment: environment)
+            try c.handshake(environment: environment, timeout: timeout)
             return c
         }
         throw UnavailableReason("no sound server answers at \(failures.joined(separator: "; "))")
     }
 
-    deinit { close() }
+    // The descriptor is closed only here, once nothing (the reader included) holds the
+    // connection, so no write can reach a descriptor number the process has reused.
+    deinit { Glibc.close(fd) }
 
-    /// Ends the connection; waiting requests are told it closed.
-    func close() {
+    /// Ends the connection: no new request goes out, and the reader sees the end and tells
+    /// every waiting request.
+    func close(_ why: String = "the connection was closed") {
+        state.withLock { if $0.closed == nil { $0.closed = why } }
         _ = shutdown(fd, Int32(SHUT_RDWR))
     }
 
@@ -106,6 +109,8 @@ final class PermissionConnection: Sendable {
         }
         if let timeout {
             if ready.wait(timeout: .now() + timeout) == .timedOut {
+                // A server that does not answer is of no use: the next call connects again.
+                close("the sound server did not answer within \(Int(timeout)) s")
                 return .closed("the sound server did not answer within \(Int(timeout)) s")
             }
         } else {
@@ -133,14 +138,14 @@ final class PermissionConnection: Sendable {
 
     // MARK: handshake
 
-    private func handshake(environment: [String: String]) throws(UnavailableReason) {
+    private func handshake(environment: [String: String], timeout: Double) throws(UnavailableReason) {
         let auth = call({ tag in
             AuthRequest(versionWord: Limits.protocolVersion, cookie: Self.cookie(environment)).packet(tag: tag, version: 0)
-        }, timeout: Self.handshakeTimeout)
+        }, timeout: timeout)
         try expectReply(auth, "AUTH")
         let name = call({ tag in
             SetClientName(proplist: Self.clientProperties(environment)).packet(tag: tag, version: Limits.protocolVersion)
-        }, timeout: Self.handshakeTimeout)
+        }, timeout: timeout)
         try expectReply(name, "SET_CLIENT_NAME")
     }
 
@@ -235,7 +240,6 @@ final class PermissionConnection: Sendable {
                 }
             }
             finish(why)
-            Glibc.close(fd)
         }
     }
 
@@ -258,16 +262,18 @@ final class PermissionConnection: Sendable {
 
     /// Marks the connection closed and tells everyone waiting.
     private func finish(_ why: String) {
-        let (waiting, listeners) = state.withLock { s -> ([@Sendable (CallResult) -> Void], [@Sendable (PermissionEvent?) -> Void]) in
-            if s.closed == nil { s.closed = why }
+        let (reason, waiting, listeners) = state.withLock { s in
+            // The first reason stands (a close for no answer, before the reader saw the end).
+            let reason = s.closed ?? why
+            s.closed = reason
             defer {
                 s.waiting.removeAll()
                 s.listeners.removeAll()
             }
-            return (Array(s.waiting.values), Array(s.listeners.values))
+            return (reason, Array(s.waiting.values), Array(s.listeners.values))
         }
         close()
-        for w in waiting { w(.closed(why)) }
+        for w in waiting { w(.closed(reason)) }
         for l in listeners { l(nil) }
     }
 }

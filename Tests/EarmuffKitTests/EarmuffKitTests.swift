@@ -1,6 +1,9 @@
-// Where EarmuffKit looks for the server and which properties it declares, as libpulse does.
+// EarmuffKit without Earmuff: where it looks for the server and which properties it
+// declares (as libpulse does), and what it says when there is no server or none answers.
 @testable import EarmuffKit
+import Glibc
 import Testing
+import TestSupport
 
 @Test func pulseServerEntriesOfUnixSocketsAreTriedInOrder() {
     let env = ["PULSE_SERVER": "tcp:host:4713 {abc}unix:/run/a /run/b unix:/run/c", "XDG_RUNTIME_DIR": "/run/user/1"]
@@ -33,4 +36,18 @@ import Testing
     var changes: [AudioApplication.RecordPermission] = []
     for await p in app.recordPermissionChanges() { changes.append(p) }
     #expect(changes == [.unavailable])
+}
+
+/// A server that accepts and never answers: unavailable once the handshake times out, and
+/// requests do not hang.
+@Test func aServerThatNeverAnswersIsUnavailable() async throws {
+    let dir = try TempDir.make(prefix: "earmuff-kit")
+    defer { TempDir.remove(dir) }
+    let path = dir + "/native"
+    let fd = try UnixSocket.listen(path)
+    defer { close(fd) }
+    let app = AudioApplication(environment: ["PULSE_SERVER": "unix:" + path], timeout: 1)
+    #expect(app.recordPermission == .unavailable)
+    #expect(app.unavailableReason?.contains("did not answer") == true, "\(app.unavailableReason ?? "")")
+    #expect(await AudioApplication(environment: ["PULSE_SERVER": path], timeout: 1).requestPermission() == .unavailable)
 }
