@@ -68,7 +68,8 @@ func parse(_ args: [String]) -> Options {
     return o
 }
 
-/// Records `seconds` of mono s16le at 48 kHz from the kind's default source; nil and why on failure.
+/// Records `seconds` of mono s16le at 48 kHz from the kind's default source (the default
+/// microphone, or the default sink's monitor for system audio); the samples, or why not.
 func record(seconds: Double, kind: AudioApplication.CaptureKind) -> (samples: [Int16], error: String?) {
     var spec = pa_sample_spec(format: PA_SAMPLE_S16LE, rate: 48000, channels: 1)
     var attr = pa_buffer_attr(maxlength: UInt32.max, tlength: UInt32.max, prebuf: UInt32.max, minreq: UInt32.max,
@@ -96,7 +97,10 @@ if state == .unavailable {
 if let id = app.identity {
     say("identity: \(id.appKey) (identified by \(id.identifiedBy), \(id.isStrong ? "strong" : "weak"))")
 }
-if options.seconds > 0 {
+if options.seconds > 0 && options.kind == .appAudio {
+    // Another app's stream is recorded by naming its sink input, which the simple API cannot.
+    say("recorded: nothing (recording app audio needs another app's stream; see parecord --monitor-stream)")
+} else if options.seconds > 0 {
     let (samples, error) = record(seconds: options.seconds, kind: options.kind)
     if let error {
         say("recorded: nothing (\(error))")
