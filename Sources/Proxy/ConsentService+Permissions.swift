@@ -13,6 +13,10 @@ extension ConsentService {
         if let changed = ProcessInspector.change(since: session.identity) {
             return "its identity changed since it connected: \(changed)"
         }
+        // Each answer waits in memory until the client reads it.
+        guard session.injectionBacklog < SessionState.maximumInjections else {
+            return "\(session.injectionBacklog) of Earmuff's replies are unread: the client does not read what it asks for"
+        }
         let c = ClientID(session.id)
         let version = session.protocolVersion
         func reply(_ packet: [UInt8]) { daemon?.inject(sessionID: session.id, packet: packet) }

@@ -164,7 +164,8 @@ final class ClientToServerFilter: FrameFilter {
             expected = .deleteRecord(channel: try r.readU32())
         case .extension:
             var r = body
-            guard try PermissionExtension.addressee(&r).name == PermissionExtension.moduleName else { break }
+            // Not addressed to us (or not parsable: the command policy refuses that): on to the policy.
+            guard (try? PermissionExtension.addressee(&r))?.name == PermissionExtension.moduleName else { break }
             // Answered here, on this connection, for the process that connected.
             try checkSender(command)
             let call = try PermissionCall.decode(from: &r)

@@ -39,7 +39,8 @@ final class SessionState: Sendable {
     private let awaiting = Atomic<Int>(0)
     /// The most requests a client may have waiting for replies.
     static let maximumOutstanding = 16_384
-    /// The most refusals (ERROR replies Earmuff makes) that may wait for a client that does not read.
+    /// The most packets Earmuff makes itself (refusals, permission replies and events) that may
+    /// wait for a client that does not read.
     static let maximumInjections = 1024
     private let injections = Locked<[[UInt8]]>([])
     /// Packets in `injections`, so the audio path can skip the lock when there are none.
