@@ -62,7 +62,7 @@ extension ConsentService {
                 e.permissionSubscription(c, enabled: on)
                 return ((), [])
             }
-            reply(SimpleAck().packet(tag: tag, version: version))
+            reply(Reply(tag: tag).packet)
         case let .unknown(sub):
             fail(.notSupported, "subcommand \(sub) is not one of this version's (\(PermissionExtension.version))")
         }

@@ -166,19 +166,3 @@ public struct ErrorReply: PacketMessage {
         writer.writeU32(code)
     }
 }
-
-/// REPLY without fields: the request with this tag succeeded (PulseAudio's "simple ack").
-public struct SimpleAck: PacketMessage {
-    /// REPLY.
-    public static let command = Command.reply
-
-    public init() {}
-
-    /// Requires the reply to be empty.
-    public static func decode(from reader: inout TagStructReader, version: UInt32) throws(WireError) -> SimpleAck {
-        try reader.expectEnd()
-        return SimpleAck()
-    }
-
-    public func encode(into writer: inout TagStructWriter, version: UInt32) {}
-}
