@@ -356,7 +356,7 @@ public struct ConsentEngine: Sendable {
         policy.declarations[app]?.decisions[kind]
     }
 
-    func isReal(_ s: ClientState, _ kind: Capability?) -> Bool {
+    private func isReal(_ s: ClientState, _ kind: Capability?) -> Bool {
         // A source not known yet could be anything; what cannot be inspected cannot be told apart from anything else.
         guard let kind, !s.identity.isUninspectable else { return false }
         let app = s.identity.appKey
