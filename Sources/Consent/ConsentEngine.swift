@@ -463,7 +463,7 @@ public struct ConsentEngine: Sendable {
 
     /// Stores a state for `lifespan` (always, session or until a time; reset is always), clears
     /// the layers over it, closes a pending prompt it settles, and flips live streams.
-    mutating func applyDecision(_ subject: Subject, _ state: PermissionState, reason: DecisionReason,
+    private mutating func applyDecision(_ subject: Subject, _ state: PermissionState, reason: DecisionReason,
                                         purpose: String?, lifespan: Lifespan = .always, now: Double) -> [ConsentAction] {
         var actions: [ConsentAction] = []
         // The newest decision wins: "once" answers of the app's clients for this kind end with it.
