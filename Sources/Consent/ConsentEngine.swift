@@ -383,7 +383,7 @@ public struct ConsentEngine: Sendable {
     }
 
     mutating func raisePrompt(for s: ClientState, kind: Capability, source: String,
-                                      now: Double) -> [ConsentAction] {
+                              now: Double) -> [ConsentAction] {
         let id = PromptID(nextPrompt)
         nextPrompt += 1
         let prompt = Prompt(id: id, appKey: s.identity.appKey, method: s.identity.method,
