@@ -48,6 +48,8 @@ public struct ConsentEngine: Sendable {
         var applicationName: String?
         var processBinary: String?
         var propertyPurpose: String?
+        /// The purpose of the client's latest permission request (EarmuffKit), if it gave one.
+        var requestPurpose: String?
         var connectedAt: Double
         /// "Once" decisions over the app's (granted or denied), by kind, until this client disconnects.
         var once: [Capability: PermissionState] = [:]
@@ -80,9 +82,13 @@ public struct ConsentEngine: Sendable {
     var temporary: [Subject: Decision] = [:]
     var clients: [ClientID: ClientState] = [:]
     var pending: [PromptID: PendingPrompt] = [:]
-    private var pendingByApp: [Subject: PromptID] = [:]
+    var pendingByApp: [Subject: PromptID] = [:]
     var agents: Set<AgentID> = []
     private var nextPrompt: UInt64 = 1
+    /// Permission requests waiting for their prompt (ConsentEngine+Permissions.swift).
+    var permissionWaiters: [PermissionWaiter] = []
+    /// Clients subscribed to their own permission, with the states they were last told.
+    var permissionSubscribers: [ClientID: [Capability: PermissionState]] = [:]
 
     /// Longest display name kept from a client's claims.
     public static let maximumNameLength = 128
@@ -139,6 +145,8 @@ public struct ConsentEngine: Sendable {
     /// The client's connection is gone; its streams end and any "once" answer with it.
     public mutating func clientDisconnected(_ c: ClientID, now: Double) -> [ConsentAction] {
         guard let s = clients.removeValue(forKey: c) else { return [] }
+        permissionWaiters.removeAll { $0.client == c }
+        permissionSubscribers[c] = nil
         var actions: [ConsentAction] = []
         for id in s.streams.keys.sorted() {
             actions.append(.finishUsage(c, id, endedAt: now))
@@ -157,21 +165,29 @@ public struct ConsentEngine: Sendable {
         guard let s = clients[c] else {
             return RecordAdmission(proceed: false, actions: [.disconnectClient(c, reason: "client was never registered")])
         }
+        let (proceed, actions) = applyMissingPurpose(c, s, kind: kind, asking: "to record", now: now)
+        return RecordAdmission(proceed: proceed, actions: actions)
+    }
+
+    /// `missing-purpose` for a client of an undetermined app that asks for `kind` without a
+    /// purpose (nothing to do otherwise): whether to go on (prompt, or denied without asking),
+    /// and the actions (the denial, or the refusal that closes the client).
+    mutating func applyMissingPurpose(_ c: ClientID, _ s: ClientState, kind: Capability, asking: String,
+                                      now: Double) -> (proceed: Bool, actions: [ConsentAction]) {
         let app = s.identity.appKey
         guard effectiveDecision(for: app, kind: kind).state == .undetermined, s.once[kind] == nil,
               purpose(of: s) == nil else {
-            return RecordAdmission(proceed: true, actions: [])
+            return (true, [])
         }
         switch policy.missingPurpose {
         case .prompt:
-            return RecordAdmission(proceed: true, actions: [])
+            return (true, [])
         case .deny:
-            return RecordAdmission(proceed: true, actions: applyDecision(Subject(app: app, kind: kind), .denied,
-                                                                         reason: .missingPurpose, purpose: nil, now: now))
+            return (true, applyDecision(Subject(app: app, kind: kind), .denied, reason: .missingPurpose, purpose: nil, now: now))
         case .disconnect:
-            let reason = "missing-purpose: \(app) asked to record without a purpose string; set the client property "
+            let reason = "missing-purpose: \(app) asked \(asking) without a purpose string; set the client property "
                 + "application.capture.purpose, run it with `earmuff run --purpose TEXT`, or declare a purpose in apps.d"
-            return RecordAdmission(proceed: false, actions: [
+            return (false, [
                 .emit(.clientRefused(c, app, reason: reason)),
                 .disconnectClient(c, reason: reason),
             ])
@@ -359,6 +375,7 @@ public struct ConsentEngine: Sendable {
     func purpose(of s: ClientState) -> String? {
         s.launcherPurpose
             ?? Self.clean(policy.declarations[s.identity.appKey]?.purpose, limit: Self.maximumPurposeLength)
+            ?? s.requestPurpose
             ?? s.propertyPurpose
     }
 
@@ -372,8 +389,8 @@ public struct ConsentEngine: Sendable {
         clients.keys.filter { clients[$0]?.identity.appKey == app }.sorted()
     }
 
-    private mutating func raisePrompt(for s: ClientState, kind: Capability, source: String,
-                                      now: Double) -> [ConsentAction] {
+    mutating func raisePrompt(for s: ClientState, kind: Capability, source: String,
+                              now: Double) -> [ConsentAction] {
         let id = PromptID(nextPrompt)
         nextPrompt += 1
         let prompt = Prompt(id: id, appKey: s.identity.appKey, method: s.identity.method,

@@ -139,6 +139,10 @@ public enum ConsentAction: Sendable, Equatable {
     case disconnectClient(ClientID, reason: String)
     /// Publish an event to subscribers and the log.
     case emit(ConsentEvent)
+    /// Answer the client's permission request that carried `tag`: its state for the kind now.
+    case answerPermission(ClientID, tag: UInt32, Capability, PermissionState)
+    /// Tell a subscribed client that its own state for the kind is now this.
+    case notifyPermission(ClientID, Capability, PermissionState)
 }
 
 /// Whether a CREATE_RECORD_STREAM may be forwarded, plus what to do.

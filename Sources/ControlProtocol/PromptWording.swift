@@ -99,8 +99,8 @@ public enum PromptWording {
     public static func device(_ p: PromptInfo) -> String {
         let source = p.source ?? ""
         switch kind(p) {
-        case "system-audio": return "system audio (\(cell(source, max: 80)))"
-        case "app-audio": return "another app's audio (\(cell(source, max: 80)))"
+        case "system-audio": return source.isEmpty ? "system audio" : "system audio (\(cell(source, max: 80)))"
+        case "app-audio": return source.isEmpty ? "another app's audio" : "another app's audio (\(cell(source, max: 80)))"
         default: return source.isEmpty ? "the default microphone" : "microphone \(cell(source, max: 80))"
         }
     }

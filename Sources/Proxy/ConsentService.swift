@@ -150,9 +150,20 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
     /// Runs `body` on the engine; applies stream flips under the lock, the rest after.
     func withEngine<R>(_ body: (inout ConsentEngine) -> (R, [ConsentAction])) -> R {
         let (result, deferred) = engine.withLock { e -> (R, [ConsentAction]) in
-            let (r, actions) = body(&e)
-            for case let .setStreamAccess(c, s, real) in actions {
-                registry.withLock { $0.streams[s.rawValue] }?.setReal(real && snapAllows(c.rawValue))
+            var (r, actions) = body(&e)
+            actions += e.settlePermissions()
+            for a in actions {
+                switch a {
+                case let .setStreamAccess(c, s, real):
+                    registry.withLock { $0.streams[s.rawValue] }?.setReal(real && snapAllows(c.rawValue))
+                case let .answerPermission(c, tag, kind, state):
+                    // Queued under the lock too, so a client hears of its changes in decision order.
+                    answerPermission(c, tag: tag, kind: kind, state)
+                case let .notifyPermission(c, kind, state):
+                    daemon?.inject(sessionID: c.rawValue, packet: PermissionEvent(kind: kind.rawValue, state: state.rawValue).packet)
+                default:
+                    break
+                }
             }
             return (r, actions) // flips are also logged by perform()
         }
@@ -300,6 +311,8 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
             case let .emit(event):
                 if case let .promptRaised(p) = event { delivery.raised(promptInfo(p)) }
                 if let e = controlEvent(event) { control?.broadcast(e) }
+            case .answerPermission, .notifyPermission:
+                break // sent under the engine lock (withEngine)
             }
         }
     }

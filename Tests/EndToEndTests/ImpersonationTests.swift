@@ -165,7 +165,8 @@ extension EndToEnd {
 
         /// Connects as a granted script; then a forked child asks to record on the inherited
         /// connection, after the parent exec'd another program ("exec") or while it still runs
-        /// the script ("fork"); or the script records itself ("self").
+        /// the script ("fork"); or the script records itself ("self"); or the script exec's a
+        /// shell in place (same pid), whose builtin printf sends the request ("inplace").
         static let handOver = """
             import os, socket, sys, time
             path, auth, name, create, out, mode = sys.argv[1:7]
@@ -182,6 +183,10 @@ extension EndToEnd {
                 s.sendall(open(request, "rb").read())
                 reply()
             me = os.readlink("/proc/self/exe")
+            if mode == "inplace":
+                os.set_inheritable(s.fileno(), True)
+                octal = "".join("\\%03o" % b for b in open(create, "rb").read())
+                os.execv("/bin/sh", ["sh", "-c", "printf '%s' >&%d; : > '%s.done'; exec sleep 60" % (octal, s.fileno(), out)])
             if mode == "self" or os.fork() == 0:
                 if mode == "exec":
                     while os.readlink("/proc/%d/exe" % os.getppid()) == me:
@@ -207,14 +212,17 @@ extension EndToEnd {
             time.sleep(60)
             """
 
-        /// The bytes the child received, once it is done.
-        static func handOver(_ s: Setup, mode: String) async throws -> (received: Data, tool: RunningTool) {
+        /// The bytes the child received, once it is done. The child sends `request` (a record
+        /// stream's by default).
+        static func handOver(_ s: Setup, mode: String,
+                             request: [UInt8] = RawClient.createRecordStream(tag: 2, properties: ["application.capture.purpose": "x"]))
+            async throws -> (received: Data, tool: RunningTool) {
             let dir = try Helpers.scratch()
             let script = "\(dir)/handover.py"
             try Self.handOver.write(toFile: script, atomically: true, encoding: .utf8)
             try s.earmuff.control("grant", "script:\(script)")
             for (name, bytes) in [("auth", RawClient.auth(tag: 0)), ("name", RawClient.setClientName(tag: 1, name: "handover")),
-                                  ("create", RawClient.createRecordStream(tag: 2, properties: ["application.capture.purpose": "x"]))] {
+                                  ("create", request)] {
                 try Data(bytes).write(to: URL(fileURLWithPath: "\(dir)/\(name)"))
             }
             let tool = try Tool.start("python3", args: [script, s.earmuff.listenPath, "\(dir)/auth", "\(dir)/name",
