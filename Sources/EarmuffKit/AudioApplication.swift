@@ -49,8 +49,12 @@ public final class AudioApplication: Sendable {
         public var appKey: String
         /// How it was identified: flatpak, snap, launcher, systemd-scope, script, exe, ….
         public var identifiedBy: String
-        /// Whether a sandbox or launcher vouches for it (strong) or not (weak).
-        public var isStrong: Bool
+        /// What the identity resists: `sandbox` when the app's sandbox or launcher vouches
+        /// for it (the app inside cannot change it; an unsandboxed program of the user could
+        /// build the same), `weak` when any program of the user could pose as it.
+        public var strength: String
+        /// Whether a sandbox or launcher vouches for it (strength `sandbox`).
+        public var isVouchedForBySandbox: Bool { strength == "sandbox" }
     }
 
     private let environment: [String: String]
@@ -209,7 +213,7 @@ public final class AudioApplication: Sendable {
                 state.withLock { $0.unavailable = "Earmuff's reply could not be read (a newer wire?)" }
                 return .unavailable
             }
-            state.withLock { $0.identity = Identity(appKey: s.appKey, identifiedBy: s.identifiedBy, isStrong: s.strength == "strong") }
+            state.withLock { $0.identity = Identity(appKey: s.appKey, identifiedBy: s.identifiedBy, strength: s.strength) }
             return p
         case let .error(code):
             noteUnavailable(code)

@@ -216,7 +216,7 @@ extension EndToEnd {
             let app = AudioApplication(environment: ["PULSE_SERVER": s.earmuff.serverString])
             #expect(app.recordPermission == .undetermined, "\(app.unavailableReason ?? "")\n\(s.logs)")
             let identity = try #require(app.identity)
-            #expect(identity.appKey.hasPrefix("exe:") && identity.identifiedBy == "exe" && !identity.isStrong, "\(identity)")
+            #expect(identity.appKey.hasPrefix("exe:") && identity.identifiedBy == "exe" && identity.strength == "weak", "\(identity)")
 
             let granted = await withCheckedContinuation { (done: CheckedContinuation<Bool, Never>) in
                 app.requestPermission(for: .systemAudio, purpose: Self.purpose) { done.resume(returning: $0 == .granted) }
@@ -237,7 +237,7 @@ extension EndToEnd {
 
         // MARK: sandboxes
 
-        /// Inside `earmuff run --sandbox` the request is the launcher's (strong), and so is the prompt.
+        /// Inside `earmuff run --sandbox` the request is the launcher's (strength sandbox), and so is the prompt.
         @Test(arguments: Example.allCases)
         func insideEarmuffRunTheAppIsTheLauncher(example: Example) async throws {
             let s = try Setup()
@@ -255,7 +255,7 @@ extension EndToEnd {
             let result = run.outcome(timeout: 120)
             let printed = Printed(result.stdoutText)
             #expect(result.status == 0 && printed.state == "granted", "\(result)\n\(s.logs)")
-            #expect(printed.fields["identity"] == "launcher:\(appID) (identified by launcher, strong)", "\(result)")
+            #expect(printed.fields["identity"] == "launcher:\(appID) (identified by launcher, sandbox)", "\(result)")
             let prompt = try await agent.waitForLine { $0.type == "prompt" }
             #expect(prompt?.prompt?.appKey == "launcher:\(appID)", "\(agent.summary)")
             if example == .swift {

@@ -76,7 +76,7 @@ extension EndToEnd {
             let (forger, own) = try await Self.connect(s)
             try forger.send(Self.frame(.request(kind: "microphone", purpose: "forgery"), tag: 5))
             _ = try await s.earmuff.waitForStatus { !$0.prompts(of: own).isEmpty }
-            try forger.send(RawClient.frame(PermissionStatus(state: "granted", appKey: own, identifiedBy: "exe", strength: "strong")
+            try forger.send(RawClient.frame(PermissionStatus(state: "granted", appKey: own, identifiedBy: "exe", strength: "sandbox")
                 .packet(tag: 5, version: Limits.protocolVersion)))
             #expect(forger.waitUntilClosed(timeout: 30), "\(s.logs)")
             #expect(await Wait.until(timeout: 30) { s.earmuff.log().contains("REPLY is sent only by servers") }, "\(s.logs)")

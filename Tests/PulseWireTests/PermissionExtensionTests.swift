@@ -41,7 +41,7 @@ import Testing
     }
 
     @Test func statusAndTestReplies() throws {
-        let s = PermissionStatus(state: "granted", appKey: "flatpak:org.example.App", identifiedBy: "flatpak", strength: "strong")
+        let s = PermissionStatus(state: "granted", appKey: "flatpak:org.example.App", identifiedBy: "flatpak", strength: "sandbox")
         #expect(try PermissionStatus.decodePacket(s.packet(tag: 3, version: 35), version: 35) == (3, s))
         #expect(try PermissionTestReply.decodePacket(PermissionTestReply().packet(tag: 4, version: 35), version: 35).message.version == 1)
     }

@@ -95,7 +95,7 @@ if state == .unavailable {
     exit(2)
 }
 if let id = app.identity {
-    say("identity: \(id.appKey) (identified by \(id.identifiedBy), \(id.isStrong ? "strong" : "weak"))")
+    say("identity: \(id.appKey) (identified by \(id.identifiedBy), \(id.strength))")
 }
 if options.seconds > 0 && options.kind == .appAudio {
     // Another app's stream is recorded by naming its sink input, which the simple API cannot.
