@@ -84,6 +84,13 @@ extension EndToEnd {
 
         /// Waits until `rec` holds real (non-silent) audio and at least `seconds` of it after
         /// the first non-silent byte. Returns whether that happened.
+        /// Whether `audio` (s16le) is exact silence first and then the test tone to its end.
+        static func isSilenceThenTone(_ audio: Data) -> Bool {
+            let at = (audio.firstIndex { $0 != 0 } ?? audio.count) / 2 * 2
+            return at > 0 && Helpers.analyze(audio.subdata(in: at..<audio.count), format: .s16le)
+                .isTone(expectedRMS: Helpers.micRMS, minimumSeconds: 0.9)
+        }
+
         static func waitForToneAfterSwitch(_ rec: Recording, seconds: Double, timeout: Double = 60) async -> Bool {
             await Wait.until(timeout: timeout, interval: 0.05) {
                 guard let off = rec.firstNonSilentOffset() else { return !rec.tool.process.isRunning }

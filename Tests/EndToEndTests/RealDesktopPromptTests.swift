@@ -81,11 +81,7 @@ extension EndToEnd {
             let delay = Self.secondsToTone(rec, after: clickedAt)
             print("allow (\(remember)) in the GTK dialog: tone \(delay.map { String(format: "%.3f", $0) } ?? "-") s of audio after the click")
             #expect((delay ?? .infinity) < 0.5, "the tone came \(String(describing: delay)) s after the click\n\(s.logs)")
-            let (_, audio) = rec.stop()
-            let at = (audio.firstIndex { $0 != 0 } ?? audio.count) / 2 * 2
-            #expect(at > 0, "the recording was never silent")
-            #expect(Helpers.analyze(audio.subdata(in: at..<audio.count), format: .s16le)
-                .isTone(expectedRMS: Helpers.micRMS, minimumSeconds: 0.9))
+            #expect(E2E.isSilenceThenTone(rec.stop().1), "not silence, then the tone")
 
             let app = try s.earmuff.app(s.key)
             switch remember {
