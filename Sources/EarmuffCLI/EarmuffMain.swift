@@ -70,6 +70,12 @@ public enum EarmuffMain {
             }
             let now = Date().timeIntervalSince1970
             return ClientCommands.log(app: key, since: since.flatMap { SinceTime.parse($0, now: now) }, o)
+        case .doctor(let o):
+            return DoctorCommand.run(o)
+        case .generateManual(let directory, let example):
+            return GenerateCommands.manual(directory: directory, configExample: example)
+        case .generateCompletion(let shell):
+            return GenerateCommands.completion(shell: shell)
         }
     }
 }

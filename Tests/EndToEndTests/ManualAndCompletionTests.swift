@@ -1,0 +1,107 @@
+// The generated manual pages and completion scripts, as the package installs
+// them: man renders each page without a warning, and each shell loads its
+// script and completes `earmuff gr<Tab>` to `grant` (bash through its
+// completion function, fish with `complete -C`, zsh interactively on a pty).
+import Foundation
+import Testing
+import TestSupport
+
+extension EndToEnd {
+    @Suite struct ManualAndCompletionTests {
+        static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().path
+
+        func sh(_ script: String, in dir: String, _ name: String, shell: String = "/bin/sh", timeout: Double = 60) throws -> ToolResult {
+            var env = Tool.privateEnvironment(root: dir)
+            env["MANWIDTH"] = "80"
+            return try ChildProcess.spawn(executable: shell, arguments: ["-c", script], environment: env,
+                                          stdoutPath: "\(dir)/\(name).out", stderrPath: "\(dir)/\(name).err",
+                                          maxLifetime: Int(timeout) + 30).finish(timeout: timeout)
+        }
+
+        func generate(_ dir: String) throws -> String {
+            let binary = try EarmuffProcess.locateBinary()
+            let r = try sh("cd '\(Self.root)' && '\(binary)' generate-manual '\(dir)/man' && for s in bash zsh fish; do '\(binary)' generate-completion $s > '\(dir)/'$s || exit 1; done",
+                           in: dir, "generate")
+            #expect(r.succeeded, "\(r)")
+            return binary
+        }
+
+        @Test func manRendersEachPageWithoutWarnings() throws {
+            let dir = try Helpers.scratch()
+            defer { TempDir.remove(dir) }
+            _ = try generate(dir)
+            for page in ["earmuff.1", "earmuff.conf.5"] {
+                let r = try sh("man --warnings -l '\(dir)/man/\(page)'", in: dir, page)
+                #expect(r.succeeded, "\(r)")
+                #expect(r.stderr.isEmpty, "\(page): \(r.stderr)")
+                #expect(r.stdoutText.contains("earmuff"), "\(page)")
+            }
+        }
+
+        @Test func bashCompletesSubcommandsOptionsAndValues() throws {
+            let dir = try Helpers.scratch()
+            defer { TempDir.remove(dir) }
+            _ = try generate(dir)
+            let script = """
+                [ -r /usr/share/bash-completion/bash_completion ] && . /usr/share/bash-completion/bash_completion
+                . '\(dir)/bash' || exit 3
+                t() { COMP_LINE="$1"; COMP_POINT=${#COMP_LINE}; read -ra COMP_WORDS <<<"$COMP_LINE"
+                      [[ "$COMP_LINE" == *" " ]] && COMP_WORDS+=(""); COMP_CWORD=$((${#COMP_WORDS[@]}-1))
+                      COMPREPLY=(); _earmuff; echo "$1=${COMPREPLY[*]}"; }
+                t 'earmuff gr'
+                t 'earmuff grant x --kind s'
+                t 'earmuff grant --fo'
+                t 'earmuff setup --server '
+                t 'earmuff generate-completion f'
+                """
+            let r = try sh(script, in: dir, "bash", shell: "/bin/bash")
+            #expect(r.succeeded, "\(r)")
+            let lines = r.stdoutText.split(separator: "\n").map(String.init)
+            #expect(lines.contains("earmuff gr=grant"), "\(r)")
+            #expect(lines.contains("earmuff grant x --kind s=system-audio"), "\(r)")
+            #expect(lines.contains("earmuff grant --fo=--for"), "\(r)")
+            #expect(lines.contains("earmuff setup --server =pipewire pulseaudio"), "\(r)")
+            #expect(lines.contains("earmuff generate-completion f=fish"), "\(r)")
+        }
+
+        @Test func fishCompletesSubcommandsOptionsAndValues() throws {
+            let dir = try Helpers.scratch()
+            defer { TempDir.remove(dir) }
+            _ = try generate(dir)
+            let r = try sh("fish --no-config -c \"source '\(dir)/fish'; and complete -C 'earmuff gr'; and echo SPLIT; and complete -C 'earmuff deny x --kind '\"",
+                           in: dir, "fish")
+            #expect(r.succeeded, "\(r)")
+            let parts = r.stdoutText.components(separatedBy: "SPLIT\n")
+            #expect(parts.count == 2, "\(r)")
+            let first = parts[0].split(separator: "\n").map { $0.split(separator: "\t").first.map(String.init) ?? "" }
+            #expect(first == ["grant"], "\(r)")
+            let kinds = Set((parts.last ?? "").split(separator: "\n").map { $0.split(separator: "\t").first.map(String.init) ?? "" })
+            #expect(kinds == ["microphone", "system-audio", "app-audio"], "\(r)")
+        }
+
+        @Test func zshCompletesGrOnAnInteractiveLine() throws {
+            let dir = try Helpers.scratch()
+            defer { TempDir.remove(dir) }
+            _ = try generate(dir)
+            try FileManager.default.createDirectory(atPath: "\(dir)/zfunc", withIntermediateDirectories: true)
+            try FileManager.default.copyItem(atPath: "\(dir)/zsh", toPath: "\(dir)/zfunc/_earmuff")
+            // zpty -r with a pattern waits for that output: first the shell's answer to a sum
+            // (so compinit has run), then the completed word on the edited line.
+            let driver = """
+                zmodload zsh/zpty || exit 3
+                zpty z 'env -i HOME=\(dir)/home TERM=dumb zsh -f -i'
+                zpty -w z 'fpath=(\(dir)/zfunc $fpath); autoload -Uz compinit; compinit -u -D; print READY$((40+2))'
+                zpty -r z out '*READY42*' || exit 4
+                zpty -w -n z $'earmuff gr\\t'
+                zpty -r z out '*ant*' || exit 5
+                print -r -- "${out//[^a-z ]/}"
+                zpty -d z
+                """
+            try driver.write(toFile: "\(dir)/driver.zsh", atomically: true, encoding: .utf8)
+            let r = try sh("zsh -f '\(dir)/driver.zsh'", in: dir, "zsh", timeout: 30)
+            #expect(r.succeeded, "\(r)")
+            #expect(r.stdoutText.contains("earmuff grant"), "\(r)")
+        }
+    }
+}
