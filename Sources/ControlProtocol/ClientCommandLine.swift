@@ -48,6 +48,8 @@ public enum ClientCommand: Sendable, Equatable {
     case doctor(ClientOptions)
     /// `generate-manual [--config-example FILE] DIRECTORY` (packaging).
     case generateManual(directory: String, configExample: String?)
+    /// `generate-units DIRECTORY` (packaging).
+    case generateUnits(directory: String)
     /// `generate-completion SHELL` (packaging).
     case generateCompletion(shell: String)
 }
@@ -155,6 +157,15 @@ public enum ClientCommandLine {
                 throw UsageError("'earmuff generate-manual' needs the directory to write the pages into", subcommand: first)
             }
             return .generateManual(directory: dir, configExample: example)
+        case "generate-units":
+            var p = OptionParser(rest, subcommand: first)
+            _ = try p.commonOptions(json: false)
+            if p.wantsHelp { return .help(topic: first) }
+            try p.expectNoPositionals(1)
+            guard let dir = p.positionals.first, !dir.isEmpty else {
+                throw UsageError("'earmuff generate-units' needs the directory to write the units into", subcommand: first)
+            }
+            return .generateUnits(directory: dir)
         case "generate-completion":
             var p = OptionParser(rest, subcommand: first)
             _ = try p.commonOptions(json: false)

@@ -74,6 +74,8 @@ public enum EarmuffMain {
             return DoctorCommand.run(o)
         case .generateManual(let directory, let example):
             return GenerateCommands.manual(directory: directory, configExample: example)
+        case .generateUnits(let directory):
+            return GenerateCommands.units(directory: directory)
         case .generateCompletion(let shell):
             return GenerateCommands.completion(shell: shell)
         }

@@ -14,7 +14,7 @@ private func arguments(_ sub: SubcommandSpec, _ option: String, _ spec: OptionSp
     switch sub.name {
     case "grant", "deny", "reset": args.append("exe:/usr/bin/pacat")
     case "run": args += ["--", "true"]
-    case "generate-manual": args.append("/tmp/pages")
+    case "generate-manual", "generate-units": args.append("/tmp/pages")
     case "generate-completion": args.append("bash")
     default: break
     }

@@ -2,6 +2,9 @@
 // them: man renders each page without a warning, and each shell loads its
 // script and completes `earmuff gr<Tab>` to `grant` (bash through its
 // completion function, fish with `complete -C`, zsh interactively on a pty).
+// With EARMUFF_TEST_INSTALLED=1 (scripts/package-check, after installing the
+// package) they check the installed pages and scripts instead, found where
+// man and each shell look for them.
 import Foundation
 import Testing
 import TestSupport
@@ -19,20 +22,27 @@ extension EndToEnd {
                                           maxLifetime: Int(timeout) + 30).finish(timeout: timeout)
         }
 
-        func generate(_ dir: String) throws -> String {
+        /// Whether to check the installed package's files rather than freshly generated ones.
+        static let installed = ProcessInfo.processInfo.environment["EARMUFF_TEST_INSTALLED"] == "1"
+
+        func generate(_ dir: String) throws {
+            if Self.installed { return }
             let binary = try EarmuffProcess.locateBinary()
             let r = try sh("cd '\(Self.root)' && '\(binary)' generate-manual '\(dir)/man' && for s in bash zsh fish; do '\(binary)' generate-completion $s > '\(dir)/'$s || exit 1; done",
                            in: dir, "generate")
             #expect(r.succeeded, "\(r)")
-            return binary
+        }
+
+        func page(_ dir: String, _ name: String) -> String {
+            Self.installed ? "/usr/share/man/man\(name.split(separator: ".").last ?? "1")/\(name).gz" : "\(dir)/man/\(name)"
         }
 
         @Test func manRendersEachPageWithoutWarnings() throws {
             let dir = try Helpers.scratch()
             defer { TempDir.remove(dir) }
-            _ = try generate(dir)
+            try generate(dir)
             for page in ["earmuff.1", "earmuff.conf.5"] {
-                let r = try sh("man --warnings -l '\(dir)/man/\(page)'", in: dir, page)
+                let r = try sh("man --warnings -l '\(self.page(dir, page))'", in: dir, page)
                 #expect(r.succeeded, "\(r)")
                 #expect(r.stderr.isEmpty, "\(page): \(r.stderr)")
                 #expect(r.stdoutText.contains("earmuff"), "\(page)")
@@ -42,10 +52,10 @@ extension EndToEnd {
         @Test func bashCompletesSubcommandsOptionsAndValues() throws {
             let dir = try Helpers.scratch()
             defer { TempDir.remove(dir) }
-            _ = try generate(dir)
+            try generate(dir)
             let script = """
                 [ -r /usr/share/bash-completion/bash_completion ] && . /usr/share/bash-completion/bash_completion
-                . '\(dir)/bash' || exit 3
+                \(Self.installed ? "_completion_loader earmuff; complete -p earmuff >/dev/null || exit 3" : ". '\(dir)/bash' || exit 3")
                 t() { COMP_LINE="$1"; COMP_POINT=${#COMP_LINE}; read -ra COMP_WORDS <<<"$COMP_LINE"
                       [[ "$COMP_LINE" == *" " ]] && COMP_WORDS+=(""); COMP_CWORD=$((${#COMP_WORDS[@]}-1))
                       COMPREPLY=(); _earmuff; echo "$1=${COMPREPLY[*]}"; }
@@ -68,8 +78,10 @@ extension EndToEnd {
         @Test func fishCompletesSubcommandsOptionsAndValues() throws {
             let dir = try Helpers.scratch()
             defer { TempDir.remove(dir) }
-            _ = try generate(dir)
-            let r = try sh("fish --no-config -c \"source '\(dir)/fish'; and complete -C 'earmuff gr'; and echo SPLIT; and complete -C 'earmuff deny x --kind '\"",
+            try generate(dir)
+            // Not --no-config: fish sets its completion path (vendor_completions.d) in its own config; HOME is private.
+            let load = Self.installed ? "" : "source '\(dir)/fish'; and "
+            let r = try sh("fish -c \"\(load)complete -C 'earmuff gr'; and echo SPLIT; and complete -C 'earmuff deny x --kind '\"",
                            in: dir, "fish")
             #expect(r.succeeded, "\(r)")
             let parts = r.stdoutText.components(separatedBy: "SPLIT\n")
@@ -83,9 +95,11 @@ extension EndToEnd {
         @Test func zshCompletesGrOnAnInteractiveLine() throws {
             let dir = try Helpers.scratch()
             defer { TempDir.remove(dir) }
-            _ = try generate(dir)
+            try generate(dir)
             try FileManager.default.createDirectory(atPath: "\(dir)/zfunc", withIntermediateDirectories: true)
-            try FileManager.default.copyItem(atPath: "\(dir)/zsh", toPath: "\(dir)/zfunc/_earmuff")
+            if !Self.installed {  // installed: in /usr/share/zsh/vendor-completions, on zsh's own fpath
+                try FileManager.default.copyItem(atPath: "\(dir)/zsh", toPath: "\(dir)/zfunc/_earmuff")
+            }
             // zpty -r with a pattern waits for that output: first the shell's answer to a sum
             // (so compinit has run), then the completed word on the edited line.
             let driver = """

@@ -1,4 +1,4 @@
-// `earmuff generate-manual DIR` and `earmuff generate-completion SHELL`: the
+// `earmuff generate-manual DIR`, `generate-units DIR` and `generate-completion SHELL`: the
 // packaging build runs these with the binary it just built, so the installed
 // pages and completions are those of the installed CLI.
 import Foundation
@@ -21,6 +21,22 @@ enum GenerateCommands {
             return 0
         } catch {
             Terminal.error("earmuff generate-manual: \(error)")
+            return 1
+        }
+    }
+
+    /// Writes the packaged earmuff.socket and earmuff.service into `directory`.
+    static func units(directory: String) -> Int32 {
+        do {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            for (name, unit) in [("earmuff.socket", SetupPlan.socketUnit(nil)),
+                                 ("earmuff.service", SetupPlan.serviceUnit(nil, binary: SetupPlan.packagedBinary))] {
+                try unit.write(toFile: "\(directory)/\(name)", atomically: true, encoding: .utf8)
+                Terminal.out("wrote \(directory)/\(name)\n")
+            }
+            return 0
+        } catch {
+            Terminal.error("earmuff generate-units: \(error)")
             return 1
         }
     }

@@ -99,14 +99,19 @@ enum SetupPlan {
         return files
     }
 
-    static func socketUnit(_ server: SessionServer) -> String {
+    /// The first line of the units the package installs (setup enables them, never edits them).
+    static let packagedMarker = "# Installed by the earmuff package; 'earmuff setup' enables it for you (the package enables it for nobody)."
+
+    /// Earmuff's socket unit: setup's for `server`, or the packaged one (nil), which fits either server.
+    static func socketUnit(_ server: SessionServer?) -> String {
         // Priority= and Backlog= as the server's own socket unit sets them.
         let backlog = server == .pulseaudio ? "Backlog=5\n" : ""
+        let docs = server == nil ? "Documentation=man:earmuff(1)\n" : ""
         return """
-        \(marker)
+        \(server == nil ? packagedMarker : marker)
         [Unit]
         Description=Earmuff consent proxy: the session's PulseAudio socket
-
+        \(docs)
         [Socket]
         Priority=6
         \(backlog)ListenStream=%t/\(sessionSocket)
@@ -117,14 +122,16 @@ enum SetupPlan {
         """
     }
 
-    static func serviceUnit(_ server: SessionServer, binary: String) -> String {
-        """
-        \(marker)
+    /// Earmuff's service unit: setup's for `server` running `binary`, or the packaged one (nil), ordered after either server's socket.
+    static func serviceUnit(_ server: SessionServer?, binary: String) -> String {
+        let order = server.map { "Wants=\($0.socketUnit)\nAfter=\($0.socketUnit)" }
+            ?? "Documentation=man:earmuff(1)\nAfter=\(SessionServer.allCases.map(\.socketUnit).joined(separator: " "))"
+        return """
+        \(server == nil ? packagedMarker : marker)
         [Unit]
-        Description=Earmuff consent proxy in front of \(server.displayName)
+        Description=Earmuff consent proxy in front of \(server?.displayName ?? "the session's sound server")
         Requires=earmuff.socket
-        Wants=\(server.socketUnit)
-        After=\(server.socketUnit)
+        \(order)
 
         [Service]
         Type=simple
