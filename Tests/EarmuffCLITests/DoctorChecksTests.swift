@@ -1,6 +1,8 @@
 // `earmuff doctor`'s judgement over observed facts: each check's outcome,
 // and the fix it names.
+import ConsentStore
 import ControlProtocol
+import Foundation
 import Testing
 @testable import EarmuffCLI
 
@@ -109,5 +111,22 @@ private func check(_ name: String, _ f: DoctorFacts) -> DoctorCheck? {
         #expect(check("store", f)?.fix?.contains("permissions") == false)
         #expect(check("store", f)?.fix?.contains("/s.sqlite.damaged") == true)
         #expect(DoctorChecks.exitStatus(DoctorChecks.run(f)) == 1)
+    }
+}
+
+@Suite struct DoctorStoreCheckTests {
+    @Test func aRealStorePassesAndGarbageIsDamagedOrUnreadable() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("earmuff-doctor-\(UInt32.random(in: 0...UInt32.max))").path
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        #expect(DoctorCommand.storeCheck("\(dir)/none.sqlite") == .missing)
+        let store = try PermissionStore(path: "\(dir)/permissions.sqlite")
+        store.close()
+        #expect(DoctorCommand.storeCheck("\(dir)/permissions.sqlite") == .ok)
+        try Data(repeating: 0x5A, count: 8192).write(to: URL(fileURLWithPath: "\(dir)/garbage.sqlite"))
+        switch DoctorCommand.storeCheck("\(dir)/garbage.sqlite") {
+        case .damaged, .unreadable: break
+        case let other: Issue.record("a file of garbage is \(other)")
+        }
     }
 }
