@@ -12,13 +12,8 @@ enum GenerateCommands {
             return 1
         }
         do {
-            let pages = [("earmuff.1", ManualPage.earmuff()), ("earmuff.conf.5", try ManualPage.configuration(example: text))]
-            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-            for (name, page) in pages {
-                try page.write(toFile: "\(directory)/\(name)", atomically: true, encoding: .utf8)
-                Terminal.out("wrote \(directory)/\(name)\n")
-            }
-            return 0
+            return write([("earmuff.1", ManualPage.earmuff()), ("earmuff.conf.5", try ManualPage.configuration(example: text))],
+                         into: directory, for: "generate-manual")
         } catch {
             Terminal.error("earmuff generate-manual: \(error)")
             return 1
@@ -27,16 +22,22 @@ enum GenerateCommands {
 
     /// Writes the packaged earmuff.socket and earmuff.service into `directory`.
     static func units(directory: String) -> Int32 {
+        write([("earmuff.socket", SetupPlan.socketUnit(nil)),
+               ("earmuff.service", SetupPlan.serviceUnit(nil, binary: SetupPlan.packagedBinary))],
+              into: directory, for: "generate-units")
+    }
+
+    /// Writes each (name, text) into `directory`, saying so; the exit status.
+    static func write(_ files: [(String, String)], into directory: String, for subcommand: String) -> Int32 {
         do {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-            for (name, unit) in [("earmuff.socket", SetupPlan.socketUnit(nil)),
-                                 ("earmuff.service", SetupPlan.serviceUnit(nil, binary: SetupPlan.packagedBinary))] {
-                try unit.write(toFile: "\(directory)/\(name)", atomically: true, encoding: .utf8)
+            for (name, text) in files {
+                try text.write(toFile: "\(directory)/\(name)", atomically: true, encoding: .utf8)
                 Terminal.out("wrote \(directory)/\(name)\n")
             }
             return 0
         } catch {
-            Terminal.error("earmuff generate-units: \(error)")
+            Terminal.error("earmuff \(subcommand): \(error)")
             return 1
         }
     }
