@@ -91,7 +91,8 @@ public enum CommandTable {
     static let lifespans = [
         OptionSpec(["--once"], "only for the app's clients connected now, until each disconnects"),
         OptionSpec(["--session"], "until the daemon stops (you log out); not stored"),
-        OptionSpec(["--for"], value: "DURATION", "for a while: \(DurationText.help)"),
+        OptionSpec(["--for"], value: "DURATION", "for a while: \(DurationText.help)",
+                   completion: .words(["30m", "1h", "2h", "8h", "1d", "1w"])),
         OptionSpec(["--always"], "until changed (the default)"),
     ]
     static let appOperand = """

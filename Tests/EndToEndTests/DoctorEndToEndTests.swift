@@ -90,6 +90,23 @@ extension EndToEnd {
             #expect(fought["units"]?.fix?.contains("remove that line") == true, "\(fought.checks)")
         }
 
+        /// Units left pointing at a binary that is gone (a build directory cleaned, a copy removed).
+        @Test func aServiceRunningAMissingBinaryIsStale() throws {
+            let kind = try ServerKind.selected()
+            let home = try SetupEndToEndTests.Home()
+            defer { home.remove() }
+            let setup = try home.setup(kind, ["--binary", "\(home.dir)/gone/earmuff"])
+            try #require(setup.succeeded, "\(setup)")
+            let r = try home.earmuff(["doctor", "--json"])
+            #expect(r.status == 1, "\(r)")
+            let view = try DoctorView.decode(r)
+            let units = try #require(view["units"])
+            #expect(units.outcome == "fail" && units.message.contains("runs \(home.dir)/gone/earmuff, which is not there any more"), "\(units)")
+            #expect(units.fix?.contains("earmuff setup") == true, "\(units)")
+            // Set up, no daemon, nothing listening on pulse/native: what to start.
+            #expect(view["session"]?.outcome == "fail" && view["session"]?.fix == "systemctl --user enable --now earmuff.socket", "\(view.checks)")
+        }
+
         @Test func notTakenOverAndNoPromptChannelSaySoAndWhatToRun() async throws {
             let s = try ConsentEndToEndTests.Setup()
             defer { s.stop() }

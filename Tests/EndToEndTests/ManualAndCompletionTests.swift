@@ -92,6 +92,36 @@ extension EndToEnd {
             #expect(kinds == ["microphone", "system-audio", "app-audio"], "\(r)")
         }
 
+        /// With the daemon up, app keys come from `earmuff apps --json`.
+        @Test func bashAndFishCompleteAppKeysTheDaemonKnows() throws {
+            let dir = try Helpers.scratch()
+            defer { TempDir.remove(dir) }
+            try generate(dir)
+            let earmuff = try EarmuffProcess(upstream: "unix:\(dir)/no-server/native")
+            defer { earmuff.stop() }
+            try earmuff.control("deny", "exe:/usr/bin/earmuff-completion-probe")
+            var env = earmuff.environment
+            let binaryDirectory = (try EarmuffProcess.locateBinary() as NSString).deletingLastPathComponent
+            env["PATH"] = "\(binaryDirectory):/usr/bin:/bin"
+            func run(_ shell: String, _ script: String, _ name: String) throws -> ToolResult {
+                try ChildProcess.spawn(executable: shell, arguments: ["-c", script], environment: env,
+                                       stdoutPath: "\(dir)/\(name).out", stderrPath: "\(dir)/\(name).err",
+                                       maxLifetime: 90).finish(timeout: 60)
+            }
+            let bash = try run("/bin/bash", """
+                . /usr/share/bash-completion/bash_completion
+                \(Self.installed ? "_completion_loader earmuff" : ". '\(dir)/bash'")
+                COMP_LINE='earmuff reset exe:/usr/bin/earmuff-comp'; COMP_POINT=${#COMP_LINE}
+                COMP_WORDS=(earmuff reset exe : /usr/bin/earmuff-comp); COMP_CWORD=4
+                _earmuff; printf '%s\\n' "${COMPREPLY[@]}"
+                """, "bash-keys")
+            // bash splits words at ':'; bash-completion leaves only the part after it to insert.
+            #expect(bash.succeeded && bash.stdoutText == "/usr/bin/earmuff-completion-probe\n", "\(bash)")
+            let load = Self.installed ? "" : "source '\(dir)/fish'; and "
+            let fish = try run("/usr/bin/fish", "\(load)complete -C 'earmuff grant exe:/usr/bin/earmuff-comp'", "fish-keys")
+            #expect(fish.succeeded && fish.stdoutText.hasPrefix("exe:/usr/bin/earmuff-completion-probe"), "\(fish)")
+        }
+
         @Test func zshCompletesGrOnAnInteractiveLine() throws {
             let dir = try Helpers.scratch()
             defer { TempDir.remove(dir) }
