@@ -64,6 +64,7 @@ extension EndToEnd {
                 t 'earmuff grant --fo'
                 t 'earmuff setup --server '
                 t 'earmuff generate-completion f'
+                t 'earmuff gen'
                 """
             let r = try sh(script, in: dir, "bash", shell: "/bin/bash")
             #expect(r.succeeded, "\(r)")
@@ -73,6 +74,7 @@ extension EndToEnd {
             #expect(lines.contains("earmuff grant --fo=--for"), "\(r)")
             #expect(lines.contains("earmuff setup --server =pipewire pulseaudio"), "\(r)")
             #expect(lines.contains("earmuff generate-completion f=fish"), "\(r)")
+            #expect(lines.contains("earmuff gen="), "packaging subcommands are not offered: \(r)")
         }
 
         @Test func fishCompletesSubcommandsOptionsAndValues() throws {

@@ -2,7 +2,8 @@
 // CommandTable: subcommands, each one's options, the values an option takes
 // (capture kinds, lifespans' durations are free text, servers, log levels),
 // files where a path goes, and app keys from `earmuff apps --json` when the
-// daemon answers. `earmuff generate-completion SHELL` prints one.
+// daemon answers. Hidden subcommands (packaging) are completed once typed,
+// never offered. `earmuff generate-completion SHELL` prints one.
 import ControlProtocol
 
 enum Completions {
@@ -37,7 +38,7 @@ enum Completions {
     // MARK: bash
 
     static func bash() -> String {
-        let subs = CommandTable.subcommands.map(\.name) + CommandTable.globalOptions.flatMap(\.names)
+        let subs = CommandTable.visible.map(\.name) + CommandTable.globalOptions.flatMap(\.names)
         var s = """
         # bash completion for earmuff. \(generatedNote)
         _earmuff_app_keys() { \(appKeysCommand); }
@@ -91,7 +92,7 @@ enum Completions {
         case .words(let w): "COMPREPLY=($(compgen -W \"\(w.joined(separator: "\n"))\" -- \"$cur\"))"
         case .appKeys: "COMPREPLY=($(compgen -W \"$(_earmuff_app_keys)\" -- \"$cur\"))"
         case .commands: "COMPREPLY=($(compgen -c -- \"$cur\"))"
-        case .subcommands: "COMPREPLY=($(compgen -W \"\(CommandTable.subcommands.map(\.name).joined(separator: "\n"))\" -- \"$cur\"))"
+        case .subcommands: "COMPREPLY=($(compgen -W \"\(CommandTable.visible.map(\.name).joined(separator: "\n"))\" -- \"$cur\"))"
         }
     }
 
@@ -113,7 +114,7 @@ enum Completions {
             subcommands=(
 
         """
-        for sub in CommandTable.subcommands {
+        for sub in CommandTable.visible {
             s += "        \(quoted(sub.name + ":" + sub.summary.replacingOccurrences(of: ":", with: "\\:")))\n"
         }
         s += """
@@ -169,7 +170,7 @@ enum Completions {
         case .words(let w): "(\(w.joined(separator: " ")))"
         case .appKeys: "_earmuff_app_keys"
         case .commands: "_command_names -e"
-        case .subcommands: "(\(CommandTable.subcommands.map(\.name).joined(separator: " ")))"
+        case .subcommands: "(\(CommandTable.visible.map(\.name).joined(separator: " ")))"
         }
     }
 
@@ -187,7 +188,7 @@ enum Completions {
         complete -c earmuff -n "not __fish_seen_subcommand_from \(names)" -s V -l version -d 'print the version'
 
         """
-        for sub in CommandTable.subcommands {
+        for sub in CommandTable.visible {
             s += "complete -c earmuff -n \"not __fish_seen_subcommand_from \(names)\" -a \(sub.name) -d \(fishQuoted(sub.summary))\n"
         }
         for sub in CommandTable.subcommands {
@@ -214,7 +215,7 @@ enum Completions {
             case .words(let w): s += "complete -c earmuff \(when) -a \(fishQuoted(w.joined(separator: " ")))\n"
             case .appKeys: s += "complete -c earmuff \(when) -a '(__earmuff_app_keys)'\n"
             case .commands: s += "complete -c earmuff \(when) -a '(__fish_complete_subcommand --fcs-skip=2)'\n"
-            case .subcommands: s += "complete -c earmuff \(when) -a \(fishQuoted(names))\n"
+            case .subcommands: s += "complete -c earmuff \(when) -a \(fishQuoted(CommandTable.visible.map(\.name).joined(separator: " ")))\n"
             }
         }
         return s
