@@ -23,8 +23,8 @@ public enum EarmuffMain {
         switch ClientCommandLine.parse(arguments) {
         case .failure(let error):
             Terminal.error("earmuff: \(error.message)")
-            if let sub = error.subcommand, let line = ClientUsage.text(for: sub).split(separator: "\n").first {
-                Terminal.error(String(line))
+            if let sub = error.subcommand, let spec = CommandTable.spec(sub) {
+                Terminal.error(ClientUsage.usageLines(spec).trimmingSuffixNewlines())
             }
             return 64
         case .success(let c):
