@@ -80,14 +80,15 @@ enum DoctorCommand {
     }
 
     /// Stale units of an earlier setup, units and drop-ins setup did not write that fight it.
-    static func unitProblems(environment env: [String: String], setUpFor: SessionServer?) -> [DoctorFacts.UnitProblem] {
-        let runner = SetupRunner(options: SetupCommand.Options(), environment: env)
+    static func unitProblems(environment env: [String: String], setUpFor: SessionServer?,
+                             setup options: SetupCommand.Options = SetupCommand.Options()) -> [DoctorFacts.UnitProblem] {
+        let runner = SetupRunner(options: options, environment: env)
         guard let c = try? runner.context() else { return [] }
         var problems: [DoctorFacts.UnitProblem] = []
         let units = SetupPlan.unitDirectory(c)
         for name in SetupPlan.unitNames where runner.ownedByUs("\(units)/\(name)") {
             if c.packagedUnits {
-                problems.append(.init(problem: "\(units)/\(name), written by an earlier earmuff setup, hides the packaged \(SetupPlan.packagedUnitDirectory)/\(name)",
+                problems.append(.init(problem: "\(units)/\(name), written by an earlier earmuff setup, hides the packaged \(options.packagedUnitDirectory)/\(name)",
                                       fix: "run 'earmuff setup' again: it removes its own copy and uses the packaged unit"))
             } else if name == "earmuff.service", let binary = execBinary(of: "\(units)/\(name)"), access(binary, X_OK) != 0 {
                 problems.append(.init(problem: "\(units)/\(name) runs \(binary), which is not there any more",

@@ -18,6 +18,8 @@ public enum SetupCommand {
         var noSystemctl = false
         var binary: String?
         var pulseScript = "/etc/pulse/default.pa"
+        /// Where packaged units are looked for (no option: tests point it elsewhere).
+        var packagedUnitDirectory = SetupPlan.packagedUnitDirectory
     }
 
     /// The options after `setup`; nil for `--help`. Only options CommandTable lists for setup are taken.
@@ -89,15 +91,15 @@ struct SetupRunner {
             throw SetupError(description: "HOME is not set to an absolute path; run setup in your login session")
         }
         // The package's units run /usr/bin/earmuff; --binary asks for units of our own.
-        let packaged = options.binary == nil && Self.packagedUnitsInstalled()
+        let packaged = options.binary == nil && Self.packagedUnitsInstalled(in: options.packagedUnitDirectory)
         let binary = packaged ? SetupPlan.packagedBinary : options.binary ?? Self.ownBinary()
         let script = (try? String(contentsOfFile: options.pulseScript, encoding: .utf8)).map { (options.pulseScript, $0) }
         return SetupContext(configHome: configHome, home: home, binary: binary, pulseSystemScript: script, packagedUnits: packaged)
     }
 
-    /// Whether the package installed both user units.
-    static func packagedUnitsInstalled() -> Bool {
-        SetupPlan.unitNames.allSatisfy { access("\(SetupPlan.packagedUnitDirectory)/\($0)", R_OK) == 0 }
+    /// Whether the package installed both user units in `directory`.
+    static func packagedUnitsInstalled(in directory: String) -> Bool {
+        SetupPlan.unitNames.allSatisfy { access("\(directory)/\($0)", R_OK) == 0 }
     }
 
     static func ownBinary() -> String {
@@ -116,7 +118,7 @@ struct SetupRunner {
 
         say("earmuff setup: the session's server is \(server.displayName); Earmuff goes on $XDG_RUNTIME_DIR/\(SetupPlan.sessionSocket), \(server.displayName) moves to $XDG_RUNTIME_DIR/\(SetupPlan.upstreamSocket)")
         if c.packagedUnits {
-            say("using the packaged units \(SetupPlan.packagedUnitDirectory)/earmuff.socket and earmuff.service (they run \(SetupPlan.packagedBinary))")
+            say("using the packaged units \(options.packagedUnitDirectory)/earmuff.socket and earmuff.service (they run \(SetupPlan.packagedBinary))")
         }
         if c.binary.contains("/.build/") {
             say("note: the service will run \(c.binary), a build directory; install earmuff first (scripts/install) and run setup again with that binary, or a clean build breaks the session's sound")
