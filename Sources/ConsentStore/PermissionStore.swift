@@ -81,6 +81,14 @@ public final class PermissionStore: Sendable {
         }
     }
 
+    /// What `PRAGMA quick_check` says of the existing store at `path` (`"ok"` for a sound
+    /// file), opened without creating or migrating anything.
+    public static func quickCheck(path: String) throws -> String {
+        let db = try SQLiteDatabase(path: path, create: false)
+        defer { db.close() }
+        return try db.query("PRAGMA quick_check").map { try $0.string(0) }.joined(separator: "\n")
+    }
+
     /// The result of `PRAGMA integrity_check`: `"ok"` for a sound file, else SQLite's findings.
     public func integrityCheck() throws -> String {
         try withDatabase { db in

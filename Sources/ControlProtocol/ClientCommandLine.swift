@@ -44,6 +44,14 @@ public enum ClientCommand: Sendable, Equatable {
     case watch(ClientOptions)
     /// `log [--app APP] [--since TIME]`: `since` as typed (see `SinceTime`), checked at parse time.
     case log(app: String?, since: String?, ClientOptions)
+    /// `doctor [--json]`: check the session.
+    case doctor(ClientOptions)
+    /// `generate-manual [--config-example FILE] DIRECTORY` (packaging).
+    case generateManual(directory: String, configExample: String?)
+    /// `generate-units DIRECTORY` (packaging).
+    case generateUnits(directory: String)
+    /// `generate-completion SHELL` (packaging).
+    case generateCompletion(shell: String)
 }
 
 /// What `earmuff run` was asked to do.
@@ -86,11 +94,14 @@ public struct UsageError: Error, Equatable, Sendable, CustomStringConvertible {
 
 /// Parses `earmuff` arguments (without the program name).
 public enum ClientCommandLine {
-    /// The subcommands, in the order the overview lists them.
     /// What `--kind` accepts: the capture kinds decided separately.
     public static let captureKinds = ["microphone", "system-audio", "app-audio"]
 
-    public static let subcommands = ["serve", "setup", "status", "apps", "grant", "deny", "reset", "agent", "run", "watch", "log"]
+    /// The subcommands, in the order of CommandTable.
+    public static var subcommands: [String] { CommandTable.subcommands.map(\.name) }
+
+    /// The shells `generate-completion` writes for.
+    public static let shells = ["bash", "zsh", "fish"]
 
     /// Parses the arguments after the program name.
     public static func parse(_ arguments: [String]) -> Result<ClientCommand, UsageError> {
@@ -121,12 +132,49 @@ public enum ClientCommandLine {
             return .serve(arguments: rest)
         case "setup":
             return .setup(arguments: rest)
-        case "status", "apps", "watch":
+        case "status", "apps", "watch", "doctor":
             var p = OptionParser(rest, subcommand: first)
             let options = try p.commonOptions(json: true)
             if p.wantsHelp { return .help(topic: first) }
             try p.expectNoPositionals(0)
-            return first == "status" ? .status(options) : first == "apps" ? .apps(options) : .watch(options)
+            switch first {
+            case "status": return .status(options)
+            case "apps": return .apps(options)
+            case "doctor": return .doctor(options)
+            default: return .watch(options)
+            }
+        case "generate-manual":
+            var p = OptionParser(rest, subcommand: first)
+            var example: String?
+            _ = try p.commonOptions(json: false) { name, p throws(UsageError) in
+                guard name == "--config-example" else { return false }
+                example = try p.value(for: name)
+                return true
+            }
+            if p.wantsHelp { return .help(topic: first) }
+            try p.expectNoPositionals(1)
+            guard let dir = p.positionals.first, !dir.isEmpty else {
+                throw UsageError("'earmuff generate-manual' needs the directory to write the pages into", subcommand: first)
+            }
+            return .generateManual(directory: dir, configExample: example)
+        case "generate-units":
+            var p = OptionParser(rest, subcommand: first)
+            _ = try p.commonOptions(json: false)
+            if p.wantsHelp { return .help(topic: first) }
+            try p.expectNoPositionals(1)
+            guard let dir = p.positionals.first, !dir.isEmpty else {
+                throw UsageError("'earmuff generate-units' needs the directory to write the units into", subcommand: first)
+            }
+            return .generateUnits(directory: dir)
+        case "generate-completion":
+            var p = OptionParser(rest, subcommand: first)
+            _ = try p.commonOptions(json: false)
+            if p.wantsHelp { return .help(topic: first) }
+            try p.expectNoPositionals(1)
+            guard let shell = p.positionals.first, Self.shells.contains(shell) else {
+                throw UsageError("'earmuff generate-completion' takes \(Self.shells.joined(separator: ", ")), not '\(p.positionals.first ?? "")'", subcommand: first)
+            }
+            return .generateCompletion(shell: shell)
         case "grant", "deny", "reset":
             var p = OptionParser(rest, subcommand: first)
             var lifespan = LifespanOption(subcommand: first)
@@ -235,6 +283,9 @@ public enum ClientCommandLine {
             func take() throws(UsageError) -> String {
                 if let v = inline { return v }
                 return try value(name)
+            }
+            if name.hasPrefix("-") && name != "--" && CommandTable.known("run").option(name) == nil {
+                throw UsageError("unknown option '\(arg)' for 'earmuff run'; put the command after '--'", subcommand: "run")
             }
             switch name {
             case "--":
@@ -396,6 +447,9 @@ struct OptionParser {
             if arg.hasPrefix("--"), let eq = arg.firstIndex(of: "=") {
                 name = String(arg[..<eq])
                 inlineValue = String(arg[arg.index(after: eq)...])
+            }
+            if name != "--" && CommandTable.spec(subcommand)?.option(name) == nil {
+                throw UsageError("unknown option '\(arg)' for 'earmuff \(subcommand)'; run 'earmuff \(subcommand) --help'", subcommand: subcommand)
             }
             switch name {
             case "--":

@@ -39,9 +39,11 @@ public struct DaemonInfo: Codable, Sendable, Equatable {
     public var sessionSocket: Bool?
     /// Whether the listening socket came from the service manager (socket activation).
     public var socketActivated: Bool?
+    /// How a prompt would reach someone now, as far as the daemon knows it.
+    public var promptChannels: PromptChannelsInfo?
 
     public init(pid: Int32, version: String, listenPath: String, controlPath: String, storePath: String, uptimeSeconds: Double,
-                sessionSocket: Bool? = nil, socketActivated: Bool? = nil) {
+                sessionSocket: Bool? = nil, socketActivated: Bool? = nil, promptChannels: PromptChannelsInfo? = nil) {
         self.pid = pid
         self.version = version
         self.listenPath = listenPath
@@ -50,6 +52,23 @@ public struct DaemonInfo: Codable, Sendable, Equatable {
         self.uptimeSeconds = uptimeSeconds
         self.sessionSocket = sessionSocket
         self.socketActivated = socketActivated
+        self.promptChannels = promptChannels
+    }
+}
+
+/// The daemon's side of prompting: the configured order, and what it knows is there.
+public struct PromptChannelsInfo: Codable, Sendable, Equatable {
+    /// `prompt-via`, in order: portal, notification, command, agent.
+    public var via: [String]
+    /// Whether a `prompt-command` is configured (and `command` is in `via`).
+    public var command: Bool
+    /// Prompt agents connected now.
+    public var agents: Int
+
+    public init(via: [String], command: Bool, agents: Int) {
+        self.via = via
+        self.command = command
+        self.agents = agents
     }
 }
 

@@ -23,8 +23,8 @@ public enum EarmuffMain {
         switch ClientCommandLine.parse(arguments) {
         case .failure(let error):
             Terminal.error("earmuff: \(error.message)")
-            if let sub = error.subcommand, let line = ClientUsage.text(for: sub).split(separator: "\n").first {
-                Terminal.error(String(line))
+            if let sub = error.subcommand, let spec = CommandTable.spec(sub) {
+                Terminal.error(ClientUsage.usageLines(spec).trimmingSuffixNewlines())
             }
             return 64
         case .success(let c):
@@ -70,6 +70,14 @@ public enum EarmuffMain {
             }
             let now = Date().timeIntervalSince1970
             return ClientCommands.log(app: key, since: since.flatMap { SinceTime.parse($0, now: now) }, o)
+        case .doctor(let o):
+            return DoctorCommand.run(o)
+        case .generateManual(let directory, let example):
+            return GenerateCommands.manual(directory: directory, configExample: example)
+        case .generateUnits(let directory):
+            return GenerateCommands.units(directory: directory)
+        case .generateCompletion(let shell):
+            return GenerateCommands.completion(shell: shell)
         }
     }
 }

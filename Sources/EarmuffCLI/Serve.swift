@@ -1,83 +1,69 @@
+import ControlProtocol
 import Glibc
 import Proxy
 
 /// `earmuff serve`: runs the proxy daemon.
 public enum ServeCommand {
-    static let usage = """
-    usage: earmuff serve [--config FILE] [--listen PATH] [--upstream SERVER] [--control PATH] [--store PATH] [--log-level LEVEL]
-                     [--loops N] [--coalesce-ms MS] [--snapd-socket PATH]
-
-    Runs the Earmuff daemon: apps connect to the listening socket instead of the
-    sound server; every packet is relayed to the real server and back.
-
-      --listen PATH      client socket (default $XDG_RUNTIME_DIR/earmuff/native)
-      --upstream SERVER  the real server, e.g. unix:/run/user/1000/pulse/native
-                         (default: config 'upstream', else $PULSE_SERVER, else
-                         $XDG_RUNTIME_DIR/pulse/native)
-      --control PATH     control socket (default $XDG_RUNTIME_DIR/earmuff/control)
-      --store PATH       permission store (default $XDG_STATE_HOME/earmuff/permissions.sqlite)
-      --config FILE      config file read after /etc/earmuff/earmuff.conf
-      --log-level LEVEL  error, warn, info or debug
-      --loops N          event-loop threads sessions are spread over, 1 to 256
-                         (default: one per processor online)
-      --coalesce-ms MS   after a wake-up that moved only a little record audio,
-                         a loop lets more gather for up to MS milliseconds
-                         (anything from an app wakes it at once; never while a
-                         reply is awaited), so many streams share one wake-up;
-                         adds at most MS to record latency. 0 to 10, default 2;
-                         0 wakes for every memblock
-      --snapd-socket PATH  snapd's socket, asked whether a snap's audio-record
-                         plug is connected (default /run/snapd.socket)
-
-    """
+    static var usage: String { ClientUsage.text(for: "serve") }
 
     /// Runs the daemon with the arguments after `serve`; returns the exit code.
     public static func run(arguments: [String]) -> Int32 {
+        do throws(UsageError) {
+            guard let opts = try parse(arguments) else {
+                print(usage, terminator: "")
+                return 0
+            }
+            return Server.run(opts)
+        } catch {
+            printErr("earmuff serve: \(error.message)")
+            return 64
+        }
+    }
+
+    /// The options after `serve`; nil for `--help`. Only options CommandTable lists for serve are taken.
+    static func parse(_ arguments: [String]) throws(UsageError) -> ServeOptions? {
         var opts = ServeOptions()
         var i = 0
-        func value(_ flag: String) -> String? {
+        func value(_ flag: String) throws(UsageError) -> String {
             i += 1
             guard i < arguments.count else {
-                printErr("earmuff serve: \(flag) needs a value; see 'earmuff serve --help'")
-                return nil
+                throw UsageError("\(flag) needs a value; see 'earmuff serve --help'", subcommand: "serve")
             }
             return arguments[i]
         }
         while i < arguments.count {
             let a = arguments[i]
+            guard CommandTable.known("serve").option(a) != nil else {
+                throw UsageError("unknown argument '\(a)'; see 'earmuff serve --help'", subcommand: "serve")
+            }
             switch a {
-            case "--help", "-h":
-                print(usage, terminator: "")
-                return 0
-            case "--listen": guard let v = value(a) else { return 64 }; opts.listen = v
-            case "--upstream": guard let v = value(a) else { return 64 }; opts.upstream = v
-            case "--control": guard let v = value(a) else { return 64 }; opts.control = v
-            case "--store": guard let v = value(a) else { return 64 }; opts.store = v
-            case "--config": guard let v = value(a) else { return 64 }; opts.configFile = v
-            case "--log-level": guard let v = value(a) else { return 64 }; opts.logLevel = v
+            case "--help", "-h": return nil
+            case "--listen": opts.listen = try value(a)
+            case "--upstream": opts.upstream = try value(a)
+            case "--control": opts.control = try value(a)
+            case "--store": opts.store = try value(a)
+            case "--config": opts.configFile = try value(a)
+            case "--log-level": opts.logLevel = try value(a)
             case "--loops":
-                guard let v = value(a) else { return 64 }
+                let v = try value(a)
                 guard let n = Int(v), (1...256).contains(n) else {
-                    printErr("earmuff serve: --loops must be a number from 1 to 256, not \"\(v)\"")
-                    return 64
+                    throw UsageError("--loops must be a number from 1 to 256, not \"\(v)\"", subcommand: "serve")
                 }
                 opts.loops = n
             case "--coalesce-ms":
-                guard let v = value(a) else { return 64 }
+                let v = try value(a)
                 let limit = RelayOptions.maximumCoalesceWindow * 1000
                 guard let ms = Double(v), ms.isFinite, ms >= 0, ms <= limit else {
-                    printErr("earmuff serve: --coalesce-ms must be milliseconds from 0 to \(Int(limit)), not \"\(v)\"")
-                    return 64
+                    throw UsageError("--coalesce-ms must be milliseconds from 0 to \(Int(limit)), not \"\(v)\"", subcommand: "serve")
                 }
                 opts.coalesceMilliseconds = ms
-            case "--snapd-socket": guard let v = value(a) else { return 64 }; opts.snapdSocket = v
+            case "--snapd-socket": opts.snapdSocket = try value(a)
             default:
-                printErr("earmuff serve: unknown argument '\(a)'; see 'earmuff serve --help'")
-                return 64
+                throw UsageError("'\(a)' is in the table of serve's options but not handled; this is a bug in earmuff", subcommand: "serve")
             }
             i += 1
         }
-        return Server.run(opts)
+        return opts
     }
 }
 

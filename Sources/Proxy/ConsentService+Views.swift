@@ -33,7 +33,11 @@ extension ConsentService {
         return StatusPayload(
             daemon: DaemonInfo(pid: getpid(), version: earmuffVersion, listenPath: paths.listen, controlPath: paths.control,
                                storePath: store.path, uptimeSeconds: wallClockNow() - (d?.startedAt ?? wallClockNow()),
-                               sessionSocket: paths.isSessionSocket, socketActivated: d.map { $0.activatedListener != nil }),
+                               sessionSocket: paths.isSessionSocket, socketActivated: d.map { $0.activatedListener != nil },
+                               promptChannels: PromptChannelsInfo(
+                                   via: configuration.promptVia.map(\.rawValue),
+                                   command: engine.withLock { $0.policy.hasPromptCommand },
+                                   agents: registry.withLock { $0.agents.count })),
             upstream: UpstreamInfo(server: d?.upstream.description ?? "", reachable: d.map { canConnect($0.upstream.path) } ?? false),
             clients: clientInfos, streams: streamInfos, prompts: prompts.map(promptInfo),
             temporary: temporary.map { d, eff in

@@ -564,7 +564,8 @@ func controlOutcome(_ o: Consent.PromptOutcome) -> ControlProtocol.PromptOutcome
 func outcomeName(_ o: Consent.PromptOutcome) -> String { controlOutcome(o).rawValue }
 
 /// True when a Unix socket at `path` accepts a connection now.
-func canConnect(_ path: String) -> Bool {
+/// Whether a connection to the unix socket at `path` succeeds (`status`' upstream.reachable, `earmuff doctor`).
+public func canConnect(_ path: String) -> Bool {
     let fd = earmuff_unix_socket()
     guard fd >= 0 else { return false }
     defer { closeFD(fd) }

@@ -3,6 +3,7 @@
 // where the real server is.
 import ControlProtocol
 import Foundation
+import Glibc
 
 enum SessionTakeover {
     /// Whether the daemon of `status` listens on the session's default socket
@@ -21,12 +22,23 @@ enum SessionTakeover {
         return "session: not taken over: only apps pointed at \(status.daemon.listenPath) (PULSE_SERVER, earmuff run) go through Earmuff; the others reach the real server directly; 'earmuff setup' makes Earmuff the session's socket"
     }
 
-    /// `earmuff.socket` when `earmuff setup` installed it, else nil.
+    /// The earmuff.socket unit `earmuff setup` uses (its own, or the packaged one once
+    /// setup moved the server's socket), else nil.
     static func installedSocketUnit(environment: [String: String]) -> String? {
         guard let (_, config) = SetupPlan.directories(environment: environment) else { return nil }
         let unit = "\(config)/systemd/user/earmuff.socket"
-        guard let text = try? String(contentsOfFile: unit, encoding: .utf8), text.hasPrefix(SetupPlan.marker) else { return nil }
-        return unit
+        if let text = try? String(contentsOfFile: unit, encoding: .utf8), text.hasPrefix(SetupPlan.marker) { return unit }
+        let packaged = "\(SetupPlan.packagedUnitDirectory)/earmuff.socket"
+        guard access(packaged, R_OK) == 0, setUpServer(configHome: config) != nil else { return nil }
+        return packaged
+    }
+
+    /// The server whose socket `earmuff setup` moved (its drop-in is there), else nil.
+    static func setUpServer(configHome: String) -> SessionServer? {
+        let c = SetupContext(configHome: configHome, home: "", binary: "")
+        return SessionServer.allCases.first { server in
+            (try? String(contentsOfFile: SetupPlan.socketDropIn(c, server), encoding: .utf8))?.hasPrefix(SetupPlan.marker + "\n") == true
+        }
     }
 
     /// The session socket (`$XDG_RUNTIME_DIR/pulse/native`) when setup made

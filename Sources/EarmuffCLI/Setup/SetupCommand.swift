@@ -3,36 +3,13 @@
 // session back, `--dry-run` shows what either would do. The files are in
 // SetupPlan; this file reads what is there, refuses foreign configuration,
 // writes, and runs `systemctl --user`.
+import ControlProtocol
 import Foundation
 import Glibc
 
 /// `earmuff setup [--undo] [--dry-run] [--server pipewire|pulseaudio] [--no-systemctl] [--binary PATH] [--pulse-script FILE]`.
 public enum SetupCommand {
-    static let usage = """
-    usage: earmuff setup [--undo] [--dry-run] [--server pipewire|pulseaudio] [--no-systemctl]
-                         [--binary PATH] [--pulse-script FILE]
-
-    Makes Earmuff the session's sound socket: systemd user units put Earmuff on
-    $XDG_RUNTIME_DIR/pulse/native and the real server (pipewire-pulse or
-    PulseAudio) behind it on $XDG_RUNTIME_DIR/pulse/upstream, so every app
-    that uses the PulseAudio socket, Flatpaks and snaps included, goes through
-    Earmuff. Runs as the user; writes only under $XDG_CONFIG_HOME (~/.config),
-    and PulseAudio's user default.pa in ~/.config/pulse.
-
-      --undo            remove exactly what setup wrote; the real server goes
-                        back to pulse/native
-      --dry-run         print every file and systemctl command, change nothing
-      --server NAME     pipewire or pulseaudio (default: detected from
-                        'pactl info' and the enabled systemd user units)
-      --no-systemctl    write the files but run no 'systemctl --user' command
-                        (they are printed instead)
-      --binary PATH     the earmuff binary the service runs (default: this one)
-      --pulse-script F  PulseAudio's system startup script (default /etc/pulse/default.pa)
-
-    Exit status: 0 done (or nothing to do), 1 refused or failed (nothing
-    written when refused), 64 usage error.
-
-    """
+    static var usage: String { ClientUsage.text(for: "setup") }
 
     struct Options {
         var undo = false
@@ -41,10 +18,12 @@ public enum SetupCommand {
         var noSystemctl = false
         var binary: String?
         var pulseScript = "/etc/pulse/default.pa"
+        /// Where packaged units are looked for (no option: tests point it elsewhere).
+        var packagedUnitDirectory = SetupPlan.packagedUnitDirectory
     }
 
-    /// Runs with the arguments after `setup`; returns the exit status.
-    public static func run(arguments: [String], environment: [String: String] = ProcessInfo.processInfo.environment) -> Int32 {
+    /// The options after `setup`; nil for `--help`. Only options CommandTable lists for setup are taken.
+    static func parse(_ arguments: [String]) throws(UsageError) -> Options? {
         var o = Options()
         var i = 0
         func value(_ flag: String) -> String? {
@@ -53,28 +32,42 @@ public enum SetupCommand {
         }
         while i < arguments.count {
             let a = arguments[i]
+            guard CommandTable.known("setup").option(a) != nil else {
+                throw UsageError("unknown argument '\(a)'; see 'earmuff setup --help'", subcommand: "setup")
+            }
             switch a {
-            case "-h", "--help": Terminal.out(usage); return 0
+            case "-h", "--help": return nil
             case "--undo": o.undo = true
             case "--dry-run", "-n": o.dryRun = true
             case "--no-systemctl": o.noSystemctl = true
             case "--server":
                 guard let v = value(a), let s = SessionServer(rawValue: v) else {
-                    Terminal.error("earmuff setup: --server takes pipewire or pulseaudio")
-                    return 64
+                    throw UsageError("--server takes pipewire or pulseaudio", subcommand: "setup")
                 }
                 o.server = s
             case "--binary":
-                guard let v = value(a), v.hasPrefix("/") else { Terminal.error("earmuff setup: --binary takes an absolute path"); return 64 }
+                guard let v = value(a), v.hasPrefix("/") else { throw UsageError("--binary takes an absolute path", subcommand: "setup") }
                 o.binary = v
             case "--pulse-script":
-                guard let v = value(a) else { Terminal.error("earmuff setup: --pulse-script takes a file"); return 64 }
+                guard let v = value(a) else { throw UsageError("--pulse-script takes a file", subcommand: "setup") }
                 o.pulseScript = v
             default:
-                Terminal.error("earmuff setup: unknown argument '\(a)'; see 'earmuff setup --help'")
-                return 64
+                throw UsageError("'\(a)' is in the table of setup's options but not handled; this is a bug in earmuff", subcommand: "setup")
             }
             i += 1
+        }
+        return o
+    }
+
+    /// Runs with the arguments after `setup`; returns the exit status.
+    public static func run(arguments: [String], environment: [String: String] = ProcessInfo.processInfo.environment) -> Int32 {
+        let o: Options
+        do throws(UsageError) {
+            guard let parsed = try parse(arguments) else { Terminal.out(usage); return 0 }
+            o = parsed
+        } catch {
+            Terminal.error("earmuff setup: \(error.message)")
+            return 64
         }
         do {
             let runner = SetupRunner(options: o, environment: environment)
@@ -97,9 +90,16 @@ struct SetupRunner {
         guard let (home, configHome) = SetupPlan.directories(environment: environment) else {
             throw SetupError(description: "HOME is not set to an absolute path; run setup in your login session")
         }
-        let binary = options.binary ?? Self.ownBinary()
+        // The package's units run /usr/bin/earmuff; --binary asks for units of our own.
+        let packaged = options.binary == nil && Self.packagedUnitsInstalled(in: options.packagedUnitDirectory)
+        let binary = packaged ? SetupPlan.packagedBinary : options.binary ?? Self.ownBinary()
         let script = (try? String(contentsOfFile: options.pulseScript, encoding: .utf8)).map { (options.pulseScript, $0) }
-        return SetupContext(configHome: configHome, home: home, binary: binary, pulseSystemScript: script)
+        return SetupContext(configHome: configHome, home: home, binary: binary, pulseSystemScript: script, packagedUnits: packaged)
+    }
+
+    /// Whether the package installed both user units in `directory`.
+    static func packagedUnitsInstalled(in directory: String) -> Bool {
+        SetupPlan.unitNames.allSatisfy { access("\(directory)/\($0)", R_OK) == 0 }
     }
 
     static func ownBinary() -> String {
@@ -117,6 +117,9 @@ struct SetupRunner {
         let stale = SetupPlan.allPaths(c).filter { path in !files.contains { $0.path == path } && ownedByUs(path) }
 
         say("earmuff setup: the session's server is \(server.displayName); Earmuff goes on $XDG_RUNTIME_DIR/\(SetupPlan.sessionSocket), \(server.displayName) moves to $XDG_RUNTIME_DIR/\(SetupPlan.upstreamSocket)")
+        if c.packagedUnits {
+            say("using the packaged units \(options.packagedUnitDirectory)/earmuff.socket and earmuff.service (they run \(SetupPlan.packagedBinary))")
+        }
         if c.binary.contains("/.build/") {
             say("note: the service will run \(c.binary), a build directory; install earmuff first (scripts/install) and run setup again with that binary, or a clean build breaks the session's sound")
         }

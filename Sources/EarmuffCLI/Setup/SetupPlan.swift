@@ -35,6 +35,9 @@ struct SetupContext {
     var binary: String
     /// The system's PulseAudio startup script (for `.pulseaudio`), and its text.
     var pulseSystemScript: (path: String, text: String)?
+    /// Whether the package installed earmuff.socket and earmuff.service (in
+    /// `SetupPlan.packagedUnitDirectory`) and they are the ones to use: setup then writes no units of its own.
+    var packagedUnits = false
 }
 
 /// A setup configuration problem: exit 1, nothing written.
@@ -58,6 +61,11 @@ enum SetupPlan {
     static let upstreamSocket = "pulse/upstream"
 
     static func unitDirectory(_ c: SetupContext) -> String { "\(c.configHome)/systemd/user" }
+    /// Where the Debian package puts the user units (systemd's system-wide user unit directory).
+    static let packagedUnitDirectory = "/usr/lib/systemd/user"
+    /// The binary the packaged earmuff.service runs.
+    static let packagedBinary = "/usr/bin/earmuff"
+    static let unitNames = ["earmuff.socket", "earmuff.service"]
     static func socketDropIn(_ c: SetupContext, _ s: SessionServer) -> String {
         "\(unitDirectory(c))/\(s.socketUnit).d/earmuff.conf"
     }
@@ -72,13 +80,13 @@ enum SetupPlan {
          socketDropIn(c, .pipewire), pipewirePulseDropIn(c), socketDropIn(c, .pulseaudio), pulseScript(c)]
     }
 
-    /// The files for `server`.
+    /// The files for `server`: Earmuff's units (unless packaged ones are used), and the server's drop-ins.
     static func files(_ c: SetupContext, server: SessionServer) throws -> [SetupFile] {
-        var files = [
+        var files = c.packagedUnits ? [] : [
             SetupFile(path: "\(unitDirectory(c))/earmuff.socket", contents: socketUnit(server)),
             SetupFile(path: "\(unitDirectory(c))/earmuff.service", contents: serviceUnit(server, binary: c.binary)),
-            SetupFile(path: socketDropIn(c, server), contents: movedSocket(server)),
         ]
+        files.append(SetupFile(path: socketDropIn(c, server), contents: movedSocket(server)))
         switch server {
         case .pipewire:
             files.append(SetupFile(path: pipewirePulseDropIn(c), contents: pipewirePulseAddress))
@@ -91,14 +99,19 @@ enum SetupPlan {
         return files
     }
 
-    static func socketUnit(_ server: SessionServer) -> String {
+    /// The first line of the units the package installs (setup enables them, never edits them).
+    static let packagedMarker = "# Installed by the earmuff package; 'earmuff setup' enables it for you (the package enables it for nobody)."
+
+    /// Earmuff's socket unit: setup's for `server`, or the packaged one (nil), which fits either server.
+    static func socketUnit(_ server: SessionServer?) -> String {
         // Priority= and Backlog= as the server's own socket unit sets them.
         let backlog = server == .pulseaudio ? "Backlog=5\n" : ""
+        let docs = server == nil ? "Documentation=man:earmuff(1)\n" : ""
         return """
-        \(marker)
+        \(server == nil ? packagedMarker : marker)
         [Unit]
         Description=Earmuff consent proxy: the session's PulseAudio socket
-
+        \(docs)
         [Socket]
         Priority=6
         \(backlog)ListenStream=%t/\(sessionSocket)
@@ -109,14 +122,16 @@ enum SetupPlan {
         """
     }
 
-    static func serviceUnit(_ server: SessionServer, binary: String) -> String {
-        """
-        \(marker)
+    /// Earmuff's service unit: setup's for `server` running `binary`, or the packaged one (nil), ordered after either server's socket.
+    static func serviceUnit(_ server: SessionServer?, binary: String) -> String {
+        let order = server.map { "Wants=\($0.socketUnit)\nAfter=\($0.socketUnit)" }
+            ?? "Documentation=man:earmuff(1)\nAfter=\(SessionServer.allCases.map(\.socketUnit).joined(separator: " "))"
+        return """
+        \(server == nil ? packagedMarker : marker)
         [Unit]
-        Description=Earmuff consent proxy in front of \(server.displayName)
+        Description=Earmuff consent proxy in front of \(server?.displayName ?? "the session's sound server")
         Requires=earmuff.socket
-        Wants=\(server.socketUnit)
-        After=\(server.socketUnit)
+        \(order)
 
         [Service]
         Type=simple

@@ -1,0 +1,74 @@
+// Setup's plan with the package's units installed, and those units: the same
+// SetupPlan functions print both, the packaged ones for either server.
+import Foundation
+import Testing
+@testable import EarmuffCLI
+
+@Suite struct SetupPlanTests {
+    let context = SetupContext(configHome: "/h/.config", home: "/h", binary: "/usr/bin/earmuff",
+                               pulseSystemScript: ("/etc/pulse/default.pa", "load-module module-native-protocol-unix\n"))
+
+    @Test func withPackagedUnitsSetupWritesOnlyTheServersFiles() throws {
+        var packaged = context
+        packaged.packagedUnits = true
+        for server in SessionServer.allCases {
+            let own = try SetupPlan.files(context, server: server).map(\.path)
+            let files = try SetupPlan.files(packaged, server: server).map(\.path)
+            #expect(own.contains("/h/.config/systemd/user/earmuff.socket") && own.contains("/h/.config/systemd/user/earmuff.service"))
+            #expect(files == own.filter { !$0.hasSuffix("/earmuff.socket") && !$0.hasSuffix("/earmuff.service") }, "\(server)")
+            #expect(files.contains(SetupPlan.socketDropIn(packaged, server)))
+        }
+    }
+
+    @Test func thePackagedUnitsFitEitherServerAndAreNeverSetupsOwn() {
+        let socket = SetupPlan.socketUnit(nil)
+        let service = SetupPlan.serviceUnit(nil, binary: SetupPlan.packagedBinary)
+        for unit in [socket, service] {
+            #expect(!unit.hasPrefix(SetupPlan.marker), "setup --undo must never remove a packaged unit")
+            #expect(unit.contains("Documentation=man:earmuff(1)\n"))
+        }
+        #expect(socket.contains("ListenStream=%t/pulse/native\n"))
+        #expect(service.contains("ExecStart=/usr/bin/earmuff serve --listen %t/pulse/native --upstream unix:%t/pulse/upstream\n"))
+        #expect(service.contains("After=pipewire-pulse.socket pulseaudio.socket\n"))
+        #expect(!service.contains("Wants="), "the package starts no server of its own accord")
+        // Setup's own units stay as they were: for one server, with the marker.
+        #expect(SetupPlan.serviceUnit(.pipewire, binary: "/b").contains("Wants=pipewire-pulse.socket\nAfter=pipewire-pulse.socket\n"))
+        #expect(SetupPlan.socketUnit(.pulseaudio).hasPrefix(SetupPlan.marker + "\n"))
+        #expect(SetupPlan.socketUnit(.pulseaudio).contains("Description=Earmuff consent proxy: the session's PulseAudio socket\n\n[Socket]"))
+    }
+}
+
+/// Setup run for real in a scratch home, with packaged units in a scratch directory.
+@Suite struct PackagedUnitsSetupTests {
+    @Test func setupRemovesItsOwnUnitsOnceThePackageHasThemAndDoctorSaysSoBefore() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("earmuff-setup-\(UInt32.random(in: 0...UInt32.max))").path
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let env = ["HOME": "\(dir)/home", "XDG_CONFIG_HOME": "\(dir)/config", "XDG_RUNTIME_DIR": "\(dir)/run", "PATH": "/usr/bin:/bin"]
+        let units = "\(dir)/config/systemd/user"
+        var options = SetupCommand.Options()
+        options.server = .pipewire
+        options.noSystemctl = true
+        options.packagedUnitDirectory = "\(dir)/packaged"
+
+        // Before the package: setup writes units of its own.
+        #expect(try SetupRunner(options: options, environment: env).setup() == 0)
+        #expect(FileManager.default.fileExists(atPath: "\(units)/earmuff.socket"))
+        #expect(DoctorCommand.unitProblems(environment: env, setUpFor: .pipewire, setup: options).isEmpty)
+
+        // The package installs its units: setup's own now hide them.
+        try FileManager.default.createDirectory(atPath: options.packagedUnitDirectory, withIntermediateDirectories: true)
+        try SetupPlan.socketUnit(nil).write(toFile: "\(options.packagedUnitDirectory)/earmuff.socket", atomically: true, encoding: .utf8)
+        try SetupPlan.serviceUnit(nil, binary: SetupPlan.packagedBinary)
+            .write(toFile: "\(options.packagedUnitDirectory)/earmuff.service", atomically: true, encoding: .utf8)
+        let stale = DoctorCommand.unitProblems(environment: env, setUpFor: .pipewire, setup: options)
+        #expect(stale.count == 2 && stale.allSatisfy { $0.problem.contains("hides the packaged") }, "\(stale)")
+        #expect(stale.first?.fix.contains("earmuff setup") == true)
+
+        // Setup again: its own units go, the server's drop-ins stay, and nothing is stale.
+        #expect(try SetupRunner(options: options, environment: env).setup() == 0)
+        #expect(!FileManager.default.fileExists(atPath: "\(units)/earmuff.socket"))
+        #expect(!FileManager.default.fileExists(atPath: "\(units)/earmuff.service"))
+        #expect(FileManager.default.fileExists(atPath: "\(units)/pipewire-pulse.socket.d/earmuff.conf"))
+        #expect(DoctorCommand.unitProblems(environment: env, setUpFor: .pipewire, setup: options).isEmpty)
+    }
+}
