@@ -20,6 +20,8 @@
 //   `.governedByPolicy`, and no prompt is ever raised for it.
 // - A stream is real when the app is granted its kind, or undetermined and its
 //   client holds a "once" answer for that kind; otherwise silent from its first frame.
+//   A kind switched off (`setAccess`, the master switch) is silent for every app,
+//   apps.d grants included, until it is on again; decisions and prompts go on.
 // - The first record stream of an undetermined app and kind raises one prompt per
 //   app and kind (coalesced across its clients and streams); stream creation never waits.
 // - A prompt goes to every connected agent, and to agents that connect later;
@@ -76,6 +78,9 @@ public struct ConsentEngine: Sendable {
 
     /// The settings in force.
     public private(set) var policy: ConsentPolicy
+    /// Capture kinds switched off altogether (the master switch): every stream of them is
+    /// silent whatever is decided; decisions are kept for when it is on again.
+    public internal(set) var accessOff: Set<Capability> = []
     /// The lasting ("always") decision per app and kind.
     var decisions: [Subject: Decision] = [:]
     /// A decision for this session or until a time, over the lasting one.
@@ -97,8 +102,9 @@ public struct ConsentEngine: Sendable {
 
     /// An engine with the given settings and the decisions loaded from the store: lasting ones,
     /// and timed ones over them (call `expire(now:)` next to drop lapsed ones).
-    public init(policy: ConsentPolicy, decisions: [Decision]) {
+    public init(policy: ConsentPolicy, decisions: [Decision], accessOff: Set<Capability> = []) {
         self.policy = policy
+        self.accessOff = accessOff
         for d in decisions {
             let subject = Subject(app: d.appKey, kind: d.capability)
             switch d.lifespan {
@@ -365,7 +371,7 @@ public struct ConsentEngine: Sendable {
 
     private func isReal(_ s: ClientState, _ kind: Capability?) -> Bool {
         // A source not known yet could be anything; what cannot be inspected cannot be told apart from anything else.
-        guard let kind, !s.identity.isUninspectable else { return false }
+        guard let kind, !s.identity.isUninspectable, !accessOff.contains(kind) else { return false }
         let app = s.identity.appKey
         if let fixed = policyDecision(app, kind) { return fixed == .granted }
         if let once = s.once[kind] { return once == .granted }

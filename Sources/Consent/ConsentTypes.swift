@@ -108,6 +108,8 @@ public enum ConsentEvent: Sendable, Equatable {
     case decisionExpired(Decision, now: Decision)
     /// A grant unused since `lastUsed` went back to undetermined (`auto-reset-days`).
     case decisionAutoReset(Decision, lastUsed: Double)
+    /// A capture kind was switched on or off for every app (the master switch).
+    case accessChanged(Capability, enabled: Bool)
 }
 
 /// A side effect for the proxy to perform, in order.
@@ -125,6 +127,8 @@ public enum ConsentAction: Sendable, Equatable {
     /// Write the decision to the store (upsert by app key, capability and layer:
     /// `always` replaces the lasting one, `until` the timed one over it).
     case persistDecision(Decision)
+    /// Store the master switch of a capture kind.
+    case persistAccess(Capability, enabled: Bool)
     /// Delete the stored timed decision of this app and capability (it ended or was replaced).
     case removeTimedDecision(AppKey, Capability)
     /// Upsert the app record; the store keeps the earliest `firstSeenAt` and a known display name.

@@ -45,7 +45,7 @@ public struct StoreEvent: Sendable, Equatable {
 /// path, e.g. on one serial store queue.
 public final class PermissionStore: Sendable {
     /// The schema version this build writes and understands.
-    public static let schemaVersion = 3
+    public static let schemaVersion = 4
 
     /// The database file.
     public let path: String
@@ -93,6 +93,27 @@ public final class PermissionStore: Sendable {
     public func integrityCheck() throws -> String {
         try withDatabase { db in
             try db.query("PRAGMA integrity_check").map { try $0.string(0) }.joined(separator: "\n")
+        }
+    }
+
+    // MARK: - Access (the master switch)
+
+    /// The capture kinds whose access is switched off (every stream of them silent).
+    public func accessOff() throws -> Set<Capability> {
+        try withDatabase { db in
+            Set(try db.query("SELECT capability FROM access WHERE enabled = 0").compactMap {
+                Capability(rawValue: try $0.string(0))
+            })
+        }
+    }
+
+    /// Switches access to `capability` on or off, as of `at`.
+    public func setAccess(_ capability: Capability, enabled: Bool, at: Double) throws {
+        try withDatabase { db in
+            try db.run("""
+                INSERT INTO access (capability, enabled, changed_at) VALUES (?, ?, ?)
+                ON CONFLICT (capability) DO UPDATE SET enabled = excluded.enabled, changed_at = excluded.changed_at
+                """, [.text(capability.rawValue), .integer(enabled ? 1 : 0), .real(at)])
         }
     }
 
@@ -411,6 +432,15 @@ public final class PermissionStore: Sendable {
             decided_at REAL NOT NULL,
             expires_at REAL NOT NULL,
             PRIMARY KEY (app_key, capability)
+        ) WITHOUT ROWID;
+        """,
+        // 4: the master switch per capture kind ("microphone access: off"). A kind with no
+        // row is on; decisions are kept while it is off.
+        """
+        CREATE TABLE access (
+            capability TEXT PRIMARY KEY NOT NULL,
+            enabled    INTEGER NOT NULL CHECK (enabled IN (0, 1)),
+            changed_at REAL NOT NULL
         ) WITHOUT ROWID;
         """,
     ]

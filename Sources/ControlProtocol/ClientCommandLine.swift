@@ -37,6 +37,8 @@ public enum ClientCommand: Sendable, Equatable {
                      lifespan: RequestedLifespan? = nil)
     /// `reset APP [--kind K]`.
     case reset(app: String, kind: String? = nil, ClientOptions)
+    /// `access on|off [--kind K]`: the master switch of a capture kind.
+    case access(enabled: Bool, kind: String, ClientOptions)
     /// `agent [--answer A] [--once|--session|--for D|--always]`.
     case agent(answer: PromptAnswer?, ClientOptions, lifespan: RequestedLifespan? = nil)
     /// `run [--sandbox ...] [--app-id ID] [--purpose TEXT] [--listen PATH] -- COMMAND ARGS...`.
@@ -175,6 +177,24 @@ public enum ClientCommandLine {
                 throw UsageError("'earmuff generate-completion' takes \(Self.shells.joined(separator: ", ")), not '\(p.positionals.first ?? "")'", subcommand: first)
             }
             return .generateCompletion(shell: shell)
+        case "access":
+            var p = OptionParser(rest, subcommand: first)
+            var kind = "microphone"
+            let options = try p.commonOptions(json: true) { name, p throws(UsageError) in
+                guard name == "--kind" else { return false }
+                let value = try p.value(for: name)
+                guard Self.captureKinds.contains(value) else {
+                    throw UsageError("--kind takes \(Self.captureKinds.joined(separator: ", ")), not '\(value)'", subcommand: first)
+                }
+                kind = value
+                return true
+            }
+            if p.wantsHelp { return .help(topic: first) }
+            try p.expectNoPositionals(1)
+            guard let word = p.positionals.first, word == "on" || word == "off" else {
+                throw UsageError("'earmuff access' takes on or off, not '\(p.positionals.first ?? "")'", subcommand: first)
+            }
+            return .access(enabled: word == "on", kind: kind, options)
         case "grant", "deny", "reset":
             var p = OptionParser(rest, subcommand: first)
             var lifespan = LifespanOption(subcommand: first)

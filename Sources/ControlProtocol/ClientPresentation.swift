@@ -174,6 +174,7 @@ public enum ClientFormat {
             ["upstream", "\(s.upstream.server) (\(s.upstream.reachable ? "reachable" : "unreachable"))"],
         ]
         out += info.render().split(separator: "\n", omittingEmptySubsequences: true).map { $0 + "\n" }.joined()
+        for a in s.access ?? [] where !a.enabled { out += accessLine(a) + "\n" }
 
         out += "\nclients: \(s.clients.count)\n"
         if !s.clients.isEmpty {
@@ -288,6 +289,12 @@ public enum ClientFormat {
         return "prompt \(p.id): \(printable(PromptWording.title(p)))\n" + body
     }
 
+    /// "microphone access: off (every app records silence of it; decisions are kept)".
+    public static func accessLine(_ a: AccessInfo) -> String {
+        a.enabled ? "\(a.kind) access: on (each app as decided)"
+            : "\(a.kind) access: off (every app records silence of it; decisions are kept)"
+    }
+
     /// One line per event for `earmuff watch`.
     public static func event(_ e: ControlEvent, at time: Double, timeZone: TimeZone = .current) -> String {
         let stamp = clock(time, timeZone: timeZone)
@@ -309,6 +316,8 @@ public enum ClientFormat {
             text = "prompt \(r.prompt) \(r.appKey) \(r.outcome.rawValue)" + (r.by.map { " by \($0)" } ?? "")
         case .decisionChanged(let a):
             text = "\(a.key) \(a.kind ?? "microphone") \(state(a, timeZone: timeZone)) (\(a.reason))"
+        case .accessChanged(let a):
+            text = accessLine(a)
         }
         return "\(stamp)  \(e.name.padding(toLength: 19, withPad: " ", startingAt: 0)) \(printable(text))\n"
     }

@@ -120,6 +120,8 @@ public enum ControlRequest: Sendable, Equatable {
     /// Capture sessions from the usage log, newest first: of one app (a key or name) when given,
     /// started at `since` (seconds since 1970) or later when given, at most `limit`.
     case log(app: String?, since: Double?, limit: Int?)
+    /// Switches a capture kind on or off for every app (the master switch).
+    case setAccess(kind: String, enabled: Bool)
 
     /// The wire `type` of this request.
     public var typeName: String {
@@ -133,6 +135,7 @@ public enum ControlRequest: Sendable, Equatable {
         case .answerPrompt: "answer-prompt"
         case .registerLauncher: "register-launcher"
         case .log: "log"
+        case .setAccess: "set-access"
         }
     }
 }
@@ -196,6 +199,8 @@ public enum ControlEvent: Sendable, Equatable {
     case promptRaised(PromptInfo)
     case promptResolved(PromptResolution)
     case decisionChanged(AppInfo)
+    /// A capture kind was switched on or off for every app.
+    case accessChanged(AccessInfo)
 
     /// The wire name in the `event` field.
     public var name: String {
@@ -208,6 +213,7 @@ public enum ControlEvent: Sendable, Equatable {
         case .promptRaised: "prompt-raised"
         case .promptResolved: "prompt-resolved"
         case .decisionChanged: "decision-changed"
+        case .accessChanged: "access-changed"
         }
     }
 }
@@ -261,6 +267,8 @@ extension ClientMessage: Codable {
         case "log":
             body = .request(.log(app: try optStr("app"), since: try c.decodeIfPresent(Double.self, forKey: WireKey("since")),
                                  limit: try c.decodeIfPresent(Int.self, forKey: WireKey("limit"))))
+        case "set-access":
+            body = .request(.setAccess(kind: try str("kind"), enabled: try c.decode(Bool.self, forKey: WireKey("enabled"))))
         default:
             throw ControlProtocolError.unknownType(id: id, type)
         }
@@ -294,6 +302,9 @@ extension ClientMessage: Codable {
             case .registerLauncher(let appID, let purpose):
                 try c.encode(appID, forKey: WireKey("appId"))
                 try c.encodeIfPresent(purpose, forKey: WireKey("purpose"))
+            case .setAccess(let kind, let enabled):
+                try c.encode(kind, forKey: WireKey("kind"))
+                try c.encode(enabled, forKey: WireKey("enabled"))
             case .log(let app, let since, let limit):
                 try c.encodeIfPresent(app, forKey: WireKey("app"))
                 try c.encodeIfPresent(since, forKey: WireKey("since"))
@@ -330,6 +341,7 @@ extension ServerMessage: Codable {
             case "prompt-raised": self = .event(.promptRaised(try get(PromptInfo.self, "prompt")))
             case "prompt-resolved": self = .event(.promptResolved(try get(PromptResolution.self, "resolution")))
             case "decision-changed": self = .event(.decisionChanged(try get(AppInfo.self, "app")))
+            case "access-changed": self = .event(.accessChanged(try get(AccessInfo.self, "access")))
             default: throw ControlProtocolError.unknownType(id: nil, "event/\(name)")
             }
         default:
@@ -379,6 +391,7 @@ extension ServerMessage: Codable {
             case .promptRaised(let x): try c.encode(x, forKey: WireKey("prompt"))
             case .promptResolved(let x): try c.encode(x, forKey: WireKey("resolution"))
             case .decisionChanged(let x): try c.encode(x, forKey: WireKey("app"))
+            case .accessChanged(let x): try c.encode(x, forKey: WireKey("access"))
             }
         }
     }

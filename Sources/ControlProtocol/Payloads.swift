@@ -175,6 +175,9 @@ public struct PromptInfo: Codable, Sendable, Equatable {
     /// The command the app was started as, when it is a link to `executable` under another
     /// name (`parecord` for /usr/bin/pacat).
     public var commandName: String?
+    /// True while access to this kind is off for every app (the master switch): an answer
+    /// counts only once it is on again.
+    public var accessOff: Bool?
     /// What the key resists: "sandbox" or "weak" (as in `ClientInfo`).
     public var strength: String?
     /// Why the identity is weaker than its method suggests, when it is.
@@ -185,7 +188,8 @@ public struct PromptInfo: Codable, Sendable, Equatable {
     public init(id: UInt64, appKey: String, displayName: String? = nil, identifiedBy: String, pid: Int32? = nil,
                 purpose: String? = nil, source: String? = nil, executable: String? = nil, raisedAt: Double? = nil,
                 systemName: String? = nil, icon: String? = nil, strength: String? = nil, caveat: String? = nil,
-                kind: String? = nil, commandName: String? = nil) {
+                kind: String? = nil, commandName: String? = nil, accessOff: Bool? = nil) {
+        self.accessOff = accessOff
         self.kind = kind
         self.commandName = commandName
         self.id = id
@@ -235,9 +239,12 @@ public struct StatusPayload: Codable, Sendable, Equatable {
     public var prompts: [PromptInfo]
     /// Decisions that end by themselves (this session, until a time), by app key.
     public var temporary: [AppInfo]?
+    /// The master switch of each capture kind.
+    public var access: [AccessInfo]?
 
     public init(daemon: DaemonInfo, upstream: UpstreamInfo, clients: [ClientInfo] = [], streams: [StreamInfo] = [],
-                prompts: [PromptInfo] = [], temporary: [AppInfo]? = nil) {
+                prompts: [PromptInfo] = [], temporary: [AppInfo]? = nil, access: [AccessInfo]? = nil) {
+        self.access = access
         self.daemon = daemon
         self.upstream = upstream
         self.clients = clients
@@ -307,5 +314,18 @@ public struct LauncherInfo: Codable, Sendable, Equatable {
     public init(appKey: String, socketPath: String) {
         self.appKey = appKey
         self.socketPath = socketPath
+    }
+}
+
+/// The master switch of one capture kind: on, or off for every app.
+public struct AccessInfo: Codable, Sendable, Equatable {
+    /// microphone, system-audio or app-audio.
+    public var kind: String
+    /// False: every stream of this kind is silent, whatever is granted.
+    public var enabled: Bool
+
+    public init(kind: String, enabled: Bool) {
+        self.kind = kind
+        self.enabled = enabled
     }
 }

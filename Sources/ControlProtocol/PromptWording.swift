@@ -39,6 +39,15 @@ public enum PromptWording {
         return "Deny \(cell(name(p), max: 60)) \(what)"
     }
 
+    /// "the microphone", "system audio", "other apps' audio".
+    static func kindName(_ p: PromptInfo) -> String {
+        switch kind(p) {
+        case "system-audio": "system audio"
+        case "app-audio": "other apps' audio"
+        default: "the microphone"
+        }
+    }
+
     /// The capture kind a prompt is about; prompts from daemons that do not name it are
     /// system audio when the source is a monitor, else microphone.
     public static func kind(_ p: PromptInfo) -> String {
@@ -119,6 +128,9 @@ public enum PromptWording {
             lines.append("Program: \(cell(command, max: 60)), a link to \(cell(exe, max: 120))")
         }
         if let pid = p.pid { lines.append("Process: \(pid)") }
+        if p.accessOff == true {
+            lines.append("Access to \(kindName(p)) is off in Earmuff: every app records silence until it is on again (earmuff access on)")
+        }
         return lines
     }
 

@@ -69,6 +69,19 @@ enum ClientCommands {
         }
     }
 
+    /// `earmuff access on|off`: prints the switch as the daemon now has it.
+    static func access(enabled: Bool, kind: String, _ o: ClientOptions) -> Int32 {
+        do {
+            let client = try ControlClient(path: controlPath(o.controlPath))
+            guard case .status(let s) = try client.request(.setAccess(kind: kind, enabled: enabled)),
+                  let now = s.access?.first(where: { $0.kind == kind }) else { return unexpected("set-access") }
+            Terminal.out(o.json ? json(now) : ClientFormat.accessLine(now) + "\n")
+            return 0
+        } catch {
+            return fail(error.message)
+        }
+    }
+
     // MARK: log
 
     static func log(app: String?, since: Double?, _ o: ClientOptions) -> Int32 {

@@ -54,6 +54,8 @@ public enum EarmuffMain {
         case .reset(let app, let kind, let o):
             guard let key = resolveApp(app) else { return 1 }
             return ClientCommands.decide(.reset(app: key, kind: kind), o)
+        case .access(let enabled, let kind, let o):
+            return ClientCommands.access(enabled: enabled, kind: kind, o)
         case .agent(let answer, let o, let lifespan):
             return ClientCommands.agent(answer: answer, lifespan: lifespan, o)
         case .run(let o):

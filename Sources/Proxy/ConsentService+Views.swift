@@ -44,7 +44,14 @@ extension ConsentService {
                 AppInfo(key: d.appKey.description, state: eff.state.rawValue, reason: eff.reason.rawValue, purpose: d.purpose,
                         decidedAt: d.decidedAt, lifespan: eff.lifespan.name, expiresAt: eff.lifespan.expiresAt,
                         afterwards: eff.afterwards?.rawValue)
-            })
+            },
+            access: accessInfos())
+    }
+
+    /// The master switch of every capture kind.
+    func accessInfos() -> [AccessInfo] {
+        let off = engine.withLock { $0.accessOff }
+        return Capability.allCases.map { AccessInfo(kind: $0.rawValue, enabled: !off.contains($0)) }
     }
 
     /// One row per app and kind that has a decision (or a use) stored, and a microphone row for
@@ -83,7 +90,8 @@ extension ConsentService {
                           identifiedBy: p.method.rawValue, pid: p.pid, purpose: p.purpose, source: p.source,
                           executable: p.executable, raisedAt: p.raisedAt, systemName: entry?.name, icon: entry?.icon,
                           strength: p.strength.rawValue, caveat: p.caveat, kind: p.kind.rawValue,
-                          commandName: ProcessInspector.linkName(pid: p.pid, executable: p.executable))
+                          commandName: ProcessInspector.linkName(pid: p.pid, executable: p.executable),
+                          accessOff: engine.withLock { $0.accessOff.contains(p.kind) } ? true : nil)
     }
 
     func clientInfo(_ c: ClientID, _ identity: ClientIdentity?) -> ClientInfo {
@@ -137,6 +145,9 @@ extension ConsentService {
             return nil
         case let .decisionChanged(d):
             return .decisionChanged(decisionInfo(d))
+        case let .accessChanged(kind, enabled):
+            Log.info("\(kind.rawValue) access switched \(enabled ? "on" : "off") for every app")
+            return .accessChanged(AccessInfo(kind: kind.rawValue, enabled: enabled))
         case let .decisionExpired(old, after):
             return decisionEnded(after, event: "decision-expired",
                                  "the \(old.state.rawValue) decision until \(ClientFormat.date(old.lifespan.expiresAt)) ended; "

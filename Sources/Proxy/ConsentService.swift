@@ -64,7 +64,7 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
         promptCommand = configuration.promptCommand.isEmpty ? nil : configuration.promptCommand
         let decisions = try store.allDecisions() + store.timedDecisions()
         engine = Locked(ConsentEngine(policy: ConsentPolicy(configuration: configuration, declarations: declarations),
-                                     decisions: decisions))
+                                     decisions: decisions, accessOff: try store.accessOff()))
         delivery = try PromptDelivery(via: configuration.promptVia, command: promptCommand, handlers: .init(
             answered: { [unowned self] prompt, answer, lifespan, via in
                 answerFromDesktop(prompt, answer, lifespan: lifespan, via: via)
@@ -292,6 +292,8 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
                 }
             case let .removeTimedDecision(app, capability):
                 writer.removeTimed(app, capability)
+            case let .persistAccess(kind, enabled):
+                writer.setAccess(kind, enabled: enabled, at: wallClockNow())
             case let .recordApp(r):
                 writer.record(r)
             case let .startUsage(_, s, u):
@@ -372,6 +374,14 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
             return decide(app, kind: kind, state == .granted ? .granted : .denied, lifespan: lifespan)
         case let .reset(app, kind):
             return decide(app, kind: kind, .undetermined)
+        case let .setAccess(kindName, enabled):
+            guard let kind = Capability(rawValue: kindName) else {
+                return .error(ControlError(.badRequest, "unknown capture kind \"\(kindName)\"; use "
+                                           + Capability.allCases.map(\.rawValue).joined(separator: ", ")))
+            }
+            withEngine { e in ((), e.setAccess(kind, enabled: enabled)) }
+            writer.flushDecisions() // on disk before the reply, as decisions are
+            return .status(status())
         case .subscribe:
             return .ok
         case .becomeAgent:

@@ -38,13 +38,15 @@ final class StoreWriter: @unchecked Sendable {
 
     private struct Pending {
         var decisions: [DecisionKey: DecisionWrite] = [:]
+        /// The master switch per kind: the latest replaces a queued one.
+        var access: [Capability: (enabled: Bool, at: Double)] = [:]
         var apps: [AppKey: AppRecord] = [:]
         var rows: [Row] = []
         var queuedEvents = 0
         var droppedEvents = 0
         var draining = false
 
-        var isEmpty: Bool { decisions.isEmpty && apps.isEmpty && rows.isEmpty && droppedEvents == 0 }
+        var isEmpty: Bool { decisions.isEmpty && access.isEmpty && apps.isEmpty && rows.isEmpty && droppedEvents == 0 }
     }
 
     private let store: PermissionStore
@@ -65,6 +67,11 @@ final class StoreWriter: @unchecked Sendable {
     func save(_ d: Decision) {
         let key = DecisionKey(app: d.appKey, capability: d.capability, timed: d.lifespan.expiresAt != nil)
         enqueue { $0.decisions[key] = .save(d) }
+    }
+
+    /// Queues the master switch of `kind`, written with the decisions; a later one replaces it.
+    func setAccess(_ kind: Capability, enabled: Bool, at: Double) {
+        enqueue { $0.access[kind] = (enabled, at) }
     }
 
     /// Queues the removal of the timed decision of `app` and `capability`, replacing a queued save of it.
@@ -111,9 +118,16 @@ final class StoreWriter: @unchecked Sendable {
     func flushDecisions() {
         decisionWrites.withLock { flushes in
             flushes &+= 1
-            let decisions = pending.withLock { p -> [(DecisionKey, DecisionWrite)] in
-                defer { p.decisions = [:] }
-                return Array(p.decisions)
+            let (decisions, access) = pending.withLock { p in
+                defer { (p.decisions, p.access) = ([:], [:]) }
+                return (Array(p.decisions), p.access.sorted { $0.key.rawValue < $1.key.rawValue })
+            }
+            for (kind, change) in access {
+                do {
+                    try store.setAccess(kind, enabled: change.enabled, at: change.at)
+                } catch {
+                    Log.error("store: cannot save \(kind.rawValue) access \(change.enabled ? "on" : "off"): \(error)")
+                }
             }
             for (key, write) in decisions {
                 do {

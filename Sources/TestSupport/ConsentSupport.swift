@@ -67,6 +67,14 @@ public struct PromptView: Decodable, Sendable, Equatable {
     public var raisedAt: Double?
     /// The capture kind it asks for.
     public var kind: String?
+    /// True while access to that kind is off for every app.
+    public var accessOff: Bool?
+}
+
+/// The master switch of one capture kind in `earmuff status --json`.
+public struct AccessView: Decodable, Sendable, Equatable {
+    public var kind: String
+    public var enabled: Bool
 }
 
 /// `earmuff status --json`.
@@ -79,6 +87,11 @@ public struct StatusView: Decodable, Sendable, Equatable {
     public var prompts: [PromptView]
     /// Decisions for this session or until a time.
     public var temporary: [AppView]?
+    /// The master switch of each capture kind.
+    public var access: [AccessView]?
+
+    /// Whether access to `kind` is on (the master switch).
+    public func accessEnabled(_ kind: String) -> Bool? { access?.first { $0.kind == kind }?.enabled }
 
     /// Clients whose app key is `key`.
     public func clients(of key: String) -> [ClientView] { clients.filter { $0.appKey == key } }

@@ -29,3 +29,20 @@ extension StoreTests {
         #expect(try store.decision(for: obs, capability: .appAudio)?.state == .granted)
     }
 }
+
+extension StoreTests {
+    /// The master switch is stored per kind and read back by a new store on the same file.
+    @Test func theAccessSwitchSurvivesAReopen() throws {
+        let dir = try TemporaryDirectory()
+        let path = dir.path + "/p.sqlite"
+        let store = try PermissionStore(path: path)
+        #expect(try store.accessOff().isEmpty)
+        try store.setAccess(.microphone, enabled: false, at: 10)
+        try store.setAccess(.appAudio, enabled: false, at: 11)
+        try store.setAccess(.appAudio, enabled: true, at: 12)
+        store.close()
+        let again = try PermissionStore(path: path)
+        defer { again.close() }
+        #expect(try again.accessOff() == [.microphone])
+    }
+}

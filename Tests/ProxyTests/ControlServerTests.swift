@@ -54,7 +54,7 @@ final class RecordingHandler: ControlHandler {
             // Pending prompts go out with `send` during handle: they must follow the reply.
             server.withLock { $0 }?.send(.prompt(PromptInfo(id: 9, appKey: "exe:/x", identifiedBy: "exe")), to: connection)
             return .ok
-        case .subscribe, .answerPrompt:
+        case .subscribe, .answerPrompt, .setAccess:
             return .ok
         case .registerLauncher(let id, _):
             return .launcher(LauncherInfo(appKey: "launcher:\(id)", socketPath: "/tmp/\(id)"))
