@@ -114,6 +114,12 @@ public struct Configuration: Sendable, Equatable {
     public var maxClientsPerApp: Int = 32
     /// Days after which a grant that was not used goes back to undetermined; 0: never.
     public var autoResetDays: Int = 90
+    /// The largest packet a client may send, in KiB; a larger one is skipped unread and
+    /// answered with an error. Far below the protocol's 16 MiB: no request an app sends needs more.
+    public var maxPacketKiB: Int = 1024
+    /// MiB that the large packets (over 64 KiB) being received from all clients may hold
+    /// together; a packet that does not fit is skipped unread and answered with an error.
+    public var packetBufferMiB: Int = 32
 
     /// The defaults.
     public init() {}
@@ -126,10 +132,15 @@ public struct Configuration: Sendable, Equatable {
     /// Every key earmuff.conf accepts, in documentation order.
     public static let keys = ["upstream", "listen", "control", "store", "missing-purpose",
                               "prompt-via", "prompt-timeout", "prompt-command", "trusted-apps", "log-level",
-                              "max-clients", "max-clients-per-app", "auto-reset-days"]
+                              "max-clients", "max-clients-per-app", "auto-reset-days", "max-packet-kib",
+                              "packet-buffer-mib"]
 
     /// The most clients any limit may allow (the descriptors they need must stay far below the process limit).
     public static let maximumClientLimit = 4096
+
+    /// Bounds of max-packet-kib (64 KiB up to the protocol's 16 MiB) and packet-buffer-mib.
+    public static let packetKiBRange = 64...16_384
+    public static let packetBufferMiBRange = 1...4096
 
     /// Longest accepted auto-reset-days (about 27 years).
     public static let maximumAutoResetDays = 10_000
@@ -152,6 +163,8 @@ public struct Configuration: Sendable, Equatable {
         public var maxClients: Int?
         public var maxClientsPerApp: Int?
         public var autoResetDays: Int?
+        public var maxPacketKiB: Int?
+        public var packetBufferMiB: Int?
 
         public init() {}
     }
@@ -222,6 +235,12 @@ public struct Configuration: Sendable, Equatable {
                         throw fail("auto-reset-days must be a whole number of days from 0 (never) to \(maximumAutoResetDays), not \"\(value)\"")
                     }
                     o.autoResetDays = n
+                case "max-packet-kib", "packet-buffer-mib":
+                    let range = key == "max-packet-kib" ? packetKiBRange : packetBufferMiBRange
+                    guard let n = Int(value), range.contains(n) else {
+                        throw fail("\(key) must be a whole number from \(range.lowerBound) to \(range.upperBound), not \"\(value)\"")
+                    }
+                    if key == "max-packet-kib" { o.maxPacketKiB = n } else { o.packetBufferMiB = n }
                 default:
                     throw fail(unknownKeyMessage(key, known: keys))
                 }
@@ -246,6 +265,8 @@ public struct Configuration: Sendable, Equatable {
         if let v = o.maxClients { c.maxClients = v }
         if let v = o.maxClientsPerApp { c.maxClientsPerApp = v }
         if let v = o.autoResetDays { c.autoResetDays = v }
+        if let v = o.maxPacketKiB { c.maxPacketKiB = v }
+        if let v = o.packetBufferMiB { c.packetBufferMiB = v }
         return c
     }
 

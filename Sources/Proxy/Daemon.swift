@@ -30,6 +30,10 @@ public struct RelayOptions: Sendable {
     /// Clients relayed at once, and per app (the configuration's max-clients, max-clients-per-app).
     public var maxClients = Configuration().maxClients
     public var maxClientsPerApp = Configuration().maxClientsPerApp
+    /// The largest packet a client may send (bytes), and what clients' large packets may
+    /// hold together (the configuration's max-packet-kib, packet-buffer-mib).
+    public var maxClientPacket = Configuration().maxPacketKiB * 1024
+    public var clientPacketBudget = Configuration().packetBufferMiB * 1024 * 1024
     public init() {}
 
     /// Processors online now (at least 1).
@@ -120,6 +124,8 @@ public final class Daemon: @unchecked Sendable {
     private let nextSessionID = Atomic<UInt64>(1)
     private let nextStreamID = Atomic<UInt64>(1)
     let identify: @Sendable (Int32, UInt32, UInt32, String?) -> ClientIdentity
+    /// What the packets being received from all clients may hold together.
+    let packetBudget: PacketBudget
     public let startedAt = wallClockNow()
 
     init(listenPath: String, activatedListener: Int32? = nil, upstream: UpstreamAddress, options: RelayOptions,
@@ -131,6 +137,7 @@ public final class Daemon: @unchecked Sendable {
         self.options = options
         self.observer = observer
         self.identify = identify
+        packetBudget = PacketBudget(limit: options.clientPacketBudget)
         var loops: [EventLoop] = []
         for i in 0..<max(1, options.loops) {
             loops.append(try EventLoop(name: "loop-\(i)", coalesceWindow: options.coalesceWindow))
@@ -287,7 +294,8 @@ public final class Daemon: @unchecked Sendable {
         let down = ByteRing(capacity: options.ringCapacity)
         let loop = loops[nextLoop]
         nextLoop = (nextLoop + 1) % loops.count
-        let client = ClientHalf(loop: loop, state: state, produceInto: up, consumeFrom: down)
+        let client = ClientHalf(loop: loop, state: state, produceInto: up, consumeFrom: down,
+                                packetLimit: options.maxClientPacket, budget: packetBudget)
         let server = UpstreamHalf(loop: loop, state: state, produceInto: down, consumeFrom: up)
         client.peer = server
         server.peer = client
