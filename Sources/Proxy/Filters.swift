@@ -148,6 +148,7 @@ final class ClientToServerFilter: FrameFilter {
             let msg = try SetClientName.decode(from: &r, version: version)
             state.properties.withLock { $0.update(from: msg.proplist) }
             observer.clientPropertiesChanged(state)
+            state.handshakeDone.store(true, ordering: .relaxed)
             expected = .setClientName
         case .updateClientProplist:
             var r = body
