@@ -68,7 +68,8 @@ final class RateLimitedLog: Sendable {
     }
 
     /// Writes `message` at `level` unless this kind already wrote `burst` lines in the window.
-    func record(_ level: LogLevel, _ message: @autoclosure () -> String, now: Double = monotonicNow()) {
+    func record(_ level: LogLevel, _ message: @autoclosure () -> String, now: Double = monotonicNow(),
+                to sink: (LogLevel, String) -> Void = { Log.record($0, $1) }) {
         guard Log.enabled(level) else { return }
         let (write, suppressed) = window.withLock { w -> (Bool, Int) in
             if now - w.start >= interval {
@@ -85,6 +86,6 @@ final class RateLimitedLog: Sendable {
         }
         guard write else { return }
         let note = suppressed > 0 ? " (\(suppressed) more like this were not logged in the \(Int(interval)) s before)" : ""
-        Log.record(level, message() + note)
+        sink(level, message() + note)
     }
 }
