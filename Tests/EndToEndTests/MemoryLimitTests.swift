@@ -40,10 +40,11 @@ extension EndToEnd {
             }
         }
 
-        /// 30 clients each send one 15 MB packet, over max-packet-kib (1 MiB by default).
-        @Test(arguments: [30, 48])
+        /// 30 (and 56) clients each send one 15 MB packet, over max-packet-kib (1 MiB by default).
+        @Test(arguments: [30, 56])
         func packetsOverThePerClientLimit(_ count: Int) async throws {
-            let s = try Setup(config: ["max-clients-per-app = 56"])
+            // 56 clients of one app: max-clients 64 less the 8 reserved-clients.
+            let s = try Setup(config: ["max-clients = 64", "max-clients-per-app = 64"])
             defer { s.stop() }
             let pid = s.earmuff.process.pid
             let clients = try Self.connected(count, to: s)

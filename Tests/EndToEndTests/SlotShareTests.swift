@@ -75,9 +75,7 @@ extension EndToEnd {
         /// The granted parecord records the tone through earmuff.
         static func grantedRecorderGetsTheTone(_ s: Setup) async throws {
             try s.earmuff.control("grant", s.key)
-            let rec = try s.record()
-            #expect(await rec.waitForAudio(seconds: 1), "\(s.logs)")
-            let (result, audio) = rec.stop()
+            let (result, audio) = try await Helpers.recordMic(server: s.earmuff.serverString)
             #expect(result.status == 0, "\(result)\n\(s.logs)")
             let report = Helpers.analyze(audio, format: .s16le)
             #expect(report.isTone(expectedRMS: Helpers.micRMS), "\(report)\n\(s.logs)")
