@@ -251,8 +251,9 @@ public final class Daemon: @unchecked Sendable {
         return nil
     }
 
-    /// Refusals and handshake timeouts: lines any client can cause, so rate-limited.
+    /// Refusals, and handshake timeouts: lines any client can cause, so rate-limited (each kind apart).
     private let refusalLog = RateLimitedLog()
+    private let handshakeLog = RateLimitedLog()
 
     /// Answers the AUTH that libpulse sends first (tag 0) with "Connection refused", and
     /// closes once the client has sent something or hung up (see RefusedConnection).
@@ -339,7 +340,7 @@ public final class Daemon: @unchecked Sendable {
                  + (identity.caveat.map { ": \($0)" } ?? ""))
         let path = upstream.path
         let timeout = options.handshakeTimeout
-        let start = { @Sendable [refusalLog] in
+        let start = { @Sendable [handshakeLog] in
             do {
                 client.token = try loop.register(fd, events: Half.socketEvents, handler: client)
             } catch {
@@ -351,7 +352,7 @@ public final class Daemon: @unchecked Sendable {
             loop.schedule(after: timeout) {
                 guard !client.closed, !state.handshakeDone.load(ordering: .relaxed) else { return }
                 let why = "did not send AUTH and SET_CLIENT_NAME within handshake-timeout (\(timeout) s)"
-                refusalLog.record(.warn, "closed session \(id) (\(identity.appKey), pid \(identity.pid)): \(why)")
+                handshakeLog.record(.warn, "closed session \(id) (\(identity.appKey), pid \(identity.pid)): \(why)")
                 client.close(reason: why)
             }
         }
