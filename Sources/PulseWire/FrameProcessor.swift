@@ -99,13 +99,6 @@ public struct FrameProcessor {
     }
 
     /// True when no frame is half-way through (a packet may be inserted here).
-    /// The length of a packet admitted and still being collected (0: none), which its
-    /// handler has not been told is released: the owner releases it when it gives up.
-    public var packetInProgress: Int {
-        if case .packet = state { return Int(packetDescriptor.length) }
-        return 0
-    }
-
     public var isAtFrameBoundary: Bool {
         if case .descriptor = state { return headerCount == 0 }
         return false
