@@ -7,12 +7,16 @@ let package = Package(
     products: [
         .executable(name: "earmuff", targets: ["earmuff"]),
         .executable(name: "earmuff-bench", targets: ["earmuff-bench"]),
+        // For apps: ask Earmuff for recording permission (docs/permission-api.md).
+        .library(name: "EarmuffKit", targets: ["EarmuffKit"]),
+        .executable(name: "earmuff-request-permission", targets: ["earmuff-request-permission"]),
     ],
     targets: [
         // C glue
         .systemLibrary(name: "CSQLite", path: "Sources/CSQLite"),
         .target(name: "CLinux", path: "Sources/CLinux"),
         .systemLibrary(name: "CSystemd", path: "Sources/CSystemd"),
+        .systemLibrary(name: "CPulseSimple", path: "Sources/CPulseSimple"),
 
         // Pure core
         .target(name: "PulseWire"),
@@ -28,6 +32,11 @@ let package = Package(
         .target(name: "EarmuffCLI", dependencies: ["Proxy", "EarmuffClient", "ControlProtocol", "Consent"]),
         .executableTarget(name: "earmuff", dependencies: ["EarmuffCLI"]),
 
+        // The app library and its example (records with libpulse-simple, as an app would)
+        .target(name: "EarmuffKit", dependencies: ["PulseWire", "CLinux"]),
+        .executableTarget(name: "earmuff-request-permission", dependencies: ["EarmuffKit", "CPulseSimple"],
+                          path: "examples/RequestPermission"),
+
         // Benchmarks (run in release: swift run -c release earmuff-bench)
         .executableTarget(name: "earmuff-bench", dependencies: ["TestSupport", "PulseWire", "CLinux"]),
 
@@ -39,6 +48,7 @@ let package = Package(
         .testTarget(name: "ConsentStoreTests", dependencies: ["ConsentStore", "Consent"]),
         .testTarget(name: "ControlProtocolTests", dependencies: ["ControlProtocol"]),
         .testTarget(name: "ProxyTests", dependencies: ["Proxy", "EarmuffClient", "ControlProtocol", "PulseWire", "Ring", "CLinux", "TestSupport"]),
-        .testTarget(name: "EndToEndTests", dependencies: ["TestSupport", "PulseWire", "earmuff"]),
+        .testTarget(name: "EarmuffKitTests", dependencies: ["EarmuffKit", "PulseWire", "TestSupport"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["TestSupport", "PulseWire", "EarmuffKit", "earmuff", "earmuff-request-permission"]),
     ]
 )

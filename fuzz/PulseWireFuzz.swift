@@ -381,6 +381,37 @@ func checkPayload(_ payload: [UInt8], plan: FuzzPlan) {
     roundTrip(RecordStreamKilled.self, payload, reader, header, version) { _ in }
     roundTrip(RecordStreamSuspended.self, payload, reader, header, version) { _ in }
     roundTrip(RecordStreamMoved.self, payload, reader, header, version) { _ in }
+    roundTrip(PermissionStatus.self, payload, reader, header, version) { _ in }
+    roundTrip(PermissionTestReply.self, payload, reader, header, version) { _ in }
+    checkPermissionExtension(payload, reader, header)
+}
+
+/// The permission extension (module-earmuff): a request that decodes encodes back to the same
+/// bytes, and so does an event, when they carry what the encoders write (no index, tag 0 for events).
+func checkPermissionExtension(_ payload: [UInt8], _ afterHeader: TagStructReader, _ header: PacketHeader) {
+    guard header.command == Command.extension.rawValue else { return }
+    var reader = afterHeader
+    do throws(WireError) {
+        let (index, name) = try PermissionExtension.addressee(&reader)
+        let call = try PermissionCall.decode(from: &reader)
+        if index == invalidIndex, name == PermissionExtension.moduleName, reader.isAtEnd {
+            if case .unknown = call {} else {
+                require(call.packet(tag: header.tag) == payload, "PermissionCall \(call): encode(decode(x)) != x")
+            }
+        }
+    } catch {
+        _ = error.description
+    }
+    do throws(WireError) {
+        if let event = try PermissionEvent.decode(payload) {
+            var r = afterHeader
+            if header.tag == PermissionEvent.tag, (try? r.readU32()) == invalidIndex {
+                require(event.packet == payload, "PermissionEvent: encode(decode(x)) != x")
+            }
+        }
+    } catch {
+        _ = error.description
+    }
 }
 
 /// Decodes the fields after the header as `M`; on success checks both round trips.

@@ -108,7 +108,41 @@ def main():
             with open(os.path.join(out, name + "-payload"), "wb") as f:
                 f.write(seed(0x01, version_selector(name), [], stream[20:]))
             written += 1
+    # Earmuff's own permission extension (docs/permission-api.md): no server sends it, so its
+    # requests, replies and events are built here.
+    for name, payload in permission_packets():
+        frame = len(payload).to_bytes(4, "big") + b"\xff\xff\xff\xff" + bytes(12) + payload
+        for seed_name, data in ((name, seed(0x02, 27, read_ops(payload), frame)),
+                                (name + "-payload", seed(0x01, 27, [], payload))):
+            with open(os.path.join(out, seed_name), "wb") as f:
+                f.write(data)
+            written += 1
     print("%d seeds from %d captures in %s" % (written, len(captures), out))
+
+
+def permission_packets():
+    """(name, payload) of module-earmuff requests, replies and an event."""
+    def u32(v):
+        return b"L" + v.to_bytes(4, "big")
+
+    def string(v):
+        return b"N" if v is None else b"t" + v.encode() + b"\0"
+
+    def request(tag, sub, *fields):
+        return u32(87) + u32(tag) + u32(0xFFFFFFFF) + string("module-earmuff") + u32(sub) + b"".join(fields)
+
+    status = b"".join(string(v) for v in ("granted", "flatpak:org.example.App", "flatpak", "strong"))
+    return [
+        ("permissionTest", request(2, 0)),
+        ("permissionGet", request(3, 1, string("microphone"))),
+        ("permissionRequest", request(4, 2, string("system-audio"), string("Voice memos"))),
+        ("permissionRequestNoPurpose", request(5, 2, string("app-audio"), string(None))),
+        ("permissionSubscribe", request(6, 3, b"1")),
+        ("permissionStatusReply", u32(2) + u32(4) + status),
+        ("permissionTestReply", u32(2) + u32(2) + u32(1)),
+        ("permissionEvent", u32(87) + u32(0) + u32(0xFFFFFFFF) + string("module-earmuff") + u32(4)
+         + string("microphone") + string("denied")),
+    ]
 
 
 if __name__ == "__main__":

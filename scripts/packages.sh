@@ -37,9 +37,13 @@ ensure_packages() {
 # too); xvfb and x11-utils (xprop, xdpyinfo): PulseAudio's X11 root-window
 # announcement under setup, and X11 apps inside the sandbox; xdg-desktop-portal
 # (its xdg-permission-store) and libglib2.0-bin (gdbus, as Flatseal writes):
-# the desktop's microphone switch.
+# the desktop's microphone switch; xdg-desktop-portal-gtk, dunst, at-spi2-core
+# with libatk-adaptor (the accessibility bus), python3-dogtail, xdotool and
+# imagemagick: prompts on the real GTK dialog and the real dunst, clicked as a
+# person clicks, and their screenshots.
 EARMUFF_PACKAGES=(libpulse-dev libsqlite3-dev libsystemd-dev pulseaudio pulseaudio-utils socat sox
-                  dbus python3-dbusmock systemd bubblewrap xvfb x11-utils xdg-desktop-portal libglib2.0-bin)
+                  dbus python3-dbusmock systemd bubblewrap xvfb x11-utils xdg-desktop-portal libglib2.0-bin
+                  xdg-desktop-portal-gtk dunst at-spi2-core libatk-adaptor python3-dogtail xdotool imagemagick)
 # The second end-to-end pass: PipeWire, its pulse server, the session manager,
 # the SPA plugins and a private D-Bus (without recommends: no ALSA glue, rtkit).
 EARMUFF_PIPEWIRE_PACKAGES=(pipewire pipewire-bin pipewire-pulse wireplumber libspa-0.2-modules dbus)

@@ -2,8 +2,8 @@
 // `maxPendingPromptsPerUID` for the clients of one uid, so a storm of apps (or of made-up
 // identities) cannot bury the prompt of the app the person is using.
 //
-// A capture that would raise one more waits instead: it stays silent (it is undetermined)
-// and is listed in status. Room is made at once when a pending prompt belongs to an app
+// A capture (a record stream, or a permission request of the permission API) that would
+// raise one more waits instead: it stays silent (it is undetermined) and is listed in status. Room is made at once when a pending prompt belongs to an app
 // that no longer records anything of its kind (it connected, recorded and left, as a storm
 // does): that prompt is withdrawn, the app stays undetermined. Otherwise the capture waits
 // until a prompt closes (answered, timed out, settled elsewhere); waiting captures are then
@@ -25,11 +25,17 @@ extension ConsentEngine {
         return nil
     }
 
-    /// Whether a client of `subject`'s app records `subject`'s kind now; the first such client.
+    /// The first client of `subject`'s app that records `subject`'s kind now, or waits for the
+    /// answer to a permission request for it.
     private func liveRecorder(of subject: Subject) -> ClientState? {
-        clients.keys.sorted().lazy.compactMap { clients[$0] }.first { s in
-            s.identity.appKey == subject.app && s.streams.values.contains { $0.kind == subject.kind }
+        for id in clients.keys.sorted() {
+            guard let s = clients[id], s.identity.appKey == subject.app else { continue }
+            if s.streams.values.contains(where: { $0.kind == subject.kind })
+                || permissionWaiters.contains(where: { $0.client == id && $0.kind == subject.kind }) {
+                return s
+            }
         }
+        return nil
     }
 
     /// The oldest pending prompt (of `uid`, when given) whose app no longer records its kind.

@@ -48,6 +48,8 @@ public struct ConsentEngine: Sendable {
         var applicationName: String?
         var processBinary: String?
         var propertyPurpose: String?
+        /// The purpose of the client's latest permission request (EarmuffKit), if it gave one.
+        var requestPurpose: String?
         var connectedAt: Double
         /// "Once" decisions over the app's (granted or denied), by kind, until this client disconnects.
         var once: [Capability: PermissionState] = [:]
@@ -87,6 +89,10 @@ public struct ConsentEngine: Sendable {
     var waiting: [Subject: WaitingCapture] = [:]
     var agents: Set<AgentID> = []
     private var nextPrompt: UInt64 = 1
+    /// Permission requests waiting for their prompt (ConsentEngine+Permissions.swift).
+    var permissionWaiters: [PermissionWaiter] = []
+    /// Clients subscribed to their own permission, with the states they were last told.
+    var permissionSubscribers: [ClientID: [Capability: PermissionState]] = [:]
 
     /// Longest display name kept from a client's claims.
     public static let maximumNameLength = 128
@@ -143,6 +149,8 @@ public struct ConsentEngine: Sendable {
     /// The client's connection is gone; its streams end and any "once" answer with it.
     public mutating func clientDisconnected(_ c: ClientID, now: Double) -> [ConsentAction] {
         guard let s = clients.removeValue(forKey: c) else { return [] }
+        permissionWaiters.removeAll { $0.client == c }
+        permissionSubscribers[c] = nil
         var actions: [ConsentAction] = []
         for id in s.streams.keys.sorted() {
             actions.append(.finishUsage(c, id, endedAt: now))
@@ -161,21 +169,29 @@ public struct ConsentEngine: Sendable {
         guard let s = clients[c] else {
             return RecordAdmission(proceed: false, actions: [.disconnectClient(c, reason: "client was never registered")])
         }
+        let (proceed, actions) = applyMissingPurpose(c, s, kind: kind, asking: "to record", now: now)
+        return RecordAdmission(proceed: proceed, actions: actions)
+    }
+
+    /// `missing-purpose` for a client of an undetermined app that asks for `kind` without a
+    /// purpose (nothing to do otherwise): whether to go on (prompt, or denied without asking),
+    /// and the actions (the denial, or the refusal that closes the client).
+    mutating func applyMissingPurpose(_ c: ClientID, _ s: ClientState, kind: Capability, asking: String,
+                                      now: Double) -> (proceed: Bool, actions: [ConsentAction]) {
         let app = s.identity.appKey
         guard effectiveDecision(for: app, kind: kind).state == .undetermined, s.once[kind] == nil,
               purpose(of: s) == nil else {
-            return RecordAdmission(proceed: true, actions: [])
+            return (true, [])
         }
         switch policy.missingPurpose {
         case .prompt:
-            return RecordAdmission(proceed: true, actions: [])
+            return (true, [])
         case .deny:
-            return RecordAdmission(proceed: true, actions: applyDecision(Subject(app: app, kind: kind), .denied,
-                                                                         reason: .missingPurpose, purpose: nil, now: now))
+            return (true, applyDecision(Subject(app: app, kind: kind), .denied, reason: .missingPurpose, purpose: nil, now: now))
         case .disconnect:
-            let reason = "missing-purpose: \(app) asked to record without a purpose string; set the client property "
+            let reason = "missing-purpose: \(app) asked \(asking) without a purpose string; set the client property "
                 + "application.capture.purpose, run it with `earmuff run --purpose TEXT`, or declare a purpose in apps.d"
-            return RecordAdmission(proceed: false, actions: [
+            return (false, [
                 .emit(.clientRefused(c, app, reason: reason)),
                 .disconnectClient(c, reason: reason),
             ])
@@ -302,6 +318,13 @@ public struct ConsentEngine: Sendable {
         return resolve(p, answer: nil, outcome: .timedOut, reason: .promptTimeout, now: now)
     }
 
+    /// The person closed the prompt without answering: it closes, the app stays undetermined
+    /// (silent) and its next capture raises a new prompt. A prompt already closed is ignored.
+    public mutating func promptDismissed(_ p: PromptID, now: Double) -> [ConsentAction] {
+        guard pending[p] != nil else { return [] }
+        return resolve(p, answer: nil, outcome: .dismissed, reason: .user, now: now)
+    }
+
     /// The prompt command exited: 0 allow, 1 deny, anything else no answer (the prompt stays
     /// pending); the answer lasts `lifespan` (nil: always; a time already past: always too).
     public mutating func promptCommandFinished(_ p: PromptID, exitStatus: Int32, lifespan: Lifespan? = nil,
@@ -356,6 +379,7 @@ public struct ConsentEngine: Sendable {
     func purpose(of s: ClientState) -> String? {
         s.launcherPurpose
             ?? Self.clean(policy.declarations[s.identity.appKey]?.purpose, limit: Self.maximumPurposeLength)
+            ?? s.requestPurpose
             ?? s.propertyPurpose
     }
 
@@ -370,7 +394,7 @@ public struct ConsentEngine: Sendable {
     }
 
     mutating func raisePrompt(for s: ClientState, kind: Capability, source: String,
-                                      now: Double) -> [ConsentAction] {
+                              now: Double) -> [ConsentAction] {
         let id = PromptID(nextPrompt)
         nextPrompt += 1
         let prompt = Prompt(id: id, appKey: s.identity.appKey, method: s.identity.method,

@@ -73,6 +73,9 @@ public enum PromptOutcome: Sendable, Equatable {
     case commandAnswered(PromptAnswer)
     /// Nobody answered within the prompt timeout; the app stays undetermined.
     case timedOut
+    /// The person closed the prompt without answering ("not now"): the app stays
+    /// undetermined and is asked again at its next capture.
+    case dismissed
     /// A decision made elsewhere (the CLI, missing-purpose) settled the app.
     case superseded(PermissionState)
     /// Closed to make room under the prompt caps: the app no longer records anything of its
@@ -83,7 +86,7 @@ public enum PromptOutcome: Sendable, Equatable {
     public var answer: PromptAnswer? {
         switch self {
         case let .answered(a, _), let .commandAnswered(a): a
-        case .timedOut, .superseded, .withdrawn: nil
+        case .timedOut, .dismissed, .superseded, .withdrawn: nil
         }
     }
 }
@@ -142,6 +145,10 @@ public enum ConsentAction: Sendable, Equatable {
     case disconnectClient(ClientID, reason: String)
     /// Publish an event to subscribers and the log.
     case emit(ConsentEvent)
+    /// Answer the client's permission request that carried `tag`: its state for the kind now.
+    case answerPermission(ClientID, tag: UInt32, Capability, PermissionState)
+    /// Tell a subscribed client that its own state for the kind is now this.
+    case notifyPermission(ClientID, Capability, PermissionState)
 }
 
 /// Whether a CREATE_RECORD_STREAM may be forwarded, plus what to do.

@@ -108,15 +108,23 @@ public enum IdentificationMethod: String, Sendable, Codable, CaseIterable {
     case uninspectable
 }
 
-/// How much an identity can be relied on.
+/// What an identity resists.
 ///
-/// Strong: something outside the app vouches for it (Flatpak or snap metadata
-/// that the system confirms, an `earmuff run` launcher socket). Weak: what an
-/// unsandboxed process of the user's own uid shows (its executable, script or
-/// systemd scope): such processes can pose as one another, and could open the
-/// real server's socket anyway, so on Linux they are no security boundary.
+/// No identity holds against an unsandboxed process of the user's own uid: such
+/// a process can build every one of them (its own `app-flatpak-ID-N.scope`, from a
+/// cgroup directory or `systemd-run --user --scope`, and a `/.flatpak-info` bound
+/// with bubblewrap; a snap's AppArmor profile, with `aa-exec`; an `earmuff run
+/// --app-id` socket), and could open the real server's socket anyway, so on Linux
+/// they are no security boundary. What differs is whether the app's own sandbox
+/// can forge it.
 public enum IdentityStrength: String, Sendable, Codable, CaseIterable {
-    case strong
+    /// Strong against the sandboxed app only: what the app's sandbox (Flatpak metadata
+    /// that the user's systemd confirms, a snap's AppArmor label, the launcher socket
+    /// of an `earmuff run`) shows and the app inside cannot change; any unsandboxed
+    /// process of the user can build the same.
+    case sandbox
+    /// What any process of the user can show: its executable, script or systemd scope,
+    /// Flatpak metadata that no systemd scope confirms.
     case weak
 }
 
@@ -175,7 +183,7 @@ public struct ClientIdentity: Sendable, Equatable {
     public var executable: String?
     /// For interpreters, the script path from the command line.
     public var script: String?
-    /// Whether something outside the app vouches for `appKey`.
+    /// What `appKey` resists: the app's own sandbox, or nothing.
     public var strength: IdentityStrength
     /// Why the identity is weaker than its method suggests (code loaded from
     /// outside the program, sandbox metadata the system does not confirm), for logs and prompts.
@@ -206,7 +214,7 @@ extension IdentificationMethod {
     /// The strength of an identity derived this way when nothing contradicts it.
     public var defaultStrength: IdentityStrength {
         switch self {
-        case .flatpak, .snap, .launcher: .strong
+        case .flatpak, .snap, .launcher: .sandbox
         case .systemdScope, .script, .executable, .sandboxed, .uninspectable: .weak
         }
     }

@@ -2,13 +2,14 @@
 //
 // The server describes every source (GET_SOURCE_INFO): a source whose
 // `monitor_of_sink` is a sink index is that sink's monitor, and carries what
-// it plays (system audio); any other source is a capture device
-// (microphone). A stream created with `direct_on_input` records one other
-// app's playback (app audio), whichever monitor the server puts it on. A
-// stream's source is known only from the CREATE_RECORD_STREAM reply (or a
-// later RECORD_STREAM_MOVED): the request may name the default source, which
-// may itself be a monitor. A source this table does not know yet has no kind,
-// and its streams stay silent until it does.
+// it plays (system audio); any other source carries what feeds it, followed
+// to its end (SourceFeeds.swift): a capture device (microphone), or a monitor
+// through however many filters (system audio). A stream created with
+// `direct_on_input` records one other app's playback (app audio), whichever
+// monitor the server puts it on. A stream's source is known only from the
+// CREATE_RECORD_STREAM reply (or a later RECORD_STREAM_MOVED): the request may
+// name the default source, which may itself be a monitor. A source this table
+// does not know yet has no kind, and its streams stay silent until it does.
 import PulseWire
 
 /// The server's sources as far as consent needs them, kept from its replies and events.
@@ -17,10 +18,17 @@ public struct SourceTable: Sendable, Equatable {
     public struct Entry: Sendable, Equatable {
         public var name: String?
         public var isMonitor: Bool
+        /// What the server says feeds it.
+        public var feed: SourceFeed
+        /// The module that owns it (`invalidIndex` for none), and its driver.
+        public var ownerModule: UInt32
+        public var driver: String?
     }
 
     /// Sources by index.
     public private(set) var sources: [UInt32: Entry] = [:]
+    /// The capture sides of filters and loopbacks (source outputs of modules or link groups), by source-output index.
+    public private(set) var filterCaptures: [UInt32: FilterCapture] = [:]
     /// The server's default source (GET_SERVER_INFO), which may be a monitor.
     public var defaultSourceName: String?
 
@@ -28,7 +36,8 @@ public struct SourceTable: Sendable, Equatable {
 
     /// Adds or replaces a source from its record.
     public mutating func update(_ info: SourceInfo) {
-        sources[info.index] = Entry(name: info.name, isMonitor: info.isMonitor)
+        sources[info.index] = Entry(name: info.name, isMonitor: info.isMonitor, feed: SourceFeed(info),
+                                    ownerModule: info.ownerModule, driver: info.driver)
     }
 
     /// Replaces every source with a GET_SOURCE_INFO_LIST reply.
@@ -40,21 +49,45 @@ public struct SourceTable: Sendable, Equatable {
     /// Forgets a source (SUBSCRIBE_EVENT remove).
     public mutating func remove(index: UInt32) { sources[index] = nil }
 
+    /// Keeps (or forgets) a source output as the capture side of a filter, from its record;
+    /// true when that changed what the table holds.
+    @discardableResult
+    public mutating func updateOutput(_ info: SourceOutputInfo) -> Bool {
+        let capture = FilterCapture(info)
+        guard filterCaptures[info.index] != capture else { return false }
+        filterCaptures[info.index] = capture
+        return true
+    }
+
+    /// Replaces every capture side with a GET_SOURCE_OUTPUT_INFO_LIST reply; true when that changed anything.
+    @discardableResult
+    public mutating func replaceOutputs(_ infos: [SourceOutputInfo]) -> Bool {
+        var captures: [UInt32: FilterCapture] = [:]
+        for i in infos { captures[i.index] = FilterCapture(i) }
+        guard captures != filterCaptures else { return false }
+        filterCaptures = captures
+        return true
+    }
+
+    /// Forgets a source output (SUBSCRIBE_EVENT remove); true when it was a capture side.
+    @discardableResult
+    public mutating func removeOutput(index: UInt32) -> Bool { filterCaptures.removeValue(forKey: index) != nil }
+
     /// The kind a source records, from the index and name the server gave for a stream;
     /// nil when this table does not know that source (or knows another source under that
     /// index: it is behind the server, and the stream waits, silent, until it catches up).
     public func kind(sourceIndex: UInt32, sourceName: String?) -> Capability? {
-        let entry: Entry?
+        let index: UInt32?
         if sourceIndex != invalidIndex {
-            entry = sources[sourceIndex]
-            if let entry, let sourceName, entry.name != sourceName { return nil }
+            index = sources[sourceIndex] == nil ? nil : sourceIndex
+            if let entry = sources[sourceIndex], let sourceName, entry.name != sourceName { return nil }
         } else if let sourceName {
-            let named = sources.values.filter { $0.name == sourceName }
-            entry = named.count == 1 ? named[0] : nil
+            let named = sources.filter { $0.value.name == sourceName }
+            index = named.count == 1 ? named.first?.key : nil
         } else {
-            entry = nil
+            index = nil
         }
-        return entry.map { $0.isMonitor ? .systemAudio : .microphone }
+        return index.map { followFeed(of: $0).kind }
     }
 
     /// The kind of a stream the server created: app audio for `direct_on_input`, else its source's.

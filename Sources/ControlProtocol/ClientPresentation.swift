@@ -180,7 +180,7 @@ public enum ClientFormat {
             var t = TextTable(["ID", "APP", "NAME", "PID", "IDENTIFIED"])
             for c in s.clients {
                 t.add([String(c.id), c.appKey, cell(c.displayName, max: 30), c.pid.map(String.init) ?? "-",
-                       c.identifiedBy + (c.strength.map { ", \($0)" } ?? "")])
+                       c.identifiedBy + (PromptWording.strengthLabel(c.strength).map { ", \($0)" } ?? "")])
             }
             out += t.render()
         }
@@ -228,7 +228,7 @@ public enum ClientFormat {
         var t = TextTable(["APP", "KIND", "NAME", "STATE", "REASON", "IDENTIFIED", "LAST USED", "PURPOSE", "EXECUTABLE"])
         for a in apps {
             t.add([a.key, a.kind ?? "microphone", cell(a.displayName, max: 30), state(a, timeZone: timeZone), a.reason,
-                   a.identifiedBy ?? "-",
+                   a.identifiedBy.map { $0 + (PromptWording.strengthLabel(a.strength).map { ", \($0)" } ?? "") } ?? "-",
                    date(a.lastUsed, timeZone: timeZone), cell(a.purpose, max: 50), cell(a.executable, max: 50)])
         }
         return t.render()
@@ -289,7 +289,10 @@ public enum ClientFormat {
             ["purpose", PromptWording.purpose(p)],
             ["source", PromptWording.device(p)],
         ]
-        if let exe = p.executable { t.rows.insert(["executable", exe], at: 3) }
+        if let exe = p.executable {
+            let link = p.commandName.map { " (\(cell($0, max: 60)) is a link to it)" } ?? ""
+            t.rows.insert(["executable", exe + link], at: 3)
+        }
         let body = t.render().split(separator: "\n").map { "  " + $0 + "\n" }.joined()
         return "prompt \(p.id): \(printable(PromptWording.title(p)))\n" + body
     }
@@ -300,7 +303,7 @@ public enum ClientFormat {
         let text: String
         switch e {
         case .clientConnected(let c):
-            text = "client \(c.id) \(c.appKey) (\(cell(c.displayName, max: 40)), pid \(c.pid.map(String.init) ?? "-"), by \(c.identifiedBy)\(c.strength.map { ", \($0)" } ?? ""))"
+            text = "client \(c.id) \(c.appKey) (\(cell(c.displayName, max: 40)), pid \(c.pid.map(String.init) ?? "-"), by \(c.identifiedBy)\(PromptWording.strengthLabel(c.strength).map { ", \($0)" } ?? ""))"
         case .clientDisconnected(let c):
             text = "client \(c.id) \(c.appKey)"
         case .streamStarted(let s):
@@ -380,7 +383,7 @@ public enum ClientUsage {
             return "usage: earmuff run [--app-id ID] [--purpose TEXT] [--listen PATH] -- COMMAND [ARGS...]\n"
                 + "       earmuff run --sandbox [--app-id ID] [--purpose TEXT] [--share-home|--home DIR] [--net] [--dbus]\n"
                 + "                   [--dry-run] -- COMMAND [ARGS...]\n\nRuns COMMAND with PULSE_SERVER pointed at Earmuff. The exit status is\nCOMMAND's (127 when it cannot be found, 126 when it cannot be run).\n"
-                + "With --sandbox, COMMAND runs under bubblewrap and Earmuff is its only sound\npath: a launcher socket of its own at $XDG_RUNTIME_DIR/pulse/native, and no\nreal server socket, pipewire-0, session bus or /dev/snd. It is identified as\nlauncher:ID (strong); the system is read-only, /tmp private, the network off.\nCtrl-C, SIGTERM, SIGHUP and SIGQUIT are passed to COMMAND; its exit status\n(128+N when signal N killed it) is earmuff's.\n\noptions:\n  --app-id ID      ask the daemon for a socket of app launcher:ID and connect\n                   COMMAND there, so its clients are identified as ID\n                   (with --sandbox the default is the command's name)\n  --purpose TEXT   tell the daemon why COMMAND records (client property\n                   application.capture.purpose, set through PULSE_PROP)\n  --listen PATH    the daemon's client socket (default $XDG_RUNTIME_DIR/earmuff/native,\n                   or $XDG_RUNTIME_DIR/pulse/native after 'earmuff setup')\n"
+                + "With --sandbox, COMMAND runs under bubblewrap and Earmuff is its only sound\npath: a launcher socket of its own at $XDG_RUNTIME_DIR/pulse/native, and no\nreal server socket, pipewire-0, session bus or /dev/snd. It is identified as\nlauncher:ID (strong against its sandbox only: any unsandboxed program of\nyours can start earmuff run with the same --app-id); the system is\nread-only, /tmp private, the network off.\nCtrl-C, SIGTERM, SIGHUP and SIGQUIT are passed to COMMAND; its exit status\n(128+N when signal N killed it) is earmuff's.\n\noptions:\n  --app-id ID      ask the daemon for a socket of app launcher:ID and connect\n                   COMMAND there, so its clients are identified as ID\n                   (with --sandbox the default is the command's name)\n  --purpose TEXT   tell the daemon why COMMAND records (client property\n                   application.capture.purpose, set through PULSE_PROP)\n  --listen PATH    the daemon's client socket (default $XDG_RUNTIME_DIR/earmuff/native,\n                   or $XDG_RUNTIME_DIR/pulse/native after 'earmuff setup')\n"
                 + "  --sandbox        run COMMAND under bubblewrap (package bubblewrap)\n  --share-home     the sandbox sees your home, writable (default: a home of\n                   its own, $XDG_DATA_HOME/earmuff/sandboxes/ID, kept between runs)\n  --home DIR       the sandbox sees DIR, writable, as its home\n  --net            keep the network (and abstract unix sockets: X11's, a TCP\n                   or abstract sound server's, the bus if it is abstract)\n  --dbus           pass the session bus; it can start programs outside the\n                   sandbox, so only for apps you trust with it\n  --dry-run        print the bubblewrap command line and run nothing\n" + control + help
         case "log":
             return "usage: earmuff log [--app APP] [--since TIME] [--json] [--control PATH]\n\nLists capture sessions from the usage log, newest first: app, what it\ncaptured, the source, start and end, seconds of real audio and of\nsilence, and the decision in force (A → B when it changed).\n\noptions:\n  --app APP        only this app (an app key, or a known app's name)\n  --since TIME     only sessions started since TIME: \(SinceTime.help)\n" + json + control + help

@@ -30,6 +30,9 @@ public enum PromptOutcome: String, Codable, Sendable, CaseIterable {
     case deny
     /// Nobody answered within `prompt-timeout`; the app stays undetermined.
     case timeout
+    /// Closed on the desktop without an answer ("not now"); the app stays undetermined
+    /// and is asked again at its next capture.
+    case dismissed
     /// The prompt became moot (decision set from the CLI, or the app went away).
     case cancelled
 }

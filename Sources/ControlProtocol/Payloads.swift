@@ -79,7 +79,8 @@ public struct ClientInfo: Codable, Sendable, Equatable {
     public var identifiedBy: String
     /// The executable, when known.
     public var executable: String?
-    /// "strong" when a sandbox or a launcher socket vouches for the key, "weak" otherwise.
+    /// What the key resists: "sandbox" (strong against the app's own sandbox only: any
+    /// unsandboxed program of the user can build the same), or "weak" (any program of the user).
     public var strength: String?
     /// Why the identity is weaker than its method suggests, when it is.
     public var caveat: String?
@@ -152,7 +153,10 @@ public struct PromptInfo: Codable, Sendable, Equatable {
     public var systemName: String?
     /// The icon of that desktop entry (a theme name or an absolute path).
     public var icon: String?
-    /// "strong" when a sandbox or a launcher socket vouches for the key, "weak" otherwise.
+    /// The command the app was started as, when it is a link to `executable` under another
+    /// name (`parecord` for /usr/bin/pacat).
+    public var commandName: String?
+    /// What the key resists: "sandbox" or "weak" (as in `ClientInfo`).
     public var strength: String?
     /// Why the identity is weaker than its method suggests, when it is.
     public var caveat: String?
@@ -162,8 +166,9 @@ public struct PromptInfo: Codable, Sendable, Equatable {
     public init(id: UInt64, appKey: String, displayName: String? = nil, identifiedBy: String, pid: Int32? = nil,
                 purpose: String? = nil, source: String? = nil, executable: String? = nil, raisedAt: Double? = nil,
                 systemName: String? = nil, icon: String? = nil, strength: String? = nil, caveat: String? = nil,
-                kind: String? = nil) {
+                kind: String? = nil, commandName: String? = nil) {
         self.kind = kind
+        self.commandName = commandName
         self.id = id
         self.appKey = appKey
         self.displayName = displayName
@@ -262,6 +267,8 @@ public struct AppInfo: Codable, Sendable, Equatable {
     public var purpose: String?
     /// How the app was identified (flatpak, snap, systemd-scope, launcher, script, exe).
     public var identifiedBy: String?
+    /// What a key of that method resists at best: "sandbox" or "weak" (as in `ClientInfo`).
+    public var strength: String?
     /// Seconds since 1970 when the decision was made.
     public var decidedAt: Double?
     /// Seconds since 1970 when the app last captured.
@@ -277,8 +284,10 @@ public struct AppInfo: Codable, Sendable, Equatable {
 
     public init(key: String, displayName: String? = nil, state: String, reason: String, purpose: String? = nil,
                 identifiedBy: String? = nil, decidedAt: Double? = nil, lastUsed: Double? = nil, executable: String? = nil,
-                kind: String? = nil, lifespan: String? = nil, expiresAt: Double? = nil, afterwards: String? = nil) {
+                kind: String? = nil, lifespan: String? = nil, expiresAt: Double? = nil, afterwards: String? = nil,
+                strength: String? = nil) {
         self.kind = kind
+        self.strength = strength
         self.key = key
         self.displayName = displayName
         self.state = state

@@ -9,9 +9,11 @@ public enum PromptWording {
     /// Shown instead of a purpose when the app declared none.
     public static let noReason = "gave no reason"
 
-    /// The name to show: the desktop entry's, else the executable's file name, else the app key.
+    /// The name to show: the desktop entry's, else the command's the app was started as (a
+    /// link to its executable), else the executable's file name, else the app key.
     public static func name(_ p: PromptInfo) -> String {
         if let n = p.systemName, !n.isEmpty { return n }
+        if let n = p.commandName, !n.isEmpty { return n }
         if let exe = p.executable, let last = exe.split(separator: "/").last { return String(last) }
         return p.appKey
     }
@@ -24,6 +26,17 @@ public enum PromptWording {
         default: "use the microphone"
         }
         return "\(cell(name(p), max: 60)) wants to \(what)"
+    }
+
+    /// "Deny pacat the microphone" (or system audio, or another app's audio): the question
+    /// that asks how long a denial lasts.
+    public static func denialTitle(_ p: PromptInfo) -> String {
+        let what = switch kind(p) {
+        case "system-audio": "what your computer plays"
+        case "app-audio": "other apps' audio"
+        default: "the microphone"
+        }
+        return "Deny \(cell(name(p), max: 60)) \(what)"
     }
 
     /// The capture kind a prompt is about; prompts from daemons that do not name it are
@@ -51,7 +64,7 @@ public enum PromptWording {
         default: "an unknown method"
         }
         let strength: String = switch p.strength {
-        case "strong": "strong: the sandbox or the launcher vouches for it"
+        case "sandbox": "strong against its sandbox only: \(sandboxOnly(p.identifiedBy))"
         case "weak": "weak: any program of yours could pose as it"
         default: "strength unknown"
         }
@@ -59,12 +72,35 @@ public enum PromptWording {
         return "\(p.appKey), identified by \(p.identifiedBy): \(how) (\(strength)\(caveat))"
     }
 
+    /// What a strength means, for tables: "strong against its sandbox only", "weak".
+    public static func strengthLabel(_ strength: String?) -> String? {
+        switch strength {
+        case "sandbox": "strong against its sandbox only"
+        case nil: nil
+        case let other?: other
+        }
+    }
+
+    /// Who else can build an identity that the app's own sandbox cannot forge.
+    private static func sandboxOnly(_ method: String) -> String {
+        switch method {
+        case "flatpak":
+            "the app cannot change its scope or metadata from inside, but any unsandboxed program of yours can build both (an app-flatpak-ID-N.scope of its own, a /.flatpak-info bound with bwrap)"
+        case "snap":
+            "the confined app cannot change its AppArmor label, but an unconfined program of yours can run under the same profile (aa-exec)"
+        case "launcher":
+            "the app cannot leave its earmuff run's socket, but any unsandboxed program of yours can start earmuff run with the same --app-id"
+        default:
+            "any unsandboxed program of yours can build the same"
+        }
+    }
+
     /// "microphone mic" / "system audio (out.monitor)" / "another app's audio (out.monitor)" / "the default microphone".
     public static func device(_ p: PromptInfo) -> String {
         let source = p.source ?? ""
         switch kind(p) {
-        case "system-audio": return "system audio (\(cell(source, max: 80)))"
-        case "app-audio": return "another app's audio (\(cell(source, max: 80)))"
+        case "system-audio": return source.isEmpty ? "system audio" : "system audio (\(cell(source, max: 80)))"
+        case "app-audio": return source.isEmpty ? "another app's audio" : "another app's audio (\(cell(source, max: 80)))"
         default: return source.isEmpty ? "the default microphone" : "microphone \(cell(source, max: 80))"
         }
     }
@@ -78,6 +114,9 @@ public enum PromptWording {
         ]
         if let claimed = p.displayName, !claimed.isEmpty, claimed != name(p) {
             lines.append("Calls itself “\(cell(claimed, max: 60))”")
+        }
+        if let command = p.commandName, !command.isEmpty, let exe = p.executable {
+            lines.append("Program: \(cell(command, max: 60)), a link to \(cell(exe, max: 120))")
         }
         if let pid = p.pid { lines.append("Process: \(pid)") }
         return lines

@@ -142,6 +142,34 @@ public final class BusConnection {
         return BusSlot(slot)
     }
 
+    /// The unique name that owns `name` now, or nil when nobody does.
+    public func owner(of name: String) -> String? {
+        guard let m = try? busCall("GetNameOwner"), (try? m.append(name)) != nil,
+              let r = try? call(m, timeout: 5) else { return nil }
+        return try? r.readString()
+    }
+
+    /// Asks the bus to start the service that owns `name` (a no-op when it runs), then
+    /// returns its owner; nil when it cannot be started within `timeout` seconds.
+    public func startedOwner(of name: String, timeout: Double = 10) -> String? {
+        if let o = owner(of: name) { return o }
+        guard let m = try? busCall("StartServiceByName"), (try? m.append(name)) != nil, (try? m.append(UInt32(0))) != nil,
+              (try? call(m, timeout: timeout)) != nil else { return nil }
+        return owner(of: name)
+    }
+
+    /// The pid of the process behind the connection `uniqueName`, as the bus daemon saw it.
+    public func processID(of uniqueName: String) -> Int32? {
+        guard let m = try? busCall("GetConnectionUnixProcessID"), (try? m.append(uniqueName)) != nil,
+              let r = try? call(m, timeout: 5), let pid = try? r.readUInt32() else { return nil }
+        return Int32(bitPattern: pid)
+    }
+
+    private func busCall(_ member: String) throws(BusError) -> BusMessage {
+        try methodCall(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+                       interface: "org.freedesktop.DBus", member: member)
+    }
+
     /// Whether `name` has an owner now or can be started by the bus.
     public func isProvided(_ name: String) -> Bool {
         guard let m = try? methodCall(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",

@@ -58,6 +58,8 @@ public final class BusMessage {
     public var interface: String? { sd_bus_message_get_interface(raw).map { String(cString: $0) } }
     public var path: String? { sd_bus_message_get_path(raw).map { String(cString: $0) } }
     public var sender: String? { sd_bus_message_get_sender(raw).map { String(cString: $0) } }
+    /// The signature of the whole body, e.g. `ua{sv}`.
+    public var signature: String { sd_bus_message_get_signature(raw, 1).map { String(cString: $0) } ?? "" }
 
     /// The error this reply carries, or nil for a normal reply.
     public var error: BusError? {

@@ -73,7 +73,8 @@ extension ConsentService {
                            reason: eff.reason.rawValue, purpose: d?.purpose ?? declaredPurpose,
                            identifiedBy: r?.method.rawValue, decidedAt: d?.decidedAt, lastUsed: d?.lastUsedAt,
                            executable: r?.executable, kind: row.kind.rawValue, lifespan: eff.lifespan.name,
-                           expiresAt: eff.lifespan.expiresAt, afterwards: eff.afterwards?.rawValue)
+                           expiresAt: eff.lifespan.expiresAt, afterwards: eff.afterwards?.rawValue,
+                           strength: r?.method.defaultStrength.rawValue)
         }
     }
 
@@ -82,7 +83,8 @@ extension ConsentService {
         return PromptInfo(id: p.id.rawValue, appKey: p.appKey.description, displayName: p.displayName,
                           identifiedBy: p.method.rawValue, pid: p.pid, purpose: p.purpose, source: p.source,
                           executable: p.executable, raisedAt: p.raisedAt, systemName: entry?.name, icon: entry?.icon,
-                          strength: p.strength.rawValue, caveat: p.caveat, kind: p.kind.rawValue)
+                          strength: p.strength.rawValue, caveat: p.caveat, kind: p.kind.rawValue,
+                          commandName: ProcessInspector.linkName(pid: p.pid, executable: p.executable))
     }
 
     func clientInfo(_ c: ClientID, _ identity: ClientIdentity?) -> ClientInfo {
@@ -126,6 +128,7 @@ extension ConsentService {
             case .answered: via?.rawValue ?? "agent"
             case .commandAnswered: "prompt-command"
             case .timedOut: "timeout"
+            case .dismissed: via?.rawValue ?? "desktop"
             case .superseded: "cli"
             case .withdrawn: "withdrawn"
             }

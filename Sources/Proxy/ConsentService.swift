@@ -74,6 +74,10 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
             timedOut: { [unowned self] prompt in
                 withEngine { e in ((), e.promptTimedOut(PromptID(prompt), now: wallClockNow())) }
             },
+            dismissed: { [unowned self] prompt, via in
+                answeredVia.withLock { $0[prompt] = via }
+                withEngine { e in ((), e.promptDismissed(PromptID(prompt), now: wallClockNow())) }
+            },
             commandExited: { [unowned self] prompt, status, output in
                 let now = wallClockNow()
                 let lifespan = Self.commandLifespan(output, now: now)
@@ -148,9 +152,20 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
     /// Runs `body` on the engine; applies stream flips under the lock, the rest after.
     func withEngine<R>(_ body: (inout ConsentEngine) -> (R, [ConsentAction])) -> R {
         let (result, deferred) = engine.withLock { e -> (R, [ConsentAction]) in
-            let (r, actions) = body(&e)
-            for case let .setStreamAccess(c, s, real) in actions {
-                registry.withLock { $0.streams[s.rawValue] }?.setReal(real && snapAllows(c.rawValue))
+            var (r, actions) = body(&e)
+            actions += e.settlePermissions()
+            for a in actions {
+                switch a {
+                case let .setStreamAccess(c, s, real):
+                    registry.withLock { $0.streams[s.rawValue] }?.setReal(real && snapAllows(c.rawValue))
+                case let .answerPermission(c, tag, kind, state):
+                    // Queued under the lock too, so a client hears of its changes in decision order.
+                    answerPermission(c, tag: tag, kind: kind, state)
+                case let .notifyPermission(c, kind, state):
+                    daemon?.inject(sessionID: c.rawValue, packet: PermissionEvent(kind: kind.rawValue, state: state.rawValue).packet)
+                default:
+                    break
+                }
             }
             return (r, actions) // flips are also logged by perform()
         }
@@ -298,6 +313,8 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
             case let .emit(event):
                 if case let .promptRaised(p) = event { delivery.raised(promptInfo(p)) }
                 if let e = controlEvent(event) { control?.broadcast(e) }
+            case .answerPermission, .notifyPermission:
+                break // sent under the engine lock (withEngine)
             }
         }
     }
@@ -541,6 +558,7 @@ func controlOutcome(_ o: Consent.PromptOutcome) -> ControlProtocol.PromptOutcome
         case .deny: .deny
         }
     case .timedOut: .timeout
+    case .dismissed: .dismissed
     case .superseded, .withdrawn: .cancelled
     }
 }

@@ -234,6 +234,14 @@ public final class Daemon: @unchecked Sendable {
         e.upstream?.notify(.terminate)
     }
 
+    /// Queues a packet Earmuff sends a client itself (a permission reply or event), inserted
+    /// into the server→client stream at the next frame boundary. Safe from any thread.
+    func inject(sessionID: UInt64, packet: [UInt8]) {
+        guard let e = sessions.withLock({ $0[sessionID] }) else { return }
+        e.state.queueInjection(packet)
+        e.upstream?.notify(.inject)
+    }
+
     // MARK: accept loop
 
     /// The limit a new client of `app` would go over, or nil. Every client counts, with or

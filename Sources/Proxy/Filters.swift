@@ -37,6 +37,9 @@ protocol SessionObserver: AnyObject, Sendable {
     func recordStreamEnded(_ session: SessionState, stream: RecordStream)
     /// The policy decision for a client request (e.g. LOAD_MODULE); nil to forward, or the reason to refuse with ERROR(ACCESS).
     func refusal(for command: Command, payload: [UInt8], session: SessionState) -> String?
+    /// A request to Earmuff's own permission extension (never forwarded): the observer replies on
+    /// the session (now or once the person answers). Nil, or the reason to close the connection.
+    func permissionCall(_ session: SessionState, tag: UInt32, call: PermissionCall) -> String?
 }
 
 /// Writes a big-endian u32 into a packet payload.
@@ -157,13 +160,7 @@ final class ClientToServerFilter: FrameFilter {
             state.properties.withLock { $0.update(from: props) }
             observer.clientPropertiesChanged(state)
         case .createRecordStream:
-            // The identity is the process that connected; another one writing on its
-            // connection (a child it was handed to, before or after an exec) is not it.
-            let sender = state.lastSenderPID.load(ordering: .relaxed)
-            if sender != 0 && sender != state.identity.pid {
-                throw ProtocolViolation("CREATE_RECORD_STREAM was sent by pid \(sender), not by pid "
-                                        + "\(state.identity.pid) that connected and was identified")
-            }
+            try checkSender(command)
             var r = body
             let req = try CreateRecordStreamRequest.decode(from: &r, version: version)
             if let reason = observer.recordStreamRequested(state, request: req) {
@@ -178,6 +175,17 @@ final class ClientToServerFilter: FrameFilter {
         case .deleteRecordStream:
             var r = body
             expected = .deleteRecord(channel: try r.readU32())
+        case .extension:
+            var r = body
+            // Not addressed to us (or not parsable: the command policy refuses that): on to the policy.
+            guard (try? PermissionExtension.addressee(&r))?.name == PermissionExtension.moduleName else { break }
+            // Answered here, on this connection, for the process that connected.
+            try checkSender(command)
+            let call = try PermissionCall.decode(from: &r)
+            if let reason = observer.permissionCall(state, tag: header.tag, call: call) {
+                throw ProtocolViolation(reason)
+            }
+            return .drop
         case .enableSrbchannel, .disableSrbchannel, .registerMemfdShmid:
             throw ProtocolViolation("client tried to set up shared memory (\(command.info.name)) on a connection without SHM")
         default:
@@ -190,6 +198,16 @@ final class ClientToServerFilter: FrameFilter {
         }
         state.expectReply(tag: header.tag, expected)
         return .forward
+    }
+
+    /// The identity is the process that connected; another one writing on its connection
+    /// (a child it was handed to, before or after an exec) is not it.
+    private func checkSender(_ command: Command) throws(ProtocolViolation) {
+        let sender = state.lastSenderPID.load(ordering: .relaxed)
+        if sender != 0 && sender != state.identity.pid {
+            throw ProtocolViolation("\(command.info.name) was sent by pid \(sender), not by pid "
+                                    + "\(state.identity.pid) that connected and was identified")
+        }
     }
 
     /// Refusals logged one by one before they are only counted.

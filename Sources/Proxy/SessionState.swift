@@ -32,13 +32,17 @@ final class SessionState: Sendable {
     private struct Outstanding {
         var tags: Set<UInt32> = []
         var requests: [UInt32: PendingRequest] = [:]
+        /// Permission requests Earmuff answers itself, still waiting for the person (never
+        /// forwarded, so not in `tags`: they must not stop the loop batching audio).
+        var answeredHere: Set<UInt32> = []
     }
     private let pending = Locked(Outstanding())
     /// How many requests wait for replies (the loop does not batch audio while any do).
     private let awaiting = Atomic<Int>(0)
     /// The most requests a client may have waiting for replies.
     static let maximumOutstanding = 16_384
-    /// The most refusals (ERROR replies Earmuff makes) that may wait for a client that does not read.
+    /// The most packets Earmuff makes itself (refusals, permission replies and events) that may
+    /// wait for a client that does not read.
     static let maximumInjections = 1024
     private let injections = Locked<[[UInt8]]>([])
     /// Packets in `injections`, so the audio path can skip the lock when there are none.
@@ -65,7 +69,7 @@ final class SessionState: Sendable {
     /// (the server's two replies could not be told apart), or too many do; nil if it may.
     func tagProblem(_ tag: UInt32) -> String? {
         pending.withLock { p in
-            if p.tags.contains(tag) { return "tag \(tag) is still waiting for its reply" }
+            if p.tags.contains(tag) || p.answeredHere.contains(tag) { return "tag \(tag) is still waiting for its reply" }
             if p.tags.count >= Self.maximumOutstanding { return "more than \(Self.maximumOutstanding) requests wait for replies" }
             return nil
         }
@@ -78,6 +82,23 @@ final class SessionState: Sendable {
             if let request { p.requests[tag] = request }
             awaiting.store(p.tags.count, ordering: .relaxed)
         }
+    }
+
+    /// The most permission requests of one client that may wait for the person at once.
+    static let maximumPermissionRequests = 64
+
+    /// A permission request with `tag` waits for Earmuff's own reply; false when too many do.
+    func holdPermissionTag(_ tag: UInt32) -> Bool {
+        pending.withLock { p in
+            guard p.answeredHere.count < Self.maximumPermissionRequests else { return false }
+            p.answeredHere.insert(tag)
+            return true
+        }
+    }
+
+    /// Earmuff's reply to the permission request with `tag` is on its way.
+    func releasePermissionTag(_ tag: UInt32) {
+        _ = pending.withLock { $0.answeredHere.remove(tag) }
     }
 
     /// The reply (or error) for `tag` arrived: it no longer waits; what it sets up, if anything.

@@ -3,11 +3,14 @@
 //
 // One thread owns the connection: AUTH (protocol 13, no shared memory, our
 // credentials, which both servers accept from their own uid), SET_CLIENT_NAME,
-// SUBSCRIBE to sources, source outputs and the server, GET_SERVER_INFO and
-// GET_SOURCE_INFO_LIST; then each SUBSCRIBE_EVENT about a source asks for that
-// source again (or forgets it), a server change asks for the default source
-// again, and a new or changed source output is asked where it records from
-// (`onSourceOutput`). pipewire-pulse (0.3.65) sends neither RECORD_STREAM_MOVED
+// SUBSCRIBE to sources, source outputs and the server, GET_SERVER_INFO,
+// GET_SOURCE_OUTPUT_INFO_LIST and GET_SOURCE_INFO_LIST; then each
+// SUBSCRIBE_EVENT about a source asks for that source again (or forgets it), a
+// server change asks for the default source again, and a new or changed source
+// output is asked where it records from (`onSourceOutput`). The table keeps the
+// source outputs that are the capture sides of filters (those a module owns, or
+// in a `node.link-group`): what a virtual source carries depends on where they
+// record from (SourceFeeds.swift). pipewire-pulse (0.3.65) sends neither RECORD_STREAM_MOVED
 // nor a change event for every move made by another client, so in front of any
 // server but PulseAudio itself (its package name, from GET_SERVER_INFO), while
 // record streams are live (`watching`), the catalog also asks for every source
@@ -182,7 +185,11 @@ final class SourceCatalog: SourceDirectory, @unchecked Sendable {
         try send({ SetClientName(proplist: props).packet(tag: $0, version: version) }, .setName)
         try send({ Subscribe([.source, .sourceOutput, .server]).packet(tag: $0, version: version) }, .subscribe)
         try send({ EmptyRequest(.getServerInfo).packet(tag: $0) }, .serverInfo)
+        // Source outputs first: the capture sides of filters are known by the time the sources are.
+        try send({ EmptyRequest(.getSourceOutputInfoList).packet(tag: $0) }, .sourceOutputList(monotonicNow()))
         try send({ EmptyRequest(.getSourceInfoList).packet(tag: $0) }, .sourceList)
+        // What the log last said about each source fed through others (see `explainFeeds`).
+        var explained: [UInt32: String] = [:]
 
         var parser = FrameParser()
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
@@ -242,10 +249,14 @@ final class SourceCatalog: SourceDirectory, @unchecked Sendable {
                             table.withLock { $0.update(s) }
                         }
                         changed = true
-                    case .sourceOutputInfo(let askedAt), .sourceOutputList(let askedAt):
-                        for o in try SourceOutputInfoReply.decode(from: &r, version: version).records {
-                            onSourceOutput(o.index, o.source, askedAt)
-                        }
+                    case .sourceOutputInfo(let askedAt):
+                        let records = try SourceOutputInfoReply.decode(from: &r, version: version).records
+                        changed = table.withLock { t in records.reduce(false) { t.updateOutput($1) || $0 } }
+                        for o in records { onSourceOutput(o.index, o.source, askedAt) }
+                    case .sourceOutputList(let askedAt):
+                        let records = try SourceOutputInfoReply.decode(from: &r, version: version).records
+                        changed = table.withLock { $0.replaceOutputs(records) }
+                        for o in records { onSourceOutput(o.index, o.source, askedAt) }
                     case .auth, .setName, .subscribe, nil:
                         break
                     }
@@ -262,6 +273,8 @@ final class SourceCatalog: SourceDirectory, @unchecked Sendable {
                         changed = true
                     case (.source?, _):
                         try send({ GetSourceInfo(index: e.index).packet(tag: $0, version: version) }, .sourceInfo)
+                    case (.sourceOutput?, .remove?):
+                        changed = table.withLock { $0.removeOutput(index: e.index) }
                     case (.sourceOutput?, .new?), (.sourceOutput?, .change?):
                         try send({ GetSourceOutputInfo(index: e.index).packet(tag: $0, version: version) },
                                  .sourceOutputInfo(monotonicNow()))
@@ -273,9 +286,25 @@ final class SourceCatalog: SourceDirectory, @unchecked Sendable {
                 default:
                     break
                 }
-                if changed { onChange() }
+                if changed {
+                    explainFeeds(&explained)
+                    onChange()
+                }
             }
         }
+    }
+
+    /// Logs, once per change, the kind of each source fed through others and what feeds it
+    /// (`remapped is system-audio: fed by out.monitor`).
+    private func explainFeeds(_ explained: inout [UInt32: String]) {
+        let t = snapshot
+        var now: [UInt32: String] = [:]
+        for index in t.sources.keys.sorted() {
+            guard let text = t.feedExplanation(of: index) else { continue }
+            now[index] = text
+            if explained[index] != text { Log.info("source catalog: \(text)") }
+        }
+        explained = now
     }
 }
 

@@ -23,7 +23,7 @@ public struct ClientView: Decodable, Sendable, Equatable {
     public var pid: Int32?
     /// The claimed name (display only).
     public var displayName: String?
-    /// How far the identity can be trusted: strong or weak.
+    /// What the identity resists: sandbox (strong against its sandbox only) or weak.
     public var strength: String?
 }
 
@@ -55,6 +55,8 @@ public struct PromptView: Decodable, Sendable, Equatable {
     public var appKey: String
     /// How the app was identified.
     public var identifiedBy: String?
+    /// What the identity resists: sandbox or weak.
+    public var strength: String?
     /// The client's pid.
     public var pid: Int32?
     /// The declared purpose, if any.
@@ -107,6 +109,8 @@ public struct AppView: Decodable, Sendable, Equatable {
     public var purpose: String?
     /// How it was identified.
     public var identifiedBy: String?
+    /// What a key of that method resists at best: sandbox or weak.
+    public var strength: String?
     /// Its claimed name.
     public var displayName: String?
     /// The capture kind the decision is about.

@@ -17,11 +17,12 @@ import Synchronization
 ///
 /// pipewire-pulse has no sine source, so the microphone is built: `sox`
 /// writes an endless mono 440 Hz sine of amplitude `toneAmplitude` (0.5, the
-/// level of `PulseServer`'s sine source) into a FIFO, `pacat` plays the FIFO
-/// into the mono null sink `tone`, and a loopback in the daemon turns that
-/// sink's monitor into the source `mic`. (PipeWire's own `audiotestsrc` is no
-/// use here: in 0.3.65 it runs out of buffers once its first recorder leaves,
-/// and every later recording of it stays empty.)
+/// level of `PulseServer`'s sine source) into a FIFO that pipewire-pulse's
+/// `module-pipe-source` reads as the source `mic`, a source of its own as a
+/// capture device is. (PipeWire's own `audiotestsrc` is no use here: in 0.3.65
+/// it runs out of buffers once its first recorder leaves, and every later
+/// recording of it stays empty. A loopback from a sink's monitor would be a
+/// source fed from a monitor, which Earmuff takes for system audio.)
 ///
 /// Keep the object alive for the whole test (`defer { server.stop() }`).
 public final class PipeWireServer: Sendable {
@@ -50,6 +51,8 @@ public final class PipeWireServer: Sendable {
     public let activatedSocketInode: UInt?
     /// Each tone: `pacat` playing a FIFO into a sink, and `sox` writing the sine into the FIFO.
     private let tones: Mutex<[(player: RunningTool, generator: ChildProcess)]> = Mutex([])
+    /// The `sox` writing the microphone's sine into the FIFO `mic` reads.
+    private let microphone: Mutex<ChildProcess?> = Mutex(nil)
     private let maxLifetime: Int
 
     private let stopped = Mutex(false)
@@ -58,8 +61,6 @@ public final class PipeWireServer: Sendable {
     public static let sinkName = "out"
     /// Name of the default source (the test tone).
     public static let sourceName = "mic"
-    /// Name of the mono null sink the tone is played into (`mic` records its monitor).
-    public static let toneSinkName = "tone"
     /// Frequency of the test tone on `mic`.
     public static let toneFrequency = 440.0
     /// The graph's sample rate, and the tone's.
@@ -168,8 +169,6 @@ public final class PipeWireServer: Sendable {
         }
         do {
             try waitUntilReady(deadline: deadline, timeout: startTimeout)
-            try playTone(sink: Self.toneSinkName, frequency: Self.toneFrequency, amplitude: Self.toneAmplitude,
-                         timeout: max(1, deadline - Wait.now()))
             for line in extraConfig {
                 try apply(scriptLine: line)
             }
@@ -179,9 +178,9 @@ public final class PipeWireServer: Sendable {
         }
     }
 
-    /// Polls until pipewire-pulse answers and wireplumber has taken `out` and
-    /// `mic` as defaults. Setting the defaults is retried because wireplumber
-    /// creates the `default` metadata a moment after start.
+    /// Polls until pipewire-pulse answers, starts the microphone, and waits until
+    /// wireplumber has taken `out` and `mic` as defaults. Setting the defaults is
+    /// retried because wireplumber creates the `default` metadata a moment after start.
     private func waitUntilReady(deadline: Double, timeout: Double) throws {
         var last = "nothing answered yet"
         while Wait.now() < deadline {
@@ -191,6 +190,13 @@ public final class PipeWireServer: Sendable {
             }
             if UnixSocket.canConnect(socketPath) {
                 let budget = max(1, min(10, deadline - Wait.now()))
+                if microphone.withLock({ $0 == nil }) {
+                    guard try Tool.run("pactl", args: ["info"], server: serverString, timeout: budget).succeeded else {
+                        usleep(100_000)
+                        continue
+                    }
+                    try startMicrophone(timeout: budget)
+                }
                 _ = try Tool.run("pactl", args: ["set-default-sink", Self.sinkName], server: serverString, timeout: budget)
                 _ = try Tool.run("pactl", args: ["set-default-source", Self.sourceName], server: serverString, timeout: budget)
                 let info = try Tool.run("pactl", args: ["info"], server: serverString, timeout: budget)
@@ -229,6 +235,28 @@ public final class PipeWireServer: Sendable {
         }
         let result = try Tool.run("pactl", args: words, server: serverString, timeout: 30)
         guard result.succeeded else { throw TestSupportError("pactl \(line) failed: \(result)") }
+    }
+
+    /// Starts the microphone: a FIFO, `module-pipe-source` reading it as `mic`, and `sox`
+    /// writing the endless sine into it.
+    private func startMicrophone(timeout: Double) throws {
+        guard let sox = findExecutable("sox") else { throw TestSupportError("sox not found in PATH; install sox") }
+        let fifo = "\(directory)/mic.fifo"
+        guard mkfifo(fifo, 0o600) == 0 else { throw TestSupportError("mkfifo \(fifo): errno \(errno)") }
+        // Held open meanwhile, so the generator's open cannot block should the source fail to open it.
+        let hold = open(fifo, O_RDWR | O_CLOEXEC)
+        defer { if hold >= 0 { close(hold) } }
+        let load = try Tool.run("pactl", args: ["load-module", "module-pipe-source", "source_name=\(Self.sourceName)",
+                                                "file=\(fifo)", "format=float32le", "rate=\(Self.toneRate)", "channels=1"],
+                                server: serverString, timeout: timeout)
+        guard load.succeeded else { throw TestSupportError("pactl load-module module-pipe-source failed: \(load); logs:\n\(logs())") }
+        let generator = try ChildProcess.spawn(
+            executable: sox,
+            arguments: ["-q", "-n", "-r", String(Self.toneRate), "-c", "1", "-b", "32", "-e", "floating-point", "-t", "raw", "-",
+                        "synth", "86400", "sine", String(Self.toneFrequency), "vol", String(Self.toneAmplitude)],
+            environment: Tool.privateEnvironment(root: directory),
+            stdoutPath: fifo, stderrPath: "\(directory)/sox.log", maxLifetime: maxLifetime)
+        microphone.withLock { $0 = generator }
     }
 
     /// Plays an endless mono sine of `frequency` Hz and peak `amplitude` into
@@ -272,6 +300,11 @@ public final class PipeWireServer: Sendable {
         throw TestSupportError("sink \(sink) never ran with the tone; sinks: \(last); logs:\n\(logs())")
     }
 
+    /// What a native PipeWire client (`pw-loopback`, `pw-cli`) needs to reach this daemon.
+    public var nativeClientEnvironment: [String: String] {
+        ["PIPEWIRE_RUNTIME_DIR": runtimeDir, "PIPEWIRE_CONFIG_DIR": "\(directory)/pipewire"]
+    }
+
     /// pipewire-pulse's log so far.
     public func log() -> String { Self.read(logPath) }
 
@@ -304,6 +337,8 @@ public final class PipeWireServer: Sendable {
             // is still blocked in a write.
             generator.terminate(signal: SIGKILL, grace: grace)
         }
+        // Blocked in a write to the FIFO once the source stops reading.
+        microphone.withLock { $0 }?.terminate(signal: SIGKILL, grace: grace)
         for child in [process, wireplumberProcess, pipewireProcess, dbusProcess] {
             child.terminate(signal: SIGTERM, grace: grace)
         }
@@ -344,9 +379,8 @@ public final class PipeWireServer: Sendable {
         }
     }
 
-    /// The daemon: Debian's module list minus rt, portal, profiler and x11-bell,
-    /// plus the loopback that makes `tone`'s monitor the source `mic`; the two
-    /// stock drivers and the null sinks `out` and `tone`.
+    /// The daemon: Debian's module list minus rt, portal, profiler and x11-bell;
+    /// the two stock drivers and the null sink `out`.
     private static let pipewireConfig = """
         context.properties = {
             link.max-buffers = 16
@@ -369,14 +403,6 @@ public final class PipeWireServer: Sendable {
             { name = libpipewire-module-adapter }
             { name = libpipewire-module-link-factory }
             { name = libpipewire-module-session-manager }
-            { name = libpipewire-module-loopback args = {
-                node.description = "Test tone microphone"
-                audio.position = [ MONO ]
-                capture.props = { node.name = \(sourceName)-capture target.object = \(toneSinkName)
-                    stream.capture.sink = true node.passive = true node.dont-reconnect = true }
-                playback.props = { node.name = \(sourceName) media.class = Audio/Source
-                    node.description = "Test tone microphone" }
-            } }
         ]
         context.objects = [
             { factory = spa-node-factory args = { factory.name = support.node.driver node.name = Dummy-Driver
@@ -385,9 +411,6 @@ public final class PipeWireServer: Sendable {
                 priority.driver = 19000 node.group = pipewire.freewheel node.freewheel = true } }
             { factory = adapter args = { factory.name = support.null-audio-sink node.name = \(sinkName)
                 node.description = "Null output" media.class = Audio/Sink audio.position = [ FL FR ]
-                monitor.channel-volumes = true } }
-            { factory = adapter args = { factory.name = support.null-audio-sink node.name = \(toneSinkName)
-                node.description = "Test tone input" media.class = Audio/Sink audio.position = [ MONO ]
                 monitor.channel-volumes = true } }
         ]
 

@@ -30,11 +30,29 @@ public enum Sandbox {
         appID: String, sessionSocket: String, purpose: String?, format: PCMFormat = .s16le, rate: Int = 48000,
         channels: Int = 1, maxLifetime: Int = 900, cgroup: String? = nil
     ) throws -> Recording {
-        guard let bwrap = findExecutable("bwrap") else { throw TestSupportError("bwrap not found in PATH; install bubblewrap") }
         guard let parecord = findExecutable("parecord") else { throw TestSupportError("parecord not found in PATH; install pulseaudio-utils") }
+        let tool = try startFlatpak(appID: appID, sessionSocket: sessionSocket, purpose: purpose,
+                                    command: [parecord, "--raw", "--format=\(format.pulseName)", "--rate=\(rate)",
+                                              "--channels=\(channels)", "--latency-msec=20", "recording.raw"],
+                                    maxLifetime: maxLifetime, cgroup: cgroup)
+        return Recording(tool: tool, format: format, rate: rate, channels: channels)
+    }
+
+    /// Starts `command` as Flatpak app `appID` seeing `sessionSocket` (see `startFlatpakRecording`).
+    /// `files` are copied into the sandbox's working directory (`RunningTool.directory`, the same
+    /// path inside) first.
+    public static func startFlatpak(
+        appID: String, sessionSocket: String, purpose: String?, command: [String], files: [String] = [],
+        maxLifetime: Int = 900, cgroup: String? = nil
+    ) throws -> RunningTool {
+        guard let bwrap = findExecutable("bwrap") else { throw TestSupportError("bwrap not found in PATH; install bubblewrap") }
         let dir = try TempDir.make(prefix: "earmuff-flatpak")
         do {
             try TempDir.makeDirectory("\(dir)/home")
+            for file in files {
+                let target = "\(dir)/\(URL(fileURLWithPath: file).lastPathComponent)"
+                try FileManager.default.copyItem(atPath: file, toPath: target)
+            }
             try "[Application]\nname=\(appID)\nruntime=runtime/org.example.Platform/x86_64/1\n\n[Instance]\ninstance-id=1\n"
                 .write(toFile: "\(dir)/flatpak-info", atomically: true, encoding: .utf8)
             try ClientConfig.default.fileContents.write(toFile: "\(dir)/client.conf", atomically: true, encoding: .utf8)
@@ -52,9 +70,7 @@ public enum Sandbox {
                      "--dir", "/run/user/\(getuid())",
                      "--bind", sessionSocket, flatpakPulseSocket,
                      "--ro-bind", "\(dir)/flatpak-info", "/.flatpak-info",
-                     "--bind", dir, dir, "--chdir", dir,
-                     parecord, "--raw", "--format=\(format.pulseName)", "--rate=\(rate)", "--channels=\(channels)",
-                     "--latency-msec=20", "recording.raw"]
+                     "--bind", dir, dir, "--chdir", dir] + command
             var executable = bwrap
             if let cgroup {
                 args = ["-c", "echo $$ > \"$0/cgroup.procs\" && exec \"$@\"", cgroup, bwrap] + args
@@ -63,7 +79,7 @@ public enum Sandbox {
             let process = try ChildProcess.spawn(executable: executable, arguments: args, environment: env,
                                                  stdoutPath: "\(dir)/stdout", stderrPath: "\(dir)/stderr",
                                                  maxLifetime: maxLifetime, cleanupDirectory: dir)
-            return Recording(tool: RunningTool(process: process, directory: dir), format: format, rate: rate, channels: channels)
+            return RunningTool(process: process, directory: dir)
         } catch {
             TempDir.remove(dir)
             throw error

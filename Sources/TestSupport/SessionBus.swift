@@ -94,11 +94,15 @@ public final class SessionBus: Sendable {
                                 timeout: timeout, hint: "xdg-permission-store")
     }
 
-    /// Runs `executable` on this bus (HOME and the XDG directories in the bus's directory)
-    /// and waits until it owns `name`; its output goes to `NAME.out` there.
-    private func startService(_ executable: String, arguments: [String], owning name: String, timeout: Double,
-                              hint: String) throws -> ChildProcess {
-        var env = Tool.privateEnvironment(root: directory)
+    /// Runs `executable` on this bus (HOME and the XDG directories in the bus's directory,
+    /// with `environment` over them) and waits until it owns `name`; its output goes to
+    /// `NAME.out` there.
+    @discardableResult
+    public func startService(_ executable: String, arguments: [String] = [], owning name: String,
+                             environment: [String: String] = [:], timeout: Double = 30,
+                             hint: String? = nil) throws -> ChildProcess {
+        let hint = hint ?? executable
+        var env = Tool.privateEnvironment(root: directory).merging(environment) { $1 }
         env["DBUS_SESSION_BUS_ADDRESS"] = address
         let child = try ChildProcess.spawn(executable: executable, arguments: arguments, environment: env,
                                            stdoutPath: "\(directory)/\(name).out", stderrPath: "\(directory)/\(name).out",

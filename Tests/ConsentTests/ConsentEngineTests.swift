@@ -34,7 +34,7 @@ extension ConsentEngine {
     }
 }
 
-private func prompts(in actions: [ConsentAction]) -> [Prompt] {
+func prompts(in actions: [ConsentAction]) -> [Prompt] {
     actions.compactMap { if case let .emit(.promptRaised(p)) = $0 { p } else { nil } }
 }
 

@@ -114,7 +114,7 @@ private func facts(exe: String = "/usr/bin/pacat", cmdline: [String] = ["pacat"]
         let id = IdentityClassifier.classify(ProcessFacts(pid: 10, uid: 1000, gid: 1000, launcherAppID: "org.example.Notes",
                                                           inspectable: false))
         #expect(id.appKey.description == "launcher:org.example.Notes")
-        #expect(id.strength == .strong)
+        #expect(id.strength == .sandbox)
     }
 
     @Test func anotherMountNamespaceShowsNoHostPaths() {
@@ -138,10 +138,10 @@ private func facts(exe: String = "/usr/bin/pacat", cmdline: [String] = ["pacat"]
         return IdentityClassifier.classify(f)
     }
 
-    @Test func confirmedByItsScopeIsStrong() {
+    @Test func confirmedByItsScopeHoldsAgainstItsSandboxOnly() {
         let id = classify(cgroup: "0::/user.slice/user-1000.slice/user@1000.service/app.slice/app-flatpak-org.victim.Recorder-4242.scope\n")
         #expect(id.appKey.description == "flatpak:org.victim.Recorder")
-        #expect(id.strength == .strong && id.caveat == nil)
+        #expect(id.strength == .sandbox && id.caveat == nil)
     }
 
     @Test func forgedFromAHostShellIsNotTheApp() {

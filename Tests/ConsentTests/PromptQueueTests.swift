@@ -88,4 +88,24 @@ import Testing
         #expect(Self.raised(real) == [Self.app(1000)])
         #expect(e.pendingPrompts.count == 8 && e.pendingPrompts.contains { $0.appKey == Self.app(1000) })
     }
+
+    /// A permission request (the permission API) over the caps waits for its prompt, like a
+    /// stream, and is answered once it was prompted and answered.
+    @Test func permissionRequestsWaitUnderTheCaps() throws {
+        var e = Self.engine(total: 2, perUID: 2)
+        for i in 1...2 { _ = Self.record(&e, i, now: Double(i)) }
+        let c = ClientID(3)
+        _ = e.clientConnected(c, identity: ClientIdentity(pid: 1003, uid: 1000, gid: 1000, appKey: Self.app(3),
+                                                          method: .executable, executable: Self.app(3).value),
+                              launcherPurpose: nil, now: 3)
+        let asked = e.permissionRequested(c, tag: 5, kind: .microphone, purpose: "Notes", now: 3)
+        #expect(asked.outcome == .waiting && Self.raised(asked.actions).isEmpty, "\(asked)")
+        #expect(e.waitingCaptures.map(\.appKey) == [Self.app(3)])
+        #expect(!e.settlePermissions().contains { if case .answerPermission = $0 { true } else { false } })
+        let promoted = e.promptTimedOut(e.pendingPrompts[0].id, now: 40)
+        #expect(Self.raised(promoted) == [Self.app(3)], "\(promoted)")
+        let id = try #require(e.pendingPrompts.first { $0.appKey == Self.app(3) }).id
+        _ = try e.answer(id, .allow, by: nil, now: 41).get()
+        #expect(e.settlePermissions().contains(.answerPermission(c, tag: 5, .microphone, .granted)))
+    }
 }

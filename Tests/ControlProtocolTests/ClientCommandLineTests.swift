@@ -286,3 +286,31 @@ private func usage(_ r: Result<ClientCommand, UsageError>) -> UsageError? {
         #expect(line.contains("system-audio from out.monitor now silenced"), "\(line)")
     }
 }
+
+/// Each identity says what it resists: the app's own sandbox at most, never a program of yours outside it.
+@Suite struct IdentityStrengthWording {
+    static func prompt(_ method: String, _ strength: String) -> PromptInfo {
+        PromptInfo(id: 1, appKey: "\(method):x", identifiedBy: method, source: "mic", strength: strength)
+    }
+
+    @Test func sandboxIdentitiesSayWhoElseCanBuildThem() {
+        let flatpak = PromptWording.identity(Self.prompt("flatpak", "sandbox"))
+        #expect(flatpak.contains("strong against its sandbox only") && flatpak.contains("app-flatpak-ID-N.scope")
+                && flatpak.contains("/.flatpak-info"), "\(flatpak)")
+        #expect(PromptWording.identity(Self.prompt("snap", "sandbox")).contains("aa-exec"))
+        #expect(PromptWording.identity(Self.prompt("launcher", "sandbox")).contains("earmuff run with the same --app-id"))
+        #expect(PromptWording.identity(Self.prompt("exe", "weak")).contains("weak: any program of yours could pose as it"))
+        for method in ["flatpak", "snap", "launcher", "exe"] {
+            #expect(!PromptWording.identity(Self.prompt(method, "sandbox")).contains("strong:"))
+        }
+    }
+
+    @Test func tablesLabelTheStrength() {
+        let apps = ClientFormat.apps([AppInfo(key: "flatpak:org.example.App", state: "granted", reason: "user",
+                                              identifiedBy: "flatpak", strength: "sandbox")])
+        #expect(apps.contains("flatpak, strong against its sandbox only"), "\(apps)")
+        let line = ClientFormat.event(.clientConnected(ClientInfo(id: 1, appKey: "exe:/usr/bin/obs", identifiedBy: "exe",
+                                                                  strength: "weak")), at: 0)
+        #expect(line.contains("by exe, weak"), "\(line)")
+    }
+}

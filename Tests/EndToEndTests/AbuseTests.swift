@@ -134,9 +134,11 @@ extension EndToEnd {
             #expect(d.waitUntilClosed(timeout: 30), "\(s.logs)")
         }
 
-        /// A client that sends refused requests and never reads their replies: few log lines,
-        /// bounded memory, and it is closed.
-        @Test func refusedRequestsFromAClientThatNeverReads() async throws {
+        /// A client that sends refused requests, or questions to the permission extension, and
+        /// never reads their replies (all made by Earmuff): few log lines, bounded memory, and it
+        /// is closed.
+        @Test(arguments: ["refused", "permission"])
+        func refusedRequestsFromAClientThatNeverReads(_ asking: String) async throws {
             let s = try Setup()
             defer { s.stop() }
             let pid = s.earmuff.process.pid
@@ -146,7 +148,9 @@ extension EndToEnd {
             let peakBefore = ProcessStats.peakResidentKiB(pid)
             var batch: [UInt8] = []
             for tag in UInt32(10)..<UInt32(1010) {
-                batch += RawClient.packet(.loadModule, tag: tag) { $0.writeString("module-null-sink"); $0.writeString("") }
+                batch += asking == "refused"
+                    ? RawClient.packet(.loadModule, tag: tag) { $0.writeString("module-null-sink"); $0.writeString("") }
+                    : RawClient.frame(PermissionCall.get(kind: "microphone").packet(tag: tag))
             }
             var tag: UInt32 = 10
             for _ in 0..<200 {

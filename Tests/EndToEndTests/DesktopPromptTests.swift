@@ -44,10 +44,19 @@ extension DesktopMocks {
         return bus
     }
 
+    /// Earmuff's environment for `bus`, on which it trusts the mock as the GNOME backend: its
+    /// system service files are replaced by one that names python3 (the mock's program).
+    static func environment(_ bus: SessionBus) throws -> [String: String] {
+        let services = "\(bus.directory)/system-services"
+        try TempDir.makeDirectory(services)
+        try "[D-BUS Service]\nName=\(portalName)\nExec=/usr/bin/python3 -m dbusmock\n"
+            .write(toFile: "\(services)/\(portalName).service", atomically: true, encoding: .utf8)
+        return ["DBUS_SESSION_BUS_ADDRESS": bus.address, "EARMUFF_SYSTEM_DBUS_SERVICES": services]
+    }
+
     /// Earmuff in front of a fresh server, on `bus` (nil: no session bus at all).
     static func setup(on bus: SessionBus?, config: [String] = [], environment: [String: String] = [:]) throws -> Setup {
-        var env = environment
-        if let bus { env["DBUS_SESSION_BUS_ADDRESS"] = bus.address }
+        let env = try bus.map { try Self.environment($0) }.map { environment.merging($0) { $1 } } ?? environment
         return try Setup(config: config, environment: env)
     }
 
@@ -72,11 +81,12 @@ extension EndToEnd {
             await Wait.until(timeout: 60, interval: 0.05) { ((try? DesktopMocks.portalStats(bus))?.shown ?? 0) >= count }
         }
 
-        /// The Access dialog answers: granted turns the live recording real and stores
-        /// granted; "only this time" turns it real and stores nothing but user-once;
-        /// "until I log out" turns it real for this session; denied keeps it silent and
-        /// stores denied.
-        @Test(arguments: ["granted", "once", "session", "denied"])
+        /// The Access dialog answers in the a(ss) shape of xdg-desktop-portal-kde 6, which
+        /// reports the Remember choice with a deny too: granted turns the live recording real
+        /// and stores granted; "only this time" turns it real and stores nothing but
+        /// user-once; "until I log out" turns it real for this session; denied keeps it silent
+        /// and stores denied; "denied for an hour" denies for an hour, with no second question.
+        @Test(arguments: ["granted", "once", "session", "denied", "denied for an hour"])
         func portalDialogAnswers(_ answer: String) async throws {
             let bus = try DesktopMocks.portalBus()
             defer { bus.stop() }
@@ -96,14 +106,15 @@ extension EndToEnd {
                     "the dialog does not ask how long: \(dialog)")
             #expect(AudioAnalysis.isUniform(rec.data(), value: 0), "real audio before the answer")
 
-            let (response, lifespan) = answer == "denied" ? ("1", "always")
+            let denied = answer.hasPrefix("denied")
+            let (response, lifespan) = denied ? ("1", answer == "denied" ? "always" : "1h")
                 : ("0", ["granted": "always", "once": "once", "session": "session"][answer] ?? "")
             try bus.call(DesktopMocks.portalName, DesktopMocks.portalPath, DesktopMocks.mockControl, "Answer", "us", response, lifespan)
             let resolved = try await watch.waitForLine { $0.event == "prompt-resolved" && $0.resolution?.appKey == s.key }
-            let expected = ["granted": "allow", "once": "once", "session": "allow", "denied": "deny"][answer]
+            let expected = denied ? "deny" : ["granted": "allow", "once": "once", "session": "allow"][answer]
             #expect(resolved?.resolution?.outcome == expected, "\(watch.summary)\n\(s.logs)")
             #expect(resolved?.resolution?.by == "portal", "\(watch.summary)")
-            if answer == "denied" {
+            if denied {
                 _ = await rec.waitForAudio(seconds: 1)
                 let (_, audio) = rec.stop()
                 #expect(AudioAnalysis.isUniform(audio, value: 0))
@@ -116,11 +127,109 @@ extension EndToEnd {
                     .isTone(expectedRMS: Helpers.micRMS, minimumSeconds: 0.9))
             }
             let app = try s.earmuff.app(s.key)
-            let state = ["granted": "granted", "once": "undetermined", "session": "granted", "denied": "denied"][answer]
+            let state = denied ? "denied" : ["granted": "granted", "once": "undetermined", "session": "granted"][answer]
             #expect(app?.state == state && app?.reason == (answer == "once" ? "user-once" : "user"),
                     "\(String(describing: app))")
-            #expect(app?.lifespan == (answer == "session" ? "session" : "always"), "\(String(describing: app))")
-            #expect(try DesktopMocks.portalStats(bus).closed == 0, "an answered dialog was closed")
+            let remembered = ["session": "session", "denied for an hour": "timed"][answer] ?? "always"
+            #expect(app?.lifespan == remembered, "\(String(describing: app))")
+            if answer == "denied for an hour" {
+                let left = (app?.expiresAt ?? 0) - Date().timeIntervalSince1970
+                #expect(left > 3000 && left <= 3600, "denied for \(left) s")
+            }
+            let stats = try DesktopMocks.portalStats(bus)
+            #expect(stats.closed == 0 && stats.shown == 1, "an answered dialog was closed, or asked twice: \(stats)")
+        }
+
+        /// A backend that reports no choices at all (xdg-desktop-portal-kde 5.27): Allow is
+        /// always; once seen, a Deny there is lasting without a second question (asked, it
+        /// could not offer the choice either).
+        @Test func aBackendWithoutChoicesIsNotAskedHowLong() async throws {
+            let bus = try DesktopMocks.portalBus()
+            defer { bus.stop() }
+            let s = try DesktopMocks.setup(on: bus)
+            defer { s.stop() }
+            let first = try s.record()
+            #expect(await Self.waitForDialogs(bus, 1), "\(s.logs)")
+            try bus.call(DesktopMocks.portalName, DesktopMocks.portalPath, DesktopMocks.mockControl, "Answer", "us", "0", "")
+            #expect(await Wait.until(timeout: 60) { (try? s.earmuff.app(s.key))?.state == "granted" }, "\(s.logs)")
+            #expect(try s.earmuff.app(s.key)?.lifespan == "always")
+            _ = first.stop()
+            _ = try s.earmuff.control("reset", s.key)
+            let second = try s.record()
+            defer { _ = second.stop() }
+            #expect(await Self.waitForDialogs(bus, 2), "\(s.logs)")
+            try bus.call(DesktopMocks.portalName, DesktopMocks.portalPath, DesktopMocks.mockControl, "Answer", "us", "1", "")
+            #expect(await Wait.until(timeout: 60) { (try? s.earmuff.app(s.key))?.state == "denied" }, "\(s.logs)")
+            #expect(try s.earmuff.app(s.key)?.lifespan == "always")
+            let stats = try DesktopMocks.portalStats(bus)
+            #expect(stats.shown == 2, "asked how long: \(stats)")
+        }
+
+        /// A backend that answers garbage, or fails: the prompt goes on to the notification at
+        /// once (not after prompt-timeout), and the backend is not asked again.
+        @Test(arguments: ["garbage", "error"])
+        func aBrokenBackendIsSkipped(_ how: String) async throws {
+            let bus = try DesktopMocks.portalBus()
+            defer { bus.stop() }
+            try bus.startMock(template: "notification_daemon", owning: DesktopMocks.notifications,
+                              parameters: ["capabilities": "actions body body-markup"])
+            let s = try DesktopMocks.setup(on: bus, config: ["prompt-timeout = 600"])
+            defer { s.stop() }
+            let watch = try await s.earmuff.startWatch()
+            defer { watch.stop() }
+            let rec = try s.record()
+            #expect(await Self.waitForDialogs(bus, 1), "no dialog:\n\(s.logs)")
+            try bus.call(DesktopMocks.portalName, DesktopMocks.portalPath, DesktopMocks.mockControl, "Misbehave", "s", how)
+            let notified = await Wait.until(timeout: 60, interval: 0.05) {
+                bus.calls(DesktopMocks.notifications).contains("Notify ")
+            }
+            #expect(notified, "the prompt did not move on to the notification:\n\(s.logs)")
+            #expect(s.earmuff.log().contains("not asked again"), "\(s.logs)")
+            #expect(try s.earmuff.status().prompts.count == 1, "the prompt closed instead of moving on")
+            // The notification answers; the next app's prompt goes straight to it.
+            try bus.call(DesktopMocks.notifications, DesktopMocks.notificationsPath, "org.freedesktop.DBus.Mock", "EmitSignal",
+                         "sssav", "", "ActionInvoked", "us", "2", "u", "1", "s", "deny")
+            _ = try await watch.waitForLine { $0.event == "prompt-resolved" && $0.resolution?.appKey == s.key }
+            _ = rec.stop()
+            try s.earmuff.control("reset", s.key)
+            let again = try s.record()
+            defer { _ = again.stop() }
+            let second = await Wait.until(timeout: 60, interval: 0.05) {
+                bus.calls(DesktopMocks.notifications).components(separatedBy: "Notify ").count == 3
+            }
+            #expect(second, "no second notification:\n\(bus.calls(DesktopMocks.notifications))\n\(s.logs)")
+            #expect(try DesktopMocks.portalStats(bus).shown == 1, "the broken backend was asked again")
+        }
+
+        /// A portal backend that owns its name but has no Access dialog (xdg-desktop-portal-gnome
+        /// 43, as Debian 12 ships it: GNOME Shell shows that dialog there): the prompt goes to
+        /// the notification at once, and the backend is asked once, not again.
+        @Test func aBackendWithoutTheAccessDialogIsSkipped() async throws {
+            let bus = try DesktopMocks.notificationBus()
+            defer { bus.stop() }
+            try bus.startService("/usr/bin/python3", arguments: ["-m", "dbusmock", "--session", DesktopMocks.portalName,
+                                                                  DesktopMocks.portalPath, "org.freedesktop.impl.portal.Settings"],
+                                 owning: DesktopMocks.portalName, hint: "dbusmock")
+            let s = try DesktopMocks.setup(on: bus, config: ["prompt-timeout = 600"])
+            defer { s.stop() }
+            let first = try s.record()
+            let notified = await Wait.until(timeout: 60, interval: 0.05) {
+                bus.calls(DesktopMocks.notifications).contains("Notify ")
+            }
+            #expect(notified, "no notification:\n\(s.logs)")
+            try bus.call(DesktopMocks.notifications, DesktopMocks.notificationsPath, "org.freedesktop.DBus.Mock", "EmitSignal",
+                         "sssav", "", "ActionInvoked", "us", "2", "u", "1", "s", "deny")
+            #expect(await Wait.until(timeout: 60) { (try? s.earmuff.app(s.key))?.state == "denied" }, "\(s.logs)")
+            _ = first.stop()
+            _ = try s.earmuff.control("reset", s.key)
+            let second = try s.record()
+            defer { _ = second.stop() }
+            let again = await Wait.until(timeout: 60, interval: 0.05) {
+                bus.calls(DesktopMocks.notifications).components(separatedBy: "Notify ").count == 3
+            }
+            #expect(again, "no second notification:\n\(s.logs)")
+            let skipped = s.earmuff.log().components(separatedBy: "has no Access dialog").count - 1
+            #expect(skipped == 1, "the backend was asked \(skipped) times:\n\(s.logs)")
         }
 
         /// A notification with actions: Allow (or Allow until logout, for this session) flips

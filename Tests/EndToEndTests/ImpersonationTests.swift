@@ -165,7 +165,8 @@ extension EndToEnd {
 
         /// Connects as a granted script; then a forked child asks to record on the inherited
         /// connection, after the parent exec'd another program ("exec") or while it still runs
-        /// the script ("fork"); or the script records itself ("self").
+        /// the script ("fork"); or the script records itself ("self"); or the script exec's a
+        /// shell in place (same pid), whose builtin printf sends the request ("inplace").
         static let handOver = """
             import os, socket, sys, time
             path, auth, name, create, out, mode = sys.argv[1:7]
@@ -182,6 +183,10 @@ extension EndToEnd {
                 s.sendall(open(request, "rb").read())
                 reply()
             me = os.readlink("/proc/self/exe")
+            if mode == "inplace":
+                os.set_inheritable(s.fileno(), True)
+                octal = "".join("\\%03o" % b for b in open(create, "rb").read())
+                os.execv("/bin/sh", ["sh", "-c", "printf '%s' >&%d; : > '%s.done'; exec sleep 60" % (octal, s.fileno(), out)])
             if mode == "self" or os.fork() == 0:
                 if mode == "exec":
                     while os.readlink("/proc/%d/exe" % os.getppid()) == me:
@@ -207,14 +212,17 @@ extension EndToEnd {
             time.sleep(60)
             """
 
-        /// The bytes the child received, once it is done.
-        static func handOver(_ s: Setup, mode: String) async throws -> (received: Data, tool: RunningTool) {
+        /// The bytes the child received, once it is done. The child sends `request` (a record
+        /// stream's by default).
+        static func handOver(_ s: Setup, mode: String,
+                             request: [UInt8] = RawClient.createRecordStream(tag: 2, properties: ["application.capture.purpose": "x"]))
+            async throws -> (received: Data, tool: RunningTool) {
             let dir = try Helpers.scratch()
             let script = "\(dir)/handover.py"
             try Self.handOver.write(toFile: script, atomically: true, encoding: .utf8)
             try s.earmuff.control("grant", "script:\(script)")
             for (name, bytes) in [("auth", RawClient.auth(tag: 0)), ("name", RawClient.setClientName(tag: 1, name: "handover")),
-                                  ("create", RawClient.createRecordStream(tag: 2, properties: ["application.capture.purpose": "x"]))] {
+                                  ("create", request)] {
                 try Data(bytes).write(to: URL(fileURLWithPath: "\(dir)/\(name)"))
             }
             let tool = try Tool.start("python3", args: [script, s.earmuff.listenPath, "\(dir)/auth", "\(dir)/name",
@@ -320,6 +328,48 @@ extension EndToEnd {
             let status = try await s.earmuff.waitForStatus { !$0.clients(of: "flatpak:\(appID)").isEmpty }
             #expect(status.clients(of: "flatpak:\(appID)").first?.identifiedBy == "flatpak", "\(status)")
             Self.expectTone(await Self.oneSecond(of: scoped, s), s)
+        }
+
+        /// A same-uid host process that builds what a Flatpak app shows (an `app-flatpak-ID-N.scope`
+        /// cgroup of its own and a `/.flatpak-info` bound with bwrap) is taken for the app: the
+        /// cgroup path is all the kernel tells. It is never labelled strong outright: status, apps
+        /// and the prompt say the identity holds against the app's sandbox only, and that any
+        /// unsandboxed program of yours can build it.
+        @Test func aHandMadeFlatpakScopeIsLabelledForWhatItResists() async throws {
+            guard let root = Sandbox.writableCgroup2Root() else { return }  // needs root and a writable cgroup2
+            let s = try Setup()
+            defer { s.stop() }
+            let appID = "org.victim.Recorder"
+            let key = "flatpak:\(appID)"
+            let scope = "\(root)/user.slice/user-\(getuid()).slice/user@\(getuid()).service/app.slice/app-flatpak-\(appID)-\(getpid()).scope"
+            try FileManager.default.createDirectory(atPath: scope, withIntermediateDirectories: true)
+            defer { rmdir(scope) }
+            let agent = try s.earmuff.startCLI(["agent", "--answer", "deny"])
+            defer { _ = agent.stop() }
+            #expect(await Wait.until(timeout: 60) { agent.output().contains("answering every prompt") }, "\(agent.output())")
+
+            let forged = try Sandbox.startFlatpakRecording(appID: appID, sessionSocket: s.earmuff.listenPath,
+                                                           purpose: Self.purpose, cgroup: scope)
+            defer { _ = forged.stop() }
+            let status = try await s.earmuff.waitForStatus { !$0.clients(of: key).isEmpty }
+            let client = status.clients(of: key).first
+            #expect(client?.identifiedBy == "flatpak" && client?.strength == "sandbox", "\(status)\n\(s.logs)")
+            let statusText = try s.earmuff.runCLI(["status"]).stdoutText
+            #expect(statusText.contains("flatpak, strong against its sandbox only"), "\(statusText)")
+
+            // The prompt says who else can build it; the agent's deny makes an apps row.
+            #expect(await Wait.until(timeout: 60) { agent.output().contains(key) }, "\(agent.output())\n\(s.logs)")
+            #expect(agent.output().contains("strong against its sandbox only: the app cannot change its scope or metadata "
+                                            + "from inside, but any unsandboxed program of yours can build both"), "\(agent.output())")
+            #expect(!agent.output().contains("(strong:"), "\(agent.output())")
+            var apps: [AppView] = []
+            await Wait.until(timeout: 60) {
+                apps = (try? s.earmuff.apps())?.filter { $0.key == key } ?? []
+                return !apps.isEmpty
+            }
+            #expect(apps.first?.strength == "sandbox", "\(apps)")
+            let appsText = try s.earmuff.runCLI(["apps"]).stdoutText
+            #expect(appsText.contains("flatpak, strong against its sandbox only"), "\(appsText)")
         }
 
         /// A process that makes itself non-dumpable cannot be inspected. It once fell back to a

@@ -55,7 +55,7 @@ extension EndToEnd {
 
             let bus = channel == "portal" ? try DesktopMocks.portalBus() : nil
             defer { bus?.stop() }
-            let env = bus.map { ["DBUS_SESSION_BUS_ADDRESS": $0.address] } ?? [:]
+            let env = try bus.map { try DesktopMocks.environment($0) } ?? [:]
             // pipewire-pulse, as PulseAudio takes at most 64 clients (MAX_CONNECTIONS in protocol-native.c).
             let server = try PipeWireServer()
             defer { server.stop() }

@@ -52,7 +52,7 @@ extension EndToEnd {
             return (parse(result.stdoutText), result)
         }
 
-        /// A plain parecord in the sandbox is launcher:ID (strong): silence until granted,
+        /// A plain parecord in the sandbox is launcher:ID (strong against its sandbox only): silence until granted,
         /// the tone after; an outside recorder on the same socket is itself and hears
         /// silence; the socket goes when the app exits.
         @Test func sandboxedRecorderIsTheLauncherAndHearsOnlyOnceGranted() async throws {
@@ -63,7 +63,7 @@ extension EndToEnd {
             defer { rec.tool.cleanup() }
             let status = try await s.earmuff.waitForStatus { $0.clients(of: "launcher:\(appID)").count == 1 }
             let client = status.clients(of: "launcher:\(appID)").first
-            #expect(client?.strength == "strong", "\(String(describing: client))")
+            #expect(client?.strength == "sandbox", "\(String(describing: client))")
 
             // Undetermined: silence.
             let got = await rec.waitForAudio(seconds: 1, timeout: 90)
@@ -116,7 +116,7 @@ extension EndToEnd {
             let got = await rec.waitForAudio(seconds: 1.5, timeout: 90)
             let status = try earmuff.status()
             let (result, audio) = rec.stop()
-            #expect(status.clients(of: "launcher:\(appID)").first?.strength == "strong", "\(status)")
+            #expect(status.clients(of: "launcher:\(appID)").first?.strength == "sandbox", "\(status)")
             #expect(got, "\(result)\n\(earmuff.log())")
             let report = Helpers.analyze(audio.subdata(in: min(audio.count, rec.bytesPerSecond / 2)..<audio.count), format: .s16le)
             #expect(report.isTone(expectedRMS: Helpers.micRMS, minimumSeconds: 0.5), "\(report)\n\(earmuff.log())")

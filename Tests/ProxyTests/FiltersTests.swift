@@ -29,6 +29,11 @@ private final class FakeObserver: SessionObserver, @unchecked Sendable {
     func refusal(for command: Command, payload: [UInt8], session: SessionState) -> String? {
         command == .loadModule ? "not allowed" : nil
     }
+    private(set) var permissionCalls: [(tag: UInt32, call: PermissionCall)] = []
+    func permissionCall(_ session: SessionState, tag: UInt32, call: PermissionCall) -> String? {
+        permissionCalls.append((tag, call))
+        return nil
+    }
 }
 
 /// A packet payload: command, tag, then whatever `body` writes.
@@ -110,6 +115,26 @@ private struct Pair {
         if case .pass = try p.c2s.memblock(FrameDescriptor(length: 4, channel: 0)) {} else {
             Issue.record("playback data after AUTH passes")
         }
+    }
+
+    @Test("requests to module-earmuff go to the observer, never to the server; other extensions to the policy")
+    func permissionExtension() throws {
+        let p = Pair()
+        try p.authenticate()
+        var request = PermissionCall.request(kind: "microphone", purpose: "Memos").packet(tag: 7)
+        #expect(try p.c2s.packet(&request) == .drop)
+        #expect(p.observer.permissionCalls.map(\.tag) == [7])
+        #expect(p.observer.permissionCalls.first?.call == .request(kind: "microphone", purpose: "Memos"))
+        #expect(p.state.tagProblem(7) == nil, "the tag waits for no server reply")
+        var restore = payload(.extension, tag: 8) {
+            $0.writeU32(invalidIndex)
+            $0.writeString("module-stream-restore")
+            $0.writeU32(1)
+        }
+        #expect(try p.c2s.packet(&restore) == .forward)
+        #expect(p.observer.permissionCalls.count == 1)
+        var malformed = PermissionCall.get(kind: "microphone").packet(tag: 9) + [0x4C, 0, 0, 0, 1]
+        #expect(throws: ProtocolViolation.self) { try p.c2s.packet(&malformed) }
     }
 
     @Test("a refused request is dropped and answered with ERROR(ACCESS) under its tag")

@@ -20,6 +20,7 @@ private final class AlternatingObserver: SessionObserver {
     func recordStreamEnded(_ session: SessionState, stream: RecordStream) {}
     func recordStreamMoved(_ session: SessionState, stream: RecordStream) {}
     func refusal(for command: Command, payload: [UInt8], session: SessionState) -> String? { nil }
+    func permissionCall(_ session: SessionState, tag: UInt32, call: PermissionCall) -> String? { "no permission extension here" }
 }
 
 /// A new directory for one relay's sockets.
@@ -103,6 +104,7 @@ private final class GrantingObserver: SessionObserver {
     func recordStreamMoved(_ session: SessionState, stream: RecordStream) {}
     func recordStreamEnded(_ session: SessionState, stream: RecordStream) {}
     func refusal(for command: Command, payload: [UInt8], session: SessionState) -> String? { nil }
+    func permissionCall(_ session: SessionState, tag: UInt32, call: PermissionCall) -> String? { "no permission extension here" }
 }
 
 @Suite(.serialized) struct CoalescingTests {

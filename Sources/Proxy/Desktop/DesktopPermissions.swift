@@ -12,11 +12,16 @@
 // At start the two are merged: an app Earmuff has decided is written to the
 // store; an app only the store knows is decided as the store says.
 //
-// Echoes: the store announces every write, Earmuff's own included, with the
-// whole table. Only entries that differ from the table last seen count as
-// changes, and a change that is the next value Earmuff itself wrote to that
-// entry is its echo and is dropped. So Earmuff never re-decides from its own
-// writes, even when several are in flight.
+// Echoes: the store announces every write, Earmuff's own included. Only
+// entries that differ from the table last seen count as changes, and a change
+// to a value Earmuff itself wrote to that entry and has not seen yet is its
+// echo and is dropped (with the writes before it, which it has replaced). So
+// Earmuff never re-decides from its own writes, even when several are in flight.
+//
+// Who may say so: any bus client can emit `Changed`, so a signal counts only
+// when it comes from the connection that owns the store's name, that
+// connection is the program the system installs for it (DesktopServices), and
+// then only as a cue: the table is read back with `Lookup` and that decides.
 //
 // One thread owns the bus connection (sd-bus is single-threaded); others
 // queue requests and signal an eventfd. Without a session bus nothing is
@@ -93,6 +98,13 @@ final class DesktopPermissions: @unchecked Sendable {
 
     private func run() {
         guard connect() else { return }
+        if let b = bus, let owner = b.startedOwner(of: Self.service),
+           let why = DesktopServices.impostor(Self.service, owner: owner, bus: b) {
+            Log.warn("desktop permission store: not trusted (\(why)); the desktop's switches are not followed")
+            bus = nil
+            slot = nil
+            return
+        }
         reconcile()
         while true {
             let (batch, stopping) = worker.take()
@@ -132,12 +144,9 @@ final class DesktopPermissions: @unchecked Sendable {
     private func reconcile() {
         guard let b = bus else { return }
         do {
-            let call = try b.methodCall(destination: Self.service, path: Self.path, interface: Self.service, member: "Lookup")
-            try call.append(Self.table)
-            try call.append(Self.id)
-            seen = try Self.readPermissions(try b.call(call, timeout: 10))
+            seen = try lookUp(b)
         } catch {
-            // No entry yet ("No entry for microphone"), or no store on this bus.
+            // No store on this bus.
             Log.debug("desktop permission store: \(Self.table)/\(Self.id) not read (\(error))")
         }
         let mine = handlers.current()
@@ -182,19 +191,36 @@ final class DesktopPermissions: @unchecked Sendable {
         }
     }
 
-    /// The store's `Changed(table, id, deleted, data, permissions)`.
+    /// The table as the store holds it now: app id → first value (empty: no entry).
+    private func lookUp(_ b: BusConnection) throws(BusError) -> [String: String] {
+        let call = try b.methodCall(destination: Self.service, path: Self.path, interface: Self.service, member: "Lookup")
+        try call.append(Self.table)
+        try call.append(Self.id)
+        do {
+            return try Self.readPermissions(try b.call(call, timeout: 10))
+        } catch where error.name == "org.freedesktop.portal.Error.NotFound" {
+            return [:] // "No entry for microphone": nobody has set a switch yet, or all were deleted
+        }
+    }
+
+    /// The store's `Changed(table, id, deleted, data, permissions)`: a cue to read the table
+    /// again, taken only from the store itself (see the file comment).
     private func changed(_ m: BusMessage) {
         do {
-            guard try m.readString() == Self.table, try m.readString() == Self.id else { return }
-            let deleted = try m.readBool()
-            try m.skip("v")
-            let now = deleted ? [:] : try Self.readPermissions(m, dataSkipped: true)
+            guard try m.readString() == Self.table, try m.readString() == Self.id, let b = bus else { return }
+            guard let sender = m.sender, b.owner(of: Self.service) == sender else {
+                Log.warn("desktop permission store: ignored a Changed signal from \(m.sender ?? "?"), which is not the store")
+                return
+            }
+            let now = try lookUp(b)
             let before = seen
             seen = now
             for app in Set(before.keys).union(now.keys).sorted() where before[app] != now[app] {
                 let value = now[app]
-                if var mine = unechoed[app], !mine.isEmpty, mine[0] == (value ?? "") {
-                    mine.removeFirst()
+                // The table read back holds the newest of our writes that has landed, and
+                // those before it are gone past: all of them are echoes.
+                if var mine = unechoed[app], let landed = mine.firstIndex(of: value ?? "") {
+                    mine.removeFirst(landed + 1)
                     unechoed[app] = mine.isEmpty ? nil : mine
                     continue // our own write, announced
                 }
@@ -207,8 +233,8 @@ final class DesktopPermissions: @unchecked Sendable {
         }
     }
 
-    /// Reads `a{sas}` (after `v` unless `dataSkipped`) into app id → first value.
-    private static func readPermissions(_ m: BusMessage, dataSkipped: Bool = false) throws(BusError) -> [String: String] {
+    /// Reads Lookup's `a{sas}v` into app id → first value.
+    private static func readPermissions(_ m: BusMessage) throws(BusError) -> [String: String] {
         var out: [String: String] = [:]
         try m.enter("a", "{sas}")
         while try m.peek() != nil {
@@ -219,7 +245,7 @@ final class DesktopPermissions: @unchecked Sendable {
             if let first = values.first { out[app] = first }
         }
         try m.exit()
-        if !dataSkipped { try m.skip("v") }
+        try m.skip("v")
         return out
     }
 }

@@ -54,6 +54,32 @@ public enum ProcessInspector {
         return facts
     }
 
+    /// The name `pid` was started as, when that is another name for `executable`: its
+    /// `argv[0]` names (as a path, or found in the standard command directories) a symbolic
+    /// link that resolves to the executable the kernel reports, as `parecord` does to
+    /// /usr/bin/pacat. Nil for the executable's own name, a name that is no such link, or a
+    /// process that no longer runs `executable`. For display only: it decides nothing.
+    public static func linkName(pid: Int32, executable: String?) -> String? {
+        guard let executable, readLink("/proc/\(pid)/exe") == executable,
+              let raw = readSmallFile("/proc/\(pid)/cmdline"),
+              let first = raw.split(separator: 0, omittingEmptySubsequences: false).first, !first.isEmpty
+        else { return nil }
+        let argv0 = String(decoding: first, as: UTF8.self)
+        let name = argv0.split(separator: "/").last.map(String.init) ?? argv0
+        guard name != executable.split(separator: "/").last.map(String.init) else { return nil }
+        let candidates = argv0.hasPrefix("/") ? [argv0]
+            : argv0.contains("/") ? readLink("/proc/\(pid)/cwd").map { ["\($0)/\(argv0)"] } ?? []
+            : ["/usr/local/bin", "/usr/bin", "/bin", "/usr/local/sbin", "/usr/sbin", "/sbin"].map { "\($0)/\(name)" }
+        for path in candidates {
+            var st = stat()
+            guard lstat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFLNK,
+                  let resolved = realpath(path, nil) else { continue }
+            defer { free(resolved) }
+            if String(cString: resolved) == executable { return name }
+        }
+        return nil
+    }
+
     /// What changed about the process an identity was read from, or nil when it is still the
     /// same program: it exited (its connection is held by another process), its pid now
     /// names a newer process, or it exec'd another executable. Reads only what the kernel

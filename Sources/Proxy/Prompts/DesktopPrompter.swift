@@ -7,10 +7,17 @@
 // is available, in the configured order:
 //   portal        org.freedesktop.impl.portal.Access.AccessDialog on the
 //                 desktop's xdg-desktop-portal backend (GNOME, KDE, GTK);
-//                 cancelled with org.freedesktop.impl.portal.Request.Close
+//                 cancelled with org.freedesktop.impl.portal.Request.Close.
+//                 Its reply is read in every shape the backends send
+//                 (AccessDialogReply); when a deny does not say for how long,
+//                 a second dialog asks. A backend whose reply cannot be read,
+//                 or that fails, is not asked again while the daemon runs:
+//                 the prompt moves on to the next channel at once
 //   notification  org.freedesktop.Notifications with actions, when the
 //                 server lists "actions" in GetCapabilities; withdrawn with
-//                 CloseNotification
+//                 CloseNotification. Closed by the person (reason 2) it is
+//                 "not now"; closed otherwise (expired) the next channel
+//                 takes the prompt
 // With no bus, or no such service on it, a prompt is reported `unavailable`
 // at once and the next channel (prompt-command, agents) takes it.
 import CLinux
@@ -36,11 +43,24 @@ final class DesktopPrompter: @unchecked Sendable {
         case withdraw(UInt64)
     }
 
+    /// What a portal dialog asks.
+    private enum Question {
+        /// Allow or deny, and for how long.
+        case answer
+        /// The person denied, and the backend did not say for how long: ask.
+        case howLongToDeny
+    }
+
     private struct Shown {
         var prompt: PromptInfo
         var channel: PromptChannel
+        var question: Question = .answer
         /// Channels still to try if this one turns out not to be provided.
         var rest: [PromptChannel]
+        /// The well-known name that shows it (a portal backend's, the notification server's).
+        var service: String = ""
+        /// The unique name of the connection that owned `service` when it was shown: the only
+        /// one whose answers count.
         var destination: String = ""
         var handle: String = ""
         var notification: UInt32 = 0
@@ -70,6 +90,11 @@ final class DesktopPrompter: @unchecked Sendable {
     private var signalSlots: [BusSlot] = []
     private var waiting: [PromptInfo] = []
     private var current: Shown?
+    /// Portal backends whose replies could not be read, or that failed: not asked again.
+    private var failedBackends: Set<String> = []
+    /// Portal backends seen to report no choices even with an Allow (xdg-desktop-portal-kde
+    /// 5.27): asking them how long a denial lasts is pointless, so a denial there is lasting.
+    private var backendsWithoutChoices: Set<String> = []
 
     /// `channels`: the desktop channels to try, in order. `report` runs on the bus thread.
     init(channels: [PromptChannel], report: @escaping @Sendable (UInt64, Outcome) -> Void) {
@@ -176,7 +201,8 @@ final class DesktopPrompter: @unchecked Sendable {
             }
             if let shown {
                 current = shown
-                Log.info("prompt \(p.id) for \(p.appKey) shown by \(c.rawValue) \(shown.destination)")
+                let what = c == .notification ? "notification \(shown.notification) of" : "dialog of"
+                Log.info("prompt \(p.id) for \(p.appKey) shown as \(what) \(shown.service) (\(shown.destination))")
                 return
             }
         }
@@ -215,24 +241,38 @@ final class DesktopPrompter: @unchecked Sendable {
 
     // MARK: portal
 
-    private func showPortal(_ p: PromptInfo, bus b: BusConnection, rest: [PromptChannel]) -> Shown? {
-        guard let name = Self.portalBackends.first(where: { b.isProvided($0) }) else { return nil }
+    private func showPortal(_ p: PromptInfo, bus b: BusConnection, rest: [PromptChannel],
+                            question: Question = .answer) -> Shown? {
+        guard let (name, owner) = verifiedPortalBackend(b) else { return nil }
         let sender = String((b.uniqueName ?? "earmuff").compactMap { $0 == ":" ? nil : $0 == "." ? "_" : $0 })
-        var shown = Shown(prompt: p, channel: .portal, rest: rest, destination: name,
-                          handle: "\(Self.portalPath)/request/\(sender)/earmuff\(p.id)")
+        let suffix = question == .answer ? "" : "d"
+        var shown = Shown(prompt: p, channel: .portal, question: question, rest: rest, service: name, destination: owner,
+                          handle: "\(Self.portalPath)/request/\(sender)/earmuff\(p.id)\(suffix)")
         do {
-            let m = try b.methodCall(destination: name, path: Self.portalPath,
+            // To the owner checked just now, not to the name, which may change hands.
+            let m = try b.methodCall(destination: owner, path: Self.portalPath,
                                      interface: "org.freedesktop.impl.portal.Access", member: "AccessDialog")
             try m.append(objectPath: shown.handle)
             try m.append("") // app_id: Earmuff asks for the host
             try m.append("") // parent_window
-            try m.append(PromptWording.title(p))
-            try m.append("Until you answer, it records silence.")
-            try m.append(PromptWording.bodyLines(p).joined(separator: "\n"))
+            switch question {
+            case .answer:
+                try m.append(PromptWording.title(p))
+                try m.append("Until you answer, it records silence.")
+                try m.append(PromptWording.bodyLines(p).joined(separator: "\n"))
+            case .howLongToDeny:
+                try m.append(PromptWording.denialTitle(p))
+                try m.append("For how long?")
+                try m.append("It records silence meanwhile. You can change this with earmuff grant or earmuff reset.")
+            }
             try m.open("a", "{sv}")
             try m.appendEntry("modal", "b") { () throws(BusError) in try m.append(false) }
-            try m.appendEntry("grant_label", "s") { () throws(BusError) in try m.append("Allow") }
-            try m.appendEntry("deny_label", "s") { () throws(BusError) in try m.append("Deny") }
+            try m.appendEntry("grant_label", "s") { () throws(BusError) in
+                try m.append(question == .answer ? "Allow" : "Deny")
+            }
+            try m.appendEntry("deny_label", "s") { () throws(BusError) in
+                try m.append(question == .answer ? "Deny" : "Cancel")
+            }
             try m.appendEntry("icon", "s") { () throws(BusError) in try m.append(Self.icon) }
             try m.appendEntry("choices", "a(ssa(ss)s)") { () throws(BusError) in
                 try m.open("a", "(ssa(ss)s)")
@@ -258,55 +298,77 @@ final class DesktopPrompter: @unchecked Sendable {
             }
             return shown
         } catch {
-            Log.warn("desktop prompts: AccessDialog on \(name) failed: \(error)")
+            portalFailed(name, "AccessDialog failed: \(error)")
             return nil
         }
     }
 
+    /// The first portal backend that runs (or can be started) as the program the system
+    /// installs for its name, and its owner's unique name. Others are marked failed.
+    private func verifiedPortalBackend(_ b: BusConnection) -> (String, String)? {
+        for name in Self.portalBackends where !failedBackends.contains(name) && b.isProvided(name) {
+            guard let owner = b.startedOwner(of: name) else {
+                portalFailed(name, "it could not be started")
+                continue
+            }
+            if let why = DesktopServices.impostor(name, owner: owner, bus: b) {
+                portalFailed(name, "not trusted: \(why)")
+                continue
+            }
+            return (name, owner)
+        }
+        return nil
+    }
+
+    /// `name` cannot be used for prompts: logged once, never asked again while the daemon runs.
+    private func portalFailed(_ name: String, _ why: String) {
+        guard failedBackends.insert(name).inserted else { return }
+        Log.warn("desktop prompts: \(name): \(why); not asked again while Earmuff runs, prompts go to the next channel")
+    }
+
     private func portalReplied(_ id: UInt64, _ reply: BusMessage) {
         guard let c = current, c.prompt.id == id, c.channel == .portal else { return }
+        current = nil
         if let e = reply.error {
-            current = nil
-            Log.warn("desktop prompts: AccessDialog on \(c.destination): \(e)")
-            return e.meansNotProvided ? show(c.prompt, on: c.rest) : report(id, .dismissed(via: .portal))
+            // Not provided: a backend for other portals only (xdg-desktop-portal-gnome 43 has no
+            // Access dialog; GNOME Shell shows it there). Either way, not asked again.
+            portalFailed(c.service, e.meansNotProvided ? "it has no Access dialog (\(e.name))" : "AccessDialog answered \(e)")
+            return show(c.prompt, on: [.portal] + c.rest)
         }
+        let verdict: AccessDialogReply.Verdict
         do {
-            let response = try reply.readUInt32()
-            var lifespan: RequestedLifespan?
-            try reply.enter("a", "{sv}")
-            while try reply.peek() != nil {
-                try reply.enter("e", "sv")
-                if try reply.readString() == "choices" {
-                    try reply.enter("v", "a(ss)")
-                    try reply.enter("a", "(ss)")
-                    while try reply.peek() != nil {
-                        try reply.enter("r", "ss")
-                        if try reply.readString() == Self.lifespanChoice { lifespan = RequestedLifespan(text: try reply.readString()) }
-                        try reply.exit()
-                    }
-                    try reply.exit()
-                    try reply.exit()
-                } else {
-                    try reply.skip("v")
-                }
-                try reply.exit()
-            }
-            switch response {
-            case 0 where lifespan == .once: finish(c, .answered(.once, lifespan: nil, via: .portal))
-            case 0: finish(c, .answered(.allow, lifespan: lifespan, via: .portal))
-            case 1: finish(c, .answered(.deny, lifespan: lifespan, via: .portal))
-            default: finish(c, .dismissed(via: .portal))
-            }
+            let read = try AccessDialogReply.read(reply, choiceIDs: [Self.lifespanChoice])
+            if read.response == 0, read.choices == nil { backendsWithoutChoices.insert(c.service) }
+            verdict = read.verdict(choice: Self.lifespanChoice)
         } catch {
-            Log.warn("desktop prompts: unreadable AccessDialog reply from \(c.destination): \(error)")
-            finish(c, .dismissed(via: .portal))
+            verdict = .unreadable("\(error) in a reply of signature \(reply.signature)")
+        }
+        switch (verdict, c.question) {
+        case let (.answered(answer, lifespan), .answer):
+            report(id, .answered(answer, lifespan: lifespan, via: .portal))
+        case let (.answered(_, lifespan), .howLongToDeny):
+            report(id, .answered(.deny, lifespan: lifespan, via: .portal))
+        case (.deniedForUnknownTime, .answer) where backendsWithoutChoices.contains(c.service):
+            report(id, .answered(.deny, lifespan: nil, via: .portal))
+        case (.deniedForUnknownTime, .answer):
+            Log.info("prompt \(id): denied on \(c.service), which does not say for how long; asking")
+            if let b = bus, let shown = showPortal(c.prompt, bus: b, rest: c.rest, question: .howLongToDeny) {
+                current = shown
+            } else {
+                report(id, .answered(.deny, lifespan: nil, via: .portal))
+            }
+        case (.deniedForUnknownTime, .howLongToDeny), (.dismissed, _):
+            report(id, .dismissed(via: .portal))
+        case let (.unreadable(why), _):
+            portalFailed(c.service, "unreadable AccessDialog reply: \(why)")
+            show(c.prompt, on: [.portal] + c.rest)
         }
     }
 
     // MARK: notifications
 
     private func showNotification(_ p: PromptInfo, bus b: BusConnection, rest: [PromptChannel]) -> Shown? {
-        do {
+        do throws(BusError) {
             let caps = try b.call(try b.methodCall(destination: Self.notificationsName, path: Self.notificationsPath,
                                                    interface: Self.notificationsName, member: "GetCapabilities"),
                                   timeout: 10).readStrings()
@@ -314,9 +376,15 @@ final class DesktopPrompter: @unchecked Sendable {
                 Log.debug("desktop prompts: the notification server has no actions (\(caps.joined(separator: " ")))")
                 return nil
             }
+            // The server that answered, which must not be a sandboxed app that took the name.
+            guard let owner = b.owner(of: Self.notificationsName) else { return nil }
+            if let why = DesktopServices.sandboxed(owner, bus: b) {
+                Log.warn("desktop prompts: the notification server is not trusted: \(why); prompts go to the next channel")
+                return nil
+            }
             let markup = caps.contains("body-markup")
             let lines = PromptWording.bodyLines(p).map { markup ? escapeMarkup($0) : $0 }
-            let m = try b.methodCall(destination: Self.notificationsName, path: Self.notificationsPath,
+            let m = try b.methodCall(destination: owner, path: Self.notificationsPath,
                                      interface: Self.notificationsName, member: "Notify")
             try m.append("Earmuff")
             try m.append(UInt32(0))
@@ -332,7 +400,7 @@ final class DesktopPrompter: @unchecked Sendable {
             try m.close()
             try m.append(Int32(0)) // never expires: Earmuff withdraws it
             let id = try b.call(m, timeout: 10).readUInt32()
-            return Shown(prompt: p, channel: .notification, rest: rest, destination: Self.notificationsName,
+            return Shown(prompt: p, channel: .notification, rest: rest, service: Self.notificationsName, destination: owner,
                          notification: id)
         } catch {
             if !error.meansNotProvided { Log.warn("desktop prompts: notification failed: \(error)") }
@@ -340,9 +408,21 @@ final class DesktopPrompter: @unchecked Sendable {
         }
     }
 
+    /// Whether `m` comes from the notification server that showed `c`, and that server still
+    /// owns the name: any bus client can send these signals (broadcast or to Earmuff alone),
+    /// and only the server's own count as the person's answer.
+    private func fromItsServer(_ m: BusMessage, _ c: Shown) -> Bool {
+        guard m.sender == c.destination, bus?.owner(of: c.service) == c.destination else {
+            Log.warn("desktop prompts: ignored \(m.member ?? "a signal") for prompt \(c.prompt.id) from \(m.sender ?? "?"): "
+                     + "it is not \(c.service), which is \(c.destination)")
+            return false
+        }
+        return true
+    }
+
     private func notificationAction(_ m: BusMessage) {
         guard let id = try? m.readUInt32(), let key = try? m.readString(),
-              let c = current, c.channel == .notification, c.notification == id else { return }
+              let c = current, c.channel == .notification, c.notification == id, fromItsServer(m, c) else { return }
         let answer: Consent.PromptAnswer
         var lifespan: RequestedLifespan?
         if key == "session" {
@@ -355,10 +435,16 @@ final class DesktopPrompter: @unchecked Sendable {
         report(c.prompt.id, .answered(answer, lifespan: lifespan, via: .notification))
     }
 
+    /// Closed by the person (reason 2): "not now". Expired or closed by anyone else: the
+    /// notification cannot hold the prompt, so the next channel takes it.
     private func notificationClosed(_ m: BusMessage) {
-        guard let id = try? m.readUInt32(), let c = current, c.channel == .notification, c.notification == id
-        else { return }
-        finish(c, .dismissed(via: .notification))
+        guard let id = try? m.readUInt32(), let c = current, c.channel == .notification, c.notification == id,
+              fromItsServer(m, c) else { return }
+        let reason = (try? m.readUInt32()) ?? 0
+        if reason == 2 { return finish(c, .dismissed(via: .notification)) }
+        current = nil
+        Log.info("prompt \(c.prompt.id): its notification closed without an answer (reason \(reason)); next channel")
+        show(c.prompt, on: c.rest)
     }
 }
 

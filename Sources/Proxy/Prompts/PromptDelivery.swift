@@ -27,6 +27,8 @@ final class PromptDelivery: @unchecked Sendable {
     struct Handlers: Sendable {
         var answered: @Sendable (_ prompt: UInt64, Consent.PromptAnswer, RequestedLifespan?, _ via: PromptChannel) -> Void
         var timedOut: @Sendable (_ prompt: UInt64) -> Void
+        /// The person closed the desktop prompt without answering ("not now").
+        var dismissed: @Sendable (_ prompt: UInt64, _ via: PromptChannel) -> Void
         /// The prompt command exited; `output` is the first line it printed.
         var commandExited: @Sendable (_ prompt: UInt64, _ status: Int32, _ output: String) -> Void
     }
@@ -76,7 +78,8 @@ final class PromptDelivery: @unchecked Sendable {
             Log.info("prompt \(prompt) answered \(answer.rawValue) (\(lifespan?.name ?? "no lifespan given")) by \(via.rawValue)")
             handlers.answered(prompt, answer, lifespan, via)
         case let .dismissed(via):
-            Log.info("prompt \(prompt) dismissed on the desktop (\(via.rawValue)); it stays open until it times out")
+            Log.info("prompt \(prompt) dismissed on the desktop (\(via.rawValue)): not now; asked again at the app's next capture")
+            handlers.dismissed(prompt, via)
         case .unavailable:
             desktopUnavailable(prompt)
         }

@@ -1,11 +1,14 @@
 '''xdg-desktop-portal backend mock: org.freedesktop.impl.portal.Access
 
-A python-dbusmock template for the desktop side of the Access portal, as
-GNOME (org.freedesktop.impl.portal.desktop.gnome) provides it. AccessDialog
-stays open until the test answers it through the org.earmuff.test.AccessMock
-interface, or the caller closes it with org.freedesktop.impl.portal.Request
-.Close on the request handle (then it replies 2, as the real backends do).
-It counts how many dialogs were ever open at the same time.
+A python-dbusmock template for the desktop side of the Access portal, for
+what the backends Debian ships cannot be made to do: answer in the a(ss)
+shape of xdg-desktop-portal-kde 6 (choices with a deny too), answer garbage,
+or fail. (The real xdg-desktop-portal-gtk is tested as it is, clicked.)
+AccessDialog stays open until the test answers it through the
+org.earmuff.test.AccessMock interface, or the caller closes it with
+org.freedesktop.impl.portal.Request.Close on the request handle (then it
+replies 2, as the real backends do). It counts how many dialogs were ever
+open at the same time.
 
 It takes no parameters and always claims the GNOME backend's name.
 '''
@@ -29,6 +32,7 @@ def load(mock, parameters):
     mock.dialogs = []      # (handle, title, subtitle, body, icon, choices) of every dialog
     mock.max_open = 0
     mock.closed = []       # handles closed by the caller
+    mock.failing = {}      # handle -> error callback
 
 
 @dbus.service.method(MAIN_IFACE, in_signature='osssssa{sv}', out_signature='ua{sv}',
@@ -36,6 +40,7 @@ def load(mock, parameters):
 def AccessDialog(self, handle, app_id, parent_window, title, subtitle, body, options, reply, error):
     handle = str(handle)
     self.pending[handle] = reply
+    self.failing[handle] = error
     self.max_open = max(self.max_open, len(self.pending))
     # Choices as "id=label:option/label,option/label;..." (initial value last), so a test can read them.
     choices = ';'.join('%s=%s:%s:%s' % (c[0], c[1], ','.join('%s/%s' % (o[0], o[1]) for o in c[2]), c[3])
@@ -66,6 +71,21 @@ def Answer(self, response, lifespan):
     if response in (0, 1) and lifespan:
         results['choices'] = dbus.Array([dbus.Struct(('lifespan', lifespan), signature='ss')], signature='(ss)')
     answer(dbus.UInt32(response), dbus.Dictionary(results, signature='sv'))
+    return handle
+
+
+@dbus.service.method(CONTROL_IFACE, in_signature='s', out_signature='s')
+def Misbehave(self, how):
+    '''Answers the oldest open dialog wrongly: "garbage" (choices of a signature no backend
+    sends), "error" (an org.freedesktop.DBus.Error.Failed reply).'''
+    if not self.pending:
+        return ''
+    handle = next(iter(self.pending))
+    answer = self.pending.pop(handle)
+    if how == 'error':
+        self.failing[handle](dbus.exceptions.DBusException('the dialog crashed', name='org.freedesktop.DBus.Error.Failed'))
+    else:
+        answer(dbus.UInt32(0), dbus.Dictionary({'choices': dbus.Array(['lifespan'], signature='s')}, signature='sv'))
     return handle
 
 
