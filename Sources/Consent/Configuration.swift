@@ -101,6 +101,10 @@ public struct Configuration: Sendable, Equatable {
     public var promptVia: [PromptChannel] = PromptChannel.auto
     /// Seconds a prompt waits for an answer.
     public var promptTimeout: Double = 30
+    /// Prompts pending at once, in all and for the apps of one uid; a capture over either
+    /// waits silent, listed in status, until a prompt closes.
+    public var maxPendingPrompts: Int = 16
+    public var maxPendingPromptsPerUID: Int = 8
     /// Shell command (run with `/bin/sh -c`) that answers prompts when no agent is connected; empty: none.
     public var promptCommand: String = ""
     /// Apps allowed to send LOAD_MODULE, UNLOAD_MODULE and EXIT upstream.
@@ -112,8 +116,18 @@ public struct Configuration: Sendable, Equatable {
     public var maxClients: Int = 56
     /// Clients one app may have at once (one app cannot take every slot Earmuff has).
     public var maxClientsPerApp: Int = 32
+    /// The last slots of max-clients, kept for apps that have fewer than 4 clients connected.
+    public var reservedClients: Int = 8
+    /// Seconds a client has to send AUTH and SET_CLIENT_NAME before it is disconnected.
+    public var handshakeTimeout: Double = 5
     /// Days after which a grant that was not used goes back to undetermined; 0: never.
     public var autoResetDays: Int = 90
+    /// The largest packet a client may send, in KiB; a larger one is skipped unread and
+    /// answered with an error. Far below the protocol's 16 MiB: no request an app sends needs more.
+    public var maxPacketKiB: Int = 1024
+    /// MiB that the large packets (over 64 KiB) being received from all clients may hold
+    /// together; a packet that does not fit is skipped unread and answered with an error.
+    public var packetBufferMiB: Int = 32
 
     /// The defaults.
     public init() {}
@@ -125,11 +139,22 @@ public struct Configuration: Sendable, Equatable {
 
     /// Every key earmuff.conf accepts, in documentation order.
     public static let keys = ["upstream", "listen", "control", "store", "missing-purpose",
-                              "prompt-via", "prompt-timeout", "prompt-command", "trusted-apps", "log-level",
-                              "max-clients", "max-clients-per-app", "auto-reset-days"]
+                              "prompt-via", "prompt-timeout", "max-pending-prompts", "max-pending-prompts-per-uid", "prompt-command", "trusted-apps", "log-level",
+                              "max-clients", "max-clients-per-app", "reserved-clients", "handshake-timeout",
+                              "auto-reset-days", "max-packet-kib", "packet-buffer-mib"]
 
     /// The most clients any limit may allow (the descriptors they need must stay far below the process limit).
     public static let maximumClientLimit = 4096
+
+    /// Bounds of max-packet-kib (64 KiB up to the protocol's 16 MiB) and packet-buffer-mib.
+    public static let packetKiBRange = 64...16_384
+    public static let packetBufferMiBRange = 1...4096
+
+    /// The most prompts any limit may let wait at once.
+    public static let maximumPendingPrompts = 1024
+
+    /// Longest accepted handshake-timeout, in seconds.
+    public static let maximumHandshakeTimeout: Double = 300
 
     /// Longest accepted auto-reset-days (about 27 years).
     public static let maximumAutoResetDays = 10_000
@@ -146,12 +171,18 @@ public struct Configuration: Sendable, Equatable {
         public var missingPurpose: MissingPurposeMode?
         public var promptVia: [PromptChannel]?
         public var promptTimeout: Double?
+        public var maxPendingPrompts: Int?
+        public var maxPendingPromptsPerUID: Int?
         public var promptCommand: String?
         public var trustedApps: [AppKey]?
         public var logLevel: LogLevel?
         public var maxClients: Int?
         public var maxClientsPerApp: Int?
+        public var reservedClients: Int?
+        public var handshakeTimeout: Double?
         public var autoResetDays: Int?
+        public var maxPacketKiB: Int?
+        public var packetBufferMiB: Int?
 
         public init() {}
     }
@@ -196,6 +227,11 @@ public struct Configuration: Sendable, Equatable {
                         throw fail("prompt-timeout must be a number of seconds above 0 and at most \(Int(maximumPromptTimeout)), not \"\(value)\"")
                     }
                     o.promptTimeout = seconds
+                case "max-pending-prompts", "max-pending-prompts-per-uid":
+                    guard let n = Int(value), n >= 1, n <= maximumPendingPrompts else {
+                        throw fail("\(key) must be a whole number from 1 to \(maximumPendingPrompts), not \"\(value)\"")
+                    }
+                    if key == "max-pending-prompts" { o.maxPendingPrompts = n } else { o.maxPendingPromptsPerUID = n }
                 case "prompt-command":
                     o.promptCommand = value
                 case "trusted-apps":
@@ -217,11 +253,27 @@ public struct Configuration: Sendable, Equatable {
                         throw fail("\(key) must be a whole number from 1 to \(maximumClientLimit), not \"\(value)\"")
                     }
                     if key == "max-clients" { o.maxClients = n } else { o.maxClientsPerApp = n }
+                case "reserved-clients":
+                    guard let n = Int(value), n >= 0, n < maximumClientLimit else {
+                        throw fail("reserved-clients must be a whole number from 0 to \(maximumClientLimit - 1), not \"\(value)\"")
+                    }
+                    o.reservedClients = n
+                case "handshake-timeout":
+                    guard let seconds = Double(value), seconds.isFinite, seconds > 0, seconds <= maximumHandshakeTimeout else {
+                        throw fail("handshake-timeout must be a number of seconds above 0 and at most \(Int(maximumHandshakeTimeout)), not \"\(value)\"")
+                    }
+                    o.handshakeTimeout = seconds
                 case "auto-reset-days":
                     guard let n = Int(value), n >= 0, n <= maximumAutoResetDays else {
                         throw fail("auto-reset-days must be a whole number of days from 0 (never) to \(maximumAutoResetDays), not \"\(value)\"")
                     }
                     o.autoResetDays = n
+                case "max-packet-kib", "packet-buffer-mib":
+                    let range = key == "max-packet-kib" ? packetKiBRange : packetBufferMiBRange
+                    guard let n = Int(value), range.contains(n) else {
+                        throw fail("\(key) must be a whole number from \(range.lowerBound) to \(range.upperBound), not \"\(value)\"")
+                    }
+                    if key == "max-packet-kib" { o.maxPacketKiB = n } else { o.packetBufferMiB = n }
                 default:
                     throw fail(unknownKeyMessage(key, known: keys))
                 }
@@ -240,12 +292,18 @@ public struct Configuration: Sendable, Equatable {
         if let v = o.missingPurpose { c.missingPurpose = v }
         if let v = o.promptVia { c.promptVia = v }
         if let v = o.promptTimeout { c.promptTimeout = v }
+        if let v = o.maxPendingPrompts { c.maxPendingPrompts = v }
+        if let v = o.maxPendingPromptsPerUID { c.maxPendingPromptsPerUID = v }
         if let v = o.promptCommand { c.promptCommand = v }
         if let v = o.trustedApps { c.trustedApps = v }
         if let v = o.logLevel { c.logLevel = v }
         if let v = o.maxClients { c.maxClients = v }
         if let v = o.maxClientsPerApp { c.maxClientsPerApp = v }
+        if let v = o.reservedClients { c.reservedClients = v }
+        if let v = o.handshakeTimeout { c.handshakeTimeout = v }
         if let v = o.autoResetDays { c.autoResetDays = v }
+        if let v = o.maxPacketKiB { c.maxPacketKiB = v }
+        if let v = o.packetBufferMiB { c.packetBufferMiB = v }
         return c
     }
 

@@ -8,6 +8,7 @@
 //   app and kind: a request while one is pending joins it), and waits; it is answered once
 //   the state is no longer undetermined or the prompt is gone (answered, timed out,
 //   superseded), or dropped when the client disconnects. A decided app is answered at once.
+//   Over the prompt caps it waits for its prompt like a stream (ConsentEngine+PromptQueue.swift).
 // - `missing-purpose` applies to requests as to streams.
 // - Subscribers are told of every change of their own state, whatever made it.
 // `settlePermissions()` answers and notifies; the proxy calls it after every engine call.
@@ -60,10 +61,11 @@ extension ConsentEngine {
             return (.answered(permission(of: c, kind: kind) ?? .denied), actions)
         }
         var raised: [ConsentAction] = []
-        if pendingByApp[Subject(app: s.identity.appKey, kind: kind)] == nil {
-            raised = raisePrompt(for: after, kind: kind, source: "", now: now)
-        }
         permissionWaiters.append(PermissionWaiter(client: c, tag: tag, kind: kind))
+        if pendingByApp[Subject(app: s.identity.appKey, kind: kind)] == nil {
+            // Under the prompt caps as a stream's prompt is (ConsentEngine+PromptQueue.swift).
+            raised = promptOrWait(after, kind: kind, source: "", now: now)
+        }
         return (.waiting, actions + raised)
     }
 
@@ -87,7 +89,9 @@ extension ConsentEngine {
         for w in permissionWaiters {
             guard let s = clients[w.client] else { continue }
             let state = permission(s, w.kind)
-            let prompting = pendingByApp[Subject(app: s.identity.appKey, kind: w.kind)] != nil
+            let subject = Subject(app: s.identity.appKey, kind: w.kind)
+            // A request over the prompt caps waits for its prompt as one being shown does.
+            let prompting = pendingByApp[subject] != nil || self.waiting[subject] != nil
             if state == .undetermined && prompting {
                 waiting.append(w)
             } else {

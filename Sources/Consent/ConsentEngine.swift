@@ -74,6 +74,8 @@ public struct ConsentEngine: Sendable {
     struct PendingPrompt: Sendable {
         var prompt: Prompt
         var commandStarted: Bool
+        /// The uid of the client it was raised for (prompts are capped per uid).
+        var uid: UInt32 = 0
     }
 
     /// The settings in force.
@@ -88,6 +90,8 @@ public struct ConsentEngine: Sendable {
     var clients: [ClientID: ClientState] = [:]
     var pending: [PromptID: PendingPrompt] = [:]
     var pendingByApp: [Subject: PromptID] = [:]
+    /// Captures over the prompt caps, waiting (silent) for a prompt; see ConsentEngine+PromptQueue.swift.
+    var waiting: [Subject: WaitingCapture] = [:]
     var agents: Set<AgentID> = []
     private var nextPrompt: UInt64 = 1
     /// Permission requests waiting for their prompt (ConsentEngine+Permissions.swift).
@@ -278,7 +282,7 @@ public struct ConsentEngine: Sendable {
         let subject = Subject(app: s.identity.appKey, kind: kind)
         guard effectiveDecision(for: subject.app, kind: kind).state == .undetermined, s.once[kind] == nil,
               pendingByApp[subject] == nil, !s.identity.isUninspectable else { return [] }
-        return raisePrompt(for: s, kind: kind, source: source, now: now)
+        return promptOrWait(s, kind: kind, source: source, now: now)
     }
 
     // MARK: Agents and prompts
@@ -412,14 +416,14 @@ public struct ConsentEngine: Sendable {
             commandStarted = true
         }
         actions.append(.schedulePromptTimeout(id, after: policy.promptTimeout))
-        pending[id] = PendingPrompt(prompt: prompt, commandStarted: commandStarted)
+        pending[id] = PendingPrompt(prompt: prompt, commandStarted: commandStarted, uid: s.identity.uid)
         pendingByApp[Subject(app: prompt.appKey, kind: kind)] = id
         return actions
     }
 
     /// Closes a pending prompt and applies its answer (nil: timed out) to its app and kind for
     /// `lifespan` (nil: always).
-    private mutating func resolve(_ id: PromptID, answer: PromptAnswer?, lifespan: Lifespan? = nil,
+    mutating func resolve(_ id: PromptID, answer: PromptAnswer?, lifespan: Lifespan? = nil,
                                   outcome: PromptOutcome, reason: DecisionReason, now: Double) -> [ConsentAction] {
         guard let prompt = pending.removeValue(forKey: id)?.prompt else { return [] }
         let subject = Subject(app: prompt.appKey, kind: prompt.kind)
@@ -443,6 +447,8 @@ public struct ConsentEngine: Sendable {
                 actions += recordUndetermined(subject, reason: .promptTimeout, purpose: prompt.purpose, now: now)
             }
         }
+        // A prompt withdrawn to make room is replaced by the capture that asked for it.
+        if outcome != .withdrawn { actions += promoteWaiting(now: now) }
         return actions
     }
 

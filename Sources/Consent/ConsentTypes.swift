@@ -78,12 +78,15 @@ public enum PromptOutcome: Sendable, Equatable {
     case dismissed
     /// A decision made elsewhere (the CLI, missing-purpose) settled the app.
     case superseded(PermissionState)
+    /// Closed to make room under the prompt caps: the app no longer records anything of its
+    /// kind, and another app that does waited for a prompt. The app stays undetermined.
+    case withdrawn
 
     /// The answer, when there was one.
     public var answer: PromptAnswer? {
         switch self {
         case let .answered(a, _), let .commandAnswered(a): a
-        case .timedOut, .dismissed, .superseded: nil
+        case .timedOut, .dismissed, .superseded, .withdrawn: nil
         }
     }
 }
@@ -103,6 +106,9 @@ public enum ConsentEvent: Sendable, Equatable {
     case promptResolved(Prompt, PromptOutcome)
     /// The prompt command exited with neither 0 nor 1; the prompt stays pending.
     case promptCommandGaveNoAnswer(PromptID, exitStatus: Int32)
+    /// A capture of an undetermined app waits for a prompt: `pending` prompts are open, as
+    /// many as max-pending-prompts (`perUID`: max-pending-prompts-per-uid) allows.
+    case promptDeferred(AppKey, Capability, pending: Int, perUID: Bool)
     case decisionChanged(Decision)
     /// A temporary decision ended by itself (its time passed); `now` is the decision in force after it.
     case decisionExpired(Decision, now: Decision)
@@ -194,15 +200,21 @@ public struct ConsentPolicy: Sendable, Equatable {
     public var declarations: [AppKey: AppDeclaration]
     /// Seconds after which an unused lasting grant goes back to undetermined; nil: never.
     public var autoResetAfter: Double?
+    /// Prompts pending at once, in all and for the clients of one uid.
+    public var maxPendingPrompts: Int
+    public var maxPendingPromptsPerUID: Int
 
     public init(missingPurpose: MissingPurposeMode = .prompt, promptTimeout: Double = 30,
                 hasPromptCommand: Bool = false, declarations: [AppKey: AppDeclaration] = [:],
-                autoResetAfter: Double? = nil) {
+                autoResetAfter: Double? = nil, maxPendingPrompts: Int = Configuration().maxPendingPrompts,
+                maxPendingPromptsPerUID: Int = Configuration().maxPendingPromptsPerUID) {
         self.missingPurpose = missingPurpose
         self.promptTimeout = promptTimeout
         self.hasPromptCommand = hasPromptCommand
         self.declarations = declarations
         self.autoResetAfter = autoResetAfter
+        self.maxPendingPrompts = maxPendingPrompts
+        self.maxPendingPromptsPerUID = maxPendingPromptsPerUID
     }
 
     /// The policy a configuration and its declarations describe.
@@ -210,7 +222,8 @@ public struct ConsentPolicy: Sendable, Equatable {
         self.init(missingPurpose: c.missingPurpose, promptTimeout: c.promptTimeout,
                   hasPromptCommand: !c.promptCommand.trimmingWhitespace().isEmpty && c.promptVia.contains(.command),
                   declarations: declarations,
-                  autoResetAfter: c.autoResetDays > 0 ? Double(c.autoResetDays) * 86_400 : nil)
+                  autoResetAfter: c.autoResetDays > 0 ? Double(c.autoResetDays) * 86_400 : nil,
+                  maxPendingPrompts: c.maxPendingPrompts, maxPendingPromptsPerUID: c.maxPendingPromptsPerUID)
     }
 }
 

@@ -211,6 +211,15 @@ public enum ClientFormat {
             }
             out += t.render()
         }
+        if let waiting = s.waiting, !waiting.isEmpty {
+            out += "\nwaiting for a prompt (silenced; decide them with earmuff grant or deny): \(waiting.count)\n"
+            var t = TextTable(["APP", "KIND", "NAME", "UID", "SOURCE", "SINCE"])
+            for w in waiting {
+                t.add([w.appKey, w.kind, cell(w.displayName ?? "-", max: 30), String(w.uid), cell(w.source, max: 40),
+                       ClientFormat.date(w.since)])
+            }
+            out += t.render()
+        }
         return out
     }
 

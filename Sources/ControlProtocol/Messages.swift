@@ -75,6 +75,8 @@ public struct ControlErrorCode: RawRepresentable, Hashable, Codable, Sendable, C
     public static let unknownPrompt = ControlErrorCode("unknown-prompt")
     /// `answer-prompt` from a connection that did not send `become-agent`.
     public static let notAgent = ControlErrorCode("not-agent")
+    /// `subscribe` or `become-agent` over the limit of such connections for the peer's uid.
+    public static let tooMany = ControlErrorCode("too-many")
     /// The daemon could not carry out the request (e.g. a socket could not be created).
     public static let failed = ControlErrorCode("failed")
     /// A bug or an unexpected state in the daemon.

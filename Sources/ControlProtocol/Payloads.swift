@@ -239,11 +239,14 @@ public struct StatusPayload: Codable, Sendable, Equatable {
     public var prompts: [PromptInfo]
     /// Decisions that end by themselves (this session, until a time), by app key.
     public var temporary: [AppInfo]?
+    /// Captures of undetermined apps that wait (silenced) for a prompt, over the prompt caps.
+    public var waiting: [WaitingCaptureInfo]?
     /// The master switch of each capture kind.
     public var access: [AccessInfo]?
 
     public init(daemon: DaemonInfo, upstream: UpstreamInfo, clients: [ClientInfo] = [], streams: [StreamInfo] = [],
-                prompts: [PromptInfo] = [], temporary: [AppInfo]? = nil, access: [AccessInfo]? = nil) {
+                prompts: [PromptInfo] = [], temporary: [AppInfo]? = nil, waiting: [WaitingCaptureInfo]? = nil,
+                access: [AccessInfo]? = nil) {
         self.access = access
         self.daemon = daemon
         self.upstream = upstream
@@ -251,6 +254,29 @@ public struct StatusPayload: Codable, Sendable, Equatable {
         self.streams = streams
         self.prompts = prompts
         self.temporary = temporary
+        self.waiting = waiting
+    }
+}
+
+/// A capture that waits for a prompt: as many prompts are pending as max-pending-prompts
+/// (or max-pending-prompts-per-uid) allows. It records silence meanwhile.
+public struct WaitingCaptureInfo: Codable, Sendable, Equatable {
+    public var appKey: String
+    /// microphone, system-audio or app-audio.
+    public var kind: String
+    public var displayName: String?
+    public var uid: UInt32
+    public var source: String
+    /// When it started waiting (seconds since 1970).
+    public var since: Double
+
+    public init(appKey: String, kind: String, displayName: String?, uid: UInt32, source: String, since: Double) {
+        self.appKey = appKey
+        self.kind = kind
+        self.displayName = displayName
+        self.uid = uid
+        self.source = source
+        self.since = since
     }
 }
 

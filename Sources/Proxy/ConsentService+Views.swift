@@ -11,9 +11,10 @@ import Synchronization
 
 extension ConsentService {
     func status() -> StatusPayload {
-        let (clients, streams, prompts, temporary) = engine.withLock { e in
+        let (clients, streams, prompts, temporary, waiting) = engine.withLock { e in
             (e.clientSnapshots, e.streamSnapshots, e.pendingPrompts,
-             e.temporaryDecisions.map { ($0, e.effectiveDecision(for: $0.appKey, kind: $0.capability)) })
+             e.temporaryDecisions.map { ($0, e.effectiveDecision(for: $0.appKey, kind: $0.capability)) },
+             e.waitingCaptures)
         }
         let live = registry.withLock { $0.streams }
         let clientInfos = clients.map { c in
@@ -44,6 +45,10 @@ extension ConsentService {
                 AppInfo(key: d.appKey.description, state: eff.state.rawValue, reason: eff.reason.rawValue, purpose: d.purpose,
                         decidedAt: d.decidedAt, lifespan: eff.lifespan.name, expiresAt: eff.lifespan.expiresAt,
                         afterwards: eff.afterwards?.rawValue)
+            },
+            waiting: waiting.map { w in
+                WaitingCaptureInfo(appKey: w.appKey.description, kind: w.kind.rawValue, displayName: w.displayName,
+                                   uid: w.uid, source: w.source, since: w.since)
             },
             access: accessInfos())
     }
@@ -137,11 +142,19 @@ extension ConsentService {
             case .timedOut: "timeout"
             case .dismissed: via?.rawValue ?? "desktop"
             case .superseded: "cli"
+            case .withdrawn: "withdrawn"
             }
             return .promptResolved(PromptResolution(prompt: p.id.rawValue, appKey: p.appKey.description,
                                                     outcome: controlOutcome(outcome), by: by, resolvedAt: wallClockNow()))
         case let .promptCommandGaveNoAnswer(p, status):
             Log.warn("prompt-command for prompt \(p.rawValue) exited with \(status): no answer")
+            return nil
+        case let .promptDeferred(app, kind, pending, perUID):
+            let limit = perUID ? "max-pending-prompts-per-uid (\(configuration.maxPendingPromptsPerUID))"
+                : "max-pending-prompts (\(configuration.maxPendingPrompts))"
+            deferredLog.record(.info, "\(app) records \(kind.rawValue) silenced and waits for a prompt: \(pending) prompts "
+                               + "are pending, as many as \(limit) allows; it is prompted when one closes, or decide it "
+                               + "with 'earmuff grant' or 'earmuff deny'")
             return nil
         case let .decisionChanged(d):
             return .decisionChanged(decisionInfo(d))

@@ -33,6 +33,8 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
     private(set) var delivery: PromptDelivery!
     /// The desktop channel that answered a prompt, for the `by` of its resolution.
     let answeredVia = Locked([UInt64: PromptChannel]())
+    /// Captures deferred under the prompt caps: a storm would log one line each.
+    let deferredLog = RateLimitedLog()
     /// Desktop entries, for the name and icon a prompt shows.
     let desktopEntries = DesktopEntries()
     /// The desktop's microphone switches of Flatpak apps (xdg permission store); set at the end of init.
@@ -567,7 +569,7 @@ func controlOutcome(_ o: Consent.PromptOutcome) -> ControlProtocol.PromptOutcome
         }
     case .timedOut: .timeout
     case .dismissed: .dismissed
-    case .superseded: .cancelled
+    case .superseded, .withdrawn: .cancelled
     }
 }
 

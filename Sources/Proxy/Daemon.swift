@@ -30,6 +30,17 @@ public struct RelayOptions: Sendable {
     /// Clients relayed at once, and per app (the configuration's max-clients, max-clients-per-app).
     public var maxClients = Configuration().maxClients
     public var maxClientsPerApp = Configuration().maxClientsPerApp
+    /// Slots of `maxClients` kept for apps with fewer than `RelayOptions.smallAppClients`
+    /// clients (the configuration's reserved-clients).
+    public var reservedClients = Configuration().reservedClients
+    /// An app with this many clients connected is a large one: it does not get reserved slots.
+    public static let smallAppClients = 4
+    /// Seconds a client has to send AUTH and SET_CLIENT_NAME (the configuration's handshake-timeout).
+    public var handshakeTimeout = Configuration().handshakeTimeout
+    /// The largest packet a client may send (bytes), and what clients' large packets may
+    /// hold together (the configuration's max-packet-kib, packet-buffer-mib).
+    public var maxClientPacket = Configuration().maxPacketKiB * 1024
+    public var clientPacketBudget = Configuration().packetBufferMiB * 1024 * 1024
     public init() {}
 
     /// Processors online now (at least 1).
@@ -120,6 +131,8 @@ public final class Daemon: @unchecked Sendable {
     private let nextSessionID = Atomic<UInt64>(1)
     private let nextStreamID = Atomic<UInt64>(1)
     let identify: @Sendable (Int32, UInt32, UInt32, String?) -> ClientIdentity
+    /// What the packets being received from all clients may hold together.
+    let packetBudget: PacketBudget
     public let startedAt = wallClockNow()
 
     init(listenPath: String, activatedListener: Int32? = nil, upstream: UpstreamAddress, options: RelayOptions,
@@ -131,6 +144,7 @@ public final class Daemon: @unchecked Sendable {
         self.options = options
         self.observer = observer
         self.identify = identify
+        packetBudget = PacketBudget(limit: options.clientPacketBudget)
         var loops: [EventLoop] = []
         for i in 0..<max(1, options.loops) {
             loops.append(try EventLoop(name: "loop-\(i)", coalesceWindow: options.coalesceWindow))
@@ -230,13 +244,24 @@ public final class Daemon: @unchecked Sendable {
 
     // MARK: accept loop
 
-    /// The limit a new client of `app` would go over, or nil.
+    /// The limit a new client of `app` would go over, or nil. Every client counts, with or
+    /// without its handshake: each holds one of the server's slots. The last `reservedClients`
+    /// slots go only to apps with fewer than `smallAppClients` clients, so apps holding many
+    /// (idle) connections cannot lock out one that starts now.
     private func limitReached(for app: AppKey) -> String? {
         let (total, ofApp) = sessions.withLock { s in (s.count, s.values.count { $0.state.identity.appKey == app }) }
         if total >= options.maxClients { return "max-clients (\(options.maxClients)) clients are connected" }
         if ofApp >= options.maxClientsPerApp { return "max-clients-per-app (\(options.maxClientsPerApp)) clients of this app are connected" }
+        if ofApp >= RelayOptions.smallAppClients && options.maxClients - total <= options.reservedClients {
+            return "it has \(ofApp) clients connected and the last \(options.reservedClients) of max-clients "
+                + "(\(options.maxClients)) are kept for apps with fewer than \(RelayOptions.smallAppClients) (reserved-clients)"
+        }
         return nil
     }
+
+    /// Refusals, and handshake timeouts: lines any client can cause, so rate-limited (each kind apart).
+    private let refusalLog = RateLimitedLog()
+    private let handshakeLog = RateLimitedLog()
 
     /// Answers the AUTH that libpulse sends first (tag 0) with "Connection refused", and
     /// closes once the client has sent something or hung up (see RefusedConnection).
@@ -281,7 +306,7 @@ public final class Daemon: @unchecked Sendable {
         }
         let identity = identify(cred.pid, cred.uid, cred.gid, listener.launcherAppID)
         if let limit = limitReached(for: identity.appKey) {
-            Log.warn("refused \(identity.appKey) pid \(cred.pid): \(limit); raise it in earmuff.conf if this app needs more")
+            refusalLog.record(.warn, "refused \(identity.appKey) pid \(cred.pid): \(limit); raise it in earmuff.conf if this app needs more")
             refuseConnection(fd)
             return
         }
@@ -295,7 +320,8 @@ public final class Daemon: @unchecked Sendable {
         let down = ByteRing(capacity: options.ringCapacity)
         let loop = loops[nextLoop]
         nextLoop = (nextLoop + 1) % loops.count
-        let client = ClientHalf(loop: loop, state: state, produceInto: up, consumeFrom: down)
+        let client = ClientHalf(loop: loop, state: state, produceInto: up, consumeFrom: down,
+                                packetLimit: options.maxClientPacket, budget: packetBudget)
         let server = UpstreamHalf(loop: loop, state: state, produceInto: down, consumeFrom: up)
         client.peer = server
         server.peer = client
@@ -321,7 +347,8 @@ public final class Daemon: @unchecked Sendable {
         Log.info("session \(id): \(identity.appKey) pid \(identity.pid) uid \(identity.uid) identified by \(identity.method.rawValue) (\(identity.strength.rawValue))"
                  + (identity.caveat.map { ": \($0)" } ?? ""))
         let path = upstream.path
-        let start = { @Sendable in
+        let timeout = options.handshakeTimeout
+        let start = { @Sendable [handshakeLog] in
             do {
                 client.token = try loop.register(fd, events: Half.socketEvents, handler: client)
             } catch {
@@ -329,6 +356,13 @@ public final class Daemon: @unchecked Sendable {
                 return
             }
             server.connect(path: path)
+            // A connection that never finishes its handshake would hold a server slot for ever.
+            loop.schedule(after: timeout) {
+                guard !client.closed, !state.handshakeDone.load(ordering: .relaxed) else { return }
+                let why = "did not send AUTH and SET_CLIENT_NAME within handshake-timeout (\(timeout) s)"
+                handshakeLog.record(.warn, "closed session \(id) (\(identity.appKey), pid \(identity.pid)): \(why)")
+                client.close(reason: why)
+            }
         }
         if loop === acceptLoop { start() } else { loop.post(start) }
     }

@@ -103,6 +103,18 @@ final class ClientToServerFilter: FrameFilter {
         }
     }
 
+    /// A packet too large to buffer: answered with ERROR(TOOLARGE) when it is a request with a
+    /// tag after AUTH; before that (no reply can be paired with it) the connection closes.
+    func refusedPacket(prefix: [UInt8], length: Int, reason: String) throws(ProtocolViolation) {
+        var r = TagStructReader(prefix)
+        guard authSeen, let header = try? PacketHeader.decode(from: &r),
+              let command = Command(rawValue: header.command) else {
+            throw ProtocolViolation("a packet of \(length) bytes\(authSeen ? "" : " before AUTH") was refused: \(reason)")
+        }
+        try noteRefusal(command, "its \(length) bytes were not read into memory: \(reason)")
+        refuse(header.tag, ErrorCode.tooLarge.rawValue)
+    }
+
     /// `body` reads the fields after command and tag.
     private func handle(_ command: Command, header: PacketHeader, body: TagStructReader,
                         payload: inout [UInt8]) throws -> PacketDisposition {
@@ -139,6 +151,7 @@ final class ClientToServerFilter: FrameFilter {
             let msg = try SetClientName.decode(from: &r, version: version)
             state.properties.withLock { $0.update(from: msg.proplist) }
             observer.clientPropertiesChanged(state)
+            state.handshakeDone.store(true, ordering: .relaxed)
             expected = .setClientName
         case .updateClientProplist:
             var r = body
@@ -232,6 +245,11 @@ final class ServerToClientFilter: FrameFilter {
         self.state = state
         self.observer = observer
         self.newStreamID = newStreamID
+    }
+
+    /// Never called: what the server sends is buffered up to the protocol's own limit.
+    func refusedPacket(prefix: [UInt8], length: Int, reason: String) throws(ProtocolViolation) {
+        throw ProtocolViolation("the server sent a packet of \(length) bytes that was refused: \(reason)")
     }
 
     func memblock(_ d: FrameDescriptor) throws(ProtocolViolation) -> MemblockDisposition {

@@ -9,6 +9,7 @@
 import Glibc
 import PulseWire
 import Ring
+import Synchronization
 
 /// What to do with the payload of one memblock frame.
 enum MemblockDisposition {
@@ -32,6 +33,38 @@ protocol FrameFilter: AnyObject {
     func memblock(_ descriptor: FrameDescriptor) throws(ProtocolViolation) -> MemblockDisposition
     /// Inspects (and may rewrite in place, keeping its length) one whole packet.
     func packet(_ payload: inout [UInt8]) throws(ProtocolViolation) -> PacketDisposition
+    /// A packet was skipped unbuffered (`reason` says which limit it met); `prefix` holds its
+    /// first bytes (command and tag). Throw to close the connection instead of answering it.
+    func refusedPacket(prefix: [UInt8], length: Int, reason: String) throws(ProtocolViolation)
+}
+
+/// The bytes all sessions may hold at once in packets being collected (one direction: what
+/// clients send). Packets up to `unbudgeted` bytes never count: every request an app
+/// normally sends is that small, so a budget spent by others never refuses them.
+final class PacketBudget: Sendable {
+    /// The most bytes of budgeted packets held at once.
+    let limit: Int
+    static let unbudgeted = 64 * 1024
+    private let used = Atomic<Int>(0)
+
+    init(limit: Int) { self.limit = limit }
+
+    /// Takes `bytes` from the budget; false (and nothing taken) when they do not fit.
+    func take(_ bytes: Int) -> Bool {
+        var current = used.load(ordering: .relaxed)
+        while true {
+            guard current + bytes <= limit else { return false }
+            let (exchanged, original) = used.compareExchange(expected: current, desired: current + bytes,
+                                                             ordering: .relaxed)
+            if exchanged { return true }
+            current = original
+        }
+    }
+
+    func give(_ bytes: Int) { used.subtract(bytes, ordering: .relaxed) }
+
+    /// Bytes held now.
+    var inUse: Int { used.load(ordering: .relaxed) }
 }
 
 /// The consumer of a forwarder's ring, when it can take bytes straight from
@@ -84,7 +117,11 @@ final class Forwarder: FrameHandler {
     /// gather in the ring and leave with the next large one or the next drain).
     static let writeThroughMinimum = 1024
     private(set) var backlog = ByteBacklog()
-    private var frames = FrameProcessor()
+    private var frames: FrameProcessor
+    /// The budget this direction's large packets draw on (nil: none, e.g. what the server sends).
+    private let budget: PacketBudget?
+    /// Bytes of the packet under way taken from `budget` (0: none).
+    private var budgeted = 0
     /// The filter of the `process` call under way.
     private var filter: FrameFilter?
     /// The record stream of the memblock under way (for its byte counters).
@@ -92,8 +129,18 @@ final class Forwarder: FrameHandler {
     /// Whether the consumer must be woken after the `process` call under way.
     private var wake = false
 
-    init(ring: ByteRing) {
+    /// `packetLimit`: the longest packet buffered whole; `budget`: what larger-than-small
+    /// packets of every session may hold together.
+    init(ring: ByteRing, packetLimit: Int = Int(Limits.maxFrameLength), budget: PacketBudget? = nil) {
         self.ring = ring
+        frames = FrameProcessor(packetLimit: packetLimit)
+        self.budget = budget
+    }
+
+    /// Gives back what the packet under way holds of the budget (the connection is closing).
+    func releaseBudget() {
+        if budgeted > 0 { budget?.give(budgeted) }
+        budgeted = 0
     }
 
     /// Packets forwarded so far (the client side polls for a reply after a request).
@@ -129,6 +176,21 @@ final class Forwarder: FrameHandler {
 
     func packet(_ payload: inout [UInt8]) throws(ProtocolViolation) -> Bool {
         try filter!.packet(&payload) == .forward // set for the whole process() call that calls this
+    }
+
+    func admitPacket(_ length: Int) -> Bool {
+        guard let budget, length > PacketBudget.unbudgeted else { return true }
+        guard budget.take(length) else { return false }
+        budgeted = length
+        return true
+    }
+
+    func packetReleased(_ length: Int) { releaseBudget() }
+
+    func refusedPacket(prefix: [UInt8], length: Int, overLimit limit: Int?) throws(ProtocolViolation) {
+        let reason = limit.map { "it is larger than the \($0) bytes one packet may have" }
+            ?? "it does not fit in the \(budget?.limit ?? 0) bytes that the large packets being received from all clients may hold together"
+        try filter!.refusedPacket(prefix: prefix, length: length, reason: reason) // set for the whole process() call
     }
 
     func memblockPayload(_ count: Int, silenced: Bool) {

@@ -48,3 +48,44 @@ public enum Log {
     private static func format2(_ v: Int) -> String { v < 10 ? "0\(v)" : "\(v)" }
     private static func format3(_ v: Int) -> String { v < 10 ? "00\(v)" : v < 100 ? "0\(v)" : "\(v)" }
 }
+
+/// Log lines of one kind that a client can cause at will (refusals, timeouts): the first
+/// `burst` of each `interval` are written, the rest only counted, and the count is told
+/// with the next line written. Safe from any thread.
+final class RateLimitedLog: Sendable {
+    let burst: Int
+    let interval: Double
+    private struct Window {
+        var start = -Double.infinity
+        var written = 0
+        var suppressed = 0
+    }
+    private let window = Locked(Window())
+
+    init(burst: Int = 5, interval: Double = 10) {
+        self.burst = burst
+        self.interval = interval
+    }
+
+    /// Writes `message` at `level` unless this kind already wrote `burst` lines in the window.
+    func record(_ level: LogLevel, _ message: @autoclosure () -> String, now: Double = monotonicNow(),
+                to sink: (LogLevel, String) -> Void = { Log.record($0, $1) }) {
+        guard Log.enabled(level) else { return }
+        let (write, suppressed) = window.withLock { w -> (Bool, Int) in
+            if now - w.start >= interval {
+                let told = w.suppressed
+                w = Window(start: now, written: 1, suppressed: 0)
+                return (true, told)
+            }
+            guard w.written < burst else {
+                w.suppressed += 1
+                return (false, 0)
+            }
+            w.written += 1
+            return (true, 0)
+        }
+        guard write else { return }
+        let note = suppressed > 0 ? " (\(suppressed) more like this were not logged in the \(Int(interval)) s before)" : ""
+        sink(level, message() + note)
+    }
+}

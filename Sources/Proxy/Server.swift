@@ -109,6 +109,10 @@ public enum Server {
             if let ms = opts.coalesceMilliseconds { relay.coalesceWindow = ms / 1000 }
             relay.maxClients = configuration.maxClients
             relay.maxClientsPerApp = configuration.maxClientsPerApp
+            relay.reservedClients = configuration.reservedClients
+            relay.handshakeTimeout = configuration.handshakeTimeout
+            relay.maxClientPacket = configuration.maxPacketKiB * 1024
+            relay.clientPacketBudget = configuration.packetBufferMiB * 1024 * 1024
             daemon = try Daemon(listenPath: paths.listen, activatedListener: activated, upstream: upstream,
                                 options: relay, observer: service) {
                 [launchers = service.launchers] pid, uid, gid, launcher in

@@ -107,10 +107,12 @@ class Half: LoopHandler, Wakeable, WriteThrough, @unchecked Sendable {
     private let queued = Atomic<Bool>(false)
     var filter: FrameFilter! // set right after init by the subclass; never nil afterwards
 
-    init(loop: EventLoop, state: SessionState, produceInto: ByteRing, consumeFrom: ByteRing) {
+    /// `packetLimit` and `budget` bound what this half buffers of the packets it reads.
+    init(loop: EventLoop, state: SessionState, produceInto: ByteRing, consumeFrom: ByteRing,
+         packetLimit: Int = Int(Limits.maxFrameLength), budget: PacketBudget? = nil) {
         self.loop = loop
         self.state = state
-        producerForwarder = Forwarder(ring: produceInto)
+        producerForwarder = Forwarder(ring: produceInto, packetLimit: packetLimit, budget: budget)
         consumerRing = consumeFrom
     }
 
@@ -223,6 +225,13 @@ class Half: LoopHandler, Wakeable, WriteThrough, @unchecked Sendable {
                 // (a no-op when it is empty or the socket is full).
                 peer?.drainConsumerRing()
                 afterProcessing()
+                // What neither the other socket nor the ring took waits in the backlog: park
+                // now, so the consumer's drain wakes us (a short read below would return
+                // without parking, and a large packet would wait for the peer's next bytes).
+                if !producerForwarder.backlog.isEmpty && !closed {
+                    pauseReading()
+                    return
+                }
                 // A short read emptied the stream socket: new data (or a hang-up
                 // arriving later) raises a new edge, so skip the read that would
                 // only say EAGAIN. Not when the hang-up was already reported
@@ -358,6 +367,7 @@ class Half: LoopHandler, Wakeable, WriteThrough, @unchecked Sendable {
         if token != 0 { loop.remove(fd, token: token) }
         closeFD(fd)
         fd = -1
+        producerForwarder.releaseBudget()
         _ = producerForwarder.ring.finishProducing()
         if let p = peer {
             p.notify(gracefulPeer ? .readable : .terminate)

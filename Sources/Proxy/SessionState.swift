@@ -24,6 +24,8 @@ final class SessionState: Sendable {
     /// The process that sent the client's latest bytes (SCM_CREDENTIALS; 0 before any).
     /// Written and read on the session's loop only; atomic so the type stays Sendable.
     let lastSenderPID = Atomic<Int32>(0)
+    /// Whether the client has sent AUTH and SET_CLIENT_NAME (before `handshake-timeout` ends).
+    let handshakeDone = Atomic<Bool>(false)
     /// Effective protocol version used to parse layouts: min(client, server), masked.
     let version = Atomic<UInt32>(8)
     /// Requests forwarded and not answered yet: every tag, and what matters of some.

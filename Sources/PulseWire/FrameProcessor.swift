@@ -10,7 +10,11 @@
 //     a silence byte, or is dropped (descriptor included);
 //   * a packet is collected whole, handed to the handler (which may rewrite it
 //     in place, keeping its length, or refuse it) and then emitted with its
-//     descriptor.
+//     descriptor;
+//   * a packet longer than `packetLimit`, or one the handler does not admit
+//     (`admitPacket`: its share of a budget), is never buffered: only its first
+//     bytes (command and tag) are kept, the rest is skipped, and the handler is
+//     told (`refusedPacket`) so that it can answer it with an error.
 // Frames are never split, merged or reordered: the output is the input minus
 // dropped frames, with silenced payloads.
 
@@ -41,6 +45,26 @@ public protocol FrameHandler: AnyObject {
     func emit(_ bytes: UnsafeRawBufferPointer)
     /// `count` payload bytes of the current memblock were passed (or silenced) on.
     func memblockPayload(_ count: Int, silenced: Bool)
+    /// A packet of `length` bytes (within the processor's `packetLimit`) is about to be
+    /// collected: whether it may be buffered. An admitted packet is followed by
+    /// `packetReleased(length)` once it has been handed on (or dropped).
+    func admitPacket(_ length: Int) -> Bool
+    /// The packet admitted with `admitPacket(length)` no longer needs its buffer.
+    func packetReleased(_ length: Int)
+    /// A packet was skipped without being buffered: it was longer than `limit` bytes
+    /// (`overLimit`), or `admitPacket` refused it. `prefix` holds its first bytes (at most
+    /// `FrameProcessor.refusedPrefixLength`: command and tag). Throw to close the connection.
+    func refusedPacket(prefix: [UInt8], length: Int, overLimit limit: Int?) throws(ProtocolViolation)
+}
+
+extension FrameHandler {
+    /// Every packet may be buffered.
+    public func admitPacket(_ length: Int) -> Bool { true }
+    public func packetReleased(_ length: Int) {}
+    /// A skipped packet breaks the connection.
+    public func refusedPacket(prefix: [UInt8], length: Int, overLimit limit: Int?) throws(ProtocolViolation) {
+        throw ProtocolViolation("a packet of \(length) bytes is over the limit of \(limit ?? 0) bytes")
+    }
 }
 
 /// Incremental frame processor for one direction of one connection.
@@ -49,7 +73,17 @@ public struct FrameProcessor {
         case descriptor
         case memblock(remaining: Int, action: MemblockAction)
         case packet(remaining: Int)
+        /// A refused packet: its first bytes are kept (and reported once they are in), the rest skipped.
+        case skip(remaining: Int, overLimit: Int?, reported: Bool)
     }
+
+    /// Bytes kept of a refused packet: command and tag (two tagged u32).
+    public static let refusedPrefixLength = 10
+    /// The longest packet buffered whole; longer ones are refused (`refusedPacket`).
+    public let packetLimit: Int
+    /// Payloads up to this size grow with what arrives; longer admitted ones are
+    /// allocated at their full length once this much has arrived.
+    static let growthStep = 64 * 1024
 
     private var state = State.descriptor
     private var header = [UInt8](repeating: 0, count: Limits.descriptorSize)
@@ -59,7 +93,10 @@ public struct FrameProcessor {
     /// Packets forwarded so far.
     public private(set) var packetsForwarded = 0
 
-    public init() {}
+    /// `packetLimit`: the longest packet buffered whole (the protocol's own limit by default).
+    public init(packetLimit: Int = Int(Limits.maxFrameLength)) {
+        self.packetLimit = packetLimit
+    }
 
     /// True when no frame is half-way through (a packet may be inserted here).
     public var isAtFrameBoundary: Bool {
@@ -105,6 +142,10 @@ public struct FrameProcessor {
                 state = remaining == n ? .descriptor : .memblock(remaining: remaining - n, action: action)
             case .packet(let remaining):
                 let n = min(remaining, end - pos)
+                if packet.count + n > packet.capacity && packet.count + n > Self.growthStep {
+                    // Admitted at its full length: one allocation, not a doubling series.
+                    packet.reserveCapacity(Int(packetDescriptor.length))
+                }
                 packet.append(contentsOf: UnsafeRawBufferPointer(start: base + pos, count: n))
                 pos += n
                 if remaining == n {
@@ -112,6 +153,20 @@ public struct FrameProcessor {
                     try finishPacket(handler)
                 } else {
                     state = .packet(remaining: remaining - n)
+                }
+            case .skip(let remaining, let limit, let reported):
+                let n = min(remaining, end - pos)
+                let keep = reported ? 0 : min(n, Self.refusedPrefixLength - packet.count)
+                if keep > 0 { packet.append(contentsOf: UnsafeRawBufferPointer(start: base + pos, count: keep)) }
+                pos += n
+                // Answered as soon as command and tag are in, not after the whole packet.
+                let report = !reported && (packet.count == Self.refusedPrefixLength || remaining == n)
+                state = remaining == n ? .descriptor : .skip(remaining: remaining - n, overLimit: limit,
+                                                             reported: reported || report)
+                if report {
+                    let prefix = packet
+                    packet.removeAll(keepingCapacity: true)
+                    try handler.refusedPacket(prefix: prefix, length: Int(packetDescriptor.length), overLimit: limit)
                 }
             }
         }
@@ -127,6 +182,11 @@ public struct FrameProcessor {
         if d.isPacket {
             packetDescriptor = d
             if packet.capacity > 1 << 20 { packet = [] } else { packet.removeAll(keepingCapacity: true) }
+            let length = Int(d.length)
+            if length > packetLimit || !handler.admitPacket(length) {
+                state = .skip(remaining: length, overLimit: length > packetLimit ? packetLimit : nil, reported: false)
+                return
+            }
             // Grow with what arrives: a descriptor alone must not make us
             // allocate the 16 MiB it may claim.
             packet.reserveCapacity(min(Int(d.length), 64 * 1024))
@@ -141,6 +201,7 @@ public struct FrameProcessor {
     }
 
     private mutating func finishPacket(_ handler: some FrameHandler) throws(ProtocolViolation) {
+        defer { handler.packetReleased(Int(packetDescriptor.length)) }
         guard try handler.packet(&packet) else { return }
         precondition(packet.count == Int(packetDescriptor.length), "a frame handler changed a packet's length")
         packetsForwarded &+= 1

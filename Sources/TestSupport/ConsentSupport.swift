@@ -92,6 +92,8 @@ public struct StatusView: Decodable, Sendable, Equatable {
 
     /// Whether access to `kind` is on (the master switch).
     public func accessEnabled(_ kind: String) -> Bool? { access?.first { $0.kind == kind }?.enabled }
+    /// Captures waiting for a prompt (over the prompt caps).
+    public var waiting: [WaitingView]?
 
     /// Clients whose app key is `key`.
     public func clients(of key: String) -> [ClientView] { clients.filter { $0.appKey == key } }
@@ -99,6 +101,13 @@ public struct StatusView: Decodable, Sendable, Equatable {
     public func streams(of key: String) -> [StreamView] { streams.filter { $0.appKey == key } }
     /// Pending prompts for `key`.
     public func prompts(of key: String) -> [PromptView] { prompts.filter { $0.appKey == key } }
+}
+
+/// A capture waiting for a prompt in `status --json`.
+public struct WaitingView: Decodable, Sendable, Equatable {
+    public var appKey: String
+    public var kind: String
+    public var uid: UInt32
 }
 
 /// An app in `earmuff apps --json` or a `decision-changed` event.

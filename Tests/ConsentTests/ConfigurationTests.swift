@@ -92,8 +92,23 @@ private func declarationError(_ text: String, file: String = "/etc/earmuff/apps.
         let e = parseError("log-level = info\n\nprompt-timout = 5\n")
         #expect(e?.description.hasPrefix(#"/etc/earmuff/earmuff.conf:3: unknown key "prompt-timout"; did you mean "prompt-timeout"? (keys: upstream, listen,"#) == true)
         let far = parseError("colour = blue\n")
-        #expect(far?.description == #"/etc/earmuff/earmuff.conf:1: unknown key "colour" (keys: upstream, listen, control, store, missing-purpose, prompt-via, prompt-timeout, prompt-command, trusted-apps, log-level, max-clients, max-clients-per-app, auto-reset-days)"#)
+        #expect(far?.description == #"/etc/earmuff/earmuff.conf:1: unknown key "colour" (keys: upstream, listen, control, store, missing-purpose, prompt-via, prompt-timeout, max-pending-prompts, max-pending-prompts-per-uid, prompt-command, trusted-apps, log-level, max-clients, max-clients-per-app, reserved-clients, handshake-timeout, auto-reset-days, max-packet-kib, packet-buffer-mib)"#)
         #expect(parseError("Missing_Purpose = deny\n")?.message.contains(#"did you mean "missing-purpose"?"#) == true)
+    }
+
+    @Test func limitsParseAndRefuseBadValues() throws {
+        let o = try Configuration.parse(text: "reserved-clients = 0\nhandshake-timeout = 2.5\nmax-packet-kib = 64\n"
+                                        + "packet-buffer-mib = 8\nmax-pending-prompts = 4\nmax-pending-prompts-per-uid = 2\n",
+                                        file: admin)
+        let c = Configuration().merging(o)
+        #expect(c.reservedClients == 0 && c.handshakeTimeout == 2.5 && c.maxPacketKiB == 64 && c.packetBufferMiB == 8)
+        #expect(c.maxPendingPrompts == 4 && c.maxPendingPromptsPerUID == 2)
+        for bad in ["handshake-timeout = 0", "handshake-timeout = soon", "max-packet-kib = 63", "max-packet-kib = 16385",
+                    "packet-buffer-mib = 0", "reserved-clients = -1", "max-pending-prompts = 0",
+                    "max-pending-prompts-per-uid = 1025"] {
+            let e = parseError(bad + "\n")
+            #expect(e?.line == 1 && e?.message.hasPrefix(String(bad.prefix { $0 != " " }) + " must be") == true, "\(bad): \(String(describing: e))")
+        }
     }
 
     @Test func promptViaIsAnOrderedList() throws {

@@ -418,7 +418,8 @@ extension EndToEnd.HardeningTests {
             try await bench.expectClientClosed(["protocol violation from the client", "exceeds the limit of \(Limits.maxProplistValue)"]) { c in
                 try c.send(RawClient.auth(tag: 0))
                 _ = try c.reply(tag: 0, timeout: 5)
-                let value = [UInt8](repeating: 0x41, count: 4 << 20) + [0]
+                // Over the value limit, under max-packet-kib (larger packets are refused unread).
+                let value = [UInt8](repeating: 0x41, count: 512 << 10) + [0]
                 try c.send(Bad.setClientName(rawEntries: Bad.entry("application.name", value)))
             }
         }

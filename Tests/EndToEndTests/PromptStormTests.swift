@@ -14,13 +14,13 @@ extension EndToEnd {
         static let apps = 100
         static let timeout = 3.0
 
-        /// 100 copies of parecord, each in its own directory under `root`.
-        static func recorders(in root: String) throws -> [String] {
+        /// `count` copies of parecord, each in its own directory under `root` (each its own app).
+        static func recorders(in root: String, count: Int = apps) throws -> [String] {
             guard let pacat = findExecutable("parecord").flatMap({ realpath($0, nil) }).map({ p -> String in
                 defer { free(p) }
                 return String(cString: p)
             }) else { throw TestSupportError("parecord not found; install pulseaudio-utils") }
-            return try (0..<apps).map { i in
+            return try (0..<count).map { i in
                 let dir = "\(root)/app\(i)"
                 try TempDir.makeDirectory(dir)
                 try FileManager.default.copyItem(atPath: pacat, toPath: "\(dir)/parecord")
@@ -60,8 +60,10 @@ extension EndToEnd {
             let server = try PipeWireServer()
             defer { server.stop() }
             let conf = "\(scratch)/earmuff.conf"
-            // The private pipewire-pulse takes 256 clients; earmuff's own limit must let 100 apps in.
-            try "prompt-timeout = \(Self.timeout)\nprompt-command = /bin/sh \(script)\nmax-clients = 200\n"
+            // The private pipewire-pulse takes 256 clients; earmuff's own limit must let 100 apps in,
+            // and every one of them is prompted here (the caps are PromptCapTests' concern).
+            try ("prompt-timeout = \(Self.timeout)\nprompt-command = /bin/sh \(script)\nmax-clients = 200\n"
+                 + "max-pending-prompts = 200\nmax-pending-prompts-per-uid = 200\n")
                 .write(toFile: conf, atomically: true, encoding: .utf8)
             let earmuff = try EarmuffProcess(upstream: server.serverString, extraArguments: ["--config", conf],
                                              environment: env)

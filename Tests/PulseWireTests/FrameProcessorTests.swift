@@ -15,6 +15,23 @@ final class RecordingHandler: FrameHandler {
     var memblocks: [FrameDescriptor] = []
     var passedBytes = 0
     var silencedBytes = 0
+    /// Packets of this length are not admitted (nil: all are).
+    var notAdmitted: Int?
+    var admitted: [Int] = []
+    var released: [Int] = []
+    var refused: [(prefix: [UInt8], length: Int, limit: Int?)] = []
+
+    func admitPacket(_ length: Int) -> Bool {
+        guard length != notAdmitted else { return false }
+        admitted.append(length)
+        return true
+    }
+
+    func packetReleased(_ length: Int) { released.append(length) }
+
+    func refusedPacket(prefix: [UInt8], length: Int, overLimit limit: Int?) throws(ProtocolViolation) {
+        refused.append((prefix, length, limit))
+    }
 
     func memblock(_ descriptor: FrameDescriptor) throws(ProtocolViolation) -> MemblockAction {
         memblocks.append(descriptor)
@@ -175,5 +192,47 @@ let goldenStreams: [(name: String, bytes: [UInt8])] = {
         try feed([Array(stream[30...])], into: handler, processor: &processor)
         #expect(handler.output == stream)
         #expect(processor.isAtFrameBoundary)
+    }
+
+    @Test("a packet over the limit, or not admitted, is skipped unbuffered and reported once its tag is in",
+          arguments: Feeding.allCases)
+    func refusedPackets(feeding: Feeding) throws {
+        let big = Command.updateClientProplist.rawValue
+        func packet(tag: UInt32, filler: Int) -> [UInt8] {
+            var w = TagStructWriter(reservingCapacity: 64)
+            PacketHeader(command: big, tag: tag).encode(into: &w)
+            w.writeArbitrary([UInt8](repeating: 0x41, count: filler))
+            return FrameDescriptor.packet(length: UInt32(w.bytes.count)).bytes + w.bytes
+        }
+        let good = bytes(hex: Golden.setClientName)
+        let overLimit = packet(tag: 7, filler: 500)
+        let overBudget = packet(tag: 8, filler: 200)
+        let small = packet(tag: 9, filler: 20)
+        let stream = good + overLimit + overBudget + small
+        let frames = try parseAll(stream)
+        let handler = RecordingHandler()
+        handler.notAdmitted = overBudget.count - 20
+        var processor = FrameProcessor(packetLimit: 450)
+        try feed(feeding.chunks(stream, frames: frames), into: handler, processor: &processor)
+        #expect(handler.output == good + small, "fed \(feeding)")
+        #expect(handler.refused.map(\.length) == [overLimit.count - 20, overBudget.count - 20])
+        #expect(handler.refused.map(\.limit) == [450, nil])
+        #expect(handler.refused.map { (try? PacketHeader.decode($0.prefix)).map(\.tag) } == [7, 8])
+        #expect(handler.admitted == handler.released && handler.admitted.count == 2)
+        #expect(processor.isAtFrameBoundary)
+    }
+
+    @Test("a refused packet is reported when its tag arrives, before the rest of it")
+    func refusedEarly() throws {
+        var w = TagStructWriter(reservingCapacity: 64)
+        PacketHeader(command: Command.updateClientProplist.rawValue, tag: 3).encode(into: &w)
+        w.writeArbitrary([UInt8](repeating: 0, count: 1000))
+        let stream = FrameDescriptor.packet(length: UInt32(w.bytes.count)).bytes + w.bytes
+        let handler = RecordingHandler()
+        var processor = FrameProcessor(packetLimit: 100)
+        try feed([Array(stream[0..<40])], into: handler, processor: &processor)
+        #expect(handler.refused.count == 1)
+        try feed([Array(stream[40...])], into: handler, processor: &processor)
+        #expect(handler.refused.count == 1 && handler.output.isEmpty && processor.isAtFrameBoundary)
     }
 }

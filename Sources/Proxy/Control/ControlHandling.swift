@@ -49,17 +49,26 @@ public struct ControlServerOptions: Sendable {
     public var maxLineBytes: Int
     /// Unsent output a connection may accumulate before it is dropped.
     public var maxPendingOutputBytes: Int
-    /// Most simultaneous connections; more are refused.
+    /// Most simultaneous connections. A new one over it takes the place of the connection idle
+    /// the longest that did not subscribe or become an agent, so a one-shot request always
+    /// gets a slot.
     public var maxConnections: Int
+    /// Seconds a connection that did not subscribe or become an agent may stay silent.
+    public var idleTimeout: Double
+    /// Connections of one uid that may subscribe or be agents at once (they never time out).
+    public var maxLongLivedPerUID: Int
     /// Peer uids served; nil means this process's effective uid and root.
     public var allowedUIDs: Set<UInt32>?
 
     public init(daemonVersion: String = "0.0.0", maxLineBytes: Int = ControlLimits.maxRequestLine,
-                maxPendingOutputBytes: Int = 4 << 20, maxConnections: Int = 128, allowedUIDs: Set<UInt32>? = nil) {
+                maxPendingOutputBytes: Int = 4 << 20, maxConnections: Int = 128, idleTimeout: Double = 10,
+                maxLongLivedPerUID: Int = 16, allowedUIDs: Set<UInt32>? = nil) {
         self.daemonVersion = daemonVersion
         self.maxLineBytes = maxLineBytes
         self.maxPendingOutputBytes = maxPendingOutputBytes
         self.maxConnections = maxConnections
+        self.idleTimeout = idleTimeout
+        self.maxLongLivedPerUID = maxLongLivedPerUID
         self.allowedUIDs = allowedUIDs
     }
 }

@@ -29,12 +29,12 @@ public final class ControlServer: @unchecked Sendable {
     /// The control socket's path.
     public let path: String
     private weak var handler: (any ControlHandler)?
-    private let options: ControlServerOptions
-    private let log: @Sendable (LogLevel, String) -> Void
+    let options: ControlServerOptions
+    let log: @Sendable (LogLevel, String) -> Void
     private let allowedUIDs: Set<UInt32>
 
     private let listenFD: Int32
-    private let loop: EventLoop
+    let loop: EventLoop
     private var listenToken: UInt64 = 0
 
     private enum Target {
@@ -64,9 +64,15 @@ public final class ControlServer: @unchecked Sendable {
     }
 
     // Loop-only state.
-    private final class Connection {
+    final class Connection {
         let id: UInt64
         let fd: Int32
+        /// The peer's uid (subscribers are counted per uid).
+        var uid: UInt32 = 0
+        /// When (monotonic seconds) its last bytes arrived, or it connected.
+        var lastActivity = monotonicNow()
+        /// Subscribed to events or became an agent: it may stay idle (see ControlServer+Limits.swift).
+        var longLived = false
         var token: UInt64 = 0
         var framer: LineFramer
         var out: [UInt8] = []
@@ -85,7 +91,11 @@ public final class ControlServer: @unchecked Sendable {
         var pending: Int { out.count - outStart }
     }
 
-    private var connections: [UInt64: Connection] = [:]
+    var connections: [UInt64: Connection] = [:]
+    /// Whether the idle sweep is scheduled on the loop.
+    var sweepScheduled = false
+    /// Refusals and evictions: lines any local process can cause, so rate-limited.
+    let limitLog = RateLimitedLog()
     private var nextID: UInt64 = 16
     private var readBuffer = [UInt8](repeating: 0, count: 65536)
 
@@ -237,14 +247,14 @@ public final class ControlServer: @unchecked Sendable {
                 close(fd)
                 continue
             }
-            guard connections.count < options.maxConnections else {
-                log(.warn, "control: refused pid \(cred.pid): already \(connections.count) control connections")
+            guard makeRoom(for: cred.pid) else {
                 close(fd)
                 continue
             }
             let id = nextID
             nextID += 1
             let c = Connection(id: id, fd: fd, limit: options.maxLineBytes)
+            c.uid = cred.uid
             do {
                 c.token = try loop.register(fd, events: EARMUFF_EPOLLIN, handler: Watcher { [self] events in
                     service(id, events: events)
@@ -255,6 +265,7 @@ public final class ControlServer: @unchecked Sendable {
                 continue
             }
             connections[id] = c
+            scheduleIdleSweep()
             withShared { _ = $0.open.insert(id) }
             log(.debug, "control#\(id): connected, pid \(cred.pid) uid \(cred.uid)")
             handler?.connectionOpened(ControlConnectionID(rawValue: id), peer: ControlPeer(pid: cred.pid, uid: cred.uid, gid: cred.gid))
@@ -284,6 +295,7 @@ public final class ControlServer: @unchecked Sendable {
         for _ in 0..<8 {
             let n = readBuffer.withUnsafeMutableBytes { recv(c.fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
             if n > 0 {
+                c.lastActivity = monotonicNow()
                 c.framer.append(readBuffer[0..<n])
                 processLines(c)
                 if connections[c.id] == nil || c.readClosed { return }
@@ -364,6 +376,14 @@ public final class ControlServer: @unchecked Sendable {
             }
         case .request(let request):
             let response: ControlResponse
+            let staysOpen: Bool = switch request {
+            case .subscribe, .becomeAgent: true
+            default: false
+            }
+            if staysOpen && !c.longLived, let refusal = longLivedRefusal(c) {
+                write(ControlCodec.encodeLine(ServerMessage.response(id: message.id, .error(refusal))), to: c)
+                return
+            }
             if let handler {
                 response = handler.handle(request, from: ControlConnectionID(rawValue: c.id))
             } else {
@@ -374,6 +394,7 @@ public final class ControlServer: @unchecked Sendable {
                 c.subscriber = true
                 withShared { _ = $0.subscribers.insert(c.id) }
             }
+            if staysOpen && !response.isError { c.longLived = true }
             write(ControlCodec.encodeLine(ServerMessage.response(id: message.id, response)), to: c)
         }
     }
@@ -434,7 +455,7 @@ public final class ControlServer: @unchecked Sendable {
         }
     }
 
-    private func drop(_ c: Connection, reason: String?) {
+    func drop(_ c: Connection, reason: String?) {
         guard connections.removeValue(forKey: c.id) != nil else { return }
         if let reason { log(.warn, "control#\(c.id): dropped: \(reason)") } else { log(.debug, "control#\(c.id): closed") }
         loop.remove(c.fd, token: c.token)
@@ -452,47 +473,5 @@ public final class ControlServer: @unchecked Sendable {
         close(listenFD)
         unlink(path)
         log(.info, "control socket at \(path) closed")
-    }
-
-    // MARK: - Setup helpers
-
-    private static func failure(_ what: String, _ path: String, code: Int32 = errno) -> ControlServerError {
-        ControlServerError(code: code, "\(what) at \(path) (\(String(cString: strerror(code)))); check the path given with --control")
-    }
-
-    /// Creates missing directories (mode 0700) and makes the socket's own directory 0700 when we own it.
-    private static func prepareDirectory(for path: String) throws(ControlServerError) {
-        guard path.hasPrefix("/"), let slash = path.lastIndex(of: "/") else {
-            throw ControlServerError(code: EINVAL, "the control socket path '\(path)' is not absolute; give a full path with --control")
-        }
-        let dir = String(path[..<slash])
-        guard !dir.isEmpty else { return }
-        do {
-            try PrivateDirectories.createParents(of: path)
-        } catch {
-            throw failure("cannot create the directory for the control socket (\(error.operation))", path, code: error.code)
-        }
-        var st = stat()
-        guard stat(dir, &st) == 0 else { throw failure("cannot inspect the control socket's directory", path) }
-        if st.st_uid == geteuid() && st.st_mode & 0o077 != 0 {
-            if chmod(dir, 0o700) != 0 { throw failure("cannot set mode 0700 on \(dir)", path) }
-        }
-    }
-
-    /// Throws when `path` is something other than a socket, or a socket someone still listens on.
-    private static func refuseLiveSocket(at path: String) throws(ControlServerError) {
-        var st = stat()
-        guard lstat(path, &st) == 0 else { return }
-        guard st.st_mode & S_IFMT == S_IFSOCK else {
-            throw ControlServerError(code: EEXIST, "\(path) exists and is not a socket; remove it or choose another --control path")
-        }
-        let fd = earmuff_unix_socket()
-        guard fd >= 0 else { return }
-        defer { close(fd) }
-        let r = earmuff_unix_connect(fd, path)
-        let e = errno
-        if r == 0 || e == EAGAIN || e == EINPROGRESS {
-            throw ControlServerError(code: EADDRINUSE, "another earmuff daemon is listening at \(path); stop it first, or choose another --control path")
-        }
     }
 }

@@ -1,0 +1,107 @@
+// The prompt caps: at most `maxPendingPrompts` prompts pending at once, and at most
+// `maxPendingPromptsPerUID` for the clients of one uid, so a storm of apps (or of made-up
+// identities) cannot bury the prompt of the app the person is using.
+//
+// A capture (a record stream, or a permission request of the permission API) that would
+// raise one more waits instead: it stays silent (it is undetermined) and is listed in status. Room is made at once when a pending prompt belongs to an app
+// that no longer records anything of its kind (it connected, recorded and left, as a storm
+// does): that prompt is withdrawn, the app stays undetermined. Otherwise the capture waits
+// until a prompt closes (answered, timed out, settled elsewhere); waiting captures are then
+// prompted oldest first, as long as their app still records that kind.
+
+extension ConsentEngine {
+    /// A capture over the prompt caps, waiting for a prompt.
+    struct WaitingCapture: Sendable {
+        var uid: UInt32
+        var source: String
+        var since: Double
+    }
+
+    /// Which cap a new prompt for `uid` would go over, if any.
+    private func capReached(uid: UInt32) -> (pending: Int, perUID: Bool)? {
+        if pending.count >= policy.maxPendingPrompts { return (pending.count, false) }
+        let ofUID = pending.values.count { $0.uid == uid }
+        if ofUID >= policy.maxPendingPromptsPerUID { return (ofUID, true) }
+        return nil
+    }
+
+    /// The first client of `subject`'s app that records `subject`'s kind now, or waits for the
+    /// answer to a permission request for it.
+    private func liveRecorder(of subject: Subject) -> ClientState? {
+        for id in clients.keys.sorted() {
+            guard let s = clients[id], s.identity.appKey == subject.app else { continue }
+            if s.streams.values.contains(where: { $0.kind == subject.kind })
+                || permissionWaiters.contains(where: { $0.client == id && $0.kind == subject.kind }) {
+                return s
+            }
+        }
+        return nil
+    }
+
+    /// The oldest pending prompt (of `uid`, when given) whose app no longer records its kind.
+    private func stalePrompt(uid: UInt32?) -> PromptID? {
+        pending.keys.sorted().first { id in
+            guard let p = pending[id], uid == nil || p.uid == uid else { return false }
+            return liveRecorder(of: Subject(app: p.prompt.appKey, kind: p.prompt.kind)) == nil
+        }
+    }
+
+    /// Raises a prompt for `s`'s capture of `kind`, withdrawing stale prompts to make room
+    /// under the caps; when there is none to withdraw, the capture waits.
+    mutating func promptOrWait(_ s: ClientState, kind: Capability, source: String, now: Double) -> [ConsentAction] {
+        let subject = Subject(app: s.identity.appKey, kind: kind)
+        var actions: [ConsentAction] = []
+        while let cap = capReached(uid: s.identity.uid) {
+            guard let stale = stalePrompt(uid: cap.perUID ? s.identity.uid : nil) else {
+                if waiting[subject] == nil {
+                    waiting[subject] = WaitingCapture(uid: s.identity.uid, source: source, since: now)
+                    actions.append(.emit(.promptDeferred(subject.app, kind, pending: cap.pending, perUID: cap.perUID)))
+                }
+                return actions
+            }
+            actions += resolve(stale, answer: nil, outcome: .withdrawn, reason: .none, now: now)
+        }
+        waiting[subject] = nil
+        return actions + raisePrompt(for: s, kind: kind, source: source, now: now)
+    }
+
+    /// After a prompt closed: prompts the waiting captures that fit under the caps, oldest
+    /// first; forgets those whose app was decided or no longer records that kind.
+    mutating func promoteWaiting(now: Double) -> [ConsentAction] {
+        var actions: [ConsentAction] = []
+        for (subject, w) in waiting.sorted(by: { ($0.value.since, $0.key.app, $0.key.kind) < ($1.value.since, $1.key.app, $1.key.kind) }) {
+            guard let s = liveRecorder(of: subject),
+                  effectiveDecision(for: subject.app, kind: subject.kind).state == .undetermined,
+                  s.once[subject.kind] == nil, pendingByApp[subject] == nil else {
+                waiting[subject] = nil
+                continue
+            }
+            guard capReached(uid: w.uid) == nil else { continue }
+            waiting[subject] = nil
+            let source = s.streams.values.first { $0.kind == subject.kind }?.source ?? w.source
+            actions += raisePrompt(for: s, kind: subject.kind, source: source, now: now)
+        }
+        return actions
+    }
+
+    /// Captures waiting for a prompt whose app still records that kind, oldest first.
+    public var waitingCaptures: [WaitingCaptureSnapshot] {
+        waiting.sorted { ($0.value.since, $0.key.app, $0.key.kind) < ($1.value.since, $1.key.app, $1.key.kind) }
+            .compactMap { subject, w in
+                guard let s = liveRecorder(of: subject),
+                      effectiveDecision(for: subject.app, kind: subject.kind).state == .undetermined else { return nil }
+                return WaitingCaptureSnapshot(appKey: subject.app, kind: subject.kind, displayName: displayName(of: s),
+                                              uid: w.uid, source: w.source, since: w.since)
+            }
+    }
+}
+
+/// A capture waiting for a prompt (status).
+public struct WaitingCaptureSnapshot: Sendable, Equatable {
+    public var appKey: AppKey
+    public var kind: Capability
+    public var displayName: String
+    public var uid: UInt32
+    public var source: String
+    public var since: Double
+}

@@ -1,0 +1,47 @@
+// Setting up the control socket: its directory, a stale or live socket at its path, and
+// the errors that name the path.
+import CLinux
+import ConsentStore
+import Glibc
+
+extension ControlServer {
+    static func failure(_ what: String, _ path: String, code: Int32 = errno) -> ControlServerError {
+        ControlServerError(code: code, "\(what) at \(path) (\(String(cString: strerror(code)))); check the path given with --control")
+    }
+
+    /// Creates missing directories (mode 0700) and makes the socket's own directory 0700 when we own it.
+    static func prepareDirectory(for path: String) throws(ControlServerError) {
+        guard path.hasPrefix("/"), let slash = path.lastIndex(of: "/") else {
+            throw ControlServerError(code: EINVAL, "the control socket path '\(path)' is not absolute; give a full path with --control")
+        }
+        let dir = String(path[..<slash])
+        guard !dir.isEmpty else { return }
+        do {
+            try PrivateDirectories.createParents(of: path)
+        } catch {
+            throw failure("cannot create the directory for the control socket (\(error.operation))", path, code: error.code)
+        }
+        var st = stat()
+        guard stat(dir, &st) == 0 else { throw failure("cannot inspect the control socket's directory", path) }
+        if st.st_uid == geteuid() && st.st_mode & 0o077 != 0 {
+            if chmod(dir, 0o700) != 0 { throw failure("cannot set mode 0700 on \(dir)", path) }
+        }
+    }
+
+    /// Throws when `path` is something other than a socket, or a socket someone still listens on.
+    static func refuseLiveSocket(at path: String) throws(ControlServerError) {
+        var st = stat()
+        guard lstat(path, &st) == 0 else { return }
+        guard st.st_mode & S_IFMT == S_IFSOCK else {
+            throw ControlServerError(code: EEXIST, "\(path) exists and is not a socket; remove it or choose another --control path")
+        }
+        let fd = earmuff_unix_socket()
+        guard fd >= 0 else { return }
+        defer { close(fd) }
+        let r = earmuff_unix_connect(fd, path)
+        let e = errno
+        if r == 0 || e == EAGAIN || e == EINPROGRESS {
+            throw ControlServerError(code: EADDRINUSE, "another earmuff daemon is listening at \(path); stop it first, or choose another --control path")
+        }
+    }
+}
