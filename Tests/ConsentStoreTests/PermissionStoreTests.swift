@@ -73,7 +73,7 @@ extension StoreTests {
         #expect(try db.query("PRAGMA journal_mode").first?.string(0) == "wal")
         let tables = try db.query("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
             .map { try $0.string(0) }
-        #expect(tables == ["apps", "decisions", "events", "timed_decisions", "usage"])
+        #expect(tables == ["access", "apps", "decisions", "events", "timed_decisions", "usage"])
     }
 
     @Test func refusesNewerSchemaNamingTheFile() throws {
