@@ -13,7 +13,7 @@ extension ConsentEngine {
         guard accessOff.contains(kind) == enabled else { return [] }
         if enabled { accessOff.remove(kind) } else { accessOff.insert(kind) }
         var actions: [ConsentAction] = [.persistAccess(kind, enabled: enabled), .emit(.accessChanged(kind, enabled: enabled))]
-        for app in Set(clients.values.map(\.identity.appKey)).sorted(by: { $0.description < $1.description }) {
+        for app in Set(clients.values.map(\.identity.appKey)).sorted() {
             actions += refreshStreams(of: app)
         }
         return actions
