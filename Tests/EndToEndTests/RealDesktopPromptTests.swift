@@ -98,10 +98,12 @@ extension EndToEnd {
         }
 
         /// Deny with "For an hour": xdg-desktop-portal-gtk reports no choices with a deny, so a
-        /// second dialog asks how long; the app is denied for an hour and the recording stays
-        /// silent. Cancelling that question is "not now": undetermined, asked again next time.
-        @Test(arguments: [true, false])
-        func denyForAnHourInTheGTKDialog(_ answerHowLong: Bool) async throws {
+        /// second dialog asks how long; the app is denied for that long ("Only this time": its
+        /// clients connected now) and the recording stays silent. Cancelling that question is
+        /// "not now": undetermined, asked again next time.
+        @Test(arguments: ["For an hour", "Only this time", "Cancel"])
+        func denyInTheGTKDialogAsksHowLong(_ howLong: String) async throws {
+            let answerHowLong = howLong != "Cancel"
             let (desktop, s) = try Self.start { try $0.startGTKPortal() }
             defer { desktop.stop(); s.stop() }
             let watch = try await s.earmuff.startWatch()
@@ -113,7 +115,7 @@ extension EndToEnd {
             let question = try desktop.person("dialog", "For how long?")
             #expect(question.contains("Deny parecord the microphone"), "\(question)")
             if answerHowLong {
-                try desktop.person("click", "For an hour")
+                try desktop.person("click", howLong)
                 try desktop.person("click", "Deny")
             } else {
                 try desktop.person("click", "Cancel")
@@ -125,7 +127,9 @@ extension EndToEnd {
             let (_, audio) = rec.stop()
             #expect(AudioAnalysis.isUniform(audio, value: 0), "real audio after a deny")
             let app = try s.earmuff.app(s.key)
-            if answerHowLong {
+            if howLong == "Only this time" {
+                #expect(app?.state == "undetermined" && app?.reason == "user-once", "\(String(describing: app))")
+            } else if answerHowLong {
                 #expect(app?.state == "denied" && app?.lifespan == "timed", "\(String(describing: app))")
                 let left = (app?.expiresAt ?? 0) - Date().timeIntervalSince1970
                 #expect(left > 3000 && left <= 3600, "denied for \(left) s, not an hour")

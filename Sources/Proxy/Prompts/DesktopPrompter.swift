@@ -346,8 +346,9 @@ final class DesktopPrompter: @unchecked Sendable {
         switch (verdict, c.question) {
         case let (.answered(answer, lifespan), .answer):
             report(id, .answered(answer, lifespan: lifespan, via: .portal))
-        case let (.answered(_, lifespan), .howLongToDeny):
-            report(id, .answered(.deny, lifespan: lifespan, via: .portal))
+        case let (.answered(answer, lifespan), .howLongToDeny):
+            // "Only this time" reads as an allow-once answer; here it is how long the denial lasts.
+            report(id, .answered(.deny, lifespan: answer == .once ? .once : lifespan, via: .portal))
         case (.deniedForUnknownTime, .answer) where backendsWithoutChoices.contains(c.service):
             report(id, .answered(.deny, lifespan: nil, via: .portal))
         case (.deniedForUnknownTime, .answer):
