@@ -182,11 +182,7 @@ public enum ClientCommandLine {
             var kind = "microphone"
             let options = try p.commonOptions(json: true) { name, p throws(UsageError) in
                 guard name == "--kind" else { return false }
-                let value = try p.value(for: name)
-                guard Self.captureKinds.contains(value) else {
-                    throw UsageError("--kind takes \(Self.captureKinds.joined(separator: ", ")), not '\(value)'", subcommand: first)
-                }
-                kind = value
+                kind = try p.captureKind(for: name)
                 return true
             }
             if p.wantsHelp { return .help(topic: first) }
@@ -201,12 +197,7 @@ public enum ClientCommandLine {
             var kind: String?
             let options = try p.commonOptions(json: true) { name, p throws(UsageError) in
                 if name == "--kind" {
-                    let value = try p.value(for: name)
-                    guard Self.captureKinds.contains(value) else {
-                        throw UsageError("--kind takes \(Self.captureKinds.joined(separator: ", ")), not '\(value)'",
-                                         subcommand: first)
-                    }
-                    kind = value
+                    kind = try p.captureKind(for: name)
                     return true
                 }
                 guard first != "reset" else { return false }
@@ -436,6 +427,16 @@ struct OptionParser {
     }
 
     /// The value of the option being parsed (inline after '=' or the next argument).
+    /// The value of `--kind`: one of `ClientCommandLine.captureKinds`.
+    mutating func captureKind(for name: String) throws(UsageError) -> String {
+        let value = try value(for: name)
+        guard ClientCommandLine.captureKinds.contains(value) else {
+            throw UsageError("\(name) takes \(ClientCommandLine.captureKinds.joined(separator: ", ")), not '\(value)'",
+                             subcommand: subcommand)
+        }
+        return value
+    }
+
     mutating func value(for name: String) throws(UsageError) -> String {
         if let v = inlineValue {
             inlineValue = nil

@@ -377,9 +377,10 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
         case let .reset(app, kind):
             return decide(app, kind: kind, .undetermined)
         case let .setAccess(kindName, enabled):
-            guard let kind = Capability(rawValue: kindName) else {
-                return .error(ControlError(.badRequest, "unknown capture kind \"\(kindName)\"; use "
-                                           + Capability.allCases.map(\.rawValue).joined(separator: ", ")))
+            let kind: Capability
+            switch Self.captureKind(kindName) {
+            case .success(let k): kind = k
+            case .failure(let e): return .error(e)
             }
             withEngine { e in ((), e.setAccess(kind, enabled: enabled)) }
             writer.flushDecisions() // on disk before the reply, as decisions are
@@ -429,11 +430,18 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
         withEngine { e in ((), e.agentDisconnected(agent)) }
     }
 
+    /// The capture kind a request names, or the error that says which kinds there are.
+    private static func captureKind(_ name: String) -> Result<Capability, ControlError> {
+        Capability(rawValue: name).map { .success($0) } ?? .failure(ControlError(
+            .badRequest, "unknown capture kind \"\(name)\"; use " + Capability.allCases.map(\.rawValue).joined(separator: ", ")))
+    }
+
     private func decide(_ app: String, kind kindName: String?, _ state: PermissionState,
                         lifespan requested: RequestedLifespan? = nil) -> ControlResponse {
-        guard let kind = Capability(rawValue: kindName ?? Capability.microphone.rawValue) else {
-            return .error(ControlError(.badRequest, "unknown capture kind \"\(kindName ?? "")\"; use "
-                                       + Capability.allCases.map(\.rawValue).joined(separator: ", ")))
+        let kind: Capability
+        switch Self.captureKind(kindName ?? Capability.microphone.rawValue) {
+        case .success(let k): kind = k
+        case .failure(let e): return .error(e)
         }
         let key: AppKey
         switch resolveApp(app) {
