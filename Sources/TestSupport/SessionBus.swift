@@ -134,20 +134,27 @@ public final class SessionBus: Sendable {
     @discardableResult
     public func call(_ destination: String, _ path: String, _ interface: String, _ member: String,
                      _ signature: String = "", _ arguments: String..., timeout: Double = 30) throws -> String {
-        let out = "\(directory)/busctl-\(UInt32.random(in: 0...UInt32.max))"
+        var args = ["--address=\(address)", "call", destination, path, interface, member]
+        if !signature.isEmpty { args += [signature] + arguments }
+        let result = try run(findExecutable("busctl") ?? "busctl", args, timeout: timeout)
+        guard result.succeeded else { throw TestSupportError("busctl \(args.joined(separator: " ")) failed: \(result)") }
+        return result.stdoutText.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// Runs `executable ARGS` to its end (HOME and the XDG directories in the bus's directory,
+    /// `environment` over them) and returns what it did; its output files are removed.
+    public func run(_ executable: String, _ arguments: [String], environment: [String: String] = [:],
+                    timeout: Double = 30) throws -> ToolResult {
+        let out = "\(directory)/run-\(UInt32.random(in: 0...UInt32.max))"
         defer {
             try? FileManager.default.removeItem(atPath: "\(out).stdout")
             try? FileManager.default.removeItem(atPath: "\(out).stderr")
         }
-        var args = ["--address=\(address)", "call", destination, path, interface, member]
-        if !signature.isEmpty { args += [signature] + arguments }
-        let child = try ChildProcess.spawn(executable: findExecutable("busctl") ?? "busctl", arguments: args,
-                                           environment: Tool.privateEnvironment(root: directory),
+        let child = try ChildProcess.spawn(executable: executable, arguments: arguments,
+                                           environment: Tool.privateEnvironment(root: directory).merging(environment) { $1 },
                                            stdoutPath: "\(out).stdout", stderrPath: "\(out).stderr",
                                            maxLifetime: Int(timeout) + 30)
-        let result = child.finish(timeout: timeout)
-        guard result.succeeded else { throw TestSupportError("busctl \(args.joined(separator: " ")) failed: \(result)") }
-        return result.stdoutText.trimmingCharacters(in: .whitespacesAndNewlines)
+        return child.finish(timeout: timeout)
     }
 
     /// Stops the mocks and the bus, and removes the directory.

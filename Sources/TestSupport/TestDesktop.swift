@@ -89,16 +89,7 @@ public final class TestDesktop: Sendable {
     public func person(_ arguments: String..., timeout: Double = 90) throws -> String {
         let script = URL(fileURLWithPath: SessionBus.fixtureTemplate("x")).deletingLastPathComponent()
             .deletingLastPathComponent().appendingPathComponent("desktop/person.py").path
-        let out = "\(bus.directory)/person-\(UInt32.random(in: 0...UInt32.max))"
-        defer {
-            try? FileManager.default.removeItem(atPath: "\(out).stdout")
-            try? FileManager.default.removeItem(atPath: "\(out).stderr")
-        }
-        let env = Tool.privateEnvironment(root: bus.directory).merging(environment) { $1 }
-        let child = try ChildProcess.spawn(executable: "/usr/bin/python3", arguments: [script] + arguments,
-                                           environment: env, stdoutPath: "\(out).stdout", stderrPath: "\(out).stderr",
-                                           maxLifetime: Int(timeout) + 30)
-        let result = child.finish(timeout: timeout)
+        let result = try bus.run("/usr/bin/python3", [script] + arguments, environment: environment, timeout: timeout)
         guard result.succeeded else {
             throw TestSupportError("person.py \(arguments.joined(separator: " ")): \(result.stdoutText)\(result.stderr)")
         }
@@ -110,10 +101,8 @@ public final class TestDesktop: Sendable {
         guard let convert = findExecutable("import") else { throw TestSupportError("import not found; install imagemagick") }
         var args = ["-window", "root"]
         if let crop { args += ["-crop", crop] }
-        let child = try ChildProcess.spawn(executable: convert, arguments: args + [path],
-                                           environment: Tool.privateEnvironment(root: bus.directory).merging(environment) { $1 },
-                                           stdoutPath: "/dev/null", stderrPath: "\(bus.directory)/import.log", maxLifetime: 60)
-        guard child.finish(timeout: 30).succeeded else { throw TestSupportError("import failed: see \(bus.directory)/import.log") }
+        let result = try bus.run(convert, args + [path], environment: environment)
+        guard result.succeeded else { throw TestSupportError("import failed: \(result)") }
     }
 
     public func stop() {

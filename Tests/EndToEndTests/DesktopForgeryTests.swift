@@ -40,25 +40,16 @@ extension EndToEnd {
         static func emit(_ address: String, _ bus: SessionBus, path: String, _ signal: String, _ args: [String],
                          to destination: String? = nil) throws {
             guard let gdbus = findExecutable("gdbus") else { throw TestSupportError("gdbus not found; install libglib2.0-bin") }
-            var env = Tool.privateEnvironment(root: bus.directory)
-            env["DBUS_SESSION_BUS_ADDRESS"] = address
-            let out = "\(bus.directory)/emit-\(UInt32.random(in: 0...UInt32.max))"
             var a = ["emit", "--session", "--object-path", path, "--signal", signal]
             if let destination { a += ["--dest", destination] }
-            let result = try ChildProcess.spawn(executable: gdbus, arguments: a + args, environment: env,
-                                                stdoutPath: "\(out).stdout", stderrPath: "\(out).stderr",
-                                                maxLifetime: 60).finish(timeout: 30)
+            let result = try bus.run(gdbus, a + args, environment: ["DBUS_SESSION_BUS_ADDRESS": address])
             guard result.succeeded else { throw TestSupportError("gdbus emit failed: \(result)") }
         }
 
         /// The unique names of `pid`'s connections to `bus` (earmuff has one per desktop thread).
         static func connections(of pid: Int32, on bus: SessionBus) throws -> [String] {
             guard let busctl = findExecutable("busctl") else { throw TestSupportError("busctl not found") }
-            let out = "\(bus.directory)/list-\(UInt32.random(in: 0...UInt32.max))"
-            let result = try ChildProcess.spawn(executable: busctl, arguments: ["--address=\(bus.address)", "list", "--no-legend"],
-                                                environment: Tool.privateEnvironment(root: bus.directory),
-                                                stdoutPath: "\(out).stdout", stderrPath: "\(out).stderr",
-                                                maxLifetime: 60).finish(timeout: 30)
+            let result = try bus.run(busctl, ["--address=\(bus.address)", "list", "--no-legend"])
             return result.stdoutText.split(separator: "\n").compactMap { line in
                 let f = line.split(separator: " ", omittingEmptySubsequences: true)
                 return f.count > 1 && f[0].hasPrefix(":") && f[1] == "\(pid)" ? String(f[0]) : nil
