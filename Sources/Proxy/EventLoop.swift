@@ -160,6 +160,11 @@ final class EventLoop: @unchecked Sendable {
         threadID.load(ordering: .relaxed) == UInt(pthread_self())
     }
 
+    /// Stops a debug build when called off this loop's thread: for objects that belong to one loop.
+    func assertInLoop(file: StaticString = #fileID, line: UInt = #line) {
+        assert(isCurrentThread, "used off its loop, \(name)", file: file, line: line)
+    }
+
     // MARK: loop-thread only
 
     /// Keeps polling instead of sleeping for up to `seconds`, or until the next

@@ -126,11 +126,11 @@ public enum Server {
             }
             service.daemon = daemon
             service.snapGate = SnapRecordGate(snapd: SnapdClient(socketPath: opts.snapdSocket))
-            catalog = SourceCatalog(upstream: upstream, onChange: { [weak service] in service?.sourcesChanged() },
-                                    onSourceOutput: { [weak service] in
-                                        service?.sourceOutputChanged(index: $0, source: $1, askedAt: $2)
-                                    },
-                                    watching: { [weak service] in service?.hasRecordStreams ?? false })
+            catalog = try SourceCatalog(upstream: upstream, onChange: { [weak service] in service?.sourcesChanged() },
+                                        onSourceOutput: { [weak service] in
+                                            service?.sourceOutputChanged(index: $0, source: $1, askedAt: $2)
+                                        },
+                                        watching: { [weak service] in service?.hasRecordStreams ?? false })
             service.catalog = catalog
             control = try ControlServer(path: paths.control, handler: service,
                                         options: ControlServerOptions(daemonVersion: earmuffVersion))
