@@ -85,7 +85,7 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
                     ((), e.promptCommandFinished(PromptID(prompt), exitStatus: status, lifespan: lifespan, now: now))
                 }
             }))
-        desktopPermissions = DesktopPermissions(handlers: .init(
+        desktopPermissions = try DesktopPermissions(handlers: .init(
             changed: { [unowned self] appID, state in decideFromDesktop(appID, state) },
             current: { [unowned self] in lastingFlatpakDecisions() }))
     }
