@@ -36,7 +36,7 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
     /// Captures deferred under the prompt caps: a storm would log one line each.
     let deferredLog = RateLimitedLog()
     /// Desktop entries, for the name and icon a prompt shows.
-    let desktopEntries = DesktopEntries()
+    let desktopEntries: DesktopEntries
     /// The desktop's microphone switches of Flatpak apps (xdg permission store); set at the end of init.
     private(set) var desktopPermissions: DesktopPermissions!
     var control: ControlServer?
@@ -60,7 +60,8 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
          paths: DaemonPaths) throws {
         self.configuration = configuration
         self.store = store
-        writer = StoreWriter(store: store)
+        writer = try StoreWriter(store: store)
+        desktopEntries = try DesktopEntries()
         launchers = LauncherSockets(directory: paths.launcherDirectory)
         self.paths = paths
         promptCommand = configuration.promptCommand.isEmpty ? nil : configuration.promptCommand

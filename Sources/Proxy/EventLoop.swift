@@ -127,7 +127,8 @@ final class EventLoop: @unchecked Sendable {
         stopping.store(true, ordering: .releasing)
         _ = earmuff_eventfd_signal(wakeFD)
         if let t = thread {
-            pthread_join(t, nil)
+            // From its own thread (its owner released there), the loop ends after this task.
+            if pthread_equal(t, pthread_self()) != 0 { pthread_detach(t) } else { pthread_join(t, nil) }
             thread = nil
         }
     }

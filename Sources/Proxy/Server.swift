@@ -125,7 +125,7 @@ public enum Server {
                 return IdentityClassifier.classify(ProcessInspector.facts(pid: pid, uid: uid, gid: gid, launcherAppID: admitted))
             }
             service.daemon = daemon
-            service.snapGate = SnapRecordGate(snapd: SnapdClient(socketPath: opts.snapdSocket))
+            service.snapGate = try SnapRecordGate(snapd: SnapdClient(socketPath: opts.snapdSocket))
             catalog = try SourceCatalog(upstream: upstream, onChange: { [weak service] in service?.sourcesChanged() },
                                         onSourceOutput: { [weak service] in
                                             service?.sourceOutputChanged(index: $0, source: $1, askedAt: $2)
