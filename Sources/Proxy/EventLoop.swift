@@ -111,15 +111,7 @@ final class EventLoop: @unchecked Sendable {
 
     /// Starts the loop on a new thread.
     func start() {
-        let box = Unmanaged.passRetained(self)
-        var tid = pthread_t()
-        let rc = pthread_create(&tid, nil, { arg in
-            let loop = Unmanaged<EventLoop>.fromOpaque(arg!).takeRetainedValue()
-            loop.run()
-            return nil
-        }, box.toOpaque())
-        precondition(rc == 0, "pthread_create failed: \(rc)")
-        thread = tid
+        thread = startThread(named: name) { [self] in run() }
     }
 
     /// Asks the loop to stop and waits for its thread.
