@@ -62,7 +62,7 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
         self.store = store
         writer = try StoreWriter(store: store)
         desktopEntries = try DesktopEntries()
-        launchers = LauncherSockets(directory: paths.launcherDirectory)
+        launchers = try LauncherSockets(directory: paths.launcherDirectory)
         self.paths = paths
         promptCommand = configuration.promptCommand.isEmpty ? nil : configuration.promptCommand
         let decisions = try store.allDecisions() + store.timedDecisions()
