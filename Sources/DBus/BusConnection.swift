@@ -3,8 +3,9 @@
 // sd-bus objects are not thread-safe: a connection and everything made from
 // it (messages, slots) belong to the one thread that drives it. That thread
 // waits on `fd` for `events` (and until `deadline`), then calls `process()`
-// until it returns false; replies and signals reach the handlers given to
-// `callAsync` and `onSignal` from inside `process()`.
+// until it returns false, and asks for `events` and `deadline` again, as
+// sd-event does; replies and signals reach the handlers given to `callAsync`
+// and `onSignal` from inside `process()`.
 import CSystemd
 import Glibc
 
@@ -61,15 +62,13 @@ public final class BusConnection {
     /// The poll events to wait for now.
     public var events: Int16 { Int16(truncatingIfNeeded: max(0, sd_bus_get_events(bus))) }
 
-    /// Milliseconds until sd-bus next needs `process()` (a call timing out), or -1 for none.
-    public var pollTimeoutMilliseconds: Int32 {
+    /// When (CLOCK_MONOTONIC seconds) sd-bus next needs `process()` even without input (a call
+    /// timing out, messages already read and queued: then a time in the past), or nil for never.
+    /// Ask again after every `process()` and every call: it changes with them.
+    public var deadline: Double? {
         var usec: UInt64 = 0
-        guard sd_bus_get_timeout(bus, &usec) >= 0, usec != UInt64.max else { return -1 }
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        let nowUsec = UInt64(now.tv_sec) * 1_000_000 + UInt64(now.tv_nsec) / 1000
-        guard usec > nowUsec else { return 0 }
-        return Int32(min(UInt64(Int32.max), (usec - nowUsec + 999) / 1000))
+        guard sd_bus_get_timeout(bus, &usec) >= 0, usec != UInt64.max else { return nil }
+        return Double(usec) / 1e6
     }
 
     /// Handles one pending item (incoming message, timeout); returns whether there was one.

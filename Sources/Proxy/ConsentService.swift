@@ -36,7 +36,7 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
     /// Captures deferred under the prompt caps: a storm would log one line each.
     let deferredLog = RateLimitedLog()
     /// Desktop entries, for the name and icon a prompt shows.
-    let desktopEntries = DesktopEntries()
+    let desktopEntries: DesktopEntries
     /// The desktop's microphone switches of Flatpak apps (xdg permission store); set at the end of init.
     private(set) var desktopPermissions: DesktopPermissions!
     var control: ControlServer?
@@ -60,8 +60,9 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
          paths: DaemonPaths) throws {
         self.configuration = configuration
         self.store = store
-        writer = StoreWriter(store: store)
-        launchers = LauncherSockets(directory: paths.launcherDirectory)
+        writer = try StoreWriter(store: store)
+        desktopEntries = try DesktopEntries()
+        launchers = try LauncherSockets(directory: paths.launcherDirectory)
         self.paths = paths
         promptCommand = configuration.promptCommand.isEmpty ? nil : configuration.promptCommand
         let decisions = try store.allDecisions() + store.timedDecisions()
@@ -85,7 +86,7 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
                     ((), e.promptCommandFinished(PromptID(prompt), exitStatus: status, lifespan: lifespan, now: now))
                 }
             }))
-        desktopPermissions = DesktopPermissions(handlers: .init(
+        desktopPermissions = try DesktopPermissions(handlers: .init(
             changed: { [unowned self] appID, state in decideFromDesktop(appID, state) },
             current: { [unowned self] in lastingFlatpakDecisions() }))
     }

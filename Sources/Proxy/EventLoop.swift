@@ -111,15 +111,7 @@ final class EventLoop: @unchecked Sendable {
 
     /// Starts the loop on a new thread.
     func start() {
-        let box = Unmanaged.passRetained(self)
-        var tid = pthread_t()
-        let rc = pthread_create(&tid, nil, { arg in
-            let loop = Unmanaged<EventLoop>.fromOpaque(arg!).takeRetainedValue()
-            loop.run()
-            return nil
-        }, box.toOpaque())
-        precondition(rc == 0, "pthread_create failed: \(rc)")
-        thread = tid
+        thread = startThread(named: name) { [self] in run() }
     }
 
     /// Asks the loop to stop and waits for its thread.
@@ -127,7 +119,8 @@ final class EventLoop: @unchecked Sendable {
         stopping.store(true, ordering: .releasing)
         _ = earmuff_eventfd_signal(wakeFD)
         if let t = thread {
-            pthread_join(t, nil)
+            // From its own thread (its owner released there), the loop ends after this task.
+            if pthread_equal(t, pthread_self()) != 0 { pthread_detach(t) } else { pthread_join(t, nil) }
             thread = nil
         }
     }
@@ -158,6 +151,11 @@ final class EventLoop: @unchecked Sendable {
     /// True when called on this loop's thread.
     var isCurrentThread: Bool {
         threadID.load(ordering: .relaxed) == UInt(pthread_self())
+    }
+
+    /// Stops a debug build when called off this loop's thread: for objects that belong to one loop.
+    func assertInLoop(file: StaticString = #fileID, line: UInt = #line) {
+        assert(isCurrentThread, "used off its loop, \(name)", file: file, line: line)
     }
 
     // MARK: loop-thread only

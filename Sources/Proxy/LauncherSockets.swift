@@ -10,29 +10,32 @@
 //   - a client is identified as the launcher only when it is the owner or
 //     descends from it (pid and start time, so a recycled pid does not pass);
 //     anyone else who connects is identified by what it is;
-//   - the socket is removed the moment its owner exits (a pidfd watched by a
-//     Dispatch source), so it does not outlive the command.
+//   - the socket is removed the moment its owner exits (a pidfd watched on
+//     an event loop of its own, "launchers"), so it does not outlive the command.
 import CLinux
 import Consent
-import Dispatch
 import Glibc
 
-final class LauncherSockets: @unchecked Sendable {
-    // @unchecked Sendable: all mutable state is inside `owners`.
-
+final class LauncherSockets: Sendable {
     private struct Run {
         let appID: String
         let owner: ProcessStamp
         let path: String
-        let exit: any DispatchSourceRead
+        let exit: OwnerExit
     }
 
     private let owners = Locked([String: Run]())   // by socket path
     private let directory: String
+    /// Watches the owners' pidfds.
+    private let loop: EventLoop
 
-    init(directory: String) {
+    init(directory: String) throws(SystemError) {
         self.directory = directory
+        loop = try EventLoop(name: "launchers")
+        loop.start()
     }
+
+    deinit { loop.stopAndJoin() }
 
     enum RegistrationError: Error, CustomStringConvertible {
         case notEarmuff(pid: Int32, exe: String?)
@@ -71,15 +74,12 @@ final class LauncherSockets: @unchecked Sendable {
             Glibc.close(pidfd)
             throw .socket("cannot open a launcher socket at \(path): \(error)")
         }
-        let exit = DispatchSource.makeReadSource(fileDescriptor: pidfd, queue: .global())
-        exit.setEventHandler { [weak self] in
-            exit.cancel()
+        let exit = OwnerExit(pidfd: pidfd, loop: loop) { [weak self] in
             self?.ownerExited(path: path)
             close(path)
         }
-        exit.setCancelHandler { Glibc.close(pidfd) }
         owners.withLock { $0[path] = Run(appID: appID, owner: owner, path: path, exit: exit) }
-        exit.resume()
+        loop.post { exit.watch() }
         Log.info("launcher socket \(path) for launcher:\(appID), owned by \(owner)")
         return path
     }
@@ -97,11 +97,53 @@ final class LauncherSockets: @unchecked Sendable {
             defer { o.removeAll() }
             return Array(o.values)
         }
-        for r in runs { r.exit.cancel() }
+        loop.post { for r in runs { r.exit.cancel() } }
     }
 
     private func ownerExited(path: String) {
         guard let run = owners.withLock({ $0.removeValue(forKey: path) }) else { return }
         Log.info("launcher socket \(path) removed: its owner \(run.owner) exited")
+    }
+}
+
+/// A run's owner's pidfd on the launchers' loop: readable once the owner exits.
+private final class OwnerExit: LoopHandler, @unchecked Sendable {
+    // @unchecked Sendable: `token` and `pidfd` change only on `loop` (checked); other threads
+    // only post `watch` and `cancel` to it.
+    private let loop: EventLoop
+    private var pidfd: Int32
+    private var token: UInt64 = 0
+    private let exited: @Sendable () -> Void
+
+    init(pidfd: Int32, loop: EventLoop, exited: @escaping @Sendable () -> Void) {
+        self.pidfd = pidfd
+        self.loop = loop
+        self.exited = exited
+    }
+
+    deinit { closeFD(pidfd) }
+
+    func watch() {
+        loop.assertInLoop()
+        guard pidfd >= 0 else { return }
+        do {
+            token = try loop.register(pidfd, events: EARMUFF_EPOLLIN, handler: self)
+        } catch {
+            Log.error("launcher sockets: cannot watch an owner's exit (\(error)); its socket stays until Earmuff stops")
+        }
+    }
+
+    func handleEvents(_ events: UInt32) {
+        cancel()
+        exited()
+    }
+
+    /// Stops watching and closes the pidfd.
+    func cancel() {
+        loop.assertInLoop()
+        if token != 0 { loop.remove(pidfd, token: token) }
+        token = 0
+        closeFD(pidfd)
+        pidfd = -1
     }
 }

@@ -125,12 +125,12 @@ public enum Server {
                 return IdentityClassifier.classify(ProcessInspector.facts(pid: pid, uid: uid, gid: gid, launcherAppID: admitted))
             }
             service.daemon = daemon
-            service.snapGate = SnapRecordGate(snapd: SnapdClient(socketPath: opts.snapdSocket))
-            catalog = SourceCatalog(upstream: upstream, onChange: { [weak service] in service?.sourcesChanged() },
-                                    onSourceOutput: { [weak service] in
-                                        service?.sourceOutputChanged(index: $0, source: $1, askedAt: $2)
-                                    },
-                                    watching: { [weak service] in service?.hasRecordStreams ?? false })
+            service.snapGate = try SnapRecordGate(snapd: SnapdClient(socketPath: opts.snapdSocket))
+            catalog = try SourceCatalog(upstream: upstream, onChange: { [weak service] in service?.sourcesChanged() },
+                                        onSourceOutput: { [weak service] in
+                                            service?.sourceOutputChanged(index: $0, source: $1, askedAt: $2)
+                                        },
+                                        watching: { [weak service] in service?.hasRecordStreams ?? false })
             service.catalog = catalog
             control = try ControlServer(path: paths.control, handler: service,
                                         options: ControlServerOptions(daemonVersion: earmuffVersion))

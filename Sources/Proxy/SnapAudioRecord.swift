@@ -10,7 +10,6 @@
 // The question is asked off the I/O loops, once per connection.
 import CLinux
 import Consent
-import Dispatch
 import Foundation
 import Glibc
 
@@ -142,13 +141,17 @@ private func monotonicSeconds() -> Double {
 final class SnapRecordGate: Sendable {
     private enum State { case asking, allowed, refused }
     private let states = Locked<[UInt64: State]>([:])
-    private let queue = DispatchQueue(label: "earmuff.snapd")
+    /// Where snapd is asked ("snapd"), one question at a time.
+    private let worker: Worker
     let snapd: SnapdClient
 
-    init(snapd: SnapdClient) { self.snapd = snapd }
+    init(snapd: SnapdClient) throws(SystemError) {
+        self.snapd = snapd
+        worker = try Worker(name: "snapd")
+    }
 
-    /// Starts the question for a snap connection; `onAllowed` runs (on a
-    /// Dispatch queue) once snapd said the plug is connected.
+    /// Starts the question for a snap connection; `onAllowed` runs (on the
+    /// gate's worker thread) once snapd said the plug is connected.
     func sessionOpened(id: UInt64, identity: ClientIdentity, onAllowed: @escaping @Sendable () -> Void) {
         guard identity.method == .snap, identity.appKey.kind == "snap" else { return }
         let name = identity.appKey.value
@@ -158,7 +161,7 @@ final class SnapRecordGate: Sendable {
         }
         states.withLock { $0[id] = .asking }
         let snapd = self.snapd
-        queue.async { [self] in
+        worker.async { [self] in
             let answer = snapd.audioRecordConnected(snap: name)
             let state: State = answer == .connected ? .allowed : .refused
             let open = states.withLock { s -> Bool in

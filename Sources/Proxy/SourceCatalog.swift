@@ -1,31 +1,30 @@
 // The source catalog: Earmuff's own connection to the real server, to learn
 // what every source is (microphone or monitor) and which is the default.
 //
-// One thread owns the connection: AUTH (protocol 13, no shared memory, our
-// credentials, which both servers accept from their own uid), SET_CLIENT_NAME,
-// SUBSCRIBE to sources, source outputs and the server, GET_SERVER_INFO,
-// GET_SOURCE_OUTPUT_INFO_LIST and GET_SOURCE_INFO_LIST; then each
-// SUBSCRIBE_EVENT about a source asks for that source again (or forgets it), a
-// server change asks for the default source again, and a new or changed source
-// output is asked where it records from (`onSourceOutput`). The table keeps the
-// source outputs that are the capture sides of filters (those a module owns, or
-// in a `node.link-group`): what a virtual source carries depends on where they
-// record from (SourceFeeds.swift). pipewire-pulse (0.3.65) sends neither RECORD_STREAM_MOVED
-// nor a change event for every move made by another client, so in front of any
-// server but PulseAudio itself (its package name, from GET_SERVER_INFO), while
-// record streams are live (`watching`), the catalog also asks for every source
-// output each `pollInterval`: a move that the server announces nowhere is
-// noticed within that time. The table (`SourceTable`, pure) sits behind a lock that loop
-// threads take when a record stream starts or moves (never per frame); after
-// every change `onChange` runs on this thread, so streams waiting for an
-// unknown source are decided as soon as it is known. When the connection
-// fails the table is emptied (streams on unknown sources stay silent) and the
-// thread reconnects with a growing delay, at once when a client connects or a
+// A handler on an event loop of its own ("catalog") owns the connection: the
+// relay's non-blocking socket calls, PulseWire's frame parser, and the pure
+// conversation in CatalogConversation.swift, which says what to ask and what
+// each answer changes. AUTH carries our credentials, which both servers accept
+// from their own uid. The table keeps the source outputs that are the capture
+// sides of filters (those a module owns, or in a `node.link-group`): what a
+// virtual source carries depends on where they record from (SourceFeeds.swift).
+// pipewire-pulse (0.3.65) sends neither RECORD_STREAM_MOVED nor a change event
+// for every move made by another client, so in front of any server but
+// PulseAudio itself, while record streams are live (`watching`), the catalog
+// also asks for every source output each `pollInterval` (a loop timer): a move
+// that the server announces nowhere is noticed within that time. The table
+// (`SourceTable`, pure) is published behind a lock that relay loops take when
+// a record stream starts or moves (never per frame); after every change
+// `onChange` runs on the catalog loop, so streams waiting for an unknown source
+// are decided as soon as it is known. When the connection fails the table is
+// emptied (streams on unknown sources stay silent) and the catalog reconnects
+// after a growing delay (loop timers), at once when a client connects or a
 // record stream starts.
 import CLinux
 import Consent
 import Glibc
 import PulseWire
+import Synchronization
 
 /// Where the consent service learns what each source is: the source catalog, or a fixed table
 /// (tests of the relay without a server to ask).
@@ -44,56 +43,39 @@ final class FixedSources: SourceDirectory {
     func wake() {}
 }
 
-final class SourceCatalog: SourceDirectory, @unchecked Sendable {
-    // @unchecked Sendable: `table` is behind a lock; the rest is touched only on the
-    // catalog thread, except `stopFD` (an eventfd, written by `stop`) and `thread`
-    // (set by `start`, joined by `stop`, both on the daemon's thread).
-    private let upstream: UpstreamAddress
-    private let table = Locked(SourceTable())
-    private let ready = Locked(false)
-    /// Called on the catalog thread after the table changed.
-    private let onChange: @Sendable () -> Void
-    /// Called on the catalog thread with a source output's index, the source it records from, and
-    /// when (monotonic seconds) that was asked.
-    private let onSourceOutput: @Sendable (UInt32, UInt32, Double) -> Void
-    /// Whether record streams are live (then source outputs are polled).
-    private let watching: @Sendable () -> Bool
-    /// Written by `wake` (a stream started), so polling starts at once.
-    private let wakeFD: Int32
+final class SourceCatalog: SourceDirectory, Sendable {
     /// How often source outputs are asked for while streams are live.
     static let pollInterval = 0.1
-    private let stopFD: Int32
-    private var thread: pthread_t?
+    private let loop: EventLoop
+    private let published: CatalogTable
+    private let connection: CatalogConnection
 
+    /// `onChange` runs on the catalog loop after the table changed; `onSourceOutput` there with a
+    /// source output's index, the source it records from, and when (monotonic seconds) that was
+    /// asked; `watching` says whether record streams are live (then source outputs are polled).
     init(upstream: UpstreamAddress, onChange: @escaping @Sendable () -> Void,
          onSourceOutput: @escaping @Sendable (UInt32, UInt32, Double) -> Void,
-         watching: @escaping @Sendable () -> Bool) {
-        self.upstream = upstream
-        self.onChange = onChange
-        self.onSourceOutput = onSourceOutput
-        self.watching = watching
-        stopFD = earmuff_eventfd()
-        wakeFD = earmuff_eventfd()
-    }
-
-    deinit {
-        if stopFD >= 0 { closeFD(stopFD) }
-        if wakeFD >= 0 { closeFD(wakeFD) }
+         watching: @escaping @Sendable () -> Bool) throws(SystemError) {
+        loop = try EventLoop(name: "catalog")
+        published = CatalogTable()
+        connection = CatalogConnection(loop: loop, upstream: upstream, published: published,
+                                       callbacks: .init(onChange: onChange, onSourceOutput: onSourceOutput,
+                                                        watching: watching))
     }
 
     /// A client connected or a record stream started: reconnect now if disconnected, and
     /// poll source outputs while streams are live.
-    func wake() { _ = earmuff_eventfd_signal(wakeFD) }
+    func wake() { connection.notify() }
 
     /// What is known now (a copy).
-    var snapshot: SourceTable { table.withLock { $0 } }
+    var snapshot: SourceTable { published.table.withLock { $0 } }
 
     /// Whether the first source list has arrived on the current connection.
-    var isReady: Bool { ready.withLock { $0 } }
+    var isReady: Bool { published.ready.withLock { $0 } }
 
     func start() {
-        guard thread == nil else { return }
-        thread = startThread { [self] in run() }
+        loop.start()
+        loop.post { [connection] in connection.connect() }
     }
 
     /// Waits (at start-up) until the first source list arrived and named a source, or `timeout`
@@ -104,200 +86,258 @@ final class SourceCatalog: SourceDirectory, @unchecked Sendable {
         while !(isReady && !snapshot.sources.isEmpty) && monotonicNow() < deadline { usleep(5_000) }
     }
 
+    /// Closes the connection and stops the loop.
     func stop() {
-        guard let t = thread else { return }
-        _ = earmuff_eventfd_signal(stopFD)
-        pthread_join(t, nil)
-        thread = nil
+        loop.post { [connection] in connection.shutDown() }
+        loop.stopAndJoin()
+    }
+}
+
+/// What the catalog loop publishes for other threads.
+private final class CatalogTable: Sendable {
+    let table = Locked(SourceTable())
+    let ready = Locked(false)
+}
+
+/// The connection to the server, on the catalog loop.
+private final class CatalogConnection: LoopHandler, Wakeable, @unchecked Sendable {
+    // @unchecked Sendable: `queued` is atomic and the rest is immutable or checked with
+    // `loop.assertInLoop()`; other threads only call `notify`.
+    struct Callbacks {
+        var onChange: @Sendable () -> Void
+        var onSourceOutput: @Sendable (UInt32, UInt32, Double) -> Void
+        var watching: @Sendable () -> Bool
     }
 
-    // MARK: the thread
+    static let firstDelay = 0.05
+    static let longestDelay = 2.0
 
-    private var stopping: Bool {
-        var p = pollfd(fd: stopFD, events: Int16(POLLIN), revents: 0)
-        return poll(&p, 1, 0) > 0
+    private let loop: EventLoop
+    private let upstream: UpstreamAddress
+    private let published: CatalogTable
+    private let callbacks: Callbacks
+    private let queued = Atomic<Bool>(false)
+
+    private var fd: Int32 = -1
+    private var token: UInt64 = 0
+    private var conversation = CatalogConversation()
+    private var parser = FrameParser()
+    private var output: [UInt8] = []
+    private var written = 0
+    private var credentialsSent = false
+    private var watchingOutput = false
+    /// Counts connection attempts, so that timers of an earlier one do nothing.
+    private var attempt = 0
+    /// The wait before the next reconnection.
+    private var delay = firstDelay
+    private var stopped = false
+    /// When to ask for the source outputs next, and whether a timer is set for it.
+    private var nextPoll = 0.0
+    private var pollTimerSet = false
+    /// What the log last said about each source fed through others (see `explainFeeds`).
+    private var explained: [UInt32: String] = [:]
+
+    init(loop: EventLoop, upstream: UpstreamAddress, published: CatalogTable, callbacks: Callbacks) {
+        self.loop = loop
+        self.upstream = upstream
+        self.published = published
+        self.callbacks = callbacks
     }
 
-    private func run() {
-        var delay = 0.05
-        while !stopping {
-            let fd = earmuff_unix_socket()
-            if fd >= 0 {
-                do {
-                    try session(fd)
-                    delay = 0.05
-                } catch {
-                    Log.warn("source catalog: \(upstream): \(error); streams on sources not known yet stay silent")
-                }
-                closeFD(fd)
-                ready.withLock { $0 = false }
-                if table.withLock({ t in
-                    defer { t = SourceTable() }
-                    return t != SourceTable()
-                }) { onChange() }
-            }
-            // Wait before reconnecting, unless told to stop; a client that connects or a stream
-            // that starts (so the server may be back) ends the wait, since streams stay silent
-            // until their source is known.
-            var fds = [pollfd(fd: stopFD, events: Int16(POLLIN), revents: 0),
-                       pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)]
-            _ = poll(&fds, 2, Int32(delay * 1000))
-            if fds[0].revents != 0 { break }
-            if fds[1].revents != 0 {
-                _ = earmuff_eventfd_drain(wakeFD)
-                delay = 0.05
-            } else {
-                delay = min(delay * 2, 2)
-            }
+    // MARK: any thread
+
+    func notify() {
+        if !queued.exchange(true, ordering: .acquiringAndReleasing) { loop.wake(self) }
+    }
+
+    // MARK: the catalog loop
+
+    func serviceWake() {
+        loop.assertInLoop()
+        queued.store(false, ordering: .releasing)
+        guard !stopped else { return }
+        if fd < 0 {
+            // The server may be back: a stream stays silent until its source is known.
+            delay = Self.firstDelay
+            connect()
+        } else {
+            pollIfWatching()
         }
     }
 
-    private enum Pending: Equatable {
-        case auth, setName, subscribe, serverInfo, sourceList, sourceInfo
-        /// Asked at this monotonic time.
-        case sourceOutputInfo(Double), sourceOutputList(Double)
+    func connect() {
+        loop.assertInLoop()
+        guard !stopped, fd < 0 else { return }
+        attempt &+= 1
+        let s = earmuff_unix_socket()
+        guard s >= 0 else { return failed(SourceCatalogError("cannot create a socket: \(SystemError("socket"))")) }
+        fd = s
+        guard earmuff_unix_connect(fd, upstream.path) == 0 else {
+            return failed(SourceCatalogError("cannot connect: \(String(cString: strerror(errno)))"))
+        }
+        do {
+            token = try loop.register(fd, events: EARMUFF_EPOLLIN | EARMUFF_EPOLLRDHUP, handler: self)
+        } catch {
+            return failed(SourceCatalogError("cannot watch the socket: \(error)"))
+        }
+        nextPoll = monotonicNow()
+        run(conversation.opening(now: nextPoll))
     }
 
-    private struct CatalogError: Error, CustomStringConvertible {
-        let description: String
-        init(_ d: String) { description = d }
+    func shutDown() {
+        loop.assertInLoop()
+        stopped = true
+        disconnect()
     }
 
-    /// One connection, until it fails or `stop` is called.
-    private func session(_ fd: Int32) throws {
-        if earmuff_unix_connect(fd, upstream.path) != 0 && errno != EINPROGRESS && errno != EAGAIN {
-            throw CatalogError("cannot connect: \(String(cString: strerror(errno)))")
-        }
-        var writer = PacketWriter(fd: fd)
-        var pending: [UInt32: Pending] = [:]
-        var nextTag: UInt32 = 0
-        func send(_ payload: (UInt32) -> [UInt8], _ what: Pending) throws {
-            let tag = nextTag
-            nextTag &+= 1
-            pending[tag] = what
-            try writer.send(payload(tag))
-        }
-        let version = introspectionVersion
-        try send({ AuthRequest(versionWord: version).packet(tag: $0, version: 0) }, .auth)
-        var props = Proplist()
-        props.set("application.name", string: "Earmuff source catalog")
-        props.set("application.id", string: "org.earmuff.SourceCatalog")
-        try send({ SetClientName(proplist: props).packet(tag: $0, version: version) }, .setName)
-        try send({ Subscribe([.source, .sourceOutput, .server]).packet(tag: $0, version: version) }, .subscribe)
-        try send({ EmptyRequest(.getServerInfo).packet(tag: $0) }, .serverInfo)
-        // Source outputs first: the capture sides of filters are known by the time the sources are.
-        try send({ EmptyRequest(.getSourceOutputInfoList).packet(tag: $0) }, .sourceOutputList(monotonicNow()))
-        try send({ EmptyRequest(.getSourceInfoList).packet(tag: $0) }, .sourceList)
-        // What the log last said about each source fed through others (see `explainFeeds`).
-        var explained: [UInt32: String] = [:]
+    func handleEvents(_ events: UInt32) {
+        loop.assertInLoop()
+        guard fd >= 0 else { return }
+        if events & EARMUFF_EPOLLOUT != 0 { flush() }
+        if fd >= 0, events & (EARMUFF_EPOLLIN | EARMUFF_EPOLLHUP | EARMUFF_EPOLLERR | EARMUFF_EPOLLRDHUP) != 0 { read() }
+    }
 
-        var parser = FrameParser()
-        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
-        var nextPoll = monotonicNow()
-        // PulseAudio announces every move (RECORD_STREAM_MOVED, a source-output change event);
-        // any other server, or one not identified yet, is polled.
-        var announcesMoves = false
-        while true {
-            // While streams are live, ask where every source output records from, one list at a time.
-            var timeout: Int32 = -1
-            if watching(), !announcesMoves {
-                let now = monotonicNow()
-                if now >= nextPoll, !pending.values.contains(where: { if case .sourceOutputList = $0 { true } else { false } }) {
-                    try send({ EmptyRequest(.getSourceOutputInfoList).packet(tag: $0) }, .sourceOutputList(now))
-                    nextPoll = now + Self.pollInterval
-                }
-                timeout = Int32(max(0, (nextPoll - monotonicNow()) * 1000).rounded(.up))
-            }
-            var fds = [pollfd(fd: fd, events: Int16(POLLIN), revents: 0),
-                       pollfd(fd: stopFD, events: Int16(POLLIN), revents: 0),
-                       pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)]
-            guard poll(&fds, 3, timeout) >= 0 || errno == EINTR else { throw CatalogError("poll: \(errno)") }
-            if fds[1].revents != 0 { return }
-            if fds[2].revents != 0 { _ = earmuff_eventfd_drain(wakeFD) }
-            guard fds[0].revents != 0 else { continue }
-            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
-            if n == 0 { throw CatalogError("the server closed the connection") }
-            if n < 0 {
-                if errno == EAGAIN || errno == EINTR { continue }
-                throw CatalogError("read: \(String(cString: strerror(errno)))")
-            }
-            buffer.withUnsafeBytes { parser.append(UnsafeRawBufferPointer(rebasing: $0[0..<n])) }
+    private func read() {
+        var closedFDs: Int32 = 0
+        var sender: Int32 = 0
+        switch readClosingFDs(fd, into: loop.scratch, closedFDs: &closedFDs, senderPID: &sender) {
+        case .bytes(let n):
+            parser.append(UnsafeRawBufferPointer(rebasing: loop.scratch[0..<n]))
+        case .wouldBlock:
+            return
+        case .peerClosed:
+            return failed(SourceCatalogError("the server closed the connection"))
+        case .failed(let e):
+            return failed(SourceCatalogError("read: \(String(cString: strerror(e)))"))
+        }
+        do {
             while let frame = try parser.next() {
-                guard frame.descriptor.isPacket else { continue }
-                var r = TagStructReader(frame.payload)
-                let header = try PacketHeader.decode(from: &r)
-                var changed = false
-                switch Command(rawValue: header.command) {
-                case .reply:
-                    switch pending.removeValue(forKey: header.tag) {
-                    case .serverInfo:
-                        let info = try ServerInfo.decode(from: &r, version: version)
-                        announcesMoves = info.packageName == "pulseaudio"
-                        changed = table.withLock { t in
-                            defer { t.defaultSourceName = info.defaultSourceName }
-                            return t.defaultSourceName != info.defaultSourceName
-                        }
-                    case .sourceList:
-                        let list = try SourceInfoReply.decode(from: &r, version: version).records
-                        table.withLock { $0.replaceAll(list) }
-                        ready.withLock { $0 = true }
-                        Log.info("source catalog: \(list.count) sources, "
-                                 + "\(list.filter(\.isMonitor).count) of them monitors")
-                        changed = true
-                    case .sourceInfo:
-                        for s in try SourceInfoReply.decode(from: &r, version: version).records {
-                            table.withLock { $0.update(s) }
-                        }
-                        changed = true
-                    case .sourceOutputInfo(let askedAt):
-                        let records = try SourceOutputInfoReply.decode(from: &r, version: version).records
-                        changed = table.withLock { t in records.reduce(false) { t.updateOutput($1) || $0 } }
-                        for o in records { onSourceOutput(o.index, o.source, askedAt) }
-                    case .sourceOutputList(let askedAt):
-                        let records = try SourceOutputInfoReply.decode(from: &r, version: version).records
-                        changed = table.withLock { $0.replaceOutputs(records) }
-                        for o in records { onSourceOutput(o.index, o.source, askedAt) }
-                    case .auth, .setName, .subscribe, nil:
-                        break
-                    }
-                case .error:
-                    // A source removed before its info was asked for: its remove event follows.
-                    if pending.removeValue(forKey: header.tag) == .auth {
-                        throw CatalogError("the server refused authentication")
-                    }
-                case .subscribeEvent:
-                    let e = try SubscribeEvent.decode(from: &r, version: version)
-                    switch (e.facility, e.operation) {
-                    case (.source?, .remove?):
-                        table.withLock { $0.remove(index: e.index) }
-                        changed = true
-                    case (.source?, _):
-                        try send({ GetSourceInfo(index: e.index).packet(tag: $0, version: version) }, .sourceInfo)
-                    case (.sourceOutput?, .remove?):
-                        changed = table.withLock { $0.removeOutput(index: e.index) }
-                    case (.sourceOutput?, .new?), (.sourceOutput?, .change?):
-                        try send({ GetSourceOutputInfo(index: e.index).packet(tag: $0, version: version) },
-                                 .sourceOutputInfo(monotonicNow()))
-                    case (.server?, _):
-                        try send({ EmptyRequest(.getServerInfo).packet(tag: $0) }, .serverInfo)
-                    default:
-                        break
-                    }
-                default:
-                    break
-                }
-                if changed {
-                    explainFeeds(&explained)
-                    onChange()
-                }
+                run(try conversation.handle(frame, now: monotonicNow()))
+                guard fd >= 0 else { return }
+            }
+        } catch let e as SourceCatalogError {
+            return failed(e)
+        } catch {
+            return failed(SourceCatalogError("unreadable frame from the server (\(error))"))
+        }
+        pollIfWatching()
+    }
+
+    /// Runs what the conversation asked for, after publishing the table it changed.
+    private func run(_ actions: [CatalogConversation.Action]) {
+        guard !actions.isEmpty else { return }
+        let table = conversation.table
+        published.table.withLock { $0 = table }
+        var send = false
+        for a in actions {
+            switch a {
+            case .send(let packet):
+                Frame(packet: packet).append(to: &output)
+                send = true
+            case let .sourceOutput(index, source, askedAt):
+                callbacks.onSourceOutput(index, source, askedAt)
+            case let .listed(sources, monitors):
+                published.ready.withLock { $0 = true }
+                Log.info("source catalog: \(sources) sources, \(monitors) of them monitors")
+            case .changed:
+                explainFeeds(table)
+                callbacks.onChange()
             }
         }
+        if send { flush() }
+    }
+
+    /// While streams are live, asks where every source output records from, one list at a time.
+    private func pollIfWatching() {
+        guard fd >= 0, !conversation.announcesMoves, callbacks.watching() else { return }
+        let now = monotonicNow()
+        if now >= nextPoll, !conversation.awaitsSourceOutputList {
+            nextPoll = now + SourceCatalog.pollInterval
+            run([conversation.askSourceOutputs(now: now)])
+        }
+        // A list still unanswered asks again when its reply comes.
+        guard fd >= 0, now < nextPoll, !pollTimerSet else { return }
+        pollTimerSet = true
+        let current = attempt
+        loop.schedule(at: nextPoll) { [weak self] in
+            guard let self, attempt == current else { return }
+            pollTimerSet = false
+            pollIfWatching()
+        }
+    }
+
+    /// Writes what is queued, watching for room when the socket is full.
+    private func flush() {
+        while written < output.count {
+            let result: IOResult = output.withUnsafeBytes { all in
+                let rest = UnsafeRawBufferPointer(rebasing: all[written...])
+                // The first bytes (AUTH) carry our credentials explicitly.
+                if credentialsSent { return writeRegions(fd, rest, UnsafeRawBufferPointer(start: nil, count: 0)) }
+                return .from(earmuff_send_with_creds(fd, rest.baseAddress, rest.count), readingZeroIsEOF: false)
+            }
+            switch result {
+            case .bytes(let n):
+                written += n
+                credentialsSent = true
+            case .wouldBlock:
+                if !watchingOutput {
+                    watchingOutput = true
+                    loop.modify(fd, token: token, events: EARMUFF_EPOLLIN | EARMUFF_EPOLLRDHUP | EARMUFF_EPOLLOUT)
+                }
+                return
+            case .peerClosed:
+                return failed(SourceCatalogError("the server closed the connection"))
+            case .failed(let e):
+                return failed(SourceCatalogError("write: \(String(cString: strerror(e)))"))
+            }
+        }
+        output.removeAll(keepingCapacity: true)
+        written = 0
+        if watchingOutput {
+            watchingOutput = false
+            loop.modify(fd, token: token, events: EARMUFF_EPOLLIN | EARMUFF_EPOLLRDHUP)
+        }
+    }
+
+    /// The connection failed: empty the table, and try again after a growing delay.
+    private func failed(_ error: SourceCatalogError) {
+        Log.warn("source catalog: \(upstream): \(error); streams on sources not known yet stay silent")
+        disconnect()
+        guard !stopped else { return }
+        let current = attempt
+        let wait = delay
+        delay = min(delay * 2, Self.longestDelay)
+        loop.schedule(after: wait) { [weak self] in
+            guard let self, attempt == current else { return }
+            connect()
+        }
+    }
+
+    private func disconnect() {
+        if fd >= 0 {
+            if token != 0 { loop.remove(fd, token: token) }
+            closeFD(fd)
+        }
+        fd = -1
+        token = 0
+        conversation = CatalogConversation()
+        parser = FrameParser()
+        output.removeAll()
+        written = 0
+        credentialsSent = false
+        watchingOutput = false
+        pollTimerSet = false
+        published.ready.withLock { $0 = false }
+        let wasKnown = published.table.withLock { t in
+            defer { t = SourceTable() }
+            return t != SourceTable()
+        }
+        if wasKnown { callbacks.onChange() }
     }
 
     /// Logs, once per change, the kind of each source fed through others and what feeds it
     /// (`remapped is system-audio: fed by out.monitor`).
-    private func explainFeeds(_ explained: inout [UInt32: String]) {
-        let t = snapshot
+    private func explainFeeds(_ t: SourceTable) {
         var now: [UInt32: String] = [:]
         for index in t.sources.keys.sorted() {
             guard let text = t.feedExplanation(of: index) else { continue }
@@ -306,39 +346,4 @@ final class SourceCatalog: SourceDirectory, @unchecked Sendable {
         }
         explained = now
     }
-}
-
-/// Writes whole packets to a non-blocking socket, waiting for room when it is full;
-/// the first write carries our credentials (AUTH).
-private struct PacketWriter {
-    let fd: Int32
-    var credentialsSent = false
-
-    init(fd: Int32) { self.fd = fd }
-
-    mutating func send(_ payload: [UInt8]) throws {
-        let frame = Frame(packet: payload).bytes
-        var offset = 0
-        while offset < frame.count {
-            let n = frame.withUnsafeBytes { buf -> Int in
-                let rest = UnsafeRawBufferPointer(rebasing: buf[offset...])
-                if !credentialsSent { return earmuff_send_with_creds(fd, rest.baseAddress, rest.count) }
-                return earmuff_send2(fd, rest.baseAddress, rest.count, nil, 0)
-            }
-            if n > 0 {
-                offset += n
-                credentialsSent = true
-            } else if errno == EAGAIN || errno == EINPROGRESS || errno == ENOTCONN {
-                var p = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
-                _ = poll(&p, 1, 1000)
-            } else {
-                throw SourceCatalogWriteError(errno: errno)
-            }
-        }
-    }
-}
-
-private struct SourceCatalogWriteError: Error, CustomStringConvertible {
-    let errno: Int32
-    var description: String { "write: \(String(cString: strerror(errno)))" }
 }

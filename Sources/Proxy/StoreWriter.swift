@@ -9,10 +9,8 @@
 // finish needs the row its start created).
 import Consent
 import ConsentStore
-import Dispatch
 
-final class StoreWriter: @unchecked Sendable {
-    // @unchecked Sendable: mutable state is inside Locked; `store` is Sendable.
+final class StoreWriter: Sendable {
 
     /// Queued event-log rows beyond this are counted and dropped (a summary row says how many).
     static let maximumQueuedEvents = 1024
@@ -57,10 +55,12 @@ final class StoreWriter: @unchecked Sendable {
     private let decisionWrites = Locked(0)
     /// Usage row ids by stream, from `startUsage` to `finishUsage`.
     private let usageRows = Locked([UInt64: Int64]())
-    private let queue = DispatchQueue(label: "earmuff.store")
+    /// Where batches are written ("store").
+    private let worker: Worker
 
-    init(store: PermissionStore) {
+    init(store: PermissionStore) throws(SystemError) {
         self.store = store
+        worker = try Worker(name: "store")
     }
 
     /// Queues a decision; a later one for the same app, capability and layer (lasting or timed) replaces it.
@@ -144,7 +144,7 @@ final class StoreWriter: @unchecked Sendable {
 
     /// Waits until everything queued so far is written (shutdown, tests).
     func flush() {
-        queue.sync {}
+        worker.waitForJobs()
         flushDecisions()
     }
 
@@ -154,7 +154,7 @@ final class StoreWriter: @unchecked Sendable {
             defer { p.draining = true }
             return !p.draining
         }
-        if start { queue.async { self.drain() } }
+        if start { worker.async { self.drain() } }
     }
 
     private func drain() {

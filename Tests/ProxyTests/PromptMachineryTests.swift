@@ -149,7 +149,7 @@ import TestSupport
             .write(toFile: "\(dir)/share/applications/notes.desktop", atomically: true, encoding: .utf8)
         try "[Desktop Entry]\nType=Application\nName=Firefox\nIcon=org.mozilla.firefox\nExec=/usr/bin/flatpak run org.mozilla.firefox\n"
             .write(toFile: "\(dir)/share/applications/org.mozilla.firefox.desktop", atomically: true, encoding: .utf8)
-        let entries = DesktopEntries(environment: ["HOME": dir, "XDG_DATA_HOME": "\(dir)/share",
+        let entries = try DesktopEntries(environment: ["HOME": dir, "XDG_DATA_HOME": "\(dir)/share",
                                                    "XDG_DATA_DIRS": "\(dir)/none", "PATH": "\(dir)/bin"])
         let key = AppKey(kind: "exe", value: exe)
         #expect(entries.entry(for: key, executable: exe) == nil, "there is no index before the first refresh")

@@ -57,7 +57,7 @@ import Testing
         let paths = DaemonPaths(listen: "\(dir)/native", control: "\(dir)/control", store: "\(dir)/permissions.sqlite",
                                 launcherDirectory: "\(dir)/app")
         let service = try ConsentService(configuration: Configuration(), declarations: [:], store: store, paths: paths)
-        service.snapGate = SnapRecordGate(snapd: SnapdClient(socketPath: snapd))
+        service.snapGate = try SnapRecordGate(snapd: SnapdClient(socketPath: snapd))
         // The flood server's one source, a microphone.
         var sources = SourceTable()
         sources.update(SourceInfo(index: 1, name: "flood"))

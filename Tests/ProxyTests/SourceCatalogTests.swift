@@ -20,10 +20,10 @@ import Testing
     }
 
     static func start(_ server: PulseServer, _ reports: Reports) throws -> SourceCatalog {
-        let catalog = SourceCatalog(upstream: try UpstreamAddress.parse(server.serverString),
-                                    onChange: { reports.changes.add(1, ordering: .relaxed) },
-                                    onSourceOutput: { index, source, _ in reports.outputs.withLock { $0[index] = source } },
-                                    watching: { reports.watching.load(ordering: .relaxed) })
+        let catalog = try SourceCatalog(upstream: try UpstreamAddress.parse(server.serverString),
+                                        onChange: { reports.changes.add(1, ordering: .relaxed) },
+                                        onSourceOutput: { index, source, _ in reports.outputs.withLock { $0[index] = source } },
+                                        watching: { reports.watching.load(ordering: .relaxed) })
         catalog.start()
         return catalog
     }

@@ -8,4 +8,7 @@
 /// A pidfd for `pid` (close-on-exec), readable once the process exits; -1 with errno.
 int earmuff_pidfd_open(pid_t pid);
 
+/// Names the calling thread (the first 15 bytes), as `top -H` and gdb show it; -1 with errno.
+int earmuff_set_thread_name(const char *name);
+
 #endif

@@ -352,22 +352,22 @@ enum Subprocess {
         p.executableURL = URL(fileURLWithPath: path)
         p.arguments = arguments
         p.environment = environment
-        let out = Pipe(), err = Pipe()
+        // Standard error goes to an unlinked temporary file, read after the exit: with only one
+        // pipe to drain, a chatty child cannot stall on a full one, and no second reader is needed.
+        var template = Array("\(NSTemporaryDirectory())/earmuff-setup-XXXXXX".utf8CString)
+        let errFD = mkstemp(&template)
+        guard errFD >= 0 else { return nil }
+        unlink(String(decoding: template.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self))
+        let err = FileHandle(fileDescriptor: errFD, closeOnDealloc: true)
+        let out = Pipe()
         p.standardOutput = out
         p.standardError = err
         p.standardInput = FileHandle.nullDevice
         do { try p.run() } catch { return nil }
-        // Read both before waiting, so a full pipe cannot stall the child.
-        let group = DispatchGroup()
-        nonisolated(unsafe) var errData = Data()
-        group.enter()
-        DispatchQueue.global().async {
-            errData = err.fileHandleForReading.readDataToEndOfFile()
-            group.leave()
-        }
         let outData = out.fileHandleForReading.readDataToEndOfFile()
-        group.wait()
         p.waitUntilExit()
+        lseek(errFD, 0, SEEK_SET)
+        let errData = err.readDataToEndOfFile()
         return SubprocessResult(status: p.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
                                 stderr: String(decoding: errData, as: UTF8.self))
     }

@@ -22,9 +22,9 @@ import Glibc
 /// Serves the control protocol on a Unix socket from its own thread.
 ///
 /// `@unchecked Sendable`: the loop-only state (`connections`, the descriptors)
-/// is touched only on the control loop's thread once `start()` ran (and by
-/// `init`/`stop` before/after it runs); everything other threads reach is in
-/// `shared`, behind its lock.
+/// belongs to the control loop once `start()` ran (its entry points check so
+/// with `loop.assertInLoop()`; `init` and `start` set it up before the loop
+/// runs); everything other threads reach is in `shared`, behind its lock.
 public final class ControlServer: @unchecked Sendable {
     /// The control socket's path.
     public let path: String
@@ -212,6 +212,7 @@ public final class ControlServer: @unchecked Sendable {
 
     /// Delivers one queued message (on the loop), unless the server is stopping.
     private func deliver(_ target: Target, _ bytes: [UInt8]) {
+        loop.assertInLoop()
         guard !withShared({ $0.stopping }) else { return }
         switch target {
         case .connection(let id):
@@ -227,6 +228,7 @@ public final class ControlServer: @unchecked Sendable {
     }
 
     private func acceptAll() {
+        loop.assertInLoop()
         while true {
             let fd = earmuff_accept(listenFD)
             if fd < 0 {
@@ -275,6 +277,7 @@ public final class ControlServer: @unchecked Sendable {
     }
 
     private func service(_ id: UInt64, events: UInt32) {
+        loop.assertInLoop()
         guard let c = connections[id] else { return }
         if events & EARMUFF_EPOLLOUT != 0 {
             flush(c)
@@ -468,6 +471,7 @@ public final class ControlServer: @unchecked Sendable {
     }
 
     private func shutdownAll() {
+        loop.assertInLoop()
         for c in Array(connections.values) { drop(c, reason: nil) }
         if listenToken != 0 { loop.remove(listenFD, token: listenToken) }
         close(listenFD)

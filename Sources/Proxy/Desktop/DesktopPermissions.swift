@@ -23,16 +23,16 @@
 // connection is the program the system installs for it (DesktopServices), and
 // then only as a cue: the table is read back with `Lookup` and that decides.
 //
-// One thread owns the bus connection (sd-bus is single-threaded); others
-// queue requests and signal an eventfd. Without a session bus nothing is
+// An event loop of its own ("desktop-perms") owns the bus connection (sd-bus
+// is single-threaded), watched through LoopBus; others post requests to it. Without a session bus nothing is
 // done, and nothing is said above debug level.
-import CLinux
 import Consent
 import DBus
 import Glibc
 
 final class DesktopPermissions: @unchecked Sendable {
-    // @unchecked Sendable: `worker` is thread-safe; everything else belongs to the bus thread.
+    // @unchecked Sendable: `loop` is thread-safe; everything else belongs to the loop, whose
+    // entry points (`setUp`, `write`, `changed`) check so. Other threads only post to the loop.
     static let service = "org.freedesktop.impl.portal.PermissionStore"
     static let path = "/org/freedesktop/impl/portal/PermissionStore"
     static let table = "devices"
@@ -46,33 +46,41 @@ final class DesktopPermissions: @unchecked Sendable {
     }
 
     private let handlers: Handlers
-    private let worker = RequestThread<Mirror>()
+    private let loop: EventLoop
 
-    /// A lasting decision to show on the switch.
-    private struct Mirror: Sendable {
-        var appID: String
-        var state: PermissionState
-    }
-
-    // Bus thread only.
-    private var bus: BusConnection?
+    // The loop's own.
+    private var driver: LoopBus?
+    private var bus: BusConnection? { driver?.bus }
     private var slot: BusSlot?
     /// The table as the store last announced it: app id → its first value.
     private var seen: [String: String] = [:]
     /// Values Earmuff wrote per app id and has not seen announced yet, oldest first ("" for a deletion).
     private var unechoed: [String: [String]] = [:]
 
-    init(handlers: Handlers) {
+    init(handlers: Handlers) throws(SystemError) {
         self.handlers = handlers
+        loop = try EventLoop(name: "desktop-perms")
     }
 
-    func start() { worker.start { self.run() } }
+    func start() {
+        loop.start()
+        loop.post { [self] in setUp() }
+    }
 
-    func stopAndJoin() { worker.stopAndJoin() }
+    func stopAndJoin() {
+        loop.post { [self] in
+            slot = nil
+            driver = nil
+        }
+        loop.stopAndJoin()
+    }
 
     /// Mirrors a lasting decision of Flatpak app `appID` (from any thread).
     func mirror(appID: String, _ state: PermissionState) {
-        worker.post(Mirror(appID: appID, state: state))
+        loop.post { [self] in
+            write(appID, state)
+            driver?.drive()
+        }
     }
 
     /// The store's value for a state; nil: no entry.
@@ -94,50 +102,38 @@ final class DesktopPermissions: @unchecked Sendable {
         }
     }
 
-    // MARK: the bus thread
+    // MARK: the loop
 
-    private func run() {
-        guard connect() else { return }
-        if let b = bus, let owner = b.startedOwner(of: Self.service),
-           let why = DesktopServices.impostor(Self.service, owner: owner, bus: b) {
+    /// Connects, checks who the store is, merges the two, and follows the store from then on.
+    private func setUp() {
+        loop.assertInLoop()
+        let b: BusConnection
+        do {
+            b = try BusConnection.session()
+        } catch {
+            Log.debug("desktop permission store: no session bus (\(error)); not mirrored")
+            return
+        }
+        if let owner = b.startedOwner(of: Self.service), let why = DesktopServices.impostor(Self.service, owner: owner, bus: b) {
             Log.warn("desktop permission store: not trusted (\(why)); the desktop's switches are not followed")
-            bus = nil
+            return
+        }
+        do {
+            slot = try b.onSignal(path: Self.path, interface: Self.service, member: "Changed") { [unowned self] m in
+                changed(m)
+            }
+            driver = try LoopBus(b, loop: loop) { [unowned self] error in
+                Log.warn("desktop permission store: lost the session bus (\(error)); decisions are no longer mirrored")
+                slot = nil
+                driver = nil
+            }
+        } catch {
+            Log.debug("desktop permission store: cannot follow the store (\(error)); not mirrored")
             slot = nil
             return
         }
         reconcile()
-        while true {
-            let (batch, stopping) = worker.take()
-            if stopping { break }
-            for m in batch { write(m.appID, m.state) }
-            guard let b = bus else { break }
-            do {
-                while try b.process() {}
-            } catch {
-                Log.warn("desktop permission store: lost the session bus (\(error)); decisions are no longer mirrored")
-                break
-            }
-            var fds = [pollfd(fd: worker.wakeFD, events: Int16(POLLIN), revents: 0),
-                       pollfd(fd: b.fd, events: b.events, revents: 0)]
-            _ = poll(&fds, nfds_t(fds.count), b.pollTimeoutMilliseconds)
-            _ = earmuff_eventfd_drain(worker.wakeFD)
-        }
-        slot = nil
-        bus = nil
-    }
-
-    private func connect() -> Bool {
-        do {
-            let b = try BusConnection.session()
-            slot = try b.onSignal(path: Self.path, interface: Self.service, member: "Changed") { [unowned self] m in
-                changed(m)
-            }
-            bus = b
-            return true
-        } catch {
-            Log.debug("desktop permission store: no session bus (\(error)); not mirrored")
-            return false
-        }
+        driver?.drive()
     }
 
     /// Reads the table and merges it with Earmuff's decisions (see the file comment).
@@ -161,6 +157,7 @@ final class DesktopPermissions: @unchecked Sendable {
 
     /// Writes `state` for `app` unless the store already says so.
     private func write(_ app: String, _ state: PermissionState) {
+        loop.assertInLoop()
         guard let b = bus, !app.isEmpty else { return }
         let value = Self.value(state)
         // What the store will hold once the writes in flight are done.
@@ -206,6 +203,7 @@ final class DesktopPermissions: @unchecked Sendable {
     /// The store's `Changed(table, id, deleted, data, permissions)`: a cue to read the table
     /// again, taken only from the store itself (see the file comment).
     private func changed(_ m: BusMessage) {
+        loop.assertInLoop()
         do {
             guard try m.readString() == Self.table, try m.readString() == Self.id, let b = bus else { return }
             guard let sender = m.sender, b.owner(of: Self.service) == sender else {

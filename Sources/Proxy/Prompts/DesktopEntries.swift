@@ -8,15 +8,13 @@
 //     program resolves to the same executable the kernel reports.
 // Lookups come from the I/O loops (a prompt is raised there) and never read
 // the directories: they use the last index, built at start-up before apps
-// connect and rebuilt on a background queue, after a lookup, when it is more
-// than a minute old.
+// connect and rebuilt on a worker thread ("desktop-entries"), after a lookup,
+// when it is more than a minute old.
 import Consent
-import Dispatch
 import Foundation
 import Glibc
 
-final class DesktopEntries: @unchecked Sendable {
-    // @unchecked Sendable: all state is inside `state`.
+final class DesktopEntries: Sendable {
     struct Entry: Sendable, Equatable {
         var name: String
         var icon: String?
@@ -34,9 +32,11 @@ final class DesktopEntries: @unchecked Sendable {
     private let directories: [String]
     /// Where a program named without a path is looked for.
     private let searchPath: [String]
+    private let worker: Worker
 
     /// `environment` supplies XDG_DATA_HOME, XDG_DATA_DIRS, HOME and PATH.
-    init(environment: [String: String] = currentEnvironment()) {
+    init(environment: [String: String] = currentEnvironment()) throws(SystemError) {
+        worker = try Worker(name: "desktop-entries")
         searchPath = (environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin").split(separator: ":").map(String.init)
         let home = environment["HOME"] ?? ""
         let dataHome = environment["XDG_DATA_HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? "\(home)/.local/share"
@@ -58,7 +58,7 @@ final class DesktopEntries: @unchecked Sendable {
         }
     }
 
-    /// Rebuilds the index on a background queue unless one is being built or is fresh.
+    /// Rebuilds the index on the worker thread unless one is being built or is fresh.
     func refresh() {
         let start = state.withLock { s -> Bool in
             guard !s.indexing, DeadlineTimers.now() - s.indexedAt > 60 else { return false }
@@ -66,7 +66,7 @@ final class DesktopEntries: @unchecked Sendable {
             return true
         }
         guard start else { return }
-        DispatchQueue.global(qos: .utility).async { [self] in
+        worker.async { [self] in
             build()
             state.withLock { $0.indexing = false }
         }

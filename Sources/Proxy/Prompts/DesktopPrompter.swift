@@ -1,9 +1,8 @@
 // Desktop prompts over the session bus, one dialog at a time.
 //
-// A dedicated thread owns the bus connection (sd-bus is single-threaded): it
-// polls the bus socket and an eventfd that other threads signal after queueing
-// a request (`offer`, `withdraw`), so no relay or control thread ever waits on
-// D-Bus. Prompts wait in order; the first is shown on the first channel that
+// An event loop of its own ("desktop-prompts") owns the bus connection (sd-bus
+// is single-threaded), watched through LoopBus; other threads post requests to
+// it (`offer`, `withdraw`), so no relay or control thread ever waits on D-Bus. Prompts wait in order; the first is shown on the first channel that
 // is available, in the configured order:
 //   portal        org.freedesktop.impl.portal.Access.AccessDialog on the
 //                 desktop's xdg-desktop-portal backend (GNOME, KDE, GTK);
@@ -20,15 +19,14 @@
 //                 takes the prompt
 // With no bus, or no such service on it, a prompt is reported `unavailable`
 // at once and the next channel (prompt-command, agents) takes it.
-import CLinux
 import Consent
 import ControlProtocol
 import DBus
 import Glibc
 
 final class DesktopPrompter: @unchecked Sendable {
-    // @unchecked Sendable: `worker` is thread-safe; everything else is
-    // touched by the bus thread only.
+    // @unchecked Sendable: `loop` is thread-safe; everything else belongs to the loop, whose
+    // entry points (`drive`, `connect`) check so. Other threads only post to the loop.
     enum Outcome: Sendable, Equatable {
         /// Answered, for `lifespan` (nil: the answer's own meaning).
         case answered(Consent.PromptAnswer, lifespan: RequestedLifespan?, via: PromptChannel)
@@ -36,11 +34,6 @@ final class DesktopPrompter: @unchecked Sendable {
         case unavailable
         /// The person closed the dialog or notification without answering.
         case dismissed(via: PromptChannel)
-    }
-
-    private enum Request {
-        case offer(PromptInfo)
-        case withdraw(UInt64)
     }
 
     /// What a portal dialog asks.
@@ -83,10 +76,11 @@ final class DesktopPrompter: @unchecked Sendable {
 
     private let channels: [PromptChannel]
     private let report: @Sendable (UInt64, Outcome) -> Void
-    private let worker = RequestThread<Request>()
+    private let loop: EventLoop
 
-    // Bus thread only.
-    private var bus: BusConnection?
+    // The loop's own (checked in `drive` and `connect`).
+    private var driver: LoopBus?
+    private var bus: BusConnection? { driver?.bus }
     private var signalSlots: [BusSlot] = []
     private var waiting: [PromptInfo] = []
     private var current: Shown?
@@ -96,78 +90,80 @@ final class DesktopPrompter: @unchecked Sendable {
     /// 5.27): asking them how long a denial lasts is pointless, so a denial there is lasting.
     private var backendsWithoutChoices: Set<String> = []
 
-    /// `channels`: the desktop channels to try, in order. `report` runs on the bus thread.
-    init(channels: [PromptChannel], report: @escaping @Sendable (UInt64, Outcome) -> Void) {
+    /// `channels`: the desktop channels to try, in order. `report` runs on the prompter's loop.
+    init(channels: [PromptChannel], report: @escaping @Sendable (UInt64, Outcome) -> Void) throws(SystemError) {
+        loop = try EventLoop(name: "desktop-prompts")
         self.channels = channels.filter { $0 == .portal || $0 == .notification }
         self.report = report
     }
 
     func start() {
-        worker.start { self.run() }
+        loop.start()
     }
 
-    /// Closes the dialog on screen and stops the thread.
-    func stopAndJoin() { worker.stopAndJoin() }
+    /// Closes the dialog on screen and stops the loop.
+    func stopAndJoin() {
+        loop.post { [self] in
+            if let c = current { withdrawNow(c.prompt.id) }
+            current = nil
+            signalSlots = []
+            driver = nil
+        }
+        loop.stopAndJoin()
+    }
 
     /// Queues a prompt for the desktop.
-    func offer(_ p: PromptInfo) { post(.offer(p)) }
+    func offer(_ p: PromptInfo) {
+        loop.post { [self] in
+            waiting.append(p)
+            drive()
+        }
+    }
 
     /// The prompt is resolved elsewhere or timed out: take it off the screen or the queue.
-    func withdraw(_ prompt: UInt64) { post(.withdraw(prompt)) }
-
-    private func post(_ r: Request) {
-        worker.post(r)
+    func withdraw(_ prompt: UInt64) {
+        loop.post { [self] in
+            withdrawNow(prompt)
+            drive()
+        }
     }
 
-    // MARK: the bus thread
+    // MARK: the bus loop
 
-    private func run() {
-        while true {
-            let (batch, stopping) = worker.take()
-            if stopping { break }
-            for r in batch {
-                switch r {
-                case .offer(let p): waiting.append(p)
-                case .withdraw(let id): withdrawNow(id)
-                }
-            }
-            processBus()
-            if current == nil, !waiting.isEmpty {
-                showNext()
-                continue // handle what the calls queued before sleeping
-            }
-            var fds = [pollfd(fd: worker.wakeFD, events: Int16(POLLIN), revents: 0)]
-            var timeout: Int32 = -1
-            if let bus {
-                fds.append(pollfd(fd: bus.fd, events: bus.events, revents: 0))
-                timeout = bus.pollTimeoutMilliseconds
-            }
-            _ = poll(&fds, nfds_t(fds.count), timeout)
-            _ = earmuff_eventfd_drain(worker.wakeFD)
+    /// Handles what the bus has, shows the next prompt if none is shown, and re-arms the bus.
+    private func drive() {
+        loop.assertInLoop()
+        if let driver {
+            driver.drive()
+        } else {
+            showWaiting()
+            driver?.drive()
         }
-        if let c = current { withdrawNow(c.prompt.id) }
-        bus = nil
     }
 
-    private func processBus() {
-        guard let b = bus else { return }
-        do {
-            while try b.process() {}
-        } catch {
-            Log.warn("desktop prompts: lost the session bus (\(error))")
-            signalSlots = []
-            bus = nil
-            if let c = current {
-                current = nil
-                report(c.prompt.id, .unavailable)
-            }
+    /// Shows waiting prompts until one is on screen (or none waits).
+    private func showWaiting() {
+        while current == nil, !waiting.isEmpty { showNext() }
+    }
+
+    private func lost(_ error: BusError) {
+        Log.warn("desktop prompts: lost the session bus (\(error))")
+        signalSlots = []
+        driver = nil
+        if let c = current {
+            current = nil
+            report(c.prompt.id, .unavailable)
         }
+        drive()
     }
 
     private func connect() -> BusConnection? {
+        loop.assertInLoop()
         if let bus { return bus }
         do {
             let b = try BusConnection.session()
+            let d = try LoopBus(b, loop: loop, afterProcessing: { [unowned self] in showWaiting() },
+                                onLost: { [unowned self] in lost($0) })
             signalSlots = [
                 try b.onSignal(path: Self.notificationsPath, interface: Self.notificationsName, member: "ActionInvoked") {
                     [unowned self] m in notificationAction(m)
@@ -175,7 +171,7 @@ final class DesktopPrompter: @unchecked Sendable {
                 try b.onSignal(path: Self.notificationsPath, interface: Self.notificationsName,
                                member: "NotificationClosed") { [unowned self] m in notificationClosed(m) },
             ]
-            bus = b
+            driver = d
             return b
         } catch {
             Log.debug("desktop prompts: no session bus (\(error))")

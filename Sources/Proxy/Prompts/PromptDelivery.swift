@@ -66,7 +66,7 @@ final class PromptDelivery: @unchecked Sendable {
         }
         // The desktop reports through a sink, pointed at `self` once `self` exists.
         let sink = ReportSink()
-        desktop = channels.isEmpty ? nil : DesktopPrompter(channels: channels) { sink.deliver($0, $1) }
+        desktop = channels.isEmpty ? nil : try DesktopPrompter(channels: channels) { sink.deliver($0, $1) }
         sink.target = { [unowned self] prompt, outcome in desktopReported(prompt, outcome) }
     }
 
