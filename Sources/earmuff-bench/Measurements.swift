@@ -9,6 +9,13 @@ import Glibc
 import PulseWire
 import TestSupport
 
+/// The `q` quantile of `samples` (nearest rank), nil when there are none.
+func percentile(_ samples: [Double], _ q: Double) -> Double? {
+    guard !samples.isEmpty else { return nil }
+    let s = samples.sorted()
+    return s[min(s.count - 1, max(0, Int((Double(s.count) * q).rounded(.up)) - 1))]
+}
+
 /// Percentiles of round trips, in microseconds.
 struct LatencyResult {
     var p50: Double
@@ -17,11 +24,10 @@ struct LatencyResult {
     var count: Int
 
     init(samples: [Double]) {
-        let s = samples.sorted()
-        count = s.count
-        p50 = s.isEmpty ? 0 : s[min(s.count - 1, s.count / 2)]
-        p99 = s.isEmpty ? 0 : s[min(s.count - 1, Int((Double(s.count) * 0.99).rounded(.up)) - 1)]
-        mean = s.isEmpty ? 0 : s.reduce(0, +) / Double(s.count)
+        count = samples.count
+        p50 = percentile(samples, 0.5) ?? 0
+        p99 = percentile(samples, 0.99) ?? 0
+        mean = samples.isEmpty ? 0 : samples.reduce(0, +) / Double(samples.count)
     }
 }
 
