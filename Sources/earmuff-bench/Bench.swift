@@ -20,6 +20,8 @@ final class Bench {
     private var recording: RecordingMemory?
     private var silence: SilenceResult?
     private var glitches: [GlitchResult] = []
+    /// Recorders on the real server through earmuff: count, earmuff's figures, the server's CPU %.
+    private var realRecorders: (count: Int, result: ThroughputResult, serverPercent: Double?)?
     private var consent = ConsentSupport(available: false, note: "not checked")
 
     /// Audio rate of the recording-memory clients: s16le stereo 48 kHz.
@@ -186,6 +188,18 @@ final class Bench {
         // 2 s blocks, so each window spans two blocks to average them out.
         realThroughput = try measurer.throughput(relays, streams: options.paStreams, request: req,
                                                  duration: 4, rounds: 1, quiesce: { usleep(100_000) })
+
+        // The recorders at audio rate against the real server: earmuff's CPU
+        // beside the server's own for the same streams, in the same window.
+        if let pa, let e = relays.first(where: { $0.mode == .earmuff }) {
+            let n = options.recordingClients
+            say("real PulseAudio: \(n) recorders through earmuff, 4 per connection")
+            let (w, cpu) = try measurer.window(e, streams: n, perConnection: 4, request: req, duration: 4, warmup: 0.5,
+                                               also: { Proc.cpuSeconds(pa.process.pid) })
+            var r = ThroughputResult()
+            r.add(w, cpu: cpu)
+            realRecorders = (n, r, measurer.otherCPU.map { $0 / w.seconds * 100 })
+        }
     }
 
     // MARK: - Report
@@ -264,6 +278,11 @@ final class Bench {
             out.append(row("  relay CPU % of a core", Array(cells(digits: 2) {
                 $0 == .direct ? nil : self.realThroughput[$0]?.cpuPercent }.prefix(4))))
             out.append(row("  relay CPU s/GB", cells(digits: 2) { $0 == .direct ? nil : self.realThroughput[$0]?.cpuPerGB }))
+            if let rr = realRecorders {
+                out.append("  \(rr.count) recorders through earmuff (4 per connection): earmuff "
+                           + "\(fmt(rr.result.cpuPercent, 1)) % of a core, PulseAudio \(fmt(rr.serverPercent, 1)) %, "
+                           + "\(fmt(rr.result.megabytesPerSecond * 1000, 0)) kB/s received")
+            }
         }
         if let idle {
             out.append("Memory of earmuff (VmRSS)")
@@ -334,6 +353,11 @@ final class Bench {
             if let ec = t[.earmuff]?.cpuPerGB, let sc = t[.socat]?.cpuPerGB {
                 target("relay CPU per GB ≤ 0.5x socat's, \(n) stream(s)", ec <= 0.5 * sc, ratio(ec, sc))
             }
+        }
+        if let rr = realRecorders {
+            let e = rr.result.cpuPercent, p = rr.serverPercent
+            target("\(rr.count) recorders: earmuff CPU ≤ 0.5x the server's", e.flatMap { e in p.map { e <= 0.5 * $0 } },
+                   "earmuff \(fmt(e, 1)) %, PulseAudio \(fmt(p, 1)) %")
         }
         if let r = recording {
             target("\(r.clients) clients at audio rate ≤ 5 % of a core", r.result.cpuPercent.map { $0 <= 5 },

@@ -1,6 +1,7 @@
 // The calibration relay: the least a relay can do, as a yardstick for
 // earmuff's figures. One thread, one level-triggered epoll set, no parsing:
-// bytes read from one socket are written to the other, and after forwarding
+// bytes read from one socket are written to the other (what a socket does
+// not take waits, and its source is not read meanwhile), and after forwarding
 // the loop polls the set for up to 200 µs before it sleeps (the reply to a
 // request usually comes within that window, so it is relayed without a
 // scheduler wake-up, as earmuff does). The bench starts it as a child process
@@ -29,6 +30,9 @@ enum CalibrationRelay {
             die("epoll: \(String(cString: strerror(errno)))")
         }
         var peer: [Int32: Int32] = [:]
+        // Bytes a socket did not take yet; while any wait, the other side is not read
+        // (backpressure: one stalled reader never holds up the other connections).
+        var pending: [Int32: [UInt8]] = [:]
         let buffer = UnsafeMutableRawPointer.allocate(byteCount: 256 * 1024, alignment: 16)
         let maxEvents: Int32 = 64
         var events = [UInt32](repeating: 0, count: Int(maxEvents))
@@ -38,10 +42,25 @@ enum CalibrationRelay {
         func close2(_ fd: Int32) {
             guard let other = peer.removeValue(forKey: fd) else { return }
             peer.removeValue(forKey: other)
+            pending.removeValue(forKey: fd)
+            pending.removeValue(forKey: other)
             _ = earmuff_epoll_del(ep, fd)
             _ = earmuff_epoll_del(ep, other)
             close(fd)
             close(other)
+        }
+
+        /// Sends what it can of `bytes` to `fd`; false when the connection failed.
+        func forward(_ bytes: UnsafeRawBufferPointer, to fd: Int32, from source: Int32) -> Bool {
+            let w = send(fd, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL))
+            if w < 0 && errno != EAGAIN && errno != EINTR { return false }
+            let sent = max(0, w)
+            if sent < bytes.count {
+                pending[fd, default: []].append(contentsOf: bytes[sent...])
+                _ = earmuff_epoll_mod(ep, fd, EARMUFF_EPOLLIN | EARMUFF_EPOLLOUT, UInt64(fd))
+                _ = earmuff_epoll_mod(ep, source, 0, UInt64(source))
+            }
+            return true
         }
 
         while true {
@@ -59,9 +78,27 @@ enum CalibrationRelay {
                     continue
                 }
                 guard let other = peer[fd] else { continue }
+                if events[i] & EARMUFF_EPOLLOUT != 0, let rest = pending[fd] {
+                    let w = rest.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                    if w < 0 && errno != EAGAIN && errno != EINTR { close2(fd); continue }
+                    if w >= rest.count {
+                        pending.removeValue(forKey: fd)
+                        _ = earmuff_epoll_mod(ep, fd, EARMUFF_EPOLLIN, UInt64(fd))
+                        _ = earmuff_epoll_mod(ep, other, EARMUFF_EPOLLIN, UInt64(other))
+                        forwarded = true
+                    } else if w > 0 {
+                        pending[fd] = Array(rest[w...])
+                    }
+                }
+                guard events[i] & (EARMUFF_EPOLLIN | EARMUFF_EPOLLHUP | EARMUFF_EPOLLERR) != 0,
+                      pending[other] == nil else { continue }
                 let got = read(fd, buffer, 256 * 1024)
                 if got > 0 {
-                    if writeAll(other, buffer, got) { forwarded = true } else { close2(fd) }
+                    if forward(UnsafeRawBufferPointer(start: buffer, count: got), to: other, from: fd) {
+                        forwarded = true
+                    } else {
+                        close2(fd)
+                    }
                 } else if got == 0 || (errno != EAGAIN && errno != EINTR) {
                     close2(fd)
                 }
@@ -84,26 +121,6 @@ enum CalibrationRelay {
         peer[server] = client
         _ = earmuff_epoll_add(ep, client, EARMUFF_EPOLLIN, UInt64(client))
         _ = earmuff_epoll_add(ep, server, EARMUFF_EPOLLIN, UInt64(server))
-    }
-
-    /// Writes all `count` bytes, waiting for room when the socket is full
-    /// (the relay has no buffer of its own: the least it can do).
-    private static func writeAll(_ fd: Int32, _ p: UnsafeMutableRawPointer, _ count: Int) -> Bool {
-        var done = 0
-        while done < count {
-            let w = send(fd, p + done, count - done, Int32(MSG_NOSIGNAL))
-            if w > 0 {
-                done += w
-            } else if w < 0 && errno == EAGAIN {
-                var pfd = pollfd(fd: fd, events: Int16(POLLOUT), revents: 0)
-                _ = Glibc.poll(&pfd, 1, 1000)
-            } else if w < 0 && errno == EINTR {
-                continue
-            } else {
-                return false
-            }
-        }
-        return true
     }
 
     private static func withAddress<T>(_ path: String, _ body: (UnsafePointer<sockaddr>, socklen_t) -> T) -> T {
