@@ -121,6 +121,19 @@ extension EndToEnd {
             #expect(got?.scheduling == "realtime" && got?.via == "sched_setscheduler", "\(String(describing: got))\n\(e.log())")
             #expect(Self.threads(of: e.process.pid).filter { $0.policy == SCHED_RR }.count == 2)
             #expect(e.log().contains("RealtimeKit: "), "the log does not say why RealtimeKit was not used:\n\(e.log())")
+
+            // SIGXCPU (what the kernel sends at RLIMIT_RTTIME's soft limit when a loop
+            // spins) puts the loops back to normal scheduling; the daemon goes on.
+            kill(e.process.pid, SIGXCPU)
+            var after: AudioThreads?
+            let back = await Wait.until(timeout: 30) {
+                after = try? Self.audioThreads(e)
+                return after?.scheduling == "normal"
+            }
+            #expect(back && after?.note?.contains("too long without sleeping") == true, "\(String(describing: after))")
+            #expect(!Self.threads(of: e.process.pid).contains { $0.policy == SCHED_RR })
+            let info = try Tool.run("pactl", args: ["info"], server: e.serverString, timeout: 20)
+            #expect(info.succeeded, "the daemon stopped relaying after SIGXCPU: \(info)\n\(e.log())")
         }
 
         /// realtime-priority = 0 keeps the loops out of real-time; nice-level raises only them.
