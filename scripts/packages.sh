@@ -41,11 +41,13 @@ ensure_packages() {
 # with libatk-adaptor (the accessibility bus), python3-dogtail, xdotool and
 # imagemagick: prompts on the real GTK dialog and the real dunst, clicked as a
 # person clicks, and their screenshots; man-db, bash-completion, zsh and fish:
-# the generated manual pages rendered and the completion scripts loaded in each shell.
+# the generated manual pages rendered and the completion scripts loaded in each
+# shell; rtkit and polkitd: the audio threads made real-time by the real
+# RealtimeKit on a private system bus.
 EARMUFF_PACKAGES=(libpulse-dev libsqlite3-dev libsystemd-dev pulseaudio pulseaudio-utils socat sox
                   dbus python3-dbusmock systemd bubblewrap xvfb x11-utils xdg-desktop-portal libglib2.0-bin
                   xdg-desktop-portal-gtk dunst at-spi2-core libatk-adaptor python3-dogtail xdotool imagemagick
-                  man-db bash-completion zsh fish)
+                  man-db bash-completion zsh fish rtkit polkitd)
 # The second end-to-end pass: PipeWire, its pulse server, the session manager,
 # the SPA plugins and a private D-Bus (without recommends: no ALSA glue, rtkit).
 EARMUFF_PIPEWIRE_PACKAGES=(pipewire pipewire-bin pipewire-pulse wireplumber libspa-0.2-modules dbus)

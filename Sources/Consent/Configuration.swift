@@ -128,6 +128,11 @@ public struct Configuration: Sendable, Equatable {
     /// MiB that the large packets (over 64 KiB) being received from all clients may hold
     /// together; a packet that does not fit is skipped unread and answered with an error.
     public var packetBufferMiB: Int = 32
+    /// SCHED_RR priority the relay's audio threads ask for (RealtimeKit, else
+    /// directly); 0: never real-time. PulseAudio's own default is 5.
+    public var realtimePriority: Int = 5
+    /// Nice level of the audio threads when real-time is refused; 0: unchanged.
+    public var niceLevel: Int = -11
 
     /// The defaults.
     public init() {}
@@ -141,7 +146,7 @@ public struct Configuration: Sendable, Equatable {
     public static let keys = ["upstream", "listen", "control", "store", "missing-purpose",
                               "prompt-via", "prompt-timeout", "max-pending-prompts", "max-pending-prompts-per-uid", "prompt-command", "trusted-apps", "log-level",
                               "max-clients", "max-clients-per-app", "reserved-clients", "handshake-timeout",
-                              "auto-reset-days", "max-packet-kib", "packet-buffer-mib"]
+                              "auto-reset-days", "max-packet-kib", "packet-buffer-mib", "realtime-priority", "nice-level"]
 
     /// The most clients any limit may allow (the descriptors they need must stay far below the process limit).
     public static let maximumClientLimit = 4096
@@ -183,6 +188,8 @@ public struct Configuration: Sendable, Equatable {
         public var autoResetDays: Int?
         public var maxPacketKiB: Int?
         public var packetBufferMiB: Int?
+        public var realtimePriority: Int?
+        public var niceLevel: Int?
 
         public init() {}
     }
@@ -263,6 +270,16 @@ public struct Configuration: Sendable, Equatable {
                         throw fail("handshake-timeout must be a number of seconds above 0 and at most \(Int(maximumHandshakeTimeout)), not \"\(value)\"")
                     }
                     o.handshakeTimeout = seconds
+                case "realtime-priority":
+                    guard let n = Int(value), (0...99).contains(n) else {
+                        throw fail("realtime-priority must be a whole number from 0 (never real-time) to 99, not \"\(value)\"")
+                    }
+                    o.realtimePriority = n
+                case "nice-level":
+                    guard let n = Int(value), (-20...0).contains(n) else {
+                        throw fail("nice-level must be a whole number from -20 to 0 (unchanged), not \"\(value)\"")
+                    }
+                    o.niceLevel = n
                 case "auto-reset-days":
                     guard let n = Int(value), n >= 0, n <= maximumAutoResetDays else {
                         throw fail("auto-reset-days must be a whole number of days from 0 (never) to \(maximumAutoResetDays), not \"\(value)\"")
@@ -304,6 +321,8 @@ public struct Configuration: Sendable, Equatable {
         if let v = o.autoResetDays { c.autoResetDays = v }
         if let v = o.maxPacketKiB { c.maxPacketKiB = v }
         if let v = o.packetBufferMiB { c.packetBufferMiB = v }
+        if let v = o.realtimePriority { c.realtimePriority = v }
+        if let v = o.niceLevel { c.niceLevel = v }
         return c
     }
 

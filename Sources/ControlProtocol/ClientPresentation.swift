@@ -162,6 +162,18 @@ public enum ClientFormat {
         }
     }
 
+    /// How the audio threads run, e.g. "real-time (SCHED_RR priority 5, via RealtimeKit), 2 threads".
+    static func audioThreads(_ a: AudioThreadsInfo) -> String {
+        var what: String
+        switch a.scheduling {
+        case "realtime": what = "real-time (\(a.policy) priority \(a.priority ?? 0)"
+        case "high-priority": what = "high priority (nice \(a.nice ?? 0)"
+        default: what = "normal scheduling (\(a.policy)" + (a.nice.map { $0 == 0 ? "" : ", nice \($0)" } ?? "")
+        }
+        what += (a.via.map { ", via \($0)" } ?? "") + "), \(a.threads) thread\(a.threads == 1 ? "" : "s")"
+        return what + (a.note.map { "; \($0)" } ?? "")
+    }
+
     /// The `earmuff status` report.
     public static func status(_ s: StatusPayload) -> String {
         var out = ""
@@ -173,6 +185,7 @@ public enum ClientFormat {
             ["store", s.daemon.storePath],
             ["upstream", "\(s.upstream.server) (\(s.upstream.reachable ? "reachable" : "unreachable"))"],
         ]
+        if let a = s.daemon.audioThreads { info.rows.append(["audio", audioThreads(a)]) }
         out += info.render().split(separator: "\n", omittingEmptySubsequences: true).map { $0 + "\n" }.joined()
         for a in s.access ?? [] where !a.enabled { out += accessLine(a) + "\n" }
 

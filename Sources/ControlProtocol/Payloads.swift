@@ -22,6 +22,35 @@ public struct ServerHello: Codable, Sendable, Equatable {
 }
 
 /// What the daemon says about itself in `status`.
+/// How the relay's audio threads (one per loop) are scheduled, read from the kernel.
+public struct AudioThreadsInfo: Codable, Sendable, Equatable {
+    /// realtime, high-priority or normal: the least any of the threads has now.
+    public var scheduling: String
+    /// SCHED_RR, SCHED_FIFO or SCHED_OTHER.
+    public var policy: String
+    /// The real-time priority (real-time only).
+    public var priority: Int32?
+    /// The nice level (when not real-time).
+    public var nice: Int32?
+    /// What granted it: RealtimeKit, sched_setscheduler or setpriority.
+    public var via: String?
+    public var threads: Int
+    /// Why not better: what refused, or that the threads were put back
+    /// (a loop ran too long without sleeping).
+    public var note: String?
+
+    public init(scheduling: String, policy: String, priority: Int32? = nil, nice: Int32? = nil, via: String? = nil,
+                threads: Int, note: String? = nil) {
+        self.scheduling = scheduling
+        self.policy = policy
+        self.priority = priority
+        self.nice = nice
+        self.via = via
+        self.threads = threads
+        self.note = note
+    }
+}
+
 public struct DaemonInfo: Codable, Sendable, Equatable {
     public var pid: Int32
     /// The daemon's release.
@@ -41,9 +70,13 @@ public struct DaemonInfo: Codable, Sendable, Equatable {
     public var socketActivated: Bool?
     /// How a prompt would reach someone now, as far as the daemon knows it.
     public var promptChannels: PromptChannelsInfo?
+    /// How the relay's audio threads are scheduled now.
+    public var audioThreads: AudioThreadsInfo?
 
     public init(pid: Int32, version: String, listenPath: String, controlPath: String, storePath: String, uptimeSeconds: Double,
-                sessionSocket: Bool? = nil, socketActivated: Bool? = nil, promptChannels: PromptChannelsInfo? = nil) {
+                sessionSocket: Bool? = nil, socketActivated: Bool? = nil, promptChannels: PromptChannelsInfo? = nil,
+                audioThreads: AudioThreadsInfo? = nil) {
+        self.audioThreads = audioThreads
         self.pid = pid
         self.version = version
         self.listenPath = listenPath

@@ -45,6 +45,15 @@ public final class BusConnection {
         return BusConnection(bus)
     }
 
+    /// Connects to the system bus: `$DBUS_SYSTEM_BUS_ADDRESS`, else
+    /// `/run/dbus/system_bus_socket`. Fails at once when there is none.
+    public static func system() throws(BusError) -> BusConnection {
+        var bus: OpaquePointer?
+        let rc = sd_bus_open_system(&bus)
+        guard rc >= 0, let bus else { throw BusError("connect to the system bus", errno: rc) }
+        return BusConnection(bus)
+    }
+
     private init(_ bus: OpaquePointer) { self.bus = bus }
 
     deinit { sd_bus_flush_close_unref(bus) }

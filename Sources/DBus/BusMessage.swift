@@ -98,6 +98,11 @@ public final class BusMessage {
         try check(sd_bus_message_append_basic(raw, CChar(UInt8(ascii: "i")), &v), "append i")
     }
 
+    public func append(_ v: UInt64) throws(BusError) {
+        var v = v
+        try check(sd_bus_message_append_basic(raw, CChar(UInt8(ascii: "t")), &v), "append t")
+    }
+
     public func append(_ v: Bool) throws(BusError) {
         var b: Int32 = v ? 1 : 0
         try check(sd_bus_message_append_basic(raw, CChar(UInt8(ascii: "b")), &b), "append b")
@@ -153,6 +158,18 @@ public final class BusMessage {
     public func readUInt32() throws(BusError) -> UInt32 {
         var v: UInt32 = 0
         try check(sd_bus_message_read_basic(raw, CChar(UInt8(ascii: "u")), &v), "read u")
+        return v
+    }
+
+    public func readInt32() throws(BusError) -> Int32 {
+        var v: Int32 = 0
+        try check(sd_bus_message_read_basic(raw, CChar(UInt8(ascii: "i")), &v), "read i")
+        return v
+    }
+
+    public func readInt64() throws(BusError) -> Int64 {
+        var v: Int64 = 0
+        try check(sd_bus_message_read_basic(raw, CChar(UInt8(ascii: "x")), &v), "read x")
         return v
     }
 

@@ -38,7 +38,8 @@ extension ConsentService {
                                promptChannels: PromptChannelsInfo(
                                    via: configuration.promptVia.map(\.rawValue),
                                    command: engine.withLock { $0.policy.hasPromptCommand },
-                                   agents: registry.withLock { $0.agents.count })),
+                                   agents: registry.withLock { $0.agents.count }),
+                               audioThreads: d.map { audioThreadsInfo($0.loopThreadIDs()) }),
             upstream: UpstreamInfo(server: d?.upstream.description ?? "", reachable: d.map { canConnect($0.upstream.path) } ?? false),
             clients: clientInfos, streams: streamInfos, prompts: prompts.map(promptInfo),
             temporary: temporary.map { d, eff in
@@ -51,6 +52,30 @@ extension ConsentService {
                                    uid: w.uid, source: w.source, since: w.since)
             },
             access: accessInfos())
+    }
+
+    /// How the relay loops run now, and what granted it.
+    func audioThreadsInfo(_ threads: [pid_t]) -> AudioThreadsInfo {
+        let now = threads.compactMap(AudioThreads.current)
+        let grant = AudioThreads.lastGrant
+        // The least of the threads: one loop left behind is what a person hears.
+        let least = now.min { a, b in
+            a.isRealtime != b.isRealtime ? !a.isRealtime : (a.isRealtime ? a.priority < b.priority : a.nice > b.nice)
+        }
+        let refused = grant.map { $0.refusals.joined(separator: "; ") }.flatMap { $0.isEmpty ? nil : $0 }
+        guard let least else { return AudioThreadsInfo(scheduling: "normal", policy: "SCHED_OTHER", threads: 0) }
+        if least.isRealtime {
+            return AudioThreadsInfo(scheduling: "realtime", policy: least.policyName, priority: least.priority,
+                                    via: grant?.via, threads: now.count)
+        }
+        var note = refused
+        if case .realtime = grant?.level {
+            note = AudioThreads.demotedForSpinning ? "put back to normal: a loop ran too long without sleeping"
+                                                   : "put back to normal by the system (RealtimeKit's watchdog?)"
+        }
+        let raised = least.nice < 0
+        return AudioThreadsInfo(scheduling: raised ? "high-priority" : "normal", policy: least.policyName,
+                                nice: least.nice, via: raised ? grant?.via : nil, threads: now.count, note: note)
     }
 
     /// The master switch of every capture kind.

@@ -212,6 +212,15 @@ public final class Daemon: @unchecked Sendable {
         }
     }
 
+    /// The loops' kernel thread ids, once each loop runs (waits for that
+    /// after `start`, a few milliseconds at most).
+    func loopThreadIDs() -> [pid_t] {
+        loops.map { loop in
+            while loop.kernelThreadID.load(ordering: .acquiring) == 0 { sched_yield() }
+            return loop.kernelThreadID.load(ordering: .acquiring)
+        }
+    }
+
     /// Stops accepting, closes every session and joins the loops.
     func stop() {
         acceptLoop.post { [self] in

@@ -68,6 +68,9 @@ final class EventLoop: @unchecked Sendable {
     let wakeUps = Atomic<Int>(0)
     /// The loop thread's id once it runs (0 before).
     private let threadID = Atomic<UInt>(0)
+    /// The loop thread's kernel id (gettid) once it runs (0 before): what
+    /// the scheduler and RealtimeKit know it by.
+    let kernelThreadID = Atomic<Int32>(0)
     /// Read buffer shared by every socket of this loop (used only on its thread).
     let scratch: UnsafeMutableRawBufferPointer
     private let stopping = Atomic<Bool>(false)
@@ -216,6 +219,8 @@ final class EventLoop: @unchecked Sendable {
         var events = [UInt32](repeating: 0, count: 128)
         var datas = [UInt64](repeating: 0, count: 128)
         threadID.store(UInt(pthread_self()), ordering: .relaxed)
+        earmuff_set_thread_name(name)
+        kernelThreadID.store(earmuff_gettid(), ordering: .releasing)
         var batchNext = false
         while !stopping.load(ordering: .acquiring) {
             let polling = awakeUntil != 0

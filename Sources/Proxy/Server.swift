@@ -140,6 +140,7 @@ public enum Server {
             catalog.start()
             catalog.waitUntilReady(timeout: 1)
             try daemon.start()
+            raiseAudioThreads(daemon, configuration)
             control.start()
         } catch {
             fail("cannot start: \(error)")
@@ -165,6 +166,18 @@ public enum Server {
     }
 
     /// Admin file, then the user file (or `--config`), then apps.d declarations (admin, then user).
+    /// Asks for real-time scheduling for the relay loops (and only them), and logs what they got.
+    static func raiseAudioThreads(_ daemon: Daemon, _ c: Configuration) {
+        let settings = AudioThreadSettings(realtimePriority: Int32(c.realtimePriority), niceLevel: Int32(c.niceLevel))
+        let grant = AudioThreads.raise(daemon.loopThreadIDs(), settings: settings)
+        let refused = grant.refusals.isEmpty ? "" : " (refused: \(grant.refusals.joined(separator: "; ")))"
+        switch grant.level {
+        case .realtime(let p): Log.info("audio threads: SCHED_RR priority \(p) via \(grant.via ?? "?")\(refused)")
+        case .highPriority(let n): Log.info("audio threads: nice \(n) via \(grant.via ?? "?")\(refused)")
+        case .normal: Log.info("audio threads: normal scheduling\(refused)")
+        }
+    }
+
     static func loadConfiguration(_ opts: ServeOptions) throws -> (Configuration, [AppKey: AppDeclaration]) {
         let env = opts.environment
         var files: [(path: String, text: String)] = []

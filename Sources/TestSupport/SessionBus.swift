@@ -6,23 +6,30 @@ import Synchronization
 /// services on it. The bus activates nothing (no service directories), so a
 /// service exists only if a test starts it. `busctl` talks to it for the
 /// test. Keep it alive for the whole test (`defer { bus.stop() }`).
+/// With `system: true` it is a private system bus instead (any user may
+/// connect: system services drop to their own users), for RealtimeKit.
 public final class SessionBus: Sendable {
     /// The temp directory (socket, config, logs).
     public let directory: String
-    /// `unix:path=…`, the DBUS_SESSION_BUS_ADDRESS value.
+    /// `unix:path=…`, the DBUS_SESSION_BUS_ADDRESS (or DBUS_SYSTEM_BUS_ADDRESS) value.
     public let address: String
+    /// Whether this is a private system bus.
+    public let isSystem: Bool
     private let daemon: ChildProcess
     private let mocks = Mutex<[ChildProcess]>([])
 
-    public init(startTimeout: Double = 30, maxLifetime: Int = 1800) throws {
+    public init(system: Bool = false, startTimeout: Double = 30, maxLifetime: Int = 1800) throws {
         guard let dbus = findExecutable("dbus-daemon"), findExecutable("busctl") != nil else {
             throw TestSupportError("dbus-daemon or busctl not found in PATH; install dbus and systemd")
         }
         let dir = try TempDir.make(prefix: "earmuff-bus")
         directory = dir
         address = "unix:path=\(dir)/bus"
+        isSystem = system
+        // System services (polkitd, rtkit-daemon) connect as their own users.
+        if system { chmod(dir, 0o755) }
         do {
-            try Self.configuration(socket: "\(dir)/bus").write(toFile: "\(dir)/dbus.conf", atomically: true, encoding: .utf8)
+            try Self.configuration(socket: "\(dir)/bus", system: system).write(toFile: "\(dir)/dbus.conf", atomically: true, encoding: .utf8)
             daemon = try ChildProcess.spawn(
                 executable: dbus, arguments: ["--config-file=\(dir)/dbus.conf", "--nofork", "--nopidfile"],
                 environment: Tool.privateEnvironment(root: dir), stdoutPath: "\(dir)/dbus.log", stderrPath: "\(dir)/dbus.log",
@@ -40,18 +47,18 @@ public final class SessionBus: Sendable {
         }
     }
 
-    /// A session bus configuration listening on `socket`, with no service
-    /// directories, so it never activates (and leaves behind) any service.
-    public static func configuration(socket: String) -> String {
+    /// A session (or system) bus configuration listening on `socket`, with no
+    /// service directories, so it never activates (and leaves behind) any service.
+    public static func configuration(socket: String, system: Bool = false) -> String {
         """
         <!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
          "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
         <busconfig>
-          <type>session</type>
+          <type>\(system ? "system" : "session")</type>
           <keep_umask/>
           <listen>unix:path=\(socket)</listen>
           <auth>EXTERNAL</auth>
-          <policy context="default">
+          <policy context="default">\(system ? "\n    <allow user=\"*\"/>" : "")
             <allow send_destination="*" eavesdrop="true"/>
             <allow eavesdrop="true"/>
             <allow own="*"/>
@@ -94,6 +101,22 @@ public final class SessionBus: Sendable {
                                 timeout: timeout, hint: "xdg-permission-store")
     }
 
+    /// Starts the real polkitd and rtkit-daemon (Debian's `polkitd`, `rtkit`) on this
+    /// system bus and waits until RealtimeKit owns its name. polkit authorizes root
+    /// for anything, and no one else outside a login session.
+    public func startRealtimeKit(timeout: Double = 30) throws {
+        precondition(isSystem, "RealtimeKit lives on the system bus")
+        guard let polkitd = ["/usr/lib/polkit-1/polkitd", "/usr/libexec/polkitd"].first(where: {
+            FileManager.default.isExecutableFile(atPath: $0) }) else {
+            throw TestSupportError("polkitd not found; install polkitd")
+        }
+        let rtkit = "/usr/libexec/rtkit-daemon"
+        guard FileManager.default.isExecutableFile(atPath: rtkit) else { throw TestSupportError("rtkit-daemon not found; install rtkit") }
+        try startService(polkitd, arguments: ["--no-debug"], owning: "org.freedesktop.PolicyKit1", timeout: timeout)
+        // No --stderr: rtkit limits its own file size to 0, so writing a log file would kill it.
+        try startService(rtkit, arguments: ["--no-canary"], owning: "org.freedesktop.RealtimeKit1", timeout: timeout)
+    }
+
     /// Runs `executable` on this bus (HOME and the XDG directories in the bus's directory,
     /// with `environment` over them) and waits until it owns `name`; its output goes to
     /// `NAME.out` there.
@@ -103,7 +126,7 @@ public final class SessionBus: Sendable {
                              hint: String? = nil) throws -> ChildProcess {
         let hint = hint ?? executable
         var env = Tool.privateEnvironment(root: directory).merging(environment) { $1 }
-        env["DBUS_SESSION_BUS_ADDRESS"] = address
+        env[isSystem ? "DBUS_SYSTEM_BUS_ADDRESS" : "DBUS_SESSION_BUS_ADDRESS"] = address
         let child = try ChildProcess.spawn(executable: executable, arguments: arguments, environment: env,
                                            stdoutPath: "\(directory)/\(name).out", stderrPath: "\(directory)/\(name).out",
                                            maxLifetime: 1800)

@@ -19,6 +19,9 @@ final class Bench {
     private var idle: IdleMemory?
     private var recording: RecordingMemory?
     private var silence: SilenceResult?
+    private var glitches: [GlitchResult] = []
+    /// Recorders on the real server through earmuff: count, earmuff's figures, the server's CPU %.
+    private var realRecorders: (count: Int, result: ThroughputResult, serverPercent: Double?)?
     private var consent = ConsentSupport(available: false, note: "not checked")
 
     /// Audio rate of the recording-memory clients: s16le stereo 48 kHz.
@@ -122,7 +125,36 @@ final class Bench {
             }
         }
 
+        if options.parts.contains(.glitch) {
+            do {
+                try glitchWindows(binary: binary, work: work)
+            } catch {
+                notes.append("glitch part failed: \(error)")
+            }
+        }
+
         report(elapsed: Clock.seconds() - started, binary: binary)
+    }
+
+    /// Two windows under stress-ng against a private PulseAudio: the measured
+    /// pair alone, then with `--glitch-tabs` playback streams beside it.
+    private func glitchWindows(binary: String, work: String) throws {
+        let pa = try PulseServer()
+        defer { pa.stop() }
+        let e = try Relay.earmuff(pa.socketPath, binary: binary, consent: consent, workDir: work, grantSelf: false)
+        defer { e.stop() }
+        if consent.available, let pacat = findExecutable("pacat") {
+            let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: pacat)).map {
+                $0.hasPrefix("/") ? $0 : URL(fileURLWithPath: pacat).deletingLastPathComponent().appendingPathComponent($0).path
+            } ?? pacat
+            try e.decide("grant", app: "exe:\(exe)", kind: "system-audio")
+        }
+        for tabs in [0, options.glitchTabs] {
+            say("glitches under stress-ng: \(options.glitchSeconds) s, pacat + parecord"
+                + (tabs > 0 ? " + \(tabs) playback streams" : "") + ", direct and through earmuff at once")
+            glitches.append(try Glitches.window(server: pa, earmuff: e, extraPlayback: tabs,
+                                                seconds: options.glitchSeconds, workDir: work))
+        }
     }
 
     private func makeRelays(upstream: String, binary: String, work: String) throws -> [Relay] {
@@ -130,6 +162,7 @@ final class Bench {
             switch mode {
             case .direct: return Relay.direct(upstream)
             case .socat: return try Relay.socat(upstream, workDir: work)
+            case .relay: return try Relay.calibration(upstream, workDir: work)
             case .earmuff: return try Relay.earmuff(upstream, binary: binary, consent: consent, workDir: work)
             }
         }
@@ -155,6 +188,18 @@ final class Bench {
         // 2 s blocks, so each window spans two blocks to average them out.
         realThroughput = try measurer.throughput(relays, streams: options.paStreams, request: req,
                                                  duration: 4, rounds: 1, quiesce: { usleep(100_000) })
+
+        // The recorders at audio rate against the real server: earmuff's CPU
+        // beside the server's own for the same streams, in the same window.
+        if let pa, let e = relays.first(where: { $0.mode == .earmuff }) {
+            let n = options.recordingClients
+            say("real PulseAudio: \(n) recorders through earmuff, 4 per connection")
+            let (w, cpu) = try measurer.window(e, streams: n, perConnection: 4, request: req, duration: 4, warmup: 0.5,
+                                               also: { Proc.cpuSeconds(pa.process.pid) })
+            var r = ThroughputResult()
+            r.add(w, cpu: cpu)
+            realRecorders = (n, r, measurer.otherCPU.map { $0 / w.seconds * 100 })
+        }
     }
 
     // MARK: - Report
@@ -175,57 +220,69 @@ final class Bench {
         return String(format: "%.2fx", a / b)
     }
 
+    /// What each relay adds to the direct round trip, at p50 and p99, with
+    /// earmuff's added time as a multiple of socat's and the calibration relay's.
+    private func addedRows(_ l: [Mode: LatencyResult]) -> [String] {
+        [("  added p50 µs (vs direct)", \LatencyResult.p50), ("  added p99 µs (vs direct)", \LatencyResult.p99)]
+            .map { name, key in
+                let added = { (m: Mode) -> Double? in
+                    guard let x = l[m]?[keyPath: key], let d = l[.direct]?[keyPath: key] else { return nil }
+                    return x - d
+                }
+                return row(name, [""] + [Mode.socat, .relay, .earmuff].map { fmt(added($0)) }
+                    + ["", ratio(added(.earmuff), added(.socat)), ratio(added(.earmuff), added(.relay))])
+            }
+    }
+
+    /// The figure of each mode, then earmuff's ratio to direct, socat and the calibration relay.
+    private func cells(digits: Int = 1, _ value: (Mode) -> Double?) -> [String] {
+        let e = value(.earmuff)
+        return [Mode.direct, .socat, .relay, .earmuff].map { fmt(value($0), digits) }
+            + [Mode.direct, .socat, .relay].map { ratio(e, value($0)) }
+    }
+
     private func report(elapsed: Double, binary: String) {
         var out: [String] = []
-        let header = row("", ["direct", "socat", "earmuff", "e/direct", "e/socat"])
+        let header = row("", ["direct", "socat", "relay", "earmuff", "e/direct", "e/socat", "e/relay"])
         out.append("")
         out.append("earmuff-bench — \(ProcessInfo.processInfo.activeProcessorCount) CPUs, "
                    + "earmuff \(binary), \(String(format: "%.0f", elapsed)) s")
+        out.append("(relay: the bench's calibration relay, epoll with no parsing; e/relay is the frame budget)")
         out.append(header)
 
         if !latency.isEmpty {
             out.append("Round trip GET_SERVER_INFO, synthetic server (\(latency.values.first?.count ?? 0) per mode)")
             for (name, key) in [("  p50 µs", \LatencyResult.p50), ("  p99 µs", \LatencyResult.p99),
                                 ("  mean µs", \LatencyResult.mean)] {
-                let d = latency[.direct]?[keyPath: key], s = latency[.socat]?[keyPath: key]
-                let e = latency[.earmuff]?[keyPath: key]
-                out.append(row(name, [fmt(d), fmt(s), fmt(e), ratio(e, d), ratio(e, s)]))
+                out.append(row(name, cells { self.latency[$0]?[keyPath: key] }))
             }
-            let added = { (m: Mode) -> Double? in
-                guard let x = self.latency[m]?.p99, let d = self.latency[.direct]?.p99 else { return nil }
-                return x - d
-            }
-            out.append(row("  added p99 µs (vs direct)", ["", fmt(added(.socat)), fmt(added(.earmuff)), "", ""]))
+            out.append(contentsOf: addedRows(latency))
         }
         for n in options.streamCounts.sorted() {
             guard let t = throughput[n] else { continue }
             out.append("Record throughput, flood server, \(n) stream\(n == 1 ? "" : "s") "
                        + "(\(options.payloadBytes)-byte memblocks)")
-            let d = t[.direct]?.megabytesPerSecond, s = t[.socat]?.megabytesPerSecond
-            let e = t[.earmuff]?.megabytesPerSecond
-            out.append(row("  MB/s", [fmt(d), fmt(s), fmt(e), ratio(e, d), ratio(e, s)]))
-            let sc = t[.socat]?.cpuPerGB, ec = t[.earmuff]?.cpuPerGB
-            out.append(row("  relay CPU s/GB", ["n/a", fmt(sc, 2), fmt(ec, 2), "", ratio(ec, sc)]))
-            out.append(row("  relay CPU % of a core", ["n/a", fmt(t[.socat]?.cpuPercent, 0),
-                                                         fmt(t[.earmuff]?.cpuPercent, 0), "", ""]))
+            out.append(row("  MB/s", cells { t[$0]?.megabytesPerSecond }))
+            out.append(row("  relay CPU s/GB", cells(digits: 2) { $0 == .direct ? nil : t[$0]?.cpuPerGB }))
+            out.append(row("  relay CPU % of a core", Array(cells(digits: 0) {
+                $0 == .direct ? nil : t[$0]?.cpuPercent }.prefix(4))))
         }
         if !realLatency.isEmpty || !realThroughput.isEmpty {
             out.append("Real PulseAudio (\(options.paStreams) streams float32le mono 48 kHz from the sine source, "
                        + "\(options.paStreams * 192) kB/s expected)")
             for (name, key) in [("  round trip p50 µs", \LatencyResult.p50), ("  round trip p99 µs", \LatencyResult.p99)] {
-                let d = realLatency[.direct]?[keyPath: key], s = realLatency[.socat]?[keyPath: key]
-                let e = realLatency[.earmuff]?[keyPath: key]
-                out.append(row(name, [fmt(d), fmt(s), fmt(e), ratio(e, d), ratio(e, s)]))
+                out.append(row(name, cells { self.realLatency[$0]?[keyPath: key] }))
             }
-            let d = realThroughput[.direct], s = realThroughput[.socat], e = realThroughput[.earmuff]
-            out.append(row("  kB/s received", [fmt(d.map { $0.megabytesPerSecond * 1000 }, 0),
-                                               fmt(s.map { $0.megabytesPerSecond * 1000 }, 0),
-                                               fmt(e.map { $0.megabytesPerSecond * 1000 }, 0),
-                                               ratio(e?.megabytesPerSecond, d?.megabytesPerSecond),
-                                               ratio(e?.megabytesPerSecond, s?.megabytesPerSecond)]))
-            out.append(row("  relay CPU % of a core", ["n/a", fmt(s?.cpuPercent, 2), fmt(e?.cpuPercent, 2), "", ""]))
-            out.append(row("  relay CPU s/GB", ["n/a", fmt(s?.cpuPerGB, 2), fmt(e?.cpuPerGB, 2), "",
-                                                ratio(e?.cpuPerGB, s?.cpuPerGB)]))
+            out.append(contentsOf: addedRows(realLatency))
+            out.append(row("  kB/s received", cells(digits: 0) { self.realThroughput[$0].map { $0.megabytesPerSecond * 1000 } }))
+            out.append(row("  relay CPU % of a core", Array(cells(digits: 2) {
+                $0 == .direct ? nil : self.realThroughput[$0]?.cpuPercent }.prefix(4))))
+            out.append(row("  relay CPU s/GB", cells(digits: 2) { $0 == .direct ? nil : self.realThroughput[$0]?.cpuPerGB }))
+            if let rr = realRecorders {
+                out.append("  \(rr.count) recorders through earmuff (4 per connection): earmuff "
+                           + "\(fmt(rr.result.cpuPercent, 1)) % of a core, PulseAudio \(fmt(rr.serverPercent, 1)) %, "
+                           + "\(fmt(rr.result.megabytesPerSecond * 1000, 0)) kB/s received")
+            }
         }
         if let idle {
             out.append("Memory of earmuff (VmRSS)")
@@ -249,6 +306,23 @@ final class Bench {
                        + "(\(s.denied.silentFrames)/\(s.denied.frames) frames silent), cost "
                        + "\(fmt(s.cost * 100)) %")
         }
+        for g in glitches {
+            out.append("Under load: stress-ng --cpu \(g.cpuHogs), \(fmt(g.seconds, 0)) s, real PulseAudio, "
+                       + "pacat + parecord --latency-msec=10" + (g.extraPlayback > 0 ? " + \(g.extraPlayback) playback streams" : ""))
+            let d = g.counts[.direct], e = g.counts[.earmuff]
+            func pair(_ name: String, _ v: (GlitchCounts) -> Double?, digits: Int = 0) {
+                out.append(row(name, [fmt(d.flatMap(v), digits), "", "", fmt(e.flatMap(v), digits), ""]))
+            }
+            pair("  playback underruns", { Double($0.playbackUnderruns) })
+            pair("  record overruns", { Double($0.recordOverruns) })
+            pair("  server-logged under/overruns", { Double($0.serverLogged) })
+            pair("  playback latency p50 ms", { percentile($0.playbackLatency, 0.5).map { $0 / 1000 } }, digits: 2)
+            pair("  playback latency p99 ms", { percentile($0.playbackLatency, 0.99).map { $0 / 1000 } }, digits: 2)
+            pair("  record latency p99 ms", { percentile($0.recordLatency, 0.99).map { $0 / 1000 } }, digits: 2)
+            for (mode, c) in g.counts where !c.died.isEmpty {
+                notes.append("\(mode): streams ended early under load: \(c.died.joined(separator: ", "))")
+            }
+        }
 
         out.append("")
         out.append("Targets")
@@ -262,11 +336,14 @@ final class Bench {
             }
             out.append("  \(verdict)  \(name.padding(toLength: 46, withPad: " ", startingAt: 0)) \(detail)")
         }
-        if let d = latency[.direct], let s = latency[.socat], let e = latency[.earmuff] {
-            target("added p50 round trip ≤ 0.5x socat's", e.p50 - d.p50 <= 0.5 * (s.p50 - d.p50),
-                   "earmuff +\(fmt(e.p50 - d.p50)) µs, socat +\(fmt(s.p50 - d.p50)) µs")
-            target("added p99 round trip ≤ 0.5x socat's", e.p99 - d.p99 <= 0.5 * (s.p99 - d.p99),
-                   "earmuff +\(fmt(e.p99 - d.p99)) µs, socat +\(fmt(s.p99 - d.p99)) µs")
+        for (server, l) in [("synthetic", latency), ("real", realLatency)] {
+            guard let d = l[.direct], let s = l[.socat], let e = l[.earmuff] else { continue }
+            let r = l[.relay].map { ", relay +\(fmt($0.p50 - d.p50)) µs" } ?? ""
+            let r99 = l[.relay].map { ", relay +\(fmt($0.p99 - d.p99)) µs" } ?? ""
+            target("added p50 round trip ≤ 0.5x socat's, \(server)", e.p50 - d.p50 <= 0.5 * (s.p50 - d.p50),
+                   "earmuff +\(fmt(e.p50 - d.p50)) µs, socat +\(fmt(s.p50 - d.p50)) µs\(r)")
+            target("added p99 round trip ≤ 0.5x socat's, \(server)", e.p99 - d.p99 <= 0.5 * (s.p99 - d.p99),
+                   "earmuff +\(fmt(e.p99 - d.p99)) µs, socat +\(fmt(s.p99 - d.p99)) µs\(r99)")
         }
         for n in options.streamCounts.sorted() {
             guard let t = throughput[n], let e = t[.earmuff]?.megabytesPerSecond else { continue }
@@ -276,6 +353,11 @@ final class Bench {
             if let ec = t[.earmuff]?.cpuPerGB, let sc = t[.socat]?.cpuPerGB {
                 target("relay CPU per GB ≤ 0.5x socat's, \(n) stream(s)", ec <= 0.5 * sc, ratio(ec, sc))
             }
+        }
+        if let rr = realRecorders {
+            let e = rr.result.cpuPercent, p = rr.serverPercent
+            target("\(rr.count) recorders: earmuff CPU ≤ 0.5x the server's", e.flatMap { e in p.map { e <= 0.5 * $0 } },
+                   "earmuff \(fmt(e, 1)) %, PulseAudio \(fmt(p, 1)) %")
         }
         if let r = recording {
             target("\(r.clients) clients at audio rate ≤ 5 % of a core", r.result.cpuPercent.map { $0 <= 5 },
@@ -297,6 +379,15 @@ final class Bench {
             target("0 context switches while idle", idle.idleContextSwitches.map { $0 == 0 },
                    "\(idle.idleContextSwitches.map(String.init) ?? "n/a") in \(fmt(idle.idleSeconds, 0)) s, "
                    + "\(idle.clients) clients")
+        }
+        for g in glitches {
+            guard let d = g.counts[.direct], let e = g.counts[.earmuff] else { continue }
+            let what = g.extraPlayback > 0 ? "pair + \(g.extraPlayback)" : "pair"
+            target("under load, \(what): glitches ≤ direct's", e.glitches <= d.glitches && e.died.isEmpty,
+                   "earmuff \(e.glitches), direct \(d.glitches)" + (e.died.isEmpty ? "" : ", streams ended early"))
+            let ep = percentile(e.playbackLatency, 0.99), dp = percentile(d.playbackLatency, 0.99)
+            target("under load, \(what): added playback p99 < 2 ms", ep.flatMap { ep in dp.map { ep - $0 < 2000 } },
+                   "\(fmt(ep.flatMap { ep in dp.map { (ep - $0) / 1000 } }, 2)) ms")
         }
         out.append("  \(pass) passed, \(fail) failed")
         var seen = Set<String>()

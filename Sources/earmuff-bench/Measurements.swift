@@ -9,6 +9,13 @@ import Glibc
 import PulseWire
 import TestSupport
 
+/// The `q` quantile of `samples` (nearest rank), nil when there are none.
+func percentile(_ samples: [Double], _ q: Double) -> Double? {
+    guard !samples.isEmpty else { return nil }
+    let s = samples.sorted()
+    return s[min(s.count - 1, max(0, Int((Double(s.count) * q).rounded(.up)) - 1))]
+}
+
 /// Percentiles of round trips, in microseconds.
 struct LatencyResult {
     var p50: Double
@@ -17,11 +24,10 @@ struct LatencyResult {
     var count: Int
 
     init(samples: [Double]) {
-        let s = samples.sorted()
-        count = s.count
-        p50 = s.isEmpty ? 0 : s[min(s.count - 1, s.count / 2)]
-        p99 = s.isEmpty ? 0 : s[min(s.count - 1, Int((Double(s.count) * 0.99).rounded(.up)) - 1)]
-        mean = s.isEmpty ? 0 : s.reduce(0, +) / Double(s.count)
+        count = samples.count
+        p50 = percentile(samples, 0.5) ?? 0
+        p99 = percentile(samples, 0.99) ?? 0
+        mean = samples.isEmpty ? 0 : samples.reduce(0, +) / Double(samples.count)
     }
 }
 
@@ -74,6 +80,8 @@ final class Measurer {
     let scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 256 * 1024, alignment: 16)
     /// Anomalies seen while measuring (printed as notes).
     var problems: [String] = []
+    /// CPU seconds of the `also` process over the last window.
+    var otherCPU: Double?
 
     init(options: Options) { self.options = options }
     deinit { scratch.deallocate() }
@@ -103,21 +111,31 @@ final class Measurer {
     }
 
     /// One counting window: `streams` connections with one record stream each.
-    func window(_ relay: Relay, streams: Int, request: StreamRequest, duration: Double, warmup: Double,
-                tick: () -> Void = {}) throws -> (StreamCounter.Window, Double?) {
+    /// `perConnection` streams share a connection (a real server takes 64 connections at most).
+    /// `also` reads another process's CPU seconds over the same window (the server's).
+    func window(_ relay: Relay, streams: Int, perConnection: Int = 1, request: StreamRequest, duration: Double,
+                warmup: Double, tick: () -> Void = {}, also: (() -> Double?)? = nil)
+        throws -> (StreamCounter.Window, Double?)
+    {
         var clients: [NativeClient] = []
         clients.reserveCapacity(streams)
-        for _ in 0..<streams {
+        var opened = 0
+        while opened < streams {
             let c = try connect(relay)
-            _ = try c.createRecordStream(spec: request.spec, map: request.map, fragSize: request.fragSize,
-                                         source: request.source)
+            for _ in 0..<min(perConnection, streams - opened) {
+                _ = try c.createRecordStream(spec: request.spec, map: request.map, fragSize: request.fragSize,
+                                             source: request.source)
+                opened += 1
+            }
             clients.append(c)
         }
         var cpu0: Double?
         var cpu1: Double?
+        var other0: Double?
         let w = try StreamCounter.run(
             clients, warmup: warmup, duration: duration,
-            begin: { cpu0 = relay.cpuSeconds() }, tick: tick, end: { cpu1 = relay.cpuSeconds() })
+            begin: { cpu0 = relay.cpuSeconds(); other0 = also?() }, tick: tick,
+            end: { cpu1 = relay.cpuSeconds(); if let a = also?(), let b = other0 { self.otherCPU = a - b } })
         clients.removeAll()
         var cpu: Double?
         if let cpu0, let cpu1 { cpu = cpu1 - cpu0 }

@@ -6,7 +6,7 @@ import Glibc
 
 /// The parts of the benchmark that can be run.
 enum Part: String, CaseIterable {
-    case latency, throughput, real, memory, silence
+    case latency, throughput, real, memory, silence, glitch
 }
 
 struct Options {
@@ -23,6 +23,9 @@ struct Options {
     var idleClients = 1000
     var recordingClients = 200
     var paStreams = 8
+    /// Seconds of each glitch window, and the playback streams beside the measured pair.
+    var glitchSeconds = 30.0
+    var glitchTabs = 20
     var earmuffBinary: String?
     var pulseServer: String?
 
@@ -35,10 +38,12 @@ struct Options {
 
     options:
       --quick               1 s per measurement, 1 round, 2000 round trips,
-                            200 idle / 50 recording clients
-      --only PARTS          comma list of: latency, throughput, real, memory, silence
+                            200 idle / 50 recording clients, 10 s glitch windows
+      --only PARTS          comma list of: latency, throughput, real, memory, silence,
+                            glitch
       --skip PARTS          the same, to leave out
-      --modes MODES         comma list of: direct, socat, earmuff (default all)
+      --modes MODES         comma list of: direct, socat, relay, earmuff (default all;
+                            relay is the calibration relay)
       --duration S          seconds counted per mode and measurement (default 3)
       --rounds N            rounds interleaving the modes (default 3)
       --requests N          round trips per mode (default 10000)
@@ -47,6 +52,9 @@ struct Options {
       --idle-clients N      idle clients for the memory figure (default 1000)
       --recording-clients N recording clients at audio rate (default 200)
       --pa-streams N        streams against the real PulseAudio (default 8)
+      --glitch-seconds S    each glitch window under stress-ng (default 30, quick 10)
+      --glitch-tabs N       playback streams beside the measured pair in the
+                            second glitch window (default 20)
       --pulse-server PATH   for the real-server part, use this running server's
                             socket (e.g. pipewire-pulse) instead of a private
                             PulseAudio
@@ -82,7 +90,7 @@ struct Options {
         }
         var quick = false
         var explicitDuration = false, explicitRounds = false, explicitRequests = false
-        var explicitIdle = false, explicitRecording = false
+        var explicitIdle = false, explicitRecording = false, explicitGlitch = false
         while i < args.count {
             switch args[i] {
             case "-h", "--help":
@@ -106,6 +114,9 @@ struct Options {
             case "--recording-clients":
                 o.recordingClients = number(value(), "--recording-clients"); explicitRecording = true
             case "--pa-streams": o.paStreams = number(value(), "--pa-streams")
+            case "--glitch-seconds":
+                o.glitchSeconds = number(value(), "--glitch-seconds"); explicitGlitch = true
+            case "--glitch-tabs": o.glitchTabs = number(value(), "--glitch-tabs")
             case "--earmuff": o.earmuffBinary = value()
             case "--pulse-server":
                 let v = value()
@@ -120,6 +131,7 @@ struct Options {
             if !explicitRequests { o.requests = 2000 }
             if !explicitIdle { o.idleClients = 200 }
             if !explicitRecording { o.recordingClients = 50 }
+            if !explicitGlitch { o.glitchSeconds = 10 }
         }
         guard o.payloadBytes <= 16 * 1024 * 1024 else { fail("--payload is at most 16 MiB") }
         return o

@@ -1,7 +1,9 @@
-// The three ways a client reaches the server in the benchmark: directly, via a
-// forking socat relay, and via earmuff. Each gives the socket path clients use
-// and a way to read the relay's CPU time (for socat: the listener plus every
-// forked child, since each connection gets its own process).
+// The ways a client reaches the server in the benchmark: directly, via a
+// forking socat relay, via the bench's own calibration relay (the least a
+// relay can do, CalibrationRelay.swift), and via earmuff. Each gives the
+// socket path clients use and a way to read the relay's CPU time (for socat:
+// the listener plus every forked child, since each connection gets its own
+// process).
 
 import Foundation
 import Glibc
@@ -9,7 +11,7 @@ import TestSupport
 
 /// How clients reach the server.
 enum Mode: String, CaseIterable {
-    case direct, socat, earmuff
+    case direct, socat, relay, earmuff
 }
 
 /// Readings from /proc.
@@ -173,19 +175,20 @@ final class Relay {
     let path: String
     /// The relay's pid (nil for direct).
     let pid: pid_t?
-    private let socat: ChildProcess?
+    /// The relay's process, for socat and the calibration relay.
+    private let child: ChildProcess?
     let earmuff: EarmuffProcess?
     /// The app key earmuff gives the benchmark's own binary.
     let appKey: String
     /// The explicit control socket, when consent is on.
     let controlPath: String?
 
-    private init(mode: Mode, path: String, pid: pid_t?, socat: ChildProcess?, earmuff: EarmuffProcess?,
+    private init(mode: Mode, path: String, pid: pid_t?, child: ChildProcess?, earmuff: EarmuffProcess?,
                  controlPath: String?) {
         self.mode = mode
         self.path = path
         self.pid = pid
-        self.socat = socat
+        self.child = child
         self.earmuff = earmuff
         self.controlPath = controlPath
         self.appKey = "exe:" + Relay.ownExecutable()
@@ -197,7 +200,7 @@ final class Relay {
 
     /// A direct connection to `upstream`.
     static func direct(_ upstream: String) -> Relay {
-        Relay(mode: .direct, path: upstream, pid: nil, socat: nil, earmuff: nil, controlPath: nil)
+        Relay(mode: .direct, path: upstream, pid: nil, child: nil, earmuff: nil, controlPath: nil)
     }
 
     /// `socat UNIX-LISTEN:<dir>/socat,fork UNIX-CONNECT:<upstream>`.
@@ -212,7 +215,23 @@ final class Relay {
             FileManager.default.fileExists(atPath: path) || !p.isRunning
         }
         guard ok, p.isRunning else { throw BenchError("socat did not start listening at \(path)") }
-        return Relay(mode: .socat, path: path, pid: p.pid, socat: p, earmuff: nil, controlPath: nil)
+        return Relay(mode: .socat, path: path, pid: p.pid, child: p, earmuff: nil, controlPath: nil)
+    }
+
+    /// The calibration relay (this binary with `--calibration-relay`).
+    static func calibration(_ upstream: String, workDir: String) throws -> Relay {
+        let path = "\(workDir)/relay-\(UInt32.random(in: 0...UInt32.max))"
+        let p = try ChildProcess.spawn(
+            executable: ownExecutable(), arguments: [CalibrationRelay.argument, path, upstream],
+            environment: Tool.privateEnvironment(root: workDir),
+            stdoutPath: "\(path).log", stderrPath: "\(path).log", maxLifetime: 1200)
+        let ok = Wait.untilBlocking(timeout: 10, interval: 0.01) {
+            FileManager.default.fileExists(atPath: path) || !p.isRunning
+        }
+        guard ok, p.isRunning else {
+            throw BenchError("the calibration relay did not start listening at \(path): \(p.stderrText())")
+        }
+        return Relay(mode: .relay, path: path, pid: p.pid, child: p, earmuff: nil, controlPath: nil)
     }
 
     /// `earmuff serve` in front of `upstream`; with consent, the benchmark's own
@@ -239,18 +258,18 @@ final class Relay {
             args += ["--control", control!, "--store", "\(workDir)/store-\(tag).db"]
         }
         let e = try EarmuffProcess(upstream: "unix:\(upstream)", extraArguments: args, maxLifetime: 1200)
-        let relay = Relay(mode: .earmuff, path: e.listenPath, pid: e.process.pid, socat: nil, earmuff: e,
+        let relay = Relay(mode: .earmuff, path: e.listenPath, pid: e.process.pid, child: nil, earmuff: e,
                           controlPath: control)
         if consent.available && grantSelf { try relay.decide("grant") }
         return relay
     }
 
-    /// Runs `earmuff grant|deny <this binary>` against this instance.
-    func decide(_ verb: String) throws {
+    /// Runs `earmuff grant|deny <app>` (default: this binary) against this instance.
+    func decide(_ verb: String, app: String? = nil, kind: String? = nil) throws {
         guard let earmuff, let controlPath else { throw BenchError("consent is not available") }
         // The control socket may come up a moment after the client socket.
         _ = Wait.untilBlocking(timeout: 5, interval: 0.01) { FileManager.default.fileExists(atPath: controlPath) }
-        let r = try earmuff.runCLI([verb, appKey, "--control", controlPath])
+        let r = try earmuff.runCLI([verb, app ?? appKey, "--control", controlPath] + (kind.map { ["--kind", $0] } ?? []))
         guard r.succeeded else { throw BenchError("earmuff \(verb) failed: \(r)") }
     }
 
@@ -260,16 +279,16 @@ final class Relay {
         switch mode {
         case .direct: return nil
         case .socat: return Proc.treeCPUSeconds(pid)
-        case .earmuff: return Proc.cpuSeconds(pid)
+        case .relay, .earmuff: return Proc.cpuSeconds(pid)
         }
     }
 
     /// Stops the relay.
     func stop() {
-        socat?.terminate(signal: SIGTERM, grace: 2)
-        if let socat { TempDir.remove(socat.stdoutPath) }
+        child?.terminate(signal: SIGTERM, grace: 2)
+        if let child { TempDir.remove(child.stdoutPath) }
         earmuff?.stop()
-        if mode == .socat { unlink(path) }
+        if mode == .socat || mode == .relay { unlink(path) }
     }
 }
 

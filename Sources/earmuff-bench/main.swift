@@ -16,7 +16,11 @@ import PulseWire
 import TestSupport
 
 signal(SIGPIPE, SIG_IGN)
-let options = Options.parse(Array(CommandLine.arguments.dropFirst()))
+let arguments = Array(CommandLine.arguments.dropFirst())
+if arguments.count == 3, arguments[0] == CalibrationRelay.argument {
+    CalibrationRelay.run(listen: arguments[1], upstream: arguments[2])
+}
+let options = Options.parse(arguments)
 do {
     try Bench(options: options).run()
 } catch {
