@@ -255,10 +255,6 @@ int earmuff_gettid(void) {
     return (int)syscall(SYS_gettid);
 }
 
-void earmuff_set_thread_name(const char *name) {
-    prctl(PR_SET_NAME, (unsigned long)name, 0, 0, 0);
-}
-
 long earmuff_raise_nofile(void) {
     struct rlimit rl;
     if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return -1;

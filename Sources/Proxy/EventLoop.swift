@@ -219,7 +219,6 @@ final class EventLoop: @unchecked Sendable {
         var events = [UInt32](repeating: 0, count: 128)
         var datas = [UInt64](repeating: 0, count: 128)
         threadID.store(UInt(pthread_self()), ordering: .relaxed)
-        earmuff_set_thread_name(name)
         kernelThreadID.store(earmuff_gettid(), ordering: .releasing)
         var batchNext = false
         while !stopping.load(ordering: .acquiring) {

@@ -85,9 +85,6 @@ long earmuff_raise_nofile(void);
 /// The calling thread's kernel id (gettid), what the scheduler knows it by.
 int earmuff_gettid(void);
 
-/// Names the calling thread (at most 15 bytes are kept), as top -H and gdb show it.
-void earmuff_set_thread_name(const char *name);
-
 /// Makes this process the reaper of its orphaned descendants (PR_SET_CHILD_SUBREAPER),
 /// so what a child leaves behind can be waited for. Returns 0 or -errno.
 int earmuff_become_subreaper(void);
