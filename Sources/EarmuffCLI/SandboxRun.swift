@@ -20,7 +20,7 @@ import Dispatch
 import EarmuffClient
 import Foundation
 import Glibc
-import Synchronization
+import LinuxSystem
 
 enum SandboxRun {
     /// The signals passed on to the app.
@@ -136,7 +136,7 @@ enum SandboxRun {
     static func supervise(_ bwrap: String, _ arguments: [String]) -> Int32 {
         // Handled here from now on (before the child exists, so none is lost); the
         // child gets the default actions back.
-        let target = Mutex(Target.starting(pending: []))
+        let target = Locked(Target.starting(pending: []))
         var sources: [any DispatchSourceSignal] = []
         for s in forwarded {
             signal(s, SIG_IGN)

@@ -7,7 +7,7 @@ import CLinux
 import Dispatch
 import Glibc
 import PulseWire
-import Synchronization
+import LinuxSystem
 
 /// What a request got.
 enum CallResult: Sendable {
@@ -28,9 +28,9 @@ final class PermissionConnection: Sendable {
         var nextListener: UInt64 = 1
         var closed: String?
     }
-    private let state = Mutex(State())
+    private let state = Locked(State())
     /// Serialises whole frames on the socket; true once the first (AUTH, with credentials) went.
-    private let writing = Mutex(false)
+    private let writing = Locked(false)
 
     private init(fd: Int32) { self.fd = fd }
 
@@ -101,7 +101,7 @@ final class PermissionConnection: Sendable {
 
     /// Sends and waits up to `timeout` seconds (nil: until the connection closes).
     func call(_ build: (UInt32) -> [UInt8], timeout: Double?) -> CallResult {
-        let box = Mutex<CallResult?>(nil)
+        let box = Locked<CallResult?>(nil)
         let ready = DispatchSemaphore(value: 0)
         send(build) { result in
             box.withLock { $0 = result }

@@ -1,7 +1,6 @@
 // The two concrete halves of a session.
-import CLinux
 import Consent
-import Glibc
+import LinuxSystem
 import PulseWire
 import Ring
 
@@ -48,13 +47,13 @@ final class UpstreamHalf: Half, @unchecked Sendable {
 
     override var acceptsWriteThrough: Bool { credentialsSent }
 
-    override func writeOut(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> IOResult {
-        guard !credentialsSent else { return writeRegions(fd, a, b) }
+    override func writeOut(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) throws(Errno) -> Int {
+        guard !credentialsSent else { return try socket.send(a, b) }
         // The first bytes (AUTH) carry our credentials explicitly, so the
         // server's uid check never depends on when it set SO_PASSCRED.
-        let result = IOResult.from(earmuff_send_with_creds(fd, a.baseAddress, a.count), readingZeroIsEOF: false)
-        if case .bytes = result { credentialsSent = true }
-        return result
+        let n = try socket.sendWithCredentials(a)
+        credentialsSent = true
+        return n
     }
 
     override func injectPending() {
@@ -96,28 +95,30 @@ final class UpstreamHalf: Half, @unchecked Sendable {
     /// Connects to the server at `path` (on the session's loop) and starts watching it.
     func connect(path: String, attempt: Int = 0) {
         guard !closed else { return }
-        if fd < 0 {
-            fd = earmuff_unix_socket()
-            guard fd >= 0 else {
-                close(reason: "cannot create a socket for the server: \(SystemError("socket"))")
+        if !socket.isOpen {
+            do throws(Errno) {
+                socket = try .unixSocket()
+            } catch {
+                close(reason: "cannot create a socket for the server: \(SystemError("socket", error))")
                 return
             }
         }
-        if earmuff_unix_connect(fd, path) != 0 {
-            let e = errno
-            if (e == EAGAIN || e == EINPROGRESS) && attempt < 100 {
+        do throws(Errno) {
+            try socket.connect(to: path)
+        } catch {
+            if error.isNotReady && attempt < 100 {
                 // The server's accept queue is full: try again shortly.
                 loop.schedule(after: 0.02) { [self] in connect(path: path, attempt: attempt + 1) }
                 return
             }
-            close(reason: "cannot connect to the server at \(path): \(String(cString: strerror(e)))")
+            close(reason: "cannot connect to the server at \(path): \(error)")
             return
         }
-        _ = earmuff_set_passcred(fd)
+        try? socket.passCredentials()
         do {
             // Not urgent: what a server sends unasked (record audio, events) may
             // gather for a moment; replies are awaited with batching off.
-            token = try loop.register(fd, events: Half.socketEvents, handler: self, urgent: false)
+            token = try loop.register(socket.rawValue, events: Half.socketEvents, handler: self, urgent: false)
         } catch {
             close(reason: "cannot watch the server socket: \(error)")
             return

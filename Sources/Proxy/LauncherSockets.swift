@@ -16,6 +16,7 @@ import CLinux
 import Consent
 import Dispatch
 import Glibc
+import LinuxSystem
 
 final class LauncherSockets: @unchecked Sendable {
     // @unchecked Sendable: all mutable state is inside `owners`.

@@ -13,6 +13,7 @@
 import CLinux
 import Consent
 import Glibc
+import LinuxSystem
 import PulseWire
 import Ring
 import Synchronization
@@ -94,7 +95,8 @@ class Half: LoopHandler, Wakeable, WriteThrough, @unchecked Sendable {
     let state: SessionState
     let producerForwarder: Forwarder
     let consumerRing: ByteRing
-    var fd: Int32 = -1
+    /// This half's socket (none until it is connected; none again once closed).
+    var socket = FileDescriptor.none
     var token: UInt64 = 0
     var peer: Half?
     var closed = false
@@ -160,7 +162,7 @@ class Half: LoopHandler, Wakeable, WriteThrough, @unchecked Sendable {
     /// A write hit EAGAIN: watch for output until the socket drains.
     private func waitForOutput() {
         wantWrite = true
-        if token != 0 { loop.modify(fd, token: token, events: Self.socketEvents | EARMUFF_EPOLLOUT) }
+        if token != 0 { loop.modify(socket.rawValue, token: token, events: Self.socketEvents | EARMUFF_EPOLLOUT) }
     }
 
     func handleEvents(_ events: UInt32) {
@@ -169,7 +171,7 @@ class Half: LoopHandler, Wakeable, WriteThrough, @unchecked Sendable {
             wantWrite = false
             drainConsumerRing()
             if closed { return }
-            if !wantWrite && token != 0 { loop.modify(fd, token: token, events: Self.socketEvents) }
+            if !wantWrite && token != 0 { loop.modify(socket.rawValue, token: token, events: Self.socketEvents) }
         }
         if events & (EARMUFF_EPOLLHUP | EARMUFF_EPOLLERR | EARMUFF_EPOLLRDHUP) != 0 { hangupSeen = true }
         if events & (EARMUFF_EPOLLIN | EARMUFF_EPOLLHUP | EARMUFF_EPOLLERR | EARMUFF_EPOLLRDHUP) != 0 {
@@ -178,8 +180,8 @@ class Half: LoopHandler, Wakeable, WriteThrough, @unchecked Sendable {
     }
 
     /// Sends up to two regions to our socket (the upstream half adds credentials to its first write).
-    func writeOut(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> IOResult {
-        writeRegions(fd, a, b)
+    func writeOut(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) throws(Errno) -> Int {
+        try socket.send(a, b)
     }
 
     /// Hook for the upstream half to insert packets at a frame boundary.
@@ -210,42 +212,47 @@ class Half: LoopHandler, Wakeable, WriteThrough, @unchecked Sendable {
             var closedFDs: Int32 = 0
             var sender: Int32 = 0
             let limit = UnsafeMutableRawBufferPointer(rebasing: scratch[0..<min(scratch.count, max(space, 4096))])
-            switch readClosingFDs(fd, into: limit, closedFDs: &closedFDs, senderPID: &sender) {
-            case .bytes(let n):
-                loop.noteRead(n)
-                if sender != 0 { noteSender(sender) }
-                if closedFDs > 0 { Log.debug("session \(state.id): closed \(closedFDs) fd(s) received from the \(sideName)") }
-                do {
-                    _ = try producerForwarder.process(UnsafeMutableRawBufferPointer(rebasing: limit[0..<n]), filter: filter)
-                } catch {
-                    close(reason: "protocol violation from the \(sideName): \(error)")
-                    return
+            let n: Int
+            do throws(Errno) {
+                n = try socket.receiveClosingDescriptors(into: limit, closedCount: &closedFDs, senderPID: &sender)
+            } catch {
+                if error == .wouldBlock { return }
+                if error.isPeerClosed {
+                    endOfInput(reason: "\(sideName) closed the connection")
+                } else {
+                    close(reason: "read from the \(sideName): \(error)")
                 }
-                // Same thread: write what the ring holds to the other socket now
-                // (a no-op when it is empty or the socket is full).
-                peer?.drainConsumerRing()
-                afterProcessing()
-                // What neither the other socket nor the ring took waits in the backlog: park
-                // now, so the consumer's drain wakes us (a short read below would return
-                // without parking, and a large packet would wait for the peer's next bytes).
-                if !producerForwarder.backlog.isEmpty && !closed {
-                    pauseReading()
-                    return
-                }
-                // A short read emptied the stream socket: new data (or a hang-up
-                // arriving later) raises a new edge, so skip the read that would
-                // only say EAGAIN. Not when the hang-up was already reported
-                // (EOF must still be read), nor when descriptors ended the read.
-                if n < limit.count && closedFDs == 0 && !hangupSeen { return }
-            case .wouldBlock:
-                return
-            case .peerClosed:
-                endOfInput(reason: "\(sideName) closed the connection")
-                return
-            case .failed(let e):
-                close(reason: "read from the \(sideName): \(String(cString: strerror(e)))")
                 return
             }
+            if n == 0 {
+                endOfInput(reason: "\(sideName) closed the connection")
+                return
+            }
+            loop.noteRead(n)
+            if sender != 0 { noteSender(sender) }
+            if closedFDs > 0 { Log.debug("session \(state.id): closed \(closedFDs) fd(s) received from the \(sideName)") }
+            do {
+                _ = try producerForwarder.process(UnsafeMutableRawBufferPointer(rebasing: limit[0..<n]), filter: filter)
+            } catch {
+                close(reason: "protocol violation from the \(sideName): \(error)")
+                return
+            }
+            // Same thread: write what the ring holds to the other socket now
+            // (a no-op when it is empty or the socket is full).
+            peer?.drainConsumerRing()
+            afterProcessing()
+            // What neither the other socket nor the ring took waits in the backlog: park
+            // now, so the consumer's drain wakes us (a short read below would return
+            // without parking, and a large packet would wait for the peer's next bytes).
+            if !producerForwarder.backlog.isEmpty && !closed {
+                pauseReading()
+                return
+            }
+            // A short read emptied the stream socket: new data (or a hang-up
+            // arriving later) raises a new edge, so skip the read that would
+            // only say EAGAIN. Not when the hang-up was already reported
+            // (EOF must still be read), nor when descriptors ended the read.
+            if n < limit.count && closedFDs == 0 && !hangupSeen { return }
         }
     }
 
@@ -260,21 +267,19 @@ class Half: LoopHandler, Wakeable, WriteThrough, @unchecked Sendable {
     var acceptsWriteThrough: Bool { true }
 
     func writeThrough(_ bytes: UnsafeRawBufferPointer) -> Int {
-        guard !closed, fd >= 0, !wantWrite, acceptsWriteThrough else { return 0 }
+        guard !closed, socket.isOpen, !wantWrite, acceptsWriteThrough else { return 0 }
         var inRing = 0
-        let result = consumerRing.withReadableRegions { a, b -> IOResult in
+        let result = consumerRing.withReadableRegions { a, b -> Result<Int, Errno> in
             inRing = a.count + b.count
-            return writeRegions(fd, a, b, bytes)
+            return Result { () throws(Errno) in try socket.send(a, b, bytes) }
         }
         switch result {
-        case .bytes(let n):
+        case .success(let n):
             if consumerRing.consume(min(n, inRing)) { peer?.notify(.space) }
             return max(0, n - inRing)
-        case .wouldBlock:
-            waitForOutput()
-            return 0
-        case .peerClosed, .failed:
-            // The bytes go to the ring; the next drain reports the error and closes.
+        case .failure(let error):
+            // Otherwise the bytes go to the ring; the next drain reports the error and closes.
+            if error == .wouldBlock { waitForOutput() }
             return 0
         }
     }
@@ -308,25 +313,27 @@ class Half: LoopHandler, Wakeable, WriteThrough, @unchecked Sendable {
 
     /// Writes what the consumer ring holds to our socket.
     func drainConsumerRing() {
-        guard !closed, fd >= 0, !wantWrite else { return }
+        guard !closed, socket.isOpen, !wantWrite else { return }
         while true {
             let finished = consumerRing.isProducerFinished
             if consumerRing.readableCount() == 0 {
                 if finished { close(reason: nil) }
                 return
             }
-            let result = consumerRing.withReadableRegions { a, b in writeOut(a, b) }
+            let result = consumerRing.withReadableRegions { a, b in
+                Result { () throws(Errno) in try writeOut(a, b) }
+            }
             switch result {
-            case .bytes(let n):
+            case .success(let n):
                 if consumerRing.consume(n) { peer?.notify(.space) }
-            case .wouldBlock:
-                waitForOutput()
-                return
-            case .peerClosed:
-                close(reason: "\(sideName) closed the connection")
-                return
-            case .failed(let e):
-                close(reason: "write to the \(sideName): \(String(cString: strerror(e)))")
+            case .failure(let error):
+                if error == .wouldBlock {
+                    waitForOutput()
+                } else if error.isPeerClosed {
+                    close(reason: "\(sideName) closed the connection")
+                } else {
+                    close(reason: "write to the \(sideName): \(error)")
+                }
                 return
             }
         }
@@ -338,7 +345,7 @@ class Half: LoopHandler, Wakeable, WriteThrough, @unchecked Sendable {
         reading = false
         // Nothing more will be read: stop watching the socket.
         if token != 0 {
-            loop.remove(fd, token: token)
+            loop.remove(socket.rawValue, token: token)
             token = 0
         }
         Log.debug("session \(state.id): \(reason)")
@@ -364,9 +371,8 @@ class Half: LoopHandler, Wakeable, WriteThrough, @unchecked Sendable {
         if let reason {
             state.noteCloseReason(reason)
         }
-        if token != 0 { loop.remove(fd, token: token) }
-        closeFD(fd)
-        fd = -1
+        if token != 0 { loop.remove(socket.rawValue, token: token) }
+        socket.close()
         producerForwarder.releaseBudget()
         _ = producerForwarder.ring.finishProducing()
         if let p = peer {

@@ -13,6 +13,7 @@ import Consent
 import Dispatch
 import Foundation
 import Glibc
+import LinuxSystem
 
 /// snapd's answer about one snap.
 enum SnapConnectionAnswer: Equatable, Sendable {

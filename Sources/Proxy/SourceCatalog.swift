@@ -25,6 +25,7 @@
 import CLinux
 import Consent
 import Glibc
+import LinuxSystem
 import PulseWire
 
 /// Where the consent service learns what each source is: the source catalog, or a fixed table
@@ -77,8 +78,8 @@ final class SourceCatalog: SourceDirectory, @unchecked Sendable {
     }
 
     deinit {
-        if stopFD >= 0 { closeFD(stopFD) }
-        if wakeFD >= 0 { closeFD(wakeFD) }
+        if stopFD >= 0 { _ = Glibc.close(stopFD) }
+        if wakeFD >= 0 { _ = Glibc.close(wakeFD) }
     }
 
     /// A client connected or a record stream started: reconnect now if disconnected, and
@@ -129,7 +130,7 @@ final class SourceCatalog: SourceDirectory, @unchecked Sendable {
                 } catch {
                     Log.warn("source catalog: \(upstream): \(error); streams on sources not known yet stay silent")
                 }
-                closeFD(fd)
+                _ = Glibc.close(fd)
                 ready.withLock { $0 = false }
                 if table.withLock({ t in
                     defer { t = SourceTable() }

@@ -10,6 +10,7 @@
 import Consent
 import ConsentStore
 import Dispatch
+import LinuxSystem
 
 final class StoreWriter: @unchecked Sendable {
     // @unchecked Sendable: mutable state is inside Locked; `store` is Sendable.

@@ -18,6 +18,7 @@ import Consent
 import ConsentStore
 import ControlProtocol
 import Glibc
+import LinuxSystem
 
 /// Serves the control protocol on a Unix socket from its own thread.
 ///
@@ -128,7 +129,7 @@ public final class ControlServer: @unchecked Sendable {
         do {
             loop = try EventLoop(name: "control")
         } catch {
-            let e = Self.failure("cannot set up epoll for the control socket", path, code: error.code)
+            let e = Self.failure("cannot set up epoll for the control socket", path, code: error.errno)
             close(fd)
             unlink(path)
             throw e

@@ -14,6 +14,7 @@ import Consent
 import Dispatch
 import Foundation
 import Glibc
+import LinuxSystem
 
 final class DesktopEntries: @unchecked Sendable {
     // @unchecked Sendable: all state is inside `state`.

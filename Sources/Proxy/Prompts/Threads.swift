@@ -3,6 +3,7 @@
 // are woken through.
 import CLinux
 import Glibc
+import LinuxSystem
 
 private final class ThreadBody {
     let run: () -> Void
@@ -30,7 +31,7 @@ final class RequestThread<Request: Sendable>: @unchecked Sendable {
     let wakeFD = earmuff_eventfd()
     private var thread: pthread_t?
 
-    deinit { closeFD(wakeFD) }
+    deinit { _ = Glibc.close(wakeFD) }
 
     /// Starts `body` on the thread.
     func start(_ body: @escaping () -> Void) { thread = startThread(body) }
