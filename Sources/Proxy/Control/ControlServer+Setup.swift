@@ -36,12 +36,15 @@ extension ControlServer {
         guard st.st_mode & S_IFMT == S_IFSOCK else {
             throw ControlServerError(code: .fileExists, "\(path) exists and is not a socket; remove it or choose another --control path")
         }
-        let fd = earmuff_unix_socket()
-        guard fd >= 0 else { return }
-        defer { close(fd) }
-        let r = earmuff_unix_connect(fd, path)
-        let e = errno
-        if r == 0 || e == EAGAIN || e == EINPROGRESS {
+        guard let socket = try? FileDescriptor.unixSocket() else { return }
+        let listening: Bool
+        do throws(Errno) {
+            try socket.connect(to: path)
+            listening = true
+        } catch {
+            listening = error.isNotReady
+        }
+        if listening {
             throw ControlServerError(code: .addressInUse, "another earmuff daemon is listening at \(path); stop it first, or choose another --control path")
         }
     }

@@ -241,7 +241,7 @@ func spawnShell(_ command: String, extraEnvironment: [String: String], stdout: I
     if let stdout { posix_spawn_file_actions_adddup2(&actions, stdout, 1) }
     var pid: pid_t = 0
     let rc = posix_spawn(&pid, "/bin/sh", &actions, &attr, &cArgs, &cEnv)
-    guard rc == 0 else { throw PromptCommandError(message: "cannot start /bin/sh: \(String(cString: strerror(rc)))") }
+    guard rc == 0 else { throw PromptCommandError(message: "cannot start /bin/sh: \(Errno(rawValue: rc))") }
     return pid
 }
 
