@@ -50,7 +50,7 @@ public struct RelayOptions: Sendable {
 /// One row of the session table, for status.
 struct SessionEntry {
     let state: SessionState
-    weak var upstream: UpstreamHalf?
+    weak var upstream: Half?
 }
 
 /// A refused client's socket, kept open until the client has sent its first request (or
@@ -320,21 +320,19 @@ public final class Daemon: @unchecked Sendable {
         let down = ByteRing(capacity: options.ringCapacity)
         let loop = loops[nextLoop]
         nextLoop = (nextLoop + 1) % loops.count
-        let client = ClientHalf(loop: loop, state: state, produceInto: up, consumeFrom: down,
-                                packetLimit: options.maxClientPacket, budget: packetBudget)
-        let server = UpstreamHalf(loop: loop, state: state, produceInto: down, consumeFrom: up)
-        client.peer = server
-        server.peer = client
-        client.producerForwarder.writeThrough = server
-        server.producerForwarder.writeThrough = client
         let observer = self.observer
-        client.filter = ClientToServerFilter(state: state, observer: observer) { [weak server] tag, code in
+        let replies = ServerToClientFilter(state: state, observer: observer) { [self] in
+            nextStreamID.add(1, ordering: .relaxed).oldValue
+        }
+        let server = Half(.server(replies), loop: loop, state: state, produceInto: down, consumeFrom: up)
+        let requests = ClientToServerFilter(state: state, observer: observer, budget: packetBudget) { [weak server] tag, code in
             state.queueInjection(ErrorReply(code: code).packet(tag: tag, version: state.protocolVersion))
             server?.notify(.inject)
         }
-        server.filter = ServerToClientFilter(state: state, observer: observer) { [self] in
-            nextStreamID.add(1, ordering: .relaxed).oldValue
-        }
+        let client = Half(.client(requests), loop: loop, state: state, produceInto: up, consumeFrom: down,
+                          packetLimit: options.maxClientPacket)
+        client.peer = server
+        server.peer = client
         let fd = socket.rawValue
         client.socket = socket
         sessions.withLock { $0[id] = SessionEntry(state: state, upstream: server) }
