@@ -46,6 +46,7 @@ let package = Package(
         .target(name: "TestSupport", dependencies: ["PulseWire", "CLinux"]),
         .testTarget(name: "PulseWireTests", dependencies: ["PulseWire"]),
         .testTarget(name: "RingTests", dependencies: ["Ring"]),
+        .testTarget(name: "LinuxSystemTests", dependencies: ["LinuxSystem"]),
         .testTarget(name: "ConsentTests", dependencies: ["Consent", "PulseWire"]),
         .testTarget(name: "ConsentStoreTests", dependencies: ["ConsentStore", "Consent"]),
         .testTarget(name: "ControlProtocolTests", dependencies: ["ControlProtocol"]),
