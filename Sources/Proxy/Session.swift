@@ -12,7 +12,6 @@
 // takes them (`writeThrough`); only the rest waits in the ring, and a full ring
 // stops reading the source (backpressure). Wake-ups between the two halves stay
 // on the loop's thread; shared control state lives in `SessionState`.
-import CLinux
 import Consent
 import Glibc
 import LinuxSystem
@@ -199,24 +198,24 @@ final class Half: LoopHandler, Wakeable, FrameSink, @unchecked Sendable {
     /// epoll_ctl. Output is watched only while a write waits after EAGAIN:
     /// watched all the time, every read by the peer would wake the loop (and
     /// end its wait for a reply) for nothing.
-    static let socketEvents = EARMUFF_EPOLLIN | EARMUFF_EPOLLRDHUP | EARMUFF_EPOLLET
+    static let socketEvents = PollEvents.input | PollEvents.peerHangUp | PollEvents.edgeTriggered
 
     /// A write hit EAGAIN: watch for output until the socket drains.
     private func waitForOutput() {
         wantWrite = true
-        if token != 0 { loop.modify(socket.rawValue, token: token, events: Self.socketEvents | EARMUFF_EPOLLOUT) }
+        if token != 0 { loop.modify(socket.rawValue, token: token, events: Self.socketEvents | PollEvents.output) }
     }
 
     func handleEvents(_ events: UInt32) {
         guard !closed else { return }
-        if events & (EARMUFF_EPOLLOUT | EARMUFF_EPOLLERR | EARMUFF_EPOLLHUP) != 0 && wantWrite {
+        if events & (PollEvents.output | PollEvents.error | PollEvents.hangUp) != 0 && wantWrite {
             wantWrite = false
             drainConsumerRing()
             if closed { return }
             if !wantWrite && token != 0 { loop.modify(socket.rawValue, token: token, events: Self.socketEvents) }
         }
-        if events & (EARMUFF_EPOLLHUP | EARMUFF_EPOLLERR | EARMUFF_EPOLLRDHUP) != 0 { hangupSeen = true }
-        if events & (EARMUFF_EPOLLIN | EARMUFF_EPOLLHUP | EARMUFF_EPOLLERR | EARMUFF_EPOLLRDHUP) != 0 {
+        if events & (PollEvents.hangUp | PollEvents.error | PollEvents.peerHangUp) != 0 { hangupSeen = true }
+        if events & (PollEvents.input | PollEvents.hangUp | PollEvents.error | PollEvents.peerHangUp) != 0 {
             readAvailable()
         }
     }
