@@ -15,6 +15,8 @@ let package = Package(
         // C glue
         .systemLibrary(name: "CSQLite", path: "Sources/CSQLite"),
         .target(name: "CLinux", path: "Sources/CLinux"),
+        // The syscalls, in Swift: Errno, the owning descriptor, sockets, epoll, the lock.
+        .target(name: "LinuxSystem", dependencies: ["CLinux"]),
         .systemLibrary(name: "CSystemd", path: "Sources/CSystemd"),
         .systemLibrary(name: "CPulseSimple", path: "Sources/CPulseSimple"),
 
@@ -22,18 +24,18 @@ let package = Package(
         .target(name: "PulseWire"),
         .target(name: "Ring"),
         .target(name: "Consent", dependencies: ["PulseWire"]),
-        .target(name: "ConsentStore", dependencies: ["CSQLite", "Consent"]),
+        .target(name: "ConsentStore", dependencies: ["CSQLite", "Consent", "LinuxSystem"]),
         .target(name: "ControlProtocol"),
-        .target(name: "DBus", dependencies: ["CSystemd"]),
+        .target(name: "DBus", dependencies: ["CSystemd", "LinuxSystem"]),
 
         // I/O edge
-        .target(name: "Proxy", dependencies: ["PulseWire", "Ring", "Consent", "ConsentStore", "ControlProtocol", "CLinux", "DBus"]),
-        .target(name: "EarmuffClient", dependencies: ["ControlProtocol", "CLinux"]),
-        .target(name: "EarmuffCLI", dependencies: ["Proxy", "EarmuffClient", "ControlProtocol", "Consent"]),
+        .target(name: "Proxy", dependencies: ["PulseWire", "Ring", "Consent", "ConsentStore", "ControlProtocol", "CLinux", "LinuxSystem", "DBus"]),
+        .target(name: "EarmuffClient", dependencies: ["ControlProtocol", "CLinux", "LinuxSystem"]),
+        .target(name: "EarmuffCLI", dependencies: ["Proxy", "EarmuffClient", "ControlProtocol", "Consent", "LinuxSystem"]),
         .executableTarget(name: "earmuff", dependencies: ["EarmuffCLI"]),
 
         // The app library and its example (records with libpulse-simple, as an app would)
-        .target(name: "EarmuffKit", dependencies: ["PulseWire", "CLinux"]),
+        .target(name: "EarmuffKit", dependencies: ["PulseWire", "CLinux", "LinuxSystem"]),
         .executableTarget(name: "earmuff-request-permission", dependencies: ["EarmuffKit", "CPulseSimple"],
                           path: "examples/RequestPermission"),
 
@@ -44,10 +46,11 @@ let package = Package(
         .target(name: "TestSupport", dependencies: ["PulseWire", "CLinux"]),
         .testTarget(name: "PulseWireTests", dependencies: ["PulseWire"]),
         .testTarget(name: "RingTests", dependencies: ["Ring"]),
+        .testTarget(name: "LinuxSystemTests", dependencies: ["LinuxSystem"]),
         .testTarget(name: "ConsentTests", dependencies: ["Consent", "PulseWire"]),
         .testTarget(name: "ConsentStoreTests", dependencies: ["ConsentStore", "Consent"]),
         .testTarget(name: "ControlProtocolTests", dependencies: ["ControlProtocol"]),
-        .testTarget(name: "ProxyTests", dependencies: ["Proxy", "EarmuffClient", "ControlProtocol", "PulseWire", "Ring", "CLinux", "TestSupport"]),
+        .testTarget(name: "ProxyTests", dependencies: ["Proxy", "EarmuffClient", "ControlProtocol", "PulseWire", "Ring", "CLinux", "LinuxSystem", "TestSupport"]),
         .testTarget(name: "EarmuffKitTests", dependencies: ["EarmuffKit", "PulseWire", "TestSupport"]),
         .testTarget(name: "EarmuffCLITests", dependencies: ["EarmuffCLI", "ControlProtocol", "Consent", "ConsentStore"]),
         .testTarget(name: "EndToEndTests", dependencies: ["TestSupport", "PulseWire", "EarmuffKit", "earmuff", "earmuff-request-permission"]),

@@ -2,6 +2,7 @@
 // made before SQLite opens it so that SQLite's -wal and -shm files inherit mode 0600.
 
 import Glibc
+import LinuxSystem
 
 /// The one helper that makes the daemon's private directories (the store's,
 /// the sockets'): every missing parent of a path, mode 0700 exactly.
@@ -10,7 +11,7 @@ public enum PrivateDirectories {
     public struct Failure: Error, Sendable {
         /// What failed, e.g. "mkdir /run/user/1000/earmuff".
         public let operation: String
-        public let code: Int32
+        public let errno: Errno
     }
 
     /// Creates every missing parent directory of `path` with mode 0700 (existing ones are left
@@ -24,13 +25,13 @@ public enum PrivateDirectories {
             prefix += "/" + component
             if mkdir(prefix, 0o700) == 0 {
                 // mkdir honours the umask; set the exact mode on what we created.
-                guard chmod(prefix, 0o700) == 0 else { throw Failure(operation: "chmod 0700 \(prefix)", code: errno) }
+                guard chmod(prefix, 0o700) == 0 else { throw Failure(operation: "chmod 0700 \(prefix)", errno: .current) }
                 continue
             }
-            let failure = errno
+            let failure = Errno.current
             var info = stat()
-            guard failure == EEXIST, stat(prefix, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR else {
-                throw Failure(operation: "mkdir \(prefix)", code: failure == EEXIST ? ENOTDIR : failure)
+            guard failure == .fileExists, stat(prefix, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR else {
+                throw Failure(operation: "mkdir \(prefix)", errno: failure == .fileExists ? .notDirectory : failure)
             }
         }
     }
@@ -42,7 +43,7 @@ enum StoreFileSystem {
         do {
             try PrivateDirectories.createParents(of: path)
         } catch {
-            throw StoreError.fileSystem(operation: error.operation, errno: error.code, path: storePath)
+            throw StoreError.fileSystem(operation: error.operation, errno: error.errno, path: storePath)
         }
     }
 
@@ -50,11 +51,11 @@ enum StoreFileSystem {
     static func createPrivateFile(at path: String) throws {
         let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard fd >= 0 else {
-            throw StoreError.fileSystem(operation: "open", errno: errno, path: path)
+            throw StoreError.fileSystem(operation: "open", errno: .current, path: path)
         }
         defer { close(fd) }
         guard fchmod(fd, 0o600) == 0 else {
-            throw StoreError.fileSystem(operation: "chmod 0600", errno: errno, path: path)
+            throw StoreError.fileSystem(operation: "chmod 0600", errno: .current, path: path)
         }
     }
 

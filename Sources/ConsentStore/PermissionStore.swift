@@ -12,7 +12,7 @@
 // SQLiteDatabase.swift). App keys are stored as their `kind:value` text.
 
 import Consent
-import Synchronization
+import LinuxSystem
 
 /// A logged event of the store's events table (e.g. a missing-purpose disconnect).
 public struct StoreEvent: Sendable, Equatable {
@@ -49,7 +49,7 @@ public final class PermissionStore: Sendable {
 
     /// The database file.
     public let path: String
-    private let connection: Mutex<SQLiteDatabase?>
+    private let connection: Locked<SQLiteDatabase?>
 
     /// Opens the store at `path`, creating missing parent directories (0700) and the file
     /// (0600), and migrating an older schema; refuses a schema newer than `schemaVersion`.
@@ -59,7 +59,7 @@ public final class PermissionStore: Sendable {
         try StoreFileSystem.createPrivateFile(at: path)
         let db = try SQLiteDatabase(path: path)
         try Self.migrate(db)
-        connection = Mutex(db)
+        connection = Locked(db)
     }
 
     /// `$XDG_STATE_HOME/earmuff/permissions.sqlite`, else `$HOME/.local/state/earmuff/permissions.sqlite`.

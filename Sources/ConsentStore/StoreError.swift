@@ -1,4 +1,4 @@
-import Glibc
+import LinuxSystem
 
 /// The one error type of the store: every failure names its cause and the file it concerns.
 public enum StoreError: Error, Equatable, CustomStringConvertible {
@@ -8,7 +8,7 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
     /// The file was written by a newer Earmuff whose schema this build does not know.
     case unsupportedSchemaVersion(found: Int, supported: Int, path: String)
     /// A file-system call failed while preparing the store's file or directories.
-    case fileSystem(operation: String, errno: Int32, path: String)
+    case fileSystem(operation: String, errno: Errno, path: String)
     /// A stored or supplied value does not fit the model (unknown state, unparsable app key).
     case invalidValue(column: String, value: String, path: String)
     /// A row the caller referred to does not exist (e.g. an unknown usage id).
@@ -32,7 +32,7 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
             return "permission store \(path) has schema version \(found), but this earmuff supports "
                 + "only up to version \(supported); upgrade earmuff or point --store at another file"
         case .fileSystem(let operation, let errno, let path):
-            return "permission store \(path): \(operation) failed: \(errnoName(errno))"
+            return "permission store \(path): \(operation) failed: \(errno) (errno \(errno.rawValue))"
         case .invalidValue(let column, let value, let path):
             return "permission store \(path): invalid value \"\(value)\" for \(column)"
         case .notFound(let what, let path):
@@ -41,10 +41,4 @@ public enum StoreError: Error, Equatable, CustomStringConvertible {
             return "permission store \(path) is closed"
         }
     }
-}
-
-private func errnoName(_ code: Int32) -> String {
-    // glibc's strerror returns a static string for every known code.
-    guard let text = strerror(code) else { return "errno \(code)" }
-    return "\(String(cString: text)) (errno \(code))"
 }

@@ -6,6 +6,7 @@
 // Like the connection it came from, a message belongs to one thread.
 import CSystemd
 import Glibc
+import LinuxSystem
 
 /// A D-Bus failure: an error reply (name and message) or a local sd-bus error (errno).
 public struct BusError: Error, Sendable, Equatable, CustomStringConvertible {
@@ -21,7 +22,7 @@ public struct BusError: Error, Sendable, Equatable, CustomStringConvertible {
     /// A local failure of `operation` with a negative errno from sd-bus.
     init(_ operation: String, errno code: Int32) {
         name = "errno.\(-code)"
-        message = "\(operation): \(String(cString: strerror(-code)))"
+        message = "\(operation): \(Errno(rawValue: -code))"
     }
 
     public var description: String { "\(name): \(message)" }

@@ -5,6 +5,7 @@ import ControlProtocol
 import Foundation
 import Glibc
 import EarmuffClient
+import LinuxSystem
 
 enum ClientCommands {
     static var environment: [String: String] { ProcessInfo.processInfo.environment }
@@ -183,7 +184,7 @@ enum ClientCommands {
                 if fixed == nil && stdinOpen { fds.append(pollfd(fd: 0, events: Int16(POLLIN), revents: 0)) }
                 let r = poll(&fds, nfds_t(fds.count), -1)
                 if r < 0 && errno != EINTR {
-                    Terminal.error("earmuff: poll failed (\(String(cString: strerror(errno))))")
+                    Terminal.error("earmuff: poll failed (\(Errno.current))")
                     return 1
                 }
                 if fds.count > 1 && fds[1].revents != 0 { try readInput() }
@@ -319,7 +320,7 @@ enum ClientCommands {
                 ?? ClientPaths.clientSocket(environment: environment, uid: getuid())
             var st = stat()
             if stat(server, &st) != 0 {
-                return fail("cannot reach the daemon's client socket at \(server) (\(String(cString: strerror(errno)))); start it with 'earmuff serve'")
+                return fail("cannot reach the daemon's client socket at \(server) (\(Errno.current)); start it with 'earmuff serve'")
             }
             if st.st_mode & S_IFMT != S_IFSOCK {
                 return fail("\(server) is not a socket; point --listen at the socket 'earmuff serve' listens on")
@@ -333,7 +334,7 @@ enum ClientCommands {
         argv.append(nil)
         execvp(o.command[0], &argv)
         let e = errno
-        Terminal.error("earmuff: cannot run '\(o.command[0])' (\(String(cString: strerror(e)))); check the command name and PATH")
+        Terminal.error("earmuff: cannot run '\(o.command[0])' (\(Errno(rawValue: e))); check the command name and PATH")
         return e == ENOENT ? 127 : 126
     }
 }

@@ -20,7 +20,7 @@ import Dispatch
 import EarmuffClient
 import Foundation
 import Glibc
-import Synchronization
+import LinuxSystem
 
 enum SandboxRun {
     /// The signals passed on to the app.
@@ -136,7 +136,7 @@ enum SandboxRun {
     static func supervise(_ bwrap: String, _ arguments: [String]) -> Int32 {
         // Handled here from now on (before the child exists, so none is lost); the
         // child gets the default actions back.
-        let target = Mutex(Target.starting(pending: []))
+        let target = Locked(Target.starting(pending: []))
         var sources: [any DispatchSourceSignal] = []
         for s in forwarded {
             signal(s, SIG_IGN)
@@ -172,7 +172,7 @@ enum SandboxRun {
         let rc = posix_spawn(&pid, bwrap, nil, &attr, argv, environ)
         guard rc == 0 else {
             target.withLock { $0 = .exited }
-            return ClientCommands.fail("cannot start \(bwrap) (\(String(cString: strerror(rc)))); reinstall bubblewrap")
+            return ClientCommands.fail("cannot start \(bwrap) (\(Errno(rawValue: rc))); reinstall bubblewrap")
         }
         target.withLock { t in
             if case .starting(let pending) = t { for s in pending { forward(s, sandbox: pid) } }
@@ -183,7 +183,7 @@ enum SandboxRun {
         var info = siginfo_t()
         while waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) < 0 {
             guard errno == EINTR else {
-                return ClientCommands.fail("lost track of bubblewrap (pid \(pid)): \(String(cString: strerror(errno)))")
+                return ClientCommands.fail("lost track of bubblewrap (pid \(pid)): \(Errno.current)")
             }
         }
         target.withLock { $0 = .exited }

@@ -4,12 +4,13 @@
 import CLinux
 import ControlProtocol
 import Glibc
+import LinuxSystem
 
 /// Why talking to the daemon failed.
 public struct ControlClientError: Error, Sendable, CustomStringConvertible {
     /// What went wrong.
     public enum Kind: Sendable, Equatable {
-        /// Nothing accepts connections at the path (errno in `code`).
+        /// Nothing accepts connections at the path (see `errno`).
         case unreachable
         /// The daemon closed the connection.
         case closed
@@ -22,16 +23,16 @@ public struct ControlClientError: Error, Sendable, CustomStringConvertible {
     }
 
     public let kind: Kind
-    /// errno for `.unreachable`, else 0.
-    public let code: Int32
+    /// The failed call's errno, when one failed.
+    public let errno: Errno?
     /// The daemon's error reply for `.daemon`.
     public let reply: ControlError?
     /// One line naming cause and fix.
     public let message: String
 
-    public init(_ kind: Kind, code: Int32 = 0, reply: ControlError? = nil, _ message: String) {
+    public init(_ kind: Kind, errno: Errno? = nil, reply: ControlError? = nil, _ message: String) {
         self.kind = kind
-        self.code = code
+        self.errno = errno
         self.reply = reply
         self.message = message
     }
@@ -56,11 +57,11 @@ public final class ControlClient {
     public init(path: String, timeoutMs: Int32 = 5000) throws(ControlClientError) {
         self.path = path
         let fd = earmuff_unix_socket()
-        guard fd >= 0 else { throw ControlClientError(.unreachable, code: errno, "cannot create a socket (\(String(cString: strerror(errno))))") }
+        guard fd >= 0 else { throw ControlClientError(.unreachable, errno: .current, "cannot create a socket (\(Errno.current))") }
         // Blocking connect: it waits while the daemon's backlog is full instead of failing.
         _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)
         if earmuff_unix_connect(fd, path) != 0 {
-            let e = errno
+            let e = Errno.current
             Glibc.close(fd)
             throw Self.unreachable(path, e)
         }
@@ -85,11 +86,11 @@ public final class ControlClient {
         }
     }
 
-    private static func unreachable(_ path: String, _ e: Int32) -> ControlClientError {
-        let hint = e == EACCES || e == EPERM
+    private static func unreachable(_ path: String, _ e: Errno) -> ControlClientError {
+        let hint = e == .permissionDenied || e == .operationNotPermitted
             ? "the control socket belongs to another user; run earmuff as the daemon's user"
             : "start it with 'earmuff serve'"
-        return ControlClientError(.unreachable, code: e, "cannot reach the daemon at \(path) (\(String(cString: strerror(e)))); \(hint)")
+        return ControlClientError(.unreachable, errno: e, "cannot reach the daemon at \(path) (\(e)); \(hint)")
     }
 
     /// Sends a message without waiting for anything.
@@ -104,13 +105,13 @@ public final class ControlClient {
                 offset += n
                 continue
             }
-            let e = errno
-            if e == EINTR { continue }
-            if e == EAGAIN || e == EWOULDBLOCK {
+            let e = Errno.current
+            if e == .interrupted { continue }
+            if e == .wouldBlock {
                 try waitFor(Int16(POLLOUT), timeoutMs: 5000)
                 continue
             }
-            throw ControlClientError(.closed, code: e, "the daemon at \(path) closed the connection (\(String(cString: strerror(e)))); check that it is running with 'earmuff status'")
+            throw ControlClientError(.closed, errno: e, "the daemon at \(path) closed the connection (\(e)); check that it is running with 'earmuff status'")
         }
     }
 
@@ -180,17 +181,17 @@ public final class ControlClient {
                 framer.append(buffer[0..<n])
                 return true
             }
-            let e = errno
+            let e = Errno.current
             if n == 0 {
                 throw ControlClientError(.closed, "the daemon at \(path) closed the connection; check its log, or restart it with 'earmuff serve'")
             }
-            if e == EINTR { continue }
-            if e == EAGAIN || e == EWOULDBLOCK || (waitForConnect && e == ENOTCONN) {
+            if e == .interrupted { continue }
+            if e == .wouldBlock || (waitForConnect && e == .notConnected) {
                 if try !waitFor(Int16(POLLIN), timeoutMs: timeoutMs) { return false }
                 continue
             }
             if waitForConnect { throw Self.unreachable(path, e) }
-            throw ControlClientError(.closed, code: e, "lost the connection to the daemon at \(path) (\(String(cString: strerror(e)))); check that it is running with 'earmuff status'")
+            throw ControlClientError(.closed, errno: e, "lost the connection to the daemon at \(path) (\(e)); check that it is running with 'earmuff status'")
         }
     }
 
@@ -201,8 +202,9 @@ public final class ControlClient {
             let r = poll(&p, 1, timeoutMs)
             if r > 0 { return true }
             if r == 0 { return false }
-            if errno != EINTR {
-                throw ControlClientError(.closed, code: errno, "poll on the control socket failed (\(String(cString: strerror(errno))))")
+            let e = Errno.current
+            if e != .interrupted {
+                throw ControlClientError(.closed, errno: e, "poll on the control socket failed (\(e))")
             }
         }
     }

@@ -14,7 +14,7 @@
 // unconditionally.
 import Glibc
 import PulseWire
-import Synchronization
+import LinuxSystem
 
 /// The app's recording permission, as Earmuff keeps it.
 public final class AudioApplication: Sendable {
@@ -65,7 +65,7 @@ public final class AudioApplication: Sendable {
         /// Whether SUBSCRIBE was sent on `connection`.
         var subscribed = false
     }
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     /// How long the server may take to answer a query (not a request, which waits for the person).
     private let timeout: Double

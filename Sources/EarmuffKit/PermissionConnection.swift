@@ -7,7 +7,7 @@ import CLinux
 import Dispatch
 import Glibc
 import PulseWire
-import Synchronization
+import LinuxSystem
 
 /// What a request got.
 enum CallResult: Sendable {
@@ -28,9 +28,9 @@ final class PermissionConnection: Sendable {
         var nextListener: UInt64 = 1
         var closed: String?
     }
-    private let state = Mutex(State())
+    private let state = Locked(State())
     /// Serialises whole frames on the socket; true once the first (AUTH, with credentials) went.
-    private let writing = Mutex(false)
+    private let writing = Locked(false)
 
     private init(fd: Int32) { self.fd = fd }
 
@@ -44,9 +44,9 @@ final class PermissionConnection: Sendable {
         var failures: [String] = []
         for path in paths {
             let s = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-            guard s >= 0 else { throw UnavailableReason("cannot create a socket: \(String(cString: strerror(errno)))") }
+            guard s >= 0 else { throw UnavailableReason("cannot create a socket: \(Errno.current)") }
             guard earmuff_unix_connect(s, path) == 0 else {
-                failures.append("\(path): \(String(cString: strerror(errno)))")
+                failures.append("\(path): \(Errno.current)")
                 Glibc.close(s)
                 continue
             }
@@ -96,12 +96,12 @@ final class PermissionConnection: Sendable {
             defer { started = true }
             return started ? sendAll(frame) : sendWithCredentials(frame)
         }
-        if !sent { finish("cannot write to the sound server: \(String(cString: strerror(errno)))") }
+        if !sent { finish("cannot write to the sound server: \(Errno.current)") }
     }
 
     /// Sends and waits up to `timeout` seconds (nil: until the connection closes).
     func call(_ build: (UInt32) -> [UInt8], timeout: Double?) -> CallResult {
-        let box = Mutex<CallResult?>(nil)
+        let box = Locked<CallResult?>(nil)
         let ready = DispatchSemaphore(value: 0)
         send(build) { result in
             box.withLock { $0 = result }
@@ -225,7 +225,7 @@ final class PermissionConnection: Sendable {
                 let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
                 if n < 0 && errno == EINTR { continue }
                 if n <= 0 {
-                    if n < 0 { why = "reading from the sound server: \(String(cString: strerror(errno)))" }
+                    if n < 0 { why = "reading from the sound server: \(Errno.current)" }
                     break
                 }
                 parser.append(contentsOf: buffer[0..<n])

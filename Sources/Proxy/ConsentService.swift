@@ -16,6 +16,7 @@ import Consent
 import ControlProtocol
 import Dispatch
 import Glibc
+import LinuxSystem
 import PulseWire
 import Synchronization
 
@@ -587,10 +588,12 @@ func outcomeName(_ o: Consent.PromptOutcome) -> String { controlOutcome(o).rawVa
 /// True when a Unix socket at `path` accepts a connection now.
 /// Whether a connection to the unix socket at `path` succeeds (`status`' upstream.reachable, `earmuff doctor`).
 public func canConnect(_ path: String) -> Bool {
-    let fd = earmuff_unix_socket()
-    guard fd >= 0 else { return false }
-    defer { closeFD(fd) }
-    return earmuff_unix_connect(fd, path) == 0
+    do throws(Errno) {
+        try FileDescriptor.unixSocket().connect(to: path)
+        return true
+    } catch {
+        return false
+    }
 }
 
 /// `s16le 2ch 44100Hz`, as pactl writes it.

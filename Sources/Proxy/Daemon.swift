@@ -7,9 +7,9 @@
 // Each session has two ByteRings, one per direction, between its halves; see
 // docs/ARCHITECTURE.md. Consent decisions reach the audio path only through
 // each RecordStream's atomic access flag.
-import CLinux
 import Consent
 import Glibc
+import LinuxSystem
 import PulseWire
 import Ring
 import Synchronization
@@ -50,7 +50,7 @@ public struct RelayOptions: Sendable {
 /// One row of the session table, for status.
 struct SessionEntry {
     let state: SessionState
-    weak var upstream: UpstreamHalf?
+    weak var upstream: Half?
 }
 
 /// A refused client's socket, kept open until the client has sent its first request (or
@@ -58,12 +58,12 @@ struct SessionEntry {
 /// refusal. At most `maximumLingering` wait; the oldest is closed first.
 final class RefusedConnection: LoopHandler {
     static let maximumLingering = 64
-    let fd: Int32
+    var socket: FileDescriptor
     var token: UInt64 = 0
     unowned let daemon: Daemon
 
-    init(fd: Int32, daemon: Daemon) {
-        self.fd = fd
+    init(socket: consuming FileDescriptor, daemon: Daemon) {
+        self.socket = socket
         self.daemon = daemon
     }
 
@@ -73,7 +73,7 @@ final class RefusedConnection: LoopHandler {
 /// A listening socket and the launcher app id its clients get (nil for the main socket).
 final class Listener: LoopHandler, @unchecked Sendable {
     // @unchecked Sendable: created on any thread, then touched only on the accept loop.
-    let fd: Int32
+    var socket: FileDescriptor
     let path: String
     let launcherAppID: String?
     let launcherPurpose: String?
@@ -83,8 +83,8 @@ final class Listener: LoopHandler, @unchecked Sendable {
     /// manager passed, which must keep its inode across restarts.
     var removeOnStop = true
 
-    init(fd: Int32, path: String, launcherAppID: String?, launcherPurpose: String?, daemon: Daemon) {
-        self.fd = fd
+    init(socket: consuming FileDescriptor, path: String, launcherAppID: String?, launcherPurpose: String?, daemon: Daemon) {
+        self.socket = socket
         self.path = path
         self.launcherAppID = launcherAppID
         self.launcherPurpose = launcherPurpose
@@ -93,15 +93,12 @@ final class Listener: LoopHandler, @unchecked Sendable {
 
     func handleEvents(_ events: UInt32) {
         while true {
-            let c = earmuff_accept(fd)
-            if c < 0 {
-                let e = errno
-                if e != EAGAIN && e != EWOULDBLOCK {
-                    Log.warn("accept on \(path): \(String(cString: strerror(e)))")
-                }
+            do throws(Errno) {
+                daemon.accept(try socket.accept(), via: self)
+            } catch {
+                if error != .wouldBlock { Log.warn("accept on \(path): \(error)") }
                 return
             }
-            daemon.accept(c, via: self)
         }
     }
 }
@@ -154,32 +151,36 @@ public final class Daemon: @unchecked Sendable {
 
     /// Opens the main listening socket (or takes the passed one) and starts the loops.
     func start() throws(SystemError) {
-        _ = earmuff_raise_nofile()
+        ProcessLimits.raiseOpenFiles()
         signal(SIGPIPE, SIG_IGN)
         let l: Listener
         if let fd = activatedListener {
-            l = Listener(fd: fd, path: listenPath, launcherAppID: nil, launcherPurpose: nil, daemon: self)
+            l = Listener(socket: FileDescriptor(taking: fd), path: listenPath, launcherAppID: nil, launcherPurpose: nil, daemon: self)
             l.removeOnStop = false
         } else {
             try makeParentDirectory(of: listenPath)
             l = try openListener(path: listenPath, launcherAppID: nil, launcherPurpose: nil)
         }
-        l.token = try acceptLoop.register(l.fd, events: EARMUFF_EPOLLIN, handler: l)
+        l.token = try acceptLoop.register(l.socket.rawValue, events: PollEvents.input, handler: l)
         listeners[listenPath] = l
         for loop in loops { loop.start() }
     }
 
     private func openListener(path: String, launcherAppID: String?, launcherPurpose: String?) throws(SystemError) -> Listener {
-        let fd = earmuff_unix_socket()
-        guard fd >= 0 else { throw SystemError("socket") }
-        guard earmuff_unix_listen(fd, path, 128) == 0 else {
-            let e = SystemError("listen on \(path)")
-            closeFD(fd)
-            throw e
+        let socket: FileDescriptor
+        do throws(Errno) {
+            socket = try .unixSocket()
+        } catch {
+            throw SystemError("socket", error)
+        }
+        do throws(Errno) {
+            try socket.listen(at: path, backlog: 128)
+        } catch {
+            throw SystemError("listen on \(path)", error)
         }
         // Apps of the same user connect; the directory (0700) keeps others out.
         chmod(path, 0o600)
-        return Listener(fd: fd, path: path, launcherAppID: launcherAppID, launcherPurpose: launcherPurpose, daemon: self)
+        return Listener(socket: socket, path: path, launcherAppID: launcherAppID, launcherPurpose: launcherPurpose, daemon: self)
     }
 
     /// Opens an extra listening socket whose clients are tagged with `appID`
@@ -189,15 +190,15 @@ public final class Daemon: @unchecked Sendable {
         let l = try openListener(path: path, launcherAppID: appID, launcherPurpose: purpose)
         acceptLoop.post { [self] in
             if let old = listeners[path] {
-                acceptLoop.remove(old.fd, token: old.token)
-                closeFD(old.fd)
+                acceptLoop.remove(old.socket.rawValue, token: old.token)
+                old.socket.close()
             }
             do {
-                l.token = try acceptLoop.register(l.fd, events: EARMUFF_EPOLLIN, handler: l)
+                l.token = try acceptLoop.register(l.socket.rawValue, events: PollEvents.input, handler: l)
                 listeners[path] = l
             } catch {
                 Log.error("cannot watch launcher socket \(path): \(error)")
-                closeFD(l.fd)
+                l.socket.close()
             }
         }
     }
@@ -206,8 +207,8 @@ public final class Daemon: @unchecked Sendable {
     func removeLauncherSocket(path: String) {
         acceptLoop.post { [self] in
             guard let l = listeners.removeValue(forKey: path) else { return }
-            acceptLoop.remove(l.fd, token: l.token)
-            closeFD(l.fd)
+            acceptLoop.remove(l.socket.rawValue, token: l.token)
+            l.socket.close()
             unlink(path)
         }
     }
@@ -225,8 +226,8 @@ public final class Daemon: @unchecked Sendable {
     func stop() {
         acceptLoop.post { [self] in
             for l in listeners.values {
-                acceptLoop.remove(l.fd, token: l.token)
-                closeFD(l.fd)
+                acceptLoop.remove(l.socket.rawValue, token: l.token)
+                l.socket.close()
                 if l.removeOnStop { unlink(l.path) }
             }
             listeners.removeAll()
@@ -274,17 +275,16 @@ public final class Daemon: @unchecked Sendable {
 
     /// Answers the AUTH that libpulse sends first (tag 0) with "Connection refused", and
     /// closes once the client has sent something or hung up (see RefusedConnection).
-    private func refuseConnection(_ fd: Int32) {
+    private func refuseConnection(_ socket: consuming FileDescriptor) {
         let payload = ErrorReply(code: .connectionRefused).packet(tag: 0, version: Limits.protocolVersion)
         let frame = FrameDescriptor(length: UInt32(payload.count), channel: FrameDescriptor.controlChannel).bytes + payload
-        _ = frame.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-        _ = shutdown(fd, Int32(SHUT_WR))
-        let r = RefusedConnection(fd: fd, daemon: self)
+        _ = frame.withUnsafeBytes { try? socket.write($0) }
+        socket.shutdownWriting()
+        let r = RefusedConnection(socket: socket, daemon: self)
         do {
-            r.token = try acceptLoop.register(fd, events: EARMUFF_EPOLLIN | EARMUFF_EPOLLRDHUP, handler: r)
+            r.token = try acceptLoop.register(r.socket.rawValue, events: PollEvents.input | PollEvents.peerHangUp, handler: r)
         } catch {
-            closeFD(fd)
-            return
+            return // `r`, and with it the socket, goes away here
         }
         refused.append(r)
         if refused.count > RefusedConnection.maximumLingering { finishRefusal(refused[0]) }
@@ -294,29 +294,29 @@ public final class Daemon: @unchecked Sendable {
     fileprivate func finishRefusal(_ r: RefusedConnection) {
         guard let i = refused.firstIndex(where: { $0 === r }) else { return }
         refused.remove(at: i)
-        acceptLoop.remove(r.fd, token: r.token)
-        closeFD(r.fd)
+        acceptLoop.remove(r.socket.rawValue, token: r.token)
+        r.socket.close()
     }
 
-    fileprivate func accept(_ fd: Int32, via listener: Listener) {
-        var cred = earmuff_ucred()
-        guard earmuff_peercred(fd, &cred) == 0 else {
-            Log.warn("rejected a client on \(listener.path): no peer credentials")
-            closeFD(fd)
+    fileprivate func accept(_ socket: consuming FileDescriptor, via listener: Listener) {
+        let cred: PeerCredentials
+        do throws(Errno) {
+            cred = try socket.peerCredentials()
+        } catch {
+            Log.warn("rejected a client on \(listener.path): no peer credentials (\(error))")
             return
         }
         // Every read then says which process sent the bytes (the identity is the one that connected).
-        _ = earmuff_set_passcred(fd)
+        try? socket.passCredentials()
         // The real server trusts Earmuff's uid: a peer of another uid would borrow it.
         guard cred.uid == geteuid() || cred.uid == 0 else {
             Log.warn("refused pid \(cred.pid) uid \(cred.uid) on \(listener.path): only uid \(geteuid()) or root may connect")
-            closeFD(fd)
             return
         }
         let identity = identify(cred.pid, cred.uid, cred.gid, listener.launcherAppID)
         if let limit = limitReached(for: identity.appKey) {
             refusalLog.record(.warn, "refused \(identity.appKey) pid \(cred.pid): \(limit); raise it in earmuff.conf if this app needs more")
-            refuseConnection(fd)
+            refuseConnection(socket)
             return
         }
         let id = nextSessionID.add(1, ordering: .relaxed).oldValue
@@ -329,22 +329,21 @@ public final class Daemon: @unchecked Sendable {
         let down = ByteRing(capacity: options.ringCapacity)
         let loop = loops[nextLoop]
         nextLoop = (nextLoop + 1) % loops.count
-        let client = ClientHalf(loop: loop, state: state, produceInto: up, consumeFrom: down,
-                                packetLimit: options.maxClientPacket, budget: packetBudget)
-        let server = UpstreamHalf(loop: loop, state: state, produceInto: down, consumeFrom: up)
-        client.peer = server
-        server.peer = client
-        client.producerForwarder.writeThrough = server
-        server.producerForwarder.writeThrough = client
         let observer = self.observer
-        client.filter = ClientToServerFilter(state: state, observer: observer) { [weak server] tag, code in
+        let replies = ServerToClientFilter(state: state, observer: observer) { [self] in
+            nextStreamID.add(1, ordering: .relaxed).oldValue
+        }
+        let server = Half(.server(replies), loop: loop, state: state, produceInto: down, consumeFrom: up)
+        let requests = ClientToServerFilter(state: state, observer: observer, budget: packetBudget) { [weak server] tag, code in
             state.queueInjection(ErrorReply(code: code).packet(tag: tag, version: state.protocolVersion))
             server?.notify(.inject)
         }
-        server.filter = ServerToClientFilter(state: state, observer: observer) { [self] in
-            nextStreamID.add(1, ordering: .relaxed).oldValue
-        }
-        client.fd = fd
+        let client = Half(.client(requests), loop: loop, state: state, produceInto: up, consumeFrom: down,
+                          packetLimit: options.maxClientPacket)
+        client.peer = server
+        server.peer = client
+        let fd = socket.rawValue
+        client.socket = socket
         sessions.withLock { $0[id] = SessionEntry(state: state, upstream: server) }
         observer.sessionOpened(state)
         client.onClose = { [self] in

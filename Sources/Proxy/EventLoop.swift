@@ -21,8 +21,8 @@
 // zero-timeout wait. Several streams' memblocks then share one wake-up, audio
 // is delayed by at most the window, and anything from an app ends the sleep
 // at once.
-import CLinux
 import Glibc
+import LinuxSystem
 import Synchronization
 
 /// Something that reacts to readiness of its descriptor on one loop.
@@ -42,10 +42,10 @@ final class EventLoop: @unchecked Sendable {
     // @unchecked Sendable: `handlers`, `timers` and `nextToken` are touched only
     // on the loop thread; `tasks` and `woken` are behind their locks; the fds are immutable.
     let name: String
-    private let epollFD: Int32
+    private let epoll: FileDescriptor
     /// The urgent descriptors only (level-triggered input), slept on while audio gathers.
-    private let urgentFD: Int32
-    private let wakeFD: Int32
+    private let urgentSet: FileDescriptor
+    private let wakeFD: FileDescriptor
     private var handlers: [UInt64: (handler: LoopHandler, urgent: Bool)] = [:]
     private var nextToken: UInt64 = 1
     private let tasks = Locked<[@Sendable () -> Void]>([])
@@ -82,34 +82,28 @@ final class EventLoop: @unchecked Sendable {
     init(name: String, coalesceWindow: Double = 0) throws(SystemError) {
         self.name = name
         self.coalesceWindow = coalesceWindow
-        epollFD = earmuff_epoll_create()
-        guard epollFD >= 0 else { throw SystemError("epoll_create1") }
-        urgentFD = earmuff_epoll_create()
-        guard urgentFD >= 0 else {
-            closeFD(epollFD)
-            throw SystemError("epoll_create1")
+        do throws(Errno) {
+            epoll = try .epoll()
+            urgentSet = try .epoll()
+        } catch {
+            throw SystemError("epoll_create1", error)
         }
-        wakeFD = earmuff_eventfd()
-        guard wakeFD >= 0 else {
-            closeFD(epollFD)
-            closeFD(urgentFD)
-            throw SystemError("eventfd")
+        do throws(Errno) {
+            wakeFD = try .eventfd()
+        } catch {
+            throw SystemError("eventfd", error)
         }
-        guard earmuff_epoll_add(epollFD, wakeFD, EARMUFF_EPOLLIN, 0) == 0,
-              earmuff_epoll_add(urgentFD, wakeFD, EARMUFF_EPOLLIN, 0) == 0 else {
-            closeFD(epollFD)
-            closeFD(urgentFD)
-            closeFD(wakeFD)
-            throw SystemError("epoll_ctl add eventfd")
+        do throws(Errno) {
+            try epoll.watch(wakeFD.rawValue, events: PollEvents.input, data: 0)
+            try urgentSet.watch(wakeFD.rawValue, events: PollEvents.input, data: 0)
+        } catch {
+            throw SystemError("epoll_ctl add eventfd", error)
         }
         scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 256 * 1024, alignment: 64)
     }
 
     deinit {
         scratch.deallocate()
-        closeFD(epollFD)
-        closeFD(urgentFD)
-        closeFD(wakeFD)
     }
 
     /// Starts the loop on a new thread.
@@ -120,7 +114,7 @@ final class EventLoop: @unchecked Sendable {
     /// Asks the loop to stop and waits for its thread.
     func stopAndJoin() {
         stopping.store(true, ordering: .releasing)
-        _ = earmuff_eventfd_signal(wakeFD)
+        wakeFD.signalEvent()
         if let t = thread {
             // From its own thread (its owner released there), the loop ends after this task.
             if pthread_equal(t, pthread_self()) != 0 { pthread_detach(t) } else { pthread_join(t, nil) }
@@ -134,7 +128,7 @@ final class EventLoop: @unchecked Sendable {
             queue.append(task)
             return queue.count == 1
         }
-        if wasEmpty { _ = earmuff_eventfd_signal(wakeFD) }
+        if wasEmpty { wakeFD.signalEvent() }
     }
 
     /// Calls `target.serviceWake()` on the loop thread soon. Safe from any
@@ -148,7 +142,7 @@ final class EventLoop: @unchecked Sendable {
             queue.append(target)
             return queue.count == 1
         }
-        if wasEmpty { _ = earmuff_eventfd_signal(wakeFD) }
+        if wasEmpty { wakeFD.signalEvent() }
     }
 
     /// True when called on this loop's thread.
@@ -175,12 +169,18 @@ final class EventLoop: @unchecked Sendable {
     func register(_ fd: Int32, events: UInt32, handler: LoopHandler, urgent: Bool = true) throws(SystemError) -> UInt64 {
         let token = nextToken
         nextToken &+= 1
-        guard earmuff_epoll_add(epollFD, fd, events, token) == 0 else { throw SystemError("epoll_ctl add") }
+        do throws(Errno) {
+            try epoll.watch(fd, events: events, data: token)
+        } catch {
+            throw SystemError("epoll_ctl add", error)
+        }
         if urgent && coalesceWindow > 0 {
             // Level-triggered: only unread input ends the sleep, not an edge already handled.
-            guard earmuff_epoll_add(urgentFD, fd, EARMUFF_EPOLLIN, token) == 0 else {
-                _ = earmuff_epoll_del(epollFD, fd)
-                throw SystemError("epoll_ctl add")
+            do throws(Errno) {
+                try urgentSet.watch(fd, events: PollEvents.input, data: token)
+            } catch {
+                try? epoll.unwatch(fd)
+                throw SystemError("epoll_ctl add", error)
             }
         }
         handlers[token] = (handler, urgent)
@@ -189,14 +189,14 @@ final class EventLoop: @unchecked Sendable {
 
     /// Changes the events `fd` is watched for.
     func modify(_ fd: Int32, token: UInt64, events: UInt32) {
-        _ = earmuff_epoll_mod(epollFD, fd, events, token)
+        try? epoll.rewatch(fd, events: events, data: token)
     }
 
     /// Stops watching `fd` (call before closing it).
     func remove(_ fd: Int32, token: UInt64) {
-        _ = earmuff_epoll_del(epollFD, fd)
+        try? epoll.unwatch(fd)
         if let entry = handlers.removeValue(forKey: token), entry.urgent && coalesceWindow > 0 {
-            _ = earmuff_epoll_del(urgentFD, fd)
+            try? urgentSet.unwatch(fd)
         }
     }
 
@@ -219,7 +219,7 @@ final class EventLoop: @unchecked Sendable {
         var events = [UInt32](repeating: 0, count: 128)
         var datas = [UInt64](repeating: 0, count: 128)
         threadID.store(UInt(pthread_self()), ordering: .relaxed)
-        kernelThreadID.store(earmuff_gettid(), ordering: .releasing)
+        kernelThreadID.store(ProcessLimits.currentThreadID(), ordering: .releasing)
         var batchNext = false
         while !stopping.load(ordering: .acquiring) {
             let polling = awakeUntil != 0
@@ -229,18 +229,23 @@ final class EventLoop: @unchecked Sendable {
                 batchNext = false
                 var window = coalesceWindow
                 if timeout >= 0 { window = min(window, Double(timeout) / 1000) }
-                if earmuff_epoll_sleep(urgentFD, Int64(window * 1e9)) < 0 {
-                    Log.error("\(name): epoll_pwait2: \(SystemError("epoll_pwait2"))")
+                do throws(Errno) {
+                    try urgentSet.sleep(nanoseconds: Int64(window * 1e9))
+                } catch {
+                    Log.error("\(name): epoll_pwait2: \(error)")
                 }
                 timeout = 0
             }
-            let n = events.withUnsafeMutableBufferPointer { ev in
+            let waited = events.withUnsafeMutableBufferPointer { ev in
                 datas.withUnsafeMutableBufferPointer { da in
-                    earmuff_epoll_wait(epollFD, ev.baseAddress, da.baseAddress, Int32(ev.count), timeout)
+                    Result { () throws(Errno) in try epoll.wait(events: ev, data: da, timeoutMs: timeout) }
                 }
             }
-            if n < 0 {
-                Log.error("\(name): epoll_wait: \(SystemError("epoll_wait"))")
+            let n: Int
+            switch waited {
+            case .success(let count): n = count
+            case .failure(let error):
+                Log.error("\(name): epoll_wait: \(error)")
                 continue
             }
             if polling && (n > 0 || monotonicNow() >= awakeUntil) {
@@ -251,11 +256,11 @@ final class EventLoop: @unchecked Sendable {
             if n > 0 { wakeUps.add(1, ordering: .relaxed) }
             var urgent = false
             bytesThisWake = 0
-            for i in 0..<Int(n) {
+            for i in 0..<n {
                 let token = datas[i]
                 if token == 0 {
                     urgent = true
-                    _ = earmuff_eventfd_drain(wakeFD)
+                    wakeFD.drainEvents()
                     runTasks()
                 } else if let entry = handlers[token] {
                     if entry.urgent { urgent = true }

@@ -58,27 +58,42 @@ final class ClientToServerFilter: FrameFilter {
     private(set) var clientVersion: UInt32 = 8
     /// Called to refuse a request: queue ERROR(tag, code) for the client.
     let refuse: (UInt32, UInt32) -> Void
+    /// The budget the client's large packets draw on (nil: none).
+    private let budget: PacketBudget?
+    /// Bytes of the packet under way taken from `budget` (0: none).
+    private var budgeted = 0
 
-    init(state: SessionState, observer: SessionObserver, refuse: @escaping (UInt32, UInt32) -> Void) {
+    init(state: SessionState, observer: SessionObserver, budget: PacketBudget? = nil,
+         refuse: @escaping (UInt32, UInt32) -> Void) {
         self.state = state
         self.observer = observer
+        self.budget = budget
         self.refuse = refuse
     }
 
-    func memblock(_ d: FrameDescriptor) throws(ProtocolViolation) -> MemblockDisposition {
+    func memblock(_ d: FrameDescriptor) throws(ProtocolViolation) -> FrameDisposition {
         guard authSeen else { throw ProtocolViolation("audio data before AUTH") }
         // Client memblocks are playback or upload data: pass.
-        return .pass(nil)
+        return .pass
     }
 
-    func packet(_ payload: inout [UInt8]) throws(ProtocolViolation) -> PacketDisposition {
-        var body = TagStructReader(payload)
-        let header: PacketHeader
-        do {
-            header = try PacketHeader.decode(from: &body)
-        } catch {
-            throw ProtocolViolation("malformed packet: \(error)")
-        }
+    func admitPacket(_ length: Int) -> Bool {
+        guard let budget, length > PacketBudget.unbudgeted else { return true }
+        guard budget.take(length) else { return false }
+        budgeted = length
+        return true
+    }
+
+    func packetReleased(_ length: Int) { releaseBudget() }
+
+    /// Gives back what the packet under way holds of the budget (also when the connection closes).
+    func releaseBudget() {
+        if budgeted > 0 { budget?.give(budgeted) }
+        budgeted = 0
+    }
+
+    func packet(_ header: PacketHeader, body: TagStructReader,
+                payload: inout [UInt8]) throws(ProtocolViolation) -> FrameDisposition {
         // Default deny: an opcode outside the table, or one only a server
         // sends, is never forwarded (PulseAudio would drop the client anyway).
         guard let command = Command(rawValue: header.command) else {
@@ -105,10 +120,10 @@ final class ClientToServerFilter: FrameFilter {
 
     /// A packet too large to buffer: answered with ERROR(TOOLARGE) when it is a request with a
     /// tag after AUTH; before that (no reply can be paired with it) the connection closes.
-    func refusedPacket(prefix: [UInt8], length: Int, reason: String) throws(ProtocolViolation) {
-        var r = TagStructReader(prefix)
-        guard authSeen, let header = try? PacketHeader.decode(from: &r),
-              let command = Command(rawValue: header.command) else {
+    func refusedPacket(_ header: PacketHeader?, length: Int, overLimit limit: Int?) throws(ProtocolViolation) {
+        let reason = limit.map { "it is larger than the \($0) bytes one packet may have" }
+            ?? "it does not fit in the \(budget?.limit ?? 0) bytes that the large packets being received from all clients may hold together"
+        guard authSeen, let header, let command = Command(rawValue: header.command) else {
             throw ProtocolViolation("a packet of \(length) bytes\(authSeen ? "" : " before AUTH") was refused: \(reason)")
         }
         try noteRefusal(command, "its \(length) bytes were not read into memory: \(reason)")
@@ -117,7 +132,7 @@ final class ClientToServerFilter: FrameFilter {
 
     /// `body` reads the fields after command and tag.
     private func handle(_ command: Command, header: PacketHeader, body: TagStructReader,
-                        payload: inout [UInt8]) throws -> PacketDisposition {
+                        payload: inout [UInt8]) throws -> FrameDisposition {
         let version = state.protocolVersion
         // Replies are matched to requests by tag: a tag still waiting for its reply
         // would let one request's reply pass for another's (a PLAY_SAMPLE index taken
@@ -197,7 +212,7 @@ final class ClientToServerFilter: FrameFilter {
             return .drop
         }
         state.expectReply(tag: header.tag, expected)
-        return .forward
+        return .pass
     }
 
     /// The identity is the process that connected; another one writing on its connection
@@ -240,6 +255,8 @@ final class ServerToClientFilter: FrameFilter {
     private let newStreamID: () -> UInt64
     /// Record channel → stream. Touched only on the session's loop thread.
     private(set) var records: [UInt32: RecordStream] = [:]
+    /// The stream of the memblock under way (its byte counters).
+    private var current: RecordStream?
 
     init(state: SessionState, observer: SessionObserver, newStreamID: @escaping () -> UInt64) {
         self.state = state
@@ -247,25 +264,28 @@ final class ServerToClientFilter: FrameFilter {
         self.newStreamID = newStreamID
     }
 
-    /// Never called: what the server sends is buffered up to the protocol's own limit.
-    func refusedPacket(prefix: [UInt8], length: Int, reason: String) throws(ProtocolViolation) {
-        throw ProtocolViolation("the server sent a packet of \(length) bytes that was refused: \(reason)")
+    /// What the server sends is buffered up to the protocol's own limit: a packet over it
+    /// breaks the connection.
+    func refusedPacket(_ header: PacketHeader?, length: Int, overLimit limit: Int?) throws(ProtocolViolation) {
+        throw ProtocolViolation("the server sent a packet of \(length) bytes, more than the \(limit ?? 0) bytes one packet may have")
     }
 
-    func memblock(_ d: FrameDescriptor) throws(ProtocolViolation) -> MemblockDisposition {
-        guard let stream = records[d.channel] else { return .drop }
-        if stream.isReal { return .pass(stream) }
-        return .silence(stream.sampleSpec.silenceByte, stream)
-    }
-
-    func packet(_ payload: inout [UInt8]) throws(ProtocolViolation) -> PacketDisposition {
-        var body = TagStructReader(payload)
-        let header: PacketHeader
-        do {
-            header = try PacketHeader.decode(from: &body)
-        } catch {
-            throw ProtocolViolation("malformed packet from the server: \(error)")
+    func memblock(_ d: FrameDescriptor) throws(ProtocolViolation) -> FrameDisposition {
+        guard let stream = records[d.channel] else {
+            current = nil
+            return .drop
         }
+        current = stream
+        if stream.isReal { return .pass }
+        return .silence(stream.sampleSpec.silenceByte)
+    }
+
+    func memblockPayload(_ count: Int, silenced: Bool) {
+        if silenced { current?.countSilenced(count) } else { current?.countReal(count) }
+    }
+
+    func packet(_ header: PacketHeader, body: TagStructReader,
+                payload: inout [UInt8]) throws(ProtocolViolation) -> FrameDisposition {
         do {
             try handle(header: header, body: body, payload: &payload)
         } catch let e as ProtocolViolation {
@@ -274,7 +294,7 @@ final class ServerToClientFilter: FrameFilter {
             let name = Command(rawValue: header.command)?.info.name ?? "command \(header.command)"
             throw ProtocolViolation("malformed \(name) from the server: \(error)")
         }
-        return .forward
+        return .pass
     }
 
     private func handle(header: PacketHeader, body: TagStructReader, payload: inout [UInt8]) throws {

@@ -1,92 +1,66 @@
-// The two concrete halves of a session.
-import CLinux
+// What the two sides of a session do differently: the client side asks the loop to poll
+// for replies after a request; the server side inserts Earmuff's own packets at frame
+// boundaries, keeps the loop's count of sessions awaiting replies, and connects.
 import Consent
-import Glibc
+import LinuxSystem
 import PulseWire
 import Ring
 
-/// The app's socket: reads requests and playback data, writes replies,
-/// events and (possibly silenced) record data.
-final class ClientHalf: Half, @unchecked Sendable {
-    override var sideName: String { "client" }
-    var onClose: (() -> Void)?
-    private var requestsSeen = 0
-
+extension Half {
     /// How long the loop polls for a reply after forwarding a request. A reply
     /// from a local server takes tens of microseconds; sleeping and being woken
     /// for it costs about as much again. Never after audio: only requests
     /// (packets, which all carry a tag) start the window.
     static let replyPollSeconds = 0.000_2
 
-    /// With SO_PASSCRED (set at accept) one read never mixes two senders' bytes, so the
-    /// pid of the latest read is the sender of the packet the filter is about to see.
-    override func noteSender(_ pid: Int32) {
-        state.lastSenderPID.store(pid, ordering: .relaxed)
-    }
-
-    override func afterProcessing() {
-        let forwarded = producerForwarder.packetsForwarded
-        if forwarded != requestsSeen {
-            requestsSeen = forwarded
-            loop.stayAwake(for: Self.replyPollSeconds)
-            (peer as? UpstreamHalf)?.updateAwaitingReply()
+    /// After each processed chunk.
+    func afterProcessing() {
+        switch side {
+        case .client:
+            let forwarded = packetsForwarded
+            if forwarded != requestsSeen {
+                requestsSeen = forwarded
+                loop.stayAwake(for: Self.replyPollSeconds)
+                peer?.updateAwaitingReply()
+            }
+        case .server:
+            injectPending()
+            updateAwaitingReply()
         }
     }
 
-    override func didClose() {
-        onClose?()
-        onClose = nil
-    }
-}
-
-/// The sound server's socket: reads replies, events and record data, writes
-/// the client's requests and playback data.
-final class UpstreamHalf: Half, @unchecked Sendable {
-    override var sideName: String { "server" }
-    private var credentialsSent = false
-    var s2c: ServerToClientFilter { filter as! ServerToClientFilter } // always this type: set in Daemon.accept
-
-    override var acceptsWriteThrough: Bool { credentialsSent }
-
-    override func writeOut(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> IOResult {
-        guard !credentialsSent else { return writeRegions(fd, a, b) }
-        // The first bytes (AUTH) carry our credentials explicitly, so the
-        // server's uid check never depends on when it set SO_PASSCRED.
-        let result = IOResult.from(earmuff_send_with_creds(fd, a.baseAddress, a.count), readingZeroIsEOF: false)
-        if case .bytes = result { credentialsSent = true }
-        return result
-    }
-
-    override func injectPending() {
+    /// Server side: inserts the packets Earmuff queued for the client, at a frame boundary.
+    func injectPending() {
+        guard case .server = side else { return }
         // Only into free space: while the client does not read, refusals stay counted in
         // the session (which closes a client that lets too many pile up), not in a backlog.
-        guard producerForwarder.isAtFrameBoundary, producerForwarder.backlog.isEmpty else { return }
+        guard isAtFrameBoundary, backlog.isEmpty else { return }
         var wake = false
         for packet in state.takeInjections() {
-            wake = producerForwarder.inject(packet: packet) || wake
+            wake = inject(packet: packet) || wake
         }
         if wake { peer?.notify(.readable) }
     }
 
-    override func afterProcessing() {
-        injectPending()
-        updateAwaitingReply()
-    }
-
-    override func didClose() {
-        s2c.endAll()
-        if countedAsAwaiting {
-            countedAsAwaiting = false
-            loop.sessionsAwaitingReplies -= 1
+    /// Run once when this half has closed.
+    func didClose() {
+        switch side {
+        case .client:
+            onClose?()
+            onClose = nil
+        case .server(let replies):
+            replies.endAll()
+            if countedAsAwaiting {
+                countedAsAwaiting = false
+                loop.sessionsAwaitingReplies -= 1
+            }
         }
     }
 
-    /// Whether this session is counted in the loop's sessions awaiting a reply.
-    private var countedAsAwaiting = false
-
-    /// Keeps the loop's count of sessions awaiting replies (which stops it
+    /// Server side: keeps the loop's count of sessions awaiting replies (which stops it
     /// batching audio) in step with this session's outstanding requests.
     func updateAwaitingReply() {
+        guard case .server = side else { return }
         let awaits = !closed && state.awaitsReply
         guard awaits != countedAsAwaiting else { return }
         countedAsAwaiting = awaits
@@ -96,28 +70,30 @@ final class UpstreamHalf: Half, @unchecked Sendable {
     /// Connects to the server at `path` (on the session's loop) and starts watching it.
     func connect(path: String, attempt: Int = 0) {
         guard !closed else { return }
-        if fd < 0 {
-            fd = earmuff_unix_socket()
-            guard fd >= 0 else {
-                close(reason: "cannot create a socket for the server: \(SystemError("socket"))")
+        if !socket.isOpen {
+            do throws(Errno) {
+                socket = try .unixSocket()
+            } catch {
+                close(reason: "cannot create a socket for the server: \(SystemError("socket", error))")
                 return
             }
         }
-        if earmuff_unix_connect(fd, path) != 0 {
-            let e = errno
-            if (e == EAGAIN || e == EINPROGRESS) && attempt < 100 {
+        do throws(Errno) {
+            try socket.connect(to: path)
+        } catch {
+            if error.isNotReady && attempt < 100 {
                 // The server's accept queue is full: try again shortly.
                 loop.schedule(after: 0.02) { [self] in connect(path: path, attempt: attempt + 1) }
                 return
             }
-            close(reason: "cannot connect to the server at \(path): \(String(cString: strerror(e)))")
+            close(reason: "cannot connect to the server at \(path): \(error)")
             return
         }
-        _ = earmuff_set_passcred(fd)
+        try? socket.passCredentials()
         do {
             // Not urgent: what a server sends unasked (record audio, events) may
             // gather for a moment; replies are awaited with batching off.
-            token = try loop.register(fd, events: Half.socketEvents, handler: self, urgent: false)
+            token = try loop.register(socket.rawValue, events: Half.socketEvents, handler: self, urgent: false)
         } catch {
             close(reason: "cannot watch the server socket: \(error)")
             return

@@ -15,6 +15,7 @@
 import CLinux
 import Consent
 import Glibc
+import LinuxSystem
 
 final class LauncherSockets: Sendable {
     private struct Run {
@@ -121,7 +122,7 @@ private final class OwnerExit: LoopHandler, @unchecked Sendable {
         self.exited = exited
     }
 
-    deinit { closeFD(pidfd) }
+    deinit { if pidfd >= 0 { _ = Glibc.close(pidfd) } }
 
     func watch() {
         loop.assertInLoop()
@@ -143,7 +144,7 @@ private final class OwnerExit: LoopHandler, @unchecked Sendable {
         loop.assertInLoop()
         if token != 0 { loop.remove(pidfd, token: token) }
         token = 0
-        closeFD(pidfd)
+        if pidfd >= 0 { _ = Glibc.close(pidfd) }
         pidfd = -1
     }
 }

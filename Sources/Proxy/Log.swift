@@ -1,6 +1,7 @@
 // One-line log records to stderr, safe from any thread.
 import Consent
 import Glibc
+import LinuxSystem
 import Synchronization
 
 /// The daemon's logger. Each record is one `write(2)` so lines never interleave.

@@ -1,18 +1,20 @@
 // A session is one client connection and its own upstream connection, both
 // on the same event loop (thread):
 //
-//   client fd ── ClientHalf ──ring up──▶ UpstreamHalf ── upstream fd
-//             ◀──────────── ring down ◀──
+//   client fd ── Half(.client) ──ring up──▶ Half(.server) ── upstream fd
+//             ◀──────────────── ring down ◀──
 //
 // Each half owns one socket. It produces into one ring (what it reads, after
-// its direction's filter) and consumes the other (what it writes). A chunk
-// read from one socket goes straight to the other when that socket takes it
-// (`WriteThrough`); only the rest waits in the ring, and a full ring stops
-// reading the source (backpressure). Wake-ups between the two halves stay on
-// the loop's thread; shared control state lives in `SessionState`.
-import CLinux
+// its direction's filter) and consumes the other (what it writes). Every chunk
+// read goes through the half's `FrameProcessor` once, which asks the
+// direction's filter (`HalfSide`) about each frame and emits what passes to the
+// half (its `FrameSink`). Emitted bytes go straight to the other socket when it
+// takes them (`writeThrough`); only the rest waits in the ring, and a full ring
+// stops reading the source (backpressure). Wake-ups between the two halves stay
+// on the loop's thread; shared control state lives in `SessionState`.
 import Consent
 import Glibc
+import LinuxSystem
 import PulseWire
 import Ring
 import Synchronization
@@ -86,15 +88,41 @@ struct HalfSignal: OptionSet, Sendable {
     static let readMore = HalfSignal(rawValue: 16)
 }
 
+/// Which socket of a session a half owns, with the filter of the direction it reads.
+enum HalfSide {
+    /// The app's socket: reads requests and playback data, writes replies, events and
+    /// (possibly silenced) record data.
+    case client(ClientToServerFilter)
+    /// The sound server's socket: reads replies, events and record data, writes the
+    /// client's requests and playback data.
+    case server(ServerToClientFilter)
+
+    /// Which side this is, for log lines.
+    var name: String {
+        switch self {
+        case .client: "client"
+        case .server: "server"
+        }
+    }
+}
+
 /// One socket of a session, owned by one loop.
-class Half: LoopHandler, Wakeable, WriteThrough, @unchecked Sendable {
+final class Half: LoopHandler, Wakeable, FrameSink, @unchecked Sendable {
     // @unchecked Sendable: every mutable property is touched only on `loop`'s
     // thread, except `signals`, which is atomic; other threads only call `notify`.
     let loop: EventLoop
     let state: SessionState
-    let producerForwarder: Forwarder
+    let side: HalfSide
+    /// What this half reads, frame by frame (its direction's filter decides).
+    private var frames: FrameProcessor
+    /// The ring this half produces into (what it read and let through) ...
+    let producerRing: ByteRing
+    /// ... and the bytes that ring could not take yet (while any wait, reading stops).
+    private(set) var backlog = ByteBacklog()
+    /// The ring this half writes to its socket.
     let consumerRing: ByteRing
-    var fd: Int32 = -1
+    /// This half's socket (none until it is connected; none again once closed).
+    var socket = FileDescriptor.none
     var token: UInt64 = 0
     var peer: Half?
     var closed = false
@@ -105,19 +133,34 @@ class Half: LoopHandler, Wakeable, WriteThrough, @unchecked Sendable {
     private var hangupSeen = false
     private let signals = Atomic<UInt8>(0)
     private let queued = Atomic<Bool>(false)
-    var filter: FrameFilter! // set right after init by the subclass; never nil afterwards
+    /// Client side: packets forwarded when the loop was last asked to poll for a reply.
+    var requestsSeen = 0
+    /// Client side: run once when the half has closed (ends the session).
+    var onClose: (() -> Void)?
+    /// Server side: whether the first bytes (AUTH, with our credentials) went out.
+    var credentialsSent = false
+    /// Server side: whether this session is counted in the loop's sessions awaiting a reply.
+    var countedAsAwaiting = false
 
-    /// `packetLimit` and `budget` bound what this half buffers of the packets it reads.
-    init(loop: EventLoop, state: SessionState, produceInto: ByteRing, consumeFrom: ByteRing,
-         packetLimit: Int = Int(Limits.maxFrameLength), budget: PacketBudget? = nil) {
+    /// `packetLimit` bounds what this half buffers of one packet it reads.
+    init(_ side: HalfSide, loop: EventLoop, state: SessionState, produceInto: ByteRing, consumeFrom: ByteRing,
+         packetLimit: Int = Int(Limits.maxFrameLength)) {
+        self.side = side
         self.loop = loop
         self.state = state
-        producerForwarder = Forwarder(ring: produceInto, packetLimit: packetLimit, budget: budget)
+        frames = FrameProcessor(packetLimit: packetLimit)
+        producerRing = produceInto
         consumerRing = consumeFrom
     }
 
     /// Which side this is, for log lines.
-    var sideName: String { "" }
+    var sideName: String { side.name }
+
+    /// True when no frame is half-way through what this half reads.
+    var isAtFrameBoundary: Bool { frames.isAtFrameBoundary }
+
+    /// Packets this half has forwarded so far.
+    var packetsForwarded: Int { frames.packetsForwarded }
 
     // MARK: cross-thread
 
@@ -155,35 +198,37 @@ class Half: LoopHandler, Wakeable, WriteThrough, @unchecked Sendable {
     /// epoll_ctl. Output is watched only while a write waits after EAGAIN:
     /// watched all the time, every read by the peer would wake the loop (and
     /// end its wait for a reply) for nothing.
-    static let socketEvents = EARMUFF_EPOLLIN | EARMUFF_EPOLLRDHUP | EARMUFF_EPOLLET
+    static let socketEvents = PollEvents.input | PollEvents.peerHangUp | PollEvents.edgeTriggered
 
     /// A write hit EAGAIN: watch for output until the socket drains.
     private func waitForOutput() {
         wantWrite = true
-        if token != 0 { loop.modify(fd, token: token, events: Self.socketEvents | EARMUFF_EPOLLOUT) }
+        if token != 0 { loop.modify(socket.rawValue, token: token, events: Self.socketEvents | PollEvents.output) }
     }
 
     func handleEvents(_ events: UInt32) {
         guard !closed else { return }
-        if events & (EARMUFF_EPOLLOUT | EARMUFF_EPOLLERR | EARMUFF_EPOLLHUP) != 0 && wantWrite {
+        if events & (PollEvents.output | PollEvents.error | PollEvents.hangUp) != 0 && wantWrite {
             wantWrite = false
             drainConsumerRing()
             if closed { return }
-            if !wantWrite && token != 0 { loop.modify(fd, token: token, events: Self.socketEvents) }
+            if !wantWrite && token != 0 { loop.modify(socket.rawValue, token: token, events: Self.socketEvents) }
         }
-        if events & (EARMUFF_EPOLLHUP | EARMUFF_EPOLLERR | EARMUFF_EPOLLRDHUP) != 0 { hangupSeen = true }
-        if events & (EARMUFF_EPOLLIN | EARMUFF_EPOLLHUP | EARMUFF_EPOLLERR | EARMUFF_EPOLLRDHUP) != 0 {
+        if events & (PollEvents.hangUp | PollEvents.error | PollEvents.peerHangUp) != 0 { hangupSeen = true }
+        if events & (PollEvents.input | PollEvents.hangUp | PollEvents.error | PollEvents.peerHangUp) != 0 {
             readAvailable()
         }
     }
 
-    /// Sends up to two regions to our socket (the upstream half adds credentials to its first write).
-    func writeOut(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> IOResult {
-        writeRegions(fd, a, b)
+    /// Sends up to two regions to our socket (the server side's first write carries credentials).
+    private func writeOut(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) throws(Errno) -> Int {
+        guard case .server = side, !credentialsSent else { return try socket.send(a, b) }
+        // The first bytes (AUTH) carry our credentials explicitly, so the
+        // server's uid check never depends on when it set SO_PASSCRED.
+        let n = try socket.sendWithCredentials(a)
+        credentialsSent = true
+        return n
     }
-
-    /// Hook for the upstream half to insert packets at a frame boundary.
-    func injectPending() {}
 
     /// Reads and forwards until the socket is empty, the ring is full, or a fair share is done.
     func readAvailable() {
@@ -198,11 +243,11 @@ class Half: LoopHandler, Wakeable, WriteThrough, @unchecked Sendable {
                 return
             }
             rounds += 1
-            if !producerForwarder.backlog.isEmpty {
+            if !backlog.isEmpty {
                 pauseReading()
                 return
             }
-            let space = producerForwarder.ring.freeSpace()
+            let space = producerRing.freeSpace()
             if space == 0 {
                 pauseReading()
                 return
@@ -210,88 +255,136 @@ class Half: LoopHandler, Wakeable, WriteThrough, @unchecked Sendable {
             var closedFDs: Int32 = 0
             var sender: Int32 = 0
             let limit = UnsafeMutableRawBufferPointer(rebasing: scratch[0..<min(scratch.count, max(space, 4096))])
-            switch readClosingFDs(fd, into: limit, closedFDs: &closedFDs, senderPID: &sender) {
-            case .bytes(let n):
-                loop.noteRead(n)
-                if sender != 0 { noteSender(sender) }
-                if closedFDs > 0 { Log.debug("session \(state.id): closed \(closedFDs) fd(s) received from the \(sideName)") }
-                do {
-                    _ = try producerForwarder.process(UnsafeMutableRawBufferPointer(rebasing: limit[0..<n]), filter: filter)
-                } catch {
-                    close(reason: "protocol violation from the \(sideName): \(error)")
-                    return
+            let n: Int
+            do throws(Errno) {
+                n = try socket.receiveClosingDescriptors(into: limit, closedCount: &closedFDs, senderPID: &sender)
+            } catch {
+                if error == .wouldBlock { return }
+                if error.isPeerClosed {
+                    endOfInput(reason: "\(sideName) closed the connection")
+                } else {
+                    close(reason: "read from the \(sideName): \(error)")
                 }
-                // Same thread: write what the ring holds to the other socket now
-                // (a no-op when it is empty or the socket is full).
-                peer?.drainConsumerRing()
-                afterProcessing()
-                // What neither the other socket nor the ring took waits in the backlog: park
-                // now, so the consumer's drain wakes us (a short read below would return
-                // without parking, and a large packet would wait for the peer's next bytes).
-                if !producerForwarder.backlog.isEmpty && !closed {
-                    pauseReading()
-                    return
-                }
-                // A short read emptied the stream socket: new data (or a hang-up
-                // arriving later) raises a new edge, so skip the read that would
-                // only say EAGAIN. Not when the hang-up was already reported
-                // (EOF must still be read), nor when descriptors ended the read.
-                if n < limit.count && closedFDs == 0 && !hangupSeen { return }
-            case .wouldBlock:
-                return
-            case .peerClosed:
-                endOfInput(reason: "\(sideName) closed the connection")
-                return
-            case .failed(let e):
-                close(reason: "read from the \(sideName): \(String(cString: strerror(e)))")
                 return
             }
+            if n == 0 {
+                endOfInput(reason: "\(sideName) closed the connection")
+                return
+            }
+            loop.noteRead(n)
+            if closedFDs > 0 { Log.debug("session \(state.id): closed \(closedFDs) fd(s) received from the \(sideName)") }
+            let chunk = UnsafeMutableRawBufferPointer(rebasing: limit[0..<n])
+            do {
+                switch side {
+                case .client(let requests):
+                    // With SO_PASSCRED (set at accept) one read never mixes two senders' bytes, so
+                    // the pid of this read is the sender of the packets the filter is about to see.
+                    if sender != 0 { state.lastSenderPID.store(sender, ordering: .relaxed) }
+                    try frames.process(chunk, filter: requests, sink: self)
+                case .server(let replies):
+                    try frames.process(chunk, filter: replies, sink: self)
+                }
+            } catch {
+                close(reason: "protocol violation from the \(sideName): \(error)")
+                return
+            }
+            // Same thread: write what the ring holds to the other socket now
+            // (a no-op when it is empty or the socket is full).
+            peer?.drainConsumerRing()
+            afterProcessing()
+            // What neither the other socket nor the ring took waits in the backlog: park
+            // now, so the consumer's drain wakes us (a short read below would return
+            // without parking, and a large packet would wait for the peer's next bytes).
+            if !backlog.isEmpty && !closed {
+                pauseReading()
+                return
+            }
+            // A short read emptied the stream socket: new data (or a hang-up
+            // arriving later) raises a new edge, so skip the read that would
+            // only say EAGAIN. Not when the hang-up was already reported
+            // (EOF must still be read), nor when descriptors ended the read.
+            if n < limit.count && closedFDs == 0 && !hangupSeen { return }
         }
     }
 
-    /// The pid that sent the bytes just read (the client half keeps it for the filter).
-    func noteSender(_ pid: Int32) {}
+    // MARK: FrameSink
 
-    /// Called after each processed chunk (the upstream half injects here).
-    func afterProcessing() {}
+    /// Chunks at least this large are offered to the peer's `writeThrough` (smaller ones
+    /// gather in the ring and leave with the next large one or the next drain).
+    static let writeThroughMinimum = 1024
 
-    /// Whether `writeThrough` may write to our socket now (the upstream half
+    func emit(_ bytes: UnsafeRawBufferPointer) {
+        _ = emitting(bytes)
+    }
+
+    /// Puts `bytes` out: to the other socket if it takes them, else the ring, else the
+    /// backlog. Returns whether the consumer must be woken.
+    private func emitting(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        guard backlog.isEmpty else {
+            backlog.append(bytes)
+            return false
+        }
+        var rest = bytes
+        if bytes.count >= Self.writeThroughMinimum, let consumer = peer {
+            let n = consumer.writeThrough(bytes)
+            if n == bytes.count { return false }
+            rest = UnsafeRawBufferPointer(rebasing: bytes[n...])
+        }
+        let (written, wake) = producerRing.write(rest)
+        if written < rest.count {
+            backlog.append(UnsafeRawBufferPointer(rebasing: rest[written...]))
+        }
+        return wake
+    }
+
+    /// Puts a whole packet (e.g. an ERROR reply) out at the current frame boundary.
+    /// Only valid between frames of what this half reads; returns whether the consumer must be woken.
+    func inject(packet payload: [UInt8]) -> Bool {
+        let w1 = FrameDescriptor.packet(length: UInt32(payload.count)).bytes.withUnsafeBytes { emitting($0) }
+        let w2 = payload.withUnsafeBytes { emitting($0) }
+        return w1 || w2
+    }
+
+    /// Whether `writeThrough` may write to our socket now (the server side
     /// sends its first bytes with credentials, so not before that).
-    var acceptsWriteThrough: Bool { true }
+    private var acceptsWriteThrough: Bool {
+        if case .server = side { return credentialsSent }
+        return true
+    }
 
+    /// Writes what the ring holds and then as much of `bytes` as our socket takes, with one
+    /// system call (the peer's bytes, on this same loop thread); returns how many of `bytes` were written.
     func writeThrough(_ bytes: UnsafeRawBufferPointer) -> Int {
-        guard !closed, fd >= 0, !wantWrite, acceptsWriteThrough else { return 0 }
+        guard !closed, socket.isOpen, !wantWrite, acceptsWriteThrough else { return 0 }
         var inRing = 0
-        let result = consumerRing.withReadableRegions { a, b -> IOResult in
+        let result = consumerRing.withReadableRegions { a, b -> Result<Int, Errno> in
             inRing = a.count + b.count
-            return writeRegions(fd, a, b, bytes)
+            return Result { () throws(Errno) in try socket.send(a, b, bytes) }
         }
         switch result {
-        case .bytes(let n):
+        case .success(let n):
             if consumerRing.consume(min(n, inRing)) { peer?.notify(.space) }
             return max(0, n - inRing)
-        case .wouldBlock:
-            waitForOutput()
-            return 0
-        case .peerClosed, .failed:
-            // The bytes go to the ring; the next drain reports the error and closes.
+        case .failure(let error):
+            // Otherwise the bytes go to the ring; the next drain reports the error and closes.
+            if error == .wouldBlock { waitForOutput() }
             return 0
         }
     }
 
     /// Free space a parked producer waits for: half the ring, so wake-ups move big chunks.
-    private var parkThreshold: Int { producerForwarder.ring.capacity / 2 }
+    private var parkThreshold: Int { producerRing.capacity / 2 }
 
     private func pauseReading() {
         reading = false
         // Re-check after marking ourselves parked so a consume() in between is not missed.
-        if producerForwarder.ring.parkProducer(minimumFreeSpace: parkThreshold) { notify(.space) }
+        if producerRing.parkProducer(minimumFreeSpace: parkThreshold) { notify(.space) }
     }
 
     private func resumeProducing() {
-        if producerForwarder.flushBacklog() { peer?.notify(.readable) }
-        if !producerForwarder.backlog.isEmpty {
-            if producerForwarder.ring.parkProducer(minimumFreeSpace: parkThreshold) { notify(.space) }
+        if backlog.flush(into: producerRing) { peer?.notify(.readable) }
+        if !backlog.isEmpty {
+            if producerRing.parkProducer(minimumFreeSpace: parkThreshold) { notify(.space) }
             return
         }
         injectPending()
@@ -308,25 +401,27 @@ class Half: LoopHandler, Wakeable, WriteThrough, @unchecked Sendable {
 
     /// Writes what the consumer ring holds to our socket.
     func drainConsumerRing() {
-        guard !closed, fd >= 0, !wantWrite else { return }
+        guard !closed, socket.isOpen, !wantWrite else { return }
         while true {
             let finished = consumerRing.isProducerFinished
             if consumerRing.readableCount() == 0 {
                 if finished { close(reason: nil) }
                 return
             }
-            let result = consumerRing.withReadableRegions { a, b in writeOut(a, b) }
+            let result = consumerRing.withReadableRegions { a, b in
+                Result { () throws(Errno) in try writeOut(a, b) }
+            }
             switch result {
-            case .bytes(let n):
+            case .success(let n):
                 if consumerRing.consume(n) { peer?.notify(.space) }
-            case .wouldBlock:
-                waitForOutput()
-                return
-            case .peerClosed:
-                close(reason: "\(sideName) closed the connection")
-                return
-            case .failed(let e):
-                close(reason: "write to the \(sideName): \(String(cString: strerror(e)))")
+            case .failure(let error):
+                if error == .wouldBlock {
+                    waitForOutput()
+                } else if error.isPeerClosed {
+                    close(reason: "\(sideName) closed the connection")
+                } else {
+                    close(reason: "write to the \(sideName): \(error)")
+                }
                 return
             }
         }
@@ -338,14 +433,14 @@ class Half: LoopHandler, Wakeable, WriteThrough, @unchecked Sendable {
         reading = false
         // Nothing more will be read: stop watching the socket.
         if token != 0 {
-            loop.remove(fd, token: token)
+            loop.remove(socket.rawValue, token: token)
             token = 0
         }
         Log.debug("session \(state.id): \(reason)")
         state.noteCloseReason(reason)
-        if producerForwarder.backlog.isEmpty {
+        if backlog.isEmpty {
             finishAfterEOF()
-        } else if producerForwarder.ring.parkProducer() {
+        } else if producerRing.parkProducer() {
             resumeProducing()
         }
     }
@@ -364,18 +459,14 @@ class Half: LoopHandler, Wakeable, WriteThrough, @unchecked Sendable {
         if let reason {
             state.noteCloseReason(reason)
         }
-        if token != 0 { loop.remove(fd, token: token) }
-        closeFD(fd)
-        fd = -1
-        producerForwarder.releaseBudget()
-        _ = producerForwarder.ring.finishProducing()
+        if token != 0 { loop.remove(socket.rawValue, token: token) }
+        socket.close()
+        if case .client(let requests) = side { requests.releaseBudget() }
+        _ = producerRing.finishProducing()
         if let p = peer {
             p.notify(gracefulPeer ? .readable : .terminate)
         }
         peer = nil
         didClose()
     }
-
-    /// Hook run once when this half has closed.
-    func didClose() {}
 }

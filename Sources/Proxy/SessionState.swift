@@ -1,6 +1,7 @@
 // Control state shared by the two halves of a session. Touched only when a
 // packet passes (never per audio frame), so a lock is fine here.
 import Consent
+import LinuxSystem
 import PulseWire
 import Synchronization
 

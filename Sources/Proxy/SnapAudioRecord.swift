@@ -12,6 +12,7 @@ import CLinux
 import Consent
 import Foundation
 import Glibc
+import LinuxSystem
 
 /// snapd's answer about one snap.
 enum SnapConnectionAnswer: Equatable, Sendable {

@@ -11,6 +11,7 @@
 // restart of the daemon, and apps that connect meanwhile wait in its backlog.
 // The variables are removed from the environment so children never see them.
 import Glibc
+import LinuxSystem
 
 /// One descriptor passed by the service manager.
 public struct PassedSocket: Equatable, Sendable {
@@ -94,7 +95,7 @@ public enum SocketActivation {
         guard let fd = try listener(for: path, among: passed) else { return nil }
         let flags = fcntl(fd, F_GETFL)
         guard flags >= 0, fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0 else {
-            throw SocketActivationError(description: "cannot make the passed socket \(path) non-blocking: \(String(cString: strerror(errno)))")
+            throw SocketActivationError(description: "cannot make the passed socket \(path) non-blocking: \(Errno.current)")
         }
         return fd
     }

@@ -20,6 +20,7 @@
 // emptied (streams on unknown sources stay silent) and the catalog reconnects
 // after a growing delay (loop timers), at once when a client connects or a
 // record stream starts.
+import LinuxSystem
 import CLinux
 import Consent
 import Glibc
@@ -118,7 +119,7 @@ private final class CatalogConnection: LoopHandler, Wakeable, @unchecked Sendabl
     private let callbacks: Callbacks
     private let queued = Atomic<Bool>(false)
 
-    private var fd: Int32 = -1
+    private var socket = FileDescriptor.none
     private var token: UInt64 = 0
     private var conversation = CatalogConversation()
     private var parser = FrameParser()
@@ -156,7 +157,7 @@ private final class CatalogConnection: LoopHandler, Wakeable, @unchecked Sendabl
         loop.assertInLoop()
         queued.store(false, ordering: .releasing)
         guard !stopped else { return }
-        if fd < 0 {
+        if !socket.isOpen {
             // The server may be back: a stream stays silent until its source is known.
             delay = Self.firstDelay
             connect()
@@ -167,16 +168,20 @@ private final class CatalogConnection: LoopHandler, Wakeable, @unchecked Sendabl
 
     func connect() {
         loop.assertInLoop()
-        guard !stopped, fd < 0 else { return }
+        guard !stopped, !socket.isOpen else { return }
         attempt &+= 1
-        let s = earmuff_unix_socket()
-        guard s >= 0 else { return failed(SourceCatalogError("cannot create a socket: \(SystemError("socket"))")) }
-        fd = s
-        guard earmuff_unix_connect(fd, upstream.path) == 0 else {
-            return failed(SourceCatalogError("cannot connect: \(String(cString: strerror(errno)))"))
+        do {
+            socket = try FileDescriptor.unixSocket()
+        } catch {
+            return failed(SourceCatalogError("cannot create a socket: \(error)"))
         }
         do {
-            token = try loop.register(fd, events: EARMUFF_EPOLLIN | EARMUFF_EPOLLRDHUP, handler: self)
+            try socket.connect(to: upstream.path)
+        } catch {
+            return failed(SourceCatalogError("cannot connect: \(error)"))
+        }
+        do {
+            token = try loop.register(socket.rawValue, events: EARMUFF_EPOLLIN | EARMUFF_EPOLLRDHUP, handler: self)
         } catch {
             return failed(SourceCatalogError("cannot watch the socket: \(error)"))
         }
@@ -192,28 +197,27 @@ private final class CatalogConnection: LoopHandler, Wakeable, @unchecked Sendabl
 
     func handleEvents(_ events: UInt32) {
         loop.assertInLoop()
-        guard fd >= 0 else { return }
+        guard socket.isOpen else { return }
         if events & EARMUFF_EPOLLOUT != 0 { flush() }
-        if fd >= 0, events & (EARMUFF_EPOLLIN | EARMUFF_EPOLLHUP | EARMUFF_EPOLLERR | EARMUFF_EPOLLRDHUP) != 0 { read() }
+        if socket.isOpen, events & (EARMUFF_EPOLLIN | EARMUFF_EPOLLHUP | EARMUFF_EPOLLERR | EARMUFF_EPOLLRDHUP) != 0 { read() }
     }
 
     private func read() {
         var closedFDs: Int32 = 0
         var sender: Int32 = 0
-        switch readClosingFDs(fd, into: loop.scratch, closedFDs: &closedFDs, senderPID: &sender) {
-        case .bytes(let n):
+        do {
+            let n = try socket.receiveClosingDescriptors(into: loop.scratch, closedCount: &closedFDs, senderPID: &sender)
+            guard n > 0 else { return failed(SourceCatalogError("the server closed the connection")) }
             parser.append(UnsafeRawBufferPointer(rebasing: loop.scratch[0..<n]))
-        case .wouldBlock:
-            return
-        case .peerClosed:
-            return failed(SourceCatalogError("the server closed the connection"))
-        case .failed(let e):
-            return failed(SourceCatalogError("read: \(String(cString: strerror(e)))"))
+        } catch {
+            if error.isNotReady { return }
+            if error.isPeerClosed { return failed(SourceCatalogError("the server closed the connection")) }
+            return failed(SourceCatalogError("read: \(error)"))
         }
         do {
             while let frame = try parser.next() {
                 run(try conversation.handle(frame, now: monotonicNow()))
-                guard fd >= 0 else { return }
+                guard socket.isOpen else { return }
             }
         } catch let e as SourceCatalogError {
             return failed(e)
@@ -249,14 +253,14 @@ private final class CatalogConnection: LoopHandler, Wakeable, @unchecked Sendabl
 
     /// While streams are live, asks where every source output records from, one list at a time.
     private func pollIfWatching() {
-        guard fd >= 0, !conversation.announcesMoves, callbacks.watching() else { return }
+        guard socket.isOpen, !conversation.announcesMoves, callbacks.watching() else { return }
         let now = monotonicNow()
         if now >= nextPoll, !conversation.awaitsSourceOutputList {
             nextPoll = now + SourceCatalog.pollInterval
             run([conversation.askSourceOutputs(now: now)])
         }
         // A list still unanswered asks again when its reply comes.
-        guard fd >= 0, now < nextPoll, !pollTimerSet else { return }
+        guard socket.isOpen, now < nextPoll, !pollTimerSet else { return }
         pollTimerSet = true
         let current = attempt
         loop.schedule(at: nextPoll) { [weak self] in
@@ -269,33 +273,35 @@ private final class CatalogConnection: LoopHandler, Wakeable, @unchecked Sendabl
     /// Writes what is queued, watching for room when the socket is full.
     private func flush() {
         while written < output.count {
-            let result: IOResult = output.withUnsafeBytes { all in
+            let result: Result<Int, Errno> = output.withUnsafeBytes { all in
                 let rest = UnsafeRawBufferPointer(rebasing: all[written...])
-                // The first bytes (AUTH) carry our credentials explicitly.
-                if credentialsSent { return writeRegions(fd, rest, UnsafeRawBufferPointer(start: nil, count: 0)) }
-                return .from(earmuff_send_with_creds(fd, rest.baseAddress, rest.count), readingZeroIsEOF: false)
+                return Result { () throws(Errno) -> Int in
+                    // The first bytes (AUTH) carry our credentials explicitly.
+                    if credentialsSent { return try socket.send(rest, UnsafeRawBufferPointer(start: nil, count: 0)) }
+                    return try socket.sendWithCredentials(rest)
+                }
             }
             switch result {
-            case .bytes(let n):
+            case .success(let n):
                 written += n
                 credentialsSent = true
-            case .wouldBlock:
+            case .failure(let e) where e.isNotReady:
                 if !watchingOutput {
                     watchingOutput = true
-                    loop.modify(fd, token: token, events: EARMUFF_EPOLLIN | EARMUFF_EPOLLRDHUP | EARMUFF_EPOLLOUT)
+                    loop.modify(socket.rawValue, token: token, events: EARMUFF_EPOLLIN | EARMUFF_EPOLLRDHUP | EARMUFF_EPOLLOUT)
                 }
                 return
-            case .peerClosed:
+            case .failure(let e) where e.isPeerClosed:
                 return failed(SourceCatalogError("the server closed the connection"))
-            case .failed(let e):
-                return failed(SourceCatalogError("write: \(String(cString: strerror(e)))"))
+            case .failure(let e):
+                return failed(SourceCatalogError("write: \(e)"))
             }
         }
         output.removeAll(keepingCapacity: true)
         written = 0
         if watchingOutput {
             watchingOutput = false
-            loop.modify(fd, token: token, events: EARMUFF_EPOLLIN | EARMUFF_EPOLLRDHUP)
+            loop.modify(socket.rawValue, token: token, events: EARMUFF_EPOLLIN | EARMUFF_EPOLLRDHUP)
         }
     }
 
@@ -314,11 +320,8 @@ private final class CatalogConnection: LoopHandler, Wakeable, @unchecked Sendabl
     }
 
     private func disconnect() {
-        if fd >= 0 {
-            if token != 0 { loop.remove(fd, token: token) }
-            closeFD(fd)
-        }
-        fd = -1
+        if socket.isOpen, token != 0 { loop.remove(socket.rawValue, token: token) }
+        socket.close()
         token = 0
         conversation = CatalogConversation()
         parser = FrameParser()

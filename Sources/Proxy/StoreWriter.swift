@@ -7,6 +7,7 @@
 // go first in every batch and can be flushed by the caller, so `earmuff grant`
 // never waits behind another app's writes. Usage rows keep their order (a
 // finish needs the row its start created).
+import LinuxSystem
 import Consent
 import ConsentStore
 

@@ -1,28 +1,28 @@
 // FrameProcessor: the incremental frame state machine the relay runs on every
 // byte of both directions. Pure: it owns no socket, ring or lock; what it reads
-// comes in as chunks of any size, what it lets through goes out through its
-// handler, in order.
+// comes in as chunks of any size; its filter decides about each frame, and what it
+// lets through goes out to its sink, in order.
 //
 // Per frame: the 20-byte descriptor is collected (it may straddle chunks) and
 // validated with every receiver check of `FrameDescriptor.validate()`. Then
-//   * a memblock streams through chunk by chunk: the handler decides once, from
+//   * a memblock streams through chunk by chunk: the filter decides once, from
 //     the descriptor, whether the payload passes, is overwritten in place with
 //     a silence byte, or is dropped (descriptor included);
-//   * a packet is collected whole, handed to the handler (which may rewrite it
+//   * a packet is collected whole, its header decoded, handed to the filter (which may rewrite it
 //     in place, keeping its length, or refuse it) and then emitted with its
 //     descriptor;
-//   * a packet longer than `packetLimit`, or one the handler does not admit
+//   * a packet longer than `packetLimit`, or one the filter does not admit
 //     (`admitPacket`: its share of a budget), is never buffered: only its first
-//     bytes (command and tag) are kept, the rest is skipped, and the handler is
+//     bytes (command and tag) are kept, the rest is skipped, and the filter is
 //     told (`refusedPacket`) so that it can answer it with an error.
 // Frames are never split, merged or reordered: the output is the input minus
 // dropped frames, with silenced payloads.
 
-/// What to do with the payload of one memblock frame.
-public enum MemblockAction: Equatable, Sendable {
-    /// Pass the samples through unchanged.
+/// What to do with one frame: the one answer a `FrameFilter` gives.
+public enum FrameDisposition: Equatable, Sendable {
+    /// Forward it: a memblock's samples unchanged, a packet as it is now (possibly rewritten).
     case pass
-    /// Overwrite every byte with this value before passing it on.
+    /// Memblocks only: overwrite every payload byte with this value before passing it on.
     case silence(UInt8)
     /// Forward neither the descriptor nor the payload.
     case drop
@@ -34,17 +34,16 @@ public struct ProtocolViolation: Error, CustomStringConvertible, Equatable, Send
     public init(_ description: String) { self.description = description }
 }
 
-/// Receives what a `FrameProcessor` decides and lets through.
-public protocol FrameHandler: AnyObject {
+/// Decides about each frame a `FrameProcessor` reads, and hears what it lets through.
+public protocol FrameFilter: AnyObject {
     /// A validated memblock descriptor: what to do with its payload.
-    func memblock(_ descriptor: FrameDescriptor) throws(ProtocolViolation) -> MemblockAction
-    /// A whole packet payload, which may be rewritten in place (keeping its
-    /// length); returns false to drop the packet.
-    func packet(_ payload: inout [UInt8]) throws(ProtocolViolation) -> Bool
-    /// Bytes to forward, in order (descriptors, payload chunks, packets).
-    func emit(_ bytes: UnsafeRawBufferPointer)
+    func memblock(_ descriptor: FrameDescriptor) throws(ProtocolViolation) -> FrameDisposition
     /// `count` payload bytes of the current memblock were passed (or silenced) on.
     func memblockPayload(_ count: Int, silenced: Bool)
+    /// A whole packet, its header decoded (`body` reads what follows it): `.pass` or `.drop`.
+    /// `payload` may be rewritten in place, keeping its length.
+    func packet(_ header: PacketHeader, body: TagStructReader,
+                payload: inout [UInt8]) throws(ProtocolViolation) -> FrameDisposition
     /// A packet of `length` bytes (within the processor's `packetLimit`) is about to be
     /// collected: whether it may be buffered. An admitted packet is followed by
     /// `packetReleased(length)` once it has been handed on (or dropped).
@@ -52,26 +51,45 @@ public protocol FrameHandler: AnyObject {
     /// The packet admitted with `admitPacket(length)` no longer needs its buffer.
     func packetReleased(_ length: Int)
     /// A packet was skipped without being buffered: it was longer than `limit` bytes
-    /// (`overLimit`), or `admitPacket` refused it. `prefix` holds its first bytes (at most
-    /// `FrameProcessor.refusedPrefixLength`: command and tag). Throw to close the connection.
-    func refusedPacket(prefix: [UInt8], length: Int, overLimit limit: Int?) throws(ProtocolViolation)
+    /// (`overLimit`), or `admitPacket` refused it. `header` is its command and tag (nil when
+    /// they do not decode). Throw to close the connection.
+    func refusedPacket(_ header: PacketHeader?, length: Int, overLimit limit: Int?) throws(ProtocolViolation)
 }
 
-extension FrameHandler {
+extension FrameFilter {
+    public func memblockPayload(_ count: Int, silenced: Bool) {}
     /// Every packet may be buffered.
     public func admitPacket(_ length: Int) -> Bool { true }
     public func packetReleased(_ length: Int) {}
     /// A skipped packet breaks the connection.
-    public func refusedPacket(prefix: [UInt8], length: Int, overLimit limit: Int?) throws(ProtocolViolation) {
+    public func refusedPacket(_ header: PacketHeader?, length: Int, overLimit limit: Int?) throws(ProtocolViolation) {
         throw ProtocolViolation("a packet of \(length) bytes is over the limit of \(limit ?? 0) bytes")
     }
+
+    /// Decodes a whole packet's header (the one place it is decoded) and asks `packet(_:body:payload:)`.
+    public func packet(_ payload: inout [UInt8]) throws(ProtocolViolation) -> FrameDisposition {
+        var body = TagStructReader(payload)
+        let header: PacketHeader
+        do {
+            header = try PacketHeader.decode(from: &body)
+        } catch {
+            throw ProtocolViolation("malformed packet: \(error)")
+        }
+        return try packet(header, body: body, payload: &payload)
+    }
+}
+
+/// Where a `FrameProcessor` puts the bytes it lets through, in order (descriptors,
+/// payload chunks, packets).
+public protocol FrameSink: AnyObject {
+    func emit(_ bytes: UnsafeRawBufferPointer)
 }
 
 /// Incremental frame processor for one direction of one connection.
 public struct FrameProcessor {
     private enum State {
         case descriptor
-        case memblock(remaining: Int, action: MemblockAction)
+        case memblock(remaining: Int, action: FrameDisposition)
         case packet(remaining: Int)
         /// A refused packet: its first bytes are kept (and reported once they are in), the rest skipped.
         case skip(remaining: Int, overLimit: Int?, reported: Bool)
@@ -106,7 +124,8 @@ public struct FrameProcessor {
 
     /// Processes `input`, which may be overwritten in place (silence).
     /// After a throw the stream is broken; the connection should be closed.
-    public mutating func process(_ input: UnsafeMutableRawBufferPointer, handler: some FrameHandler) throws(ProtocolViolation) {
+    public mutating func process(_ input: UnsafeMutableRawBufferPointer, filter: some FrameFilter,
+                                 sink: some FrameSink) throws(ProtocolViolation) {
         guard let base = input.baseAddress else { return }
         var pos = 0
         let end = input.count
@@ -122,19 +141,19 @@ public struct FrameProcessor {
                 pos += take
                 if headerCount == Limits.descriptorSize {
                     headerCount = 0
-                    try beginFrame(handler)
+                    try beginFrame(filter, sink)
                 }
             case .memblock(let remaining, let action):
                 let n = min(remaining, end - pos)
                 let chunk = UnsafeMutableRawBufferPointer(start: base + pos, count: n)
                 switch action {
                 case .pass:
-                    handler.memblockPayload(n, silenced: false)
-                    handler.emit(UnsafeRawBufferPointer(chunk))
+                    filter.memblockPayload(n, silenced: false)
+                    sink.emit(UnsafeRawBufferPointer(chunk))
                 case .silence(let byte):
                     chunk.initializeMemory(as: UInt8.self, repeating: byte)
-                    handler.memblockPayload(n, silenced: true)
-                    handler.emit(UnsafeRawBufferPointer(chunk))
+                    filter.memblockPayload(n, silenced: true)
+                    sink.emit(UnsafeRawBufferPointer(chunk))
                 case .drop:
                     break
                 }
@@ -150,7 +169,7 @@ public struct FrameProcessor {
                 pos += n
                 if remaining == n {
                     state = .descriptor
-                    try finishPacket(handler)
+                    try finishPacket(filter, sink)
                 } else {
                     state = .packet(remaining: remaining - n)
                 }
@@ -164,15 +183,15 @@ public struct FrameProcessor {
                 state = remaining == n ? .descriptor : .skip(remaining: remaining - n, overLimit: limit,
                                                              reported: reported || report)
                 if report {
-                    let prefix = packet
+                    let header = try? PacketHeader.decode(packet)
                     packet.removeAll(keepingCapacity: true)
-                    try handler.refusedPacket(prefix: prefix, length: Int(packetDescriptor.length), overLimit: limit)
+                    try filter.refusedPacket(header, length: Int(packetDescriptor.length), overLimit: limit)
                 }
             }
         }
     }
 
-    private mutating func beginFrame(_ handler: some FrameHandler) throws(ProtocolViolation) {
+    private mutating func beginFrame(_ filter: some FrameFilter, _ sink: some FrameSink) throws(ProtocolViolation) {
         let d = header.withUnsafeBytes { FrameDescriptor(decoding: $0) }
         do {
             try d.validate()
@@ -183,7 +202,7 @@ public struct FrameProcessor {
             packetDescriptor = d
             if packet.capacity > 1 << 20 { packet = [] } else { packet.removeAll(keepingCapacity: true) }
             let length = Int(d.length)
-            if length > packetLimit || !handler.admitPacket(length) {
+            if length > packetLimit || !filter.admitPacket(length) {
                 state = .skip(remaining: length, overLimit: length > packetLimit ? packetLimit : nil, reported: false)
                 return
             }
@@ -193,19 +212,23 @@ public struct FrameProcessor {
             state = .packet(remaining: Int(d.length))
             return
         }
-        let action = try handler.memblock(d)
+        let action = try filter.memblock(d)
         state = .memblock(remaining: Int(d.length), action: action)
         if action != .drop {
-            header.withUnsafeBytes { handler.emit($0) }
+            header.withUnsafeBytes { sink.emit($0) }
         }
     }
 
-    private mutating func finishPacket(_ handler: some FrameHandler) throws(ProtocolViolation) {
-        defer { handler.packetReleased(Int(packetDescriptor.length)) }
-        guard try handler.packet(&packet) else { return }
-        precondition(packet.count == Int(packetDescriptor.length), "a frame handler changed a packet's length")
+    private mutating func finishPacket(_ filter: some FrameFilter, _ sink: some FrameSink) throws(ProtocolViolation) {
+        defer { filter.packetReleased(Int(packetDescriptor.length)) }
+        switch try filter.packet(&packet) {
+        case .pass: break
+        case .drop: return
+        case .silence: preconditionFailure("a frame filter silenced a packet; only memblocks have samples")
+        }
+        precondition(packet.count == Int(packetDescriptor.length), "a frame filter changed a packet's length")
         packetsForwarded &+= 1
-        header.withUnsafeBytes { handler.emit($0) }
-        packet.withUnsafeBytes { handler.emit($0) }
+        header.withUnsafeBytes { sink.emit($0) }
+        packet.withUnsafeBytes { sink.emit($0) }
     }
 }

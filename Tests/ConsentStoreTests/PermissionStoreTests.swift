@@ -56,7 +56,7 @@ extension StoreTests {
         let blocker = dir.path + "/file"
         let fd = open(blocker, O_CREAT | O_WRONLY, 0o600)
         close(fd)
-        #expect(throws: StoreError.fileSystem(operation: "mkdir \(blocker)", errno: ENOTDIR,
+        #expect(throws: StoreError.fileSystem(operation: "mkdir \(blocker)", errno: .notDirectory,
                                               path: blocker + "/x/permissions.sqlite")) {
             _ = try PermissionStore(path: blocker + "/x/permissions.sqlite")
         }

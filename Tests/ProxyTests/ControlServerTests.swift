@@ -6,6 +6,7 @@ import ControlProtocol
 import Foundation
 import Glibc
 import EarmuffClient
+import LinuxSystem
 import Proxy
 import Testing
 
@@ -218,7 +219,7 @@ func waitUntil(seconds: Double = 10, _ condition: () -> Bool) -> Bool {
         #expect {
             _ = try ControlServer(path: f.path, handler: f.handler)
         } throws: { e in
-            (e as? ControlServerError)?.code == EADDRINUSE
+            (e as? ControlServerError)?.code == .addressInUse
         }
         // The first one still works.
         _ = try f.connect().request(.status)

@@ -68,11 +68,11 @@ private struct Pair {
     /// AUTH (with the SHM and memfd bits) both ways.
     func authenticate() throws {
         var auth = AuthRequest(versionWord: 0xC000_0000 | Limits.protocolVersion).packet(tag: 0, version: 0)
-        #expect(try c2s.packet(&auth) == .forward)
+        #expect(try c2s.packet(&auth) == .pass)
         #expect(try AuthRequest.decodePacket(auth, version: 0).message.versionWord == Limits.protocolVersion,
                 "the client's transport flags are stripped")
         var reply = AuthReply(versionWord: 0x8000_0000 | Limits.protocolVersion).packet(tag: 0, version: 0)
-        #expect(try s2c.packet(&reply) == .forward)
+        #expect(try s2c.packet(&reply) == .pass)
         #expect(try AuthReply.decodePacket(reply, version: 0).message.versionWord == Limits.protocolVersion,
                 "the server's transport flags are stripped")
     }
@@ -84,7 +84,7 @@ private struct Pair {
         req.channelMap = .mono
         req.volume = CVolume(channels: 1, volume: CVolume.norm)
         var request = req.packet(tag: tag, version: Limits.protocolVersion)
-        #expect(try c2s.packet(&request) == .forward)
+        #expect(try c2s.packet(&request) == .pass)
         var rep = CreateRecordStreamReply()
         rep.channel = channel
         rep.sourceOutputIndex = 40 + channel
@@ -92,7 +92,7 @@ private struct Pair {
         rep.channelMap = .mono
         rep.sourceName = "mic"
         var reply = rep.packet(tag: tag, version: Limits.protocolVersion)
-        #expect(try s2c.packet(&reply) == .forward)
+        #expect(try s2c.packet(&reply) == .pass)
     }
 }
 
@@ -131,7 +131,7 @@ private struct Pair {
             $0.writeString("module-stream-restore")
             $0.writeU32(1)
         }
-        #expect(try p.c2s.packet(&restore) == .forward)
+        #expect(try p.c2s.packet(&restore) == .pass)
         #expect(p.observer.permissionCalls.count == 1)
         var malformed = PermissionCall.get(kind: "microphone").packet(tag: 9) + [0x4C, 0, 0, 0, 1]
         #expect(throws: ProtocolViolation.self) { try p.c2s.packet(&malformed) }
@@ -146,7 +146,7 @@ private struct Pair {
         let refused = p.observer.refused
         #expect(refused.count == 1 && refused[0].0 == 9 && refused[0].1 == ErrorCode.access.rawValue)
         var info = payload(.getServerInfo, tag: 10)
-        #expect(try p.c2s.packet(&info) == .forward)
+        #expect(try p.c2s.packet(&info) == .pass)
     }
 
     @Test("a missing purpose closes the connection before the request is forwarded")
@@ -168,12 +168,12 @@ private struct Pair {
         let stream = try #require(p.observer.started.first)
         #expect(stream.channel == 3 && stream.sampleSpec.format == .u8 && stream.sourceName == "mic")
         #expect(p.state.ownSourceOutputs.withLock { $0 } == [43])
-        guard case .silence(0x80, let s?) = try p.s2c.memblock(FrameDescriptor(length: 64, channel: 3)), s === stream else {
+        guard case .silence(0x80) = try p.s2c.memblock(FrameDescriptor(length: 64, channel: 3)), p.s2c.records[3] === stream else {
             Issue.record("an ungranted u8 stream is silenced with 0x80")
             return
         }
         stream.setReal(true)
-        guard case .pass(let s?) = try p.s2c.memblock(FrameDescriptor(length: 64, channel: 3)), s === stream else {
+        guard case .pass = try p.s2c.memblock(FrameDescriptor(length: 64, channel: 3)), p.s2c.records[3] === stream else {
             Issue.record("a granted stream passes")
             return
         }
@@ -181,7 +181,7 @@ private struct Pair {
             Issue.record("a memblock on an unknown channel is dropped")
         }
         var killed = RecordStreamKilled(channel: 3).packet(tag: 0xFFFF_FFFF, version: Limits.protocolVersion)
-        #expect(try p.s2c.packet(&killed) == .forward)
+        #expect(try p.s2c.packet(&killed) == .pass)
         #expect(p.observer.ended.map(\.channel) == [3])
         #expect(p.state.ownSourceOutputs.withLock { $0 }.isEmpty)
         if case .drop = try p.s2c.memblock(FrameDescriptor(length: 64, channel: 3)) {} else {
@@ -198,14 +198,14 @@ private struct Pair {
         #expect(!stream.directOnInput && stream.placement.withLock { $0.kind } == nil)
         var moved = RecordStreamMoved(channel: 3, sourceIndex: 0, sourceName: "out.monitor", suspended: false)
             .packet(tag: 0xFFFF_FFFF, version: Limits.protocolVersion)
-        #expect(try p.s2c.packet(&moved) == .forward)
+        #expect(try p.s2c.packet(&moved) == .pass)
         #expect(p.observer.moved.map { $0 === stream } == [true])
         let placement = stream.placement.withLock { $0 }
         #expect(placement.source == "out.monitor" && placement.sourceIndex == 0 && placement.movedAt > 0)
         // A move of a channel that is not a record stream of this session is forwarded and otherwise ignored.
         var other = RecordStreamMoved(channel: 9, sourceIndex: 1, sourceName: "mic", suspended: false)
             .packet(tag: 0xFFFF_FFFF, version: Limits.protocolVersion)
-        #expect(try p.s2c.packet(&other) == .forward)
+        #expect(try p.s2c.packet(&other) == .pass)
         #expect(p.observer.moved.count == 1)
     }
 

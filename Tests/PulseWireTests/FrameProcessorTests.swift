@@ -6,7 +6,7 @@ import Testing
 
 /// Records what a `FrameProcessor` lets through; silences memblocks of
 /// `silenced` channels and drops those of `dropped` channels.
-final class RecordingHandler: FrameHandler {
+final class RecordingHandler: FrameFilter, FrameSink {
     var silenced: Set<UInt32> = []
     var dropped: Set<UInt32> = []
     var refusePacketsWithCommand: UInt32?
@@ -19,7 +19,7 @@ final class RecordingHandler: FrameHandler {
     var notAdmitted: Int?
     var admitted: [Int] = []
     var released: [Int] = []
-    var refused: [(prefix: [UInt8], length: Int, limit: Int?)] = []
+    var refused: [(header: PacketHeader?, length: Int, limit: Int?)] = []
 
     func admitPacket(_ length: Int) -> Bool {
         guard length != notAdmitted else { return false }
@@ -29,20 +29,21 @@ final class RecordingHandler: FrameHandler {
 
     func packetReleased(_ length: Int) { released.append(length) }
 
-    func refusedPacket(prefix: [UInt8], length: Int, overLimit limit: Int?) throws(ProtocolViolation) {
-        refused.append((prefix, length, limit))
+    func refusedPacket(_ header: PacketHeader?, length: Int, overLimit limit: Int?) throws(ProtocolViolation) {
+        refused.append((header, length, limit))
     }
 
-    func memblock(_ descriptor: FrameDescriptor) throws(ProtocolViolation) -> MemblockAction {
+    func memblock(_ descriptor: FrameDescriptor) throws(ProtocolViolation) -> FrameDisposition {
         memblocks.append(descriptor)
         if dropped.contains(descriptor.channel) { return .drop }
         return silenced.contains(descriptor.channel) ? .silence(0) : .pass
     }
 
-    func packet(_ payload: inout [UInt8]) throws(ProtocolViolation) -> Bool {
+    func packet(_ header: PacketHeader, body: TagStructReader,
+                payload: inout [UInt8]) throws(ProtocolViolation) -> FrameDisposition {
         packets.append(payload)
-        if let c = refusePacketsWithCommand, (try? PacketHeader.decode(payload).command) == c { return false }
-        return true
+        if let c = refusePacketsWithCommand, header.command == c { return .drop }
+        return .pass
     }
 
     func emit(_ bytes: UnsafeRawBufferPointer) { output.append(contentsOf: bytes) }
@@ -78,7 +79,7 @@ enum Feeding: CaseIterable, CustomStringConvertible {
 /// Runs `processor` over `chunks` into `handler`.
 func feed(_ chunks: [[UInt8]], into handler: RecordingHandler, processor: inout FrameProcessor) throws {
     for var chunk in chunks {
-        try chunk.withUnsafeMutableBytes { buf in try processor.process(buf, handler: handler) }
+        try chunk.withUnsafeMutableBytes { buf in try processor.process(buf, filter: handler, sink: handler) }
     }
 }
 
@@ -217,7 +218,7 @@ let goldenStreams: [(name: String, bytes: [UInt8])] = {
         #expect(handler.output == good + small, "fed \(feeding)")
         #expect(handler.refused.map(\.length) == [overLimit.count - 20, overBudget.count - 20])
         #expect(handler.refused.map(\.limit) == [450, nil])
-        #expect(handler.refused.map { (try? PacketHeader.decode($0.prefix)).map(\.tag) } == [7, 8])
+        #expect(handler.refused.map { $0.header?.tag } == [7, 8])
         #expect(handler.admitted == handler.released && handler.admitted.count == 2)
         #expect(processor.isAtFrameBoundary)
     }

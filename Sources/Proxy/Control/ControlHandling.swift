@@ -2,6 +2,7 @@
 // connection's id and peer, the handler it calls for each request, and its
 // options and errors.
 import ControlProtocol
+import LinuxSystem
 
 /// Identifies one control connection for the lifetime of the server.
 public struct ControlConnectionID: Hashable, Sendable, CustomStringConvertible {
@@ -76,11 +77,11 @@ public struct ControlServerOptions: Sendable {
 /// Setting up the control socket failed.
 public struct ControlServerError: Error, Sendable, CustomStringConvertible {
     /// errno of the failed call.
-    public let code: Int32
+    public let code: Errno
     /// One line naming what failed and the fix.
     public let message: String
 
-    public init(code: Int32, _ message: String) {
+    public init(code: Errno, _ message: String) {
         self.code = code
         self.message = message
     }

@@ -3,23 +3,24 @@
 import CLinux
 import ConsentStore
 import Glibc
+import LinuxSystem
 
 extension ControlServer {
-    static func failure(_ what: String, _ path: String, code: Int32 = errno) -> ControlServerError {
-        ControlServerError(code: code, "\(what) at \(path) (\(String(cString: strerror(code)))); check the path given with --control")
+    static func failure(_ what: String, _ path: String, code: Errno = .current) -> ControlServerError {
+        ControlServerError(code: code, "\(what) at \(path) (\(code)); check the path given with --control")
     }
 
     /// Creates missing directories (mode 0700) and makes the socket's own directory 0700 when we own it.
     static func prepareDirectory(for path: String) throws(ControlServerError) {
         guard path.hasPrefix("/"), let slash = path.lastIndex(of: "/") else {
-            throw ControlServerError(code: EINVAL, "the control socket path '\(path)' is not absolute; give a full path with --control")
+            throw ControlServerError(code: .invalidArgument, "the control socket path '\(path)' is not absolute; give a full path with --control")
         }
         let dir = String(path[..<slash])
         guard !dir.isEmpty else { return }
         do {
             try PrivateDirectories.createParents(of: path)
         } catch {
-            throw failure("cannot create the directory for the control socket (\(error.operation))", path, code: error.code)
+            throw failure("cannot create the directory for the control socket (\(error.operation))", path, code: error.errno)
         }
         var st = stat()
         guard stat(dir, &st) == 0 else { throw failure("cannot inspect the control socket's directory", path) }
@@ -33,15 +34,18 @@ extension ControlServer {
         var st = stat()
         guard lstat(path, &st) == 0 else { return }
         guard st.st_mode & S_IFMT == S_IFSOCK else {
-            throw ControlServerError(code: EEXIST, "\(path) exists and is not a socket; remove it or choose another --control path")
+            throw ControlServerError(code: .fileExists, "\(path) exists and is not a socket; remove it or choose another --control path")
         }
-        let fd = earmuff_unix_socket()
-        guard fd >= 0 else { return }
-        defer { close(fd) }
-        let r = earmuff_unix_connect(fd, path)
-        let e = errno
-        if r == 0 || e == EAGAIN || e == EINPROGRESS {
-            throw ControlServerError(code: EADDRINUSE, "another earmuff daemon is listening at \(path); stop it first, or choose another --control path")
+        guard let socket = try? FileDescriptor.unixSocket() else { return }
+        let listening: Bool
+        do throws(Errno) {
+            try socket.connect(to: path)
+            listening = true
+        } catch {
+            listening = error.isNotReady
+        }
+        if listening {
+            throw ControlServerError(code: .addressInUse, "another earmuff daemon is listening at \(path); stop it first, or choose another --control path")
         }
     }
 }

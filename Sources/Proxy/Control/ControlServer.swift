@@ -18,6 +18,7 @@ import Consent
 import ConsentStore
 import ControlProtocol
 import Glibc
+import LinuxSystem
 
 /// Serves the control protocol on a Unix socket from its own thread.
 ///
@@ -128,7 +129,7 @@ public final class ControlServer: @unchecked Sendable {
         do {
             loop = try EventLoop(name: "control")
         } catch {
-            let e = Self.failure("cannot set up epoll for the control socket", path, code: error.code)
+            let e = Self.failure("cannot set up epoll for the control socket", path, code: error.errno)
             close(fd)
             unlink(path)
             throw e
@@ -232,15 +233,15 @@ public final class ControlServer: @unchecked Sendable {
         while true {
             let fd = earmuff_accept(listenFD)
             if fd < 0 {
-                let e = errno
-                if e != EAGAIN && e != EWOULDBLOCK && e != ECONNABORTED {
-                    log(.warn, "control: accept failed (\(String(cString: strerror(e))))")
+                let e = Errno.current
+                if e != .wouldBlock && e != .connectionAborted {
+                    log(.warn, "control: accept failed (\(e))")
                 }
                 return
             }
             var cred = earmuff_ucred()
             guard earmuff_peercred(fd, &cred) == 0 else {
-                log(.warn, "control: refused a connection: SO_PEERCRED failed (\(String(cString: strerror(errno))))")
+                log(.warn, "control: refused a connection: SO_PEERCRED failed (\(Errno.current))")
                 close(fd)
                 continue
             }
@@ -308,9 +309,9 @@ public final class ControlServer: @unchecked Sendable {
                 peerFinishedWriting(c)
                 return
             }
-            let e = errno
-            if e == EAGAIN || e == EWOULDBLOCK || e == EINTR { return }
-            drop(c, reason: e == ECONNRESET ? nil : "read failed (\(String(cString: strerror(e))))")
+            let e = Errno.current
+            if e == .wouldBlock || e == .interrupted { return }
+            drop(c, reason: e == .connectionReset ? nil : "read failed (\(e))")
             return
         }
     }
@@ -427,10 +428,10 @@ public final class ControlServer: @unchecked Sendable {
                 c.outStart += n
                 continue
             }
-            let e = errno
-            if n < 0 && e == EINTR { continue }
-            if n < 0 && (e == EAGAIN || e == EWOULDBLOCK) { break }
-            drop(c, reason: e == EPIPE || e == ECONNRESET ? nil : "write failed (\(String(cString: strerror(e))))")
+            let e = Errno.current
+            if n < 0 && e == .interrupted { continue }
+            if n < 0 && e == .wouldBlock { break }
+            drop(c, reason: e.isPeerClosed ? nil : "write failed (\(e))")
             return
         }
         if c.pending == 0 {

@@ -5,6 +5,7 @@
 // dialogs or relay loops are busy (Dispatch's global pool, by contrast, can be
 // exhausted by blocked work items, and its timers then wait). Actions must be
 // short: they run one after another on that loop's thread.
+import LinuxSystem
 
 final class DeadlineTimers: Sendable {
     private let loop: EventLoop

@@ -13,6 +13,7 @@
 import Consent
 import Foundation
 import Glibc
+import LinuxSystem
 
 final class DesktopEntries: Sendable {
     struct Entry: Sendable, Equatable {

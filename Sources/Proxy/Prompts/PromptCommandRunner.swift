@@ -13,6 +13,7 @@
 // status, so that it can say how long its answer lasts.
 import CLinux
 import Glibc
+import LinuxSystem
 
 final class PromptCommandRunner: Sendable {
     struct Job: Sendable {
@@ -153,9 +154,9 @@ final class PromptCommandRunner: Sendable {
         } else {
             output = [-1, -1]
         }
-        defer { if output[0] >= 0 { closeFD(output[0]) } }
+        defer { if output[0] >= 0 { _ = Glibc.close(output[0]) } }
         do {
-            defer { if output[1] >= 0 { closeFD(output[1]) } }
+            defer { if output[1] >= 0 { _ = Glibc.close(output[1]) } }
             pid = try spawnShell(command, extraEnvironment: job.environment, stdout: output[1] >= 0 ? output[1] : nil)
         } catch {
             Log.error("prompt-command: \(error)")
@@ -240,7 +241,7 @@ func spawnShell(_ command: String, extraEnvironment: [String: String], stdout: I
     if let stdout { posix_spawn_file_actions_adddup2(&actions, stdout, 1) }
     var pid: pid_t = 0
     let rc = posix_spawn(&pid, "/bin/sh", &actions, &attr, &cArgs, &cEnv)
-    guard rc == 0 else { throw PromptCommandError(message: "cannot start /bin/sh: \(String(cString: strerror(rc)))") }
+    guard rc == 0 else { throw PromptCommandError(message: "cannot start /bin/sh: \(Errno(rawValue: rc))") }
     return pid
 }
 

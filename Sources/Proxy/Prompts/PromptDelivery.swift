@@ -12,6 +12,7 @@
 // its timer, withdraws its dialog and ends its command.
 import Consent
 import ControlProtocol
+import LinuxSystem
 
 final class PromptDelivery: @unchecked Sendable {
     // @unchecked Sendable: `entries` is locked; the parts are thread-safe.

@@ -15,6 +15,7 @@
 
 import DBus
 import Glibc
+import LinuxSystem
 import Synchronization
 
 /// What the relay's audio threads got.

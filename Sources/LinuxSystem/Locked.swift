@@ -1,4 +1,4 @@
-// A value behind a pthread mutex.
+// A value behind a pthread mutex: the one lock type of Earmuff's production code.
 //
 // Synchronization.Mutex is futex-based and carries no annotations the thread
 // sanitizer understands on Linux, so every correctly locked access would be
@@ -8,12 +8,12 @@
 import Glibc
 
 /// A value that is read and written only under its lock.
-final class Locked<Value>: @unchecked Sendable {
+public final class Locked<Value>: @unchecked Sendable {
     // @unchecked Sendable: `value` is touched only between lock and unlock.
     private var value: Value
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
 
-    init(_ value: Value) {
+    public init(_ value: Value) {
         self.value = value
         mutex = .allocate(capacity: 1)
         pthread_mutex_init(mutex, nil)
@@ -25,7 +25,7 @@ final class Locked<Value>: @unchecked Sendable {
     }
 
     /// Runs `body` with the value while holding the lock.
-    func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
+    public func withLock<R, E: Error>(_ body: (inout Value) throws(E) -> R) throws(E) -> R {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
         return try body(&value)

@@ -1,0 +1,191 @@
+// The owning descriptor: a socket, epoll set or eventfd that is closed exactly once, by
+// `close()` or when its owner lets go of it, and nowhere else.
+import CLinux
+import Glibc
+
+/// An open file descriptor that this value owns (`~Copyable`: one owner, one close).
+public struct FileDescriptor: ~Copyable {
+    /// The descriptor number, -1 once closed (or for `FileDescriptor.none`).
+    public private(set) var rawValue: Int32
+
+    /// Takes ownership of `rawValue` (which the caller must not close).
+    public init(taking rawValue: Int32) { self.rawValue = rawValue }
+
+    /// No descriptor (yet): a place an owner fills later.
+    public static var none: FileDescriptor { FileDescriptor(taking: -1) }
+
+    public var isOpen: Bool { rawValue >= 0 }
+
+    /// Closes the descriptor (once; later calls do nothing). EINTR is ignored: Linux always
+    /// releases the descriptor.
+    public mutating func close() {
+        if rawValue >= 0 { _ = Glibc.close(rawValue) }
+        rawValue = -1
+    }
+
+    /// Gives the descriptor up to the caller, who closes it.
+    public consuming func release() -> Int32 {
+        let fd = rawValue
+        discard self
+        return fd
+    }
+
+    deinit {
+        if rawValue >= 0 { _ = Glibc.close(rawValue) }
+    }
+}
+
+/// Who is at the other end of a Unix socket (SO_PEERCRED).
+public struct PeerCredentials: Sendable, Equatable {
+    public var pid: Int32
+    public var uid: UInt32
+    public var gid: UInt32
+}
+
+// MARK: Unix stream sockets
+
+extension FileDescriptor {
+    /// A new non-blocking, close-on-exec Unix stream socket.
+    public static func unixSocket() throws(Errno) -> FileDescriptor {
+        FileDescriptor(taking: try Errno.check(earmuff_unix_socket()))
+    }
+
+    /// Binds to `path` (a stale socket there is removed first) and listens.
+    public func listen(at path: String, backlog: Int32 = 128) throws(Errno) {
+        _ = try Errno.check(earmuff_unix_listen(rawValue, path, backlog))
+    }
+
+    /// Connects to `path`; a non-blocking socket still connecting throws `.wouldBlock` or
+    /// `.inProgress` (`isNotReady`).
+    public func connect(to path: String) throws(Errno) {
+        _ = try Errno.check(earmuff_unix_connect(rawValue, path))
+    }
+
+    /// Accepts a connection (non-blocking, close-on-exec); `.wouldBlock` when none waits.
+    public func accept() throws(Errno) -> FileDescriptor {
+        FileDescriptor(taking: try Errno.check(earmuff_accept(rawValue)))
+    }
+
+    /// The connected peer's pid, uid and gid.
+    public func peerCredentials() throws(Errno) -> PeerCredentials {
+        var c = earmuff_ucred()
+        _ = try Errno.check(earmuff_peercred(rawValue, &c))
+        return PeerCredentials(pid: c.pid, uid: c.uid, gid: c.gid)
+    }
+
+    /// Sets SO_PASSCRED: every read then says which process sent the bytes.
+    public func passCredentials() throws(Errno) {
+        _ = try Errno.check(earmuff_set_passcred(rawValue))
+    }
+
+    /// Reads into `buffer`, closing every descriptor that arrives with the data (`closedCount`
+    /// says how many); `senderPID` gets the pid that sent the bytes (0 when unknown). Returns
+    /// the bytes read, 0 at end of file.
+    @inline(__always)
+    public func receiveClosingDescriptors(into buffer: UnsafeMutableRawBufferPointer, closedCount: inout Int32,
+                                          senderPID: inout Int32) throws(Errno) -> Int {
+        try Errno.check(earmuff_recv_closing_fds(rawValue, buffer.baseAddress, buffer.count, &closedCount, &senderPID))
+    }
+
+    /// Sends up to two regions with one sendmsg (no SIGPIPE); returns the bytes sent.
+    @inline(__always)
+    public func send(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) throws(Errno) -> Int {
+        try Errno.check(earmuff_send2(rawValue, a.baseAddress, a.count, b.baseAddress, b.count))
+    }
+
+    /// Sends up to three regions with one sendmsg (no SIGPIPE); returns the bytes sent.
+    @inline(__always)
+    public func send(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer,
+                     _ c: UnsafeRawBufferPointer) throws(Errno) -> Int {
+        try Errno.check(earmuff_send3(rawValue, a.baseAddress, a.count, b.baseAddress, b.count, c.baseAddress, c.count))
+    }
+
+    /// Sends `bytes` with this process's own credentials attached (SCM_CREDENTIALS).
+    public func sendWithCredentials(_ bytes: UnsafeRawBufferPointer) throws(Errno) -> Int {
+        try Errno.check(earmuff_send_with_creds(rawValue, bytes.baseAddress, bytes.count))
+    }
+
+    /// One write(2); returns the bytes written.
+    public func write(_ bytes: UnsafeRawBufferPointer) throws(Errno) -> Int {
+        try Errno.check(Glibc.write(rawValue, bytes.baseAddress, bytes.count))
+    }
+
+    /// Shuts the sending direction down (the peer reads end of file).
+    public func shutdownWriting() {
+        _ = Glibc.shutdown(rawValue, Int32(SHUT_WR))
+    }
+}
+
+// MARK: epoll and eventfd
+
+/// epoll event bits.
+public enum PollEvents {
+    public static let input = EARMUFF_EPOLLIN
+    public static let output = EARMUFF_EPOLLOUT
+    public static let error = EARMUFF_EPOLLERR
+    public static let hangUp = EARMUFF_EPOLLHUP
+    public static let peerHangUp = EARMUFF_EPOLLRDHUP
+    public static let edgeTriggered = EARMUFF_EPOLLET
+}
+
+extension FileDescriptor {
+    /// A new epoll set (close-on-exec).
+    public static func epoll() throws(Errno) -> FileDescriptor {
+        FileDescriptor(taking: try Errno.check(earmuff_epoll_create()))
+    }
+
+    /// Watches `fd` in this epoll set; `data` comes back with its events.
+    public func watch(_ fd: Int32, events: UInt32, data: UInt64) throws(Errno) {
+        _ = try Errno.check(earmuff_epoll_add(rawValue, fd, events, data))
+    }
+
+    /// Changes what `fd` is watched for.
+    public func rewatch(_ fd: Int32, events: UInt32, data: UInt64) throws(Errno) {
+        _ = try Errno.check(earmuff_epoll_mod(rawValue, fd, events, data))
+    }
+
+    /// Stops watching `fd`.
+    public func unwatch(_ fd: Int32) throws(Errno) {
+        _ = try Errno.check(earmuff_epoll_del(rawValue, fd))
+    }
+
+    /// Waits up to `timeoutMs` (-1: for ever) and fills the parallel arrays; returns how many
+    /// events came (0 on timeout or a signal).
+    public func wait(events: UnsafeMutableBufferPointer<UInt32>, data: UnsafeMutableBufferPointer<UInt64>,
+                     timeoutMs: Int32) throws(Errno) -> Int {
+        Int(try Errno.check(earmuff_epoll_wait(rawValue, events.baseAddress, data.baseAddress,
+                                               Int32(min(events.count, data.count)), timeoutMs)))
+    }
+
+    /// Sleeps until the set has an event or `nanoseconds` pass, without saying which.
+    public func sleep(nanoseconds: Int64) throws(Errno) {
+        _ = try Errno.check(earmuff_epoll_sleep(rawValue, nanoseconds))
+    }
+
+    /// A new eventfd (non-blocking, close-on-exec).
+    public static func eventfd() throws(Errno) -> FileDescriptor {
+        FileDescriptor(taking: try Errno.check(earmuff_eventfd()))
+    }
+
+    /// Adds one to this eventfd's counter (wakes its reader).
+    public func signalEvent() {
+        _ = earmuff_eventfd_signal(rawValue)
+    }
+
+    /// Resets this eventfd's counter.
+    public func drainEvents() {
+        _ = earmuff_eventfd_drain(rawValue)
+    }
+}
+
+// MARK: the process
+
+public enum ProcessLimits {
+    /// Raises RLIMIT_NOFILE's soft limit to its hard limit.
+    public static func raiseOpenFiles() {
+        _ = earmuff_raise_nofile()
+    }
+
+    /// The calling thread's kernel id (gettid): what the scheduler and RealtimeKit know it by.
+    public static func currentThreadID() -> Int32 { earmuff_gettid() }
+}

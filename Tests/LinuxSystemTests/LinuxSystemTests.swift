@@ -1,0 +1,118 @@
+// The syscall layer: errno names and meanings, and descriptors closed exactly once.
+import Glibc
+import LinuxSystem
+import Testing
+
+/// Whether `fd` is an open descriptor of this process.
+private func isOpen(_ fd: Int32) -> Bool { fcntl(fd, F_GETFD) >= 0 }
+
+/// A connected pair of Unix stream sockets (non-blocking); the caller takes both ends.
+private func socketPair() throws -> [Int32] {
+    var fds: [Int32] = [-1, -1]
+    let rc = socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &fds)
+    try #require(rc == 0, "socketpair: \(Errno.current)")
+    return fds
+}
+
+@Suite struct ErrnoTests {
+    @Test("names stand for the <errno.h> codes; meanings group the ones callers tell apart")
+    func namesAndMeanings() {
+        #expect(Errno.wouldBlock.rawValue == EAGAIN && Errno.wouldBlock.rawValue == EWOULDBLOCK)
+        #expect(Errno.brokenPipe.rawValue == EPIPE && Errno.connectionReset.rawValue == ECONNRESET)
+        #expect(Errno.brokenPipe.isPeerClosed && Errno.connectionReset.isPeerClosed)
+        #expect(!Errno.wouldBlock.isPeerClosed && !Errno.connectionRefused.isPeerClosed)
+        #expect(Errno.wouldBlock.isNotReady && Errno.inProgress.isNotReady && !Errno.connectionRefused.isNotReady)
+    }
+
+    @Test("the description is strerror's text")
+    func description() {
+        #expect(Errno.noSuchFileOrDirectory.description == String(cString: strerror(ENOENT)))
+        #expect(Errno(rawValue: ECONNREFUSED).description == "Connection refused")
+    }
+
+    @Test("a failing wrapper throws the errno of its call")
+    func wrappersThrowTheirErrno() {
+        #expect(throws: Errno.noSuchFileOrDirectory) {
+            try FileDescriptor.unixSocket().connect(to: "/nonexistent-\(getpid())/socket")
+        }
+        #expect(throws: Errno.wouldBlock) {
+            let fds = try socketPair()
+            let a = FileDescriptor(taking: fds[0])
+            let b = FileDescriptor(taking: fds[1]) // open, and silent: nothing to read yet
+            var closed: Int32 = 0
+            var sender: Int32 = 0
+            var buffer = [UInt8](repeating: 0, count: 16)
+            _ = try buffer.withUnsafeMutableBytes {
+                try a.receiveClosingDescriptors(into: $0, closedCount: &closed, senderPID: &sender)
+            }
+            _ = consume b
+        }
+    }
+}
+
+@Suite struct FileDescriptorTests {
+    @Test("a descriptor closes when its owner lets go of it")
+    func closesWhenDropped() throws {
+        var raw: Int32 = -1
+        do {
+            let socket = try FileDescriptor.unixSocket()
+            raw = socket.rawValue
+            #expect(isOpen(raw))
+        }
+        #expect(!isOpen(raw))
+    }
+
+    @Test("close() closes once: later closes and the owner's end do not touch the number again")
+    func closesOnce() throws {
+        var socket = try FileDescriptor.unixSocket()
+        let raw = socket.rawValue
+        socket.close()
+        #expect(!socket.isOpen && !isOpen(raw))
+        // The number is free now; whoever gets it next must not lose it to a second close.
+        let reused = try FileDescriptor.unixSocket()
+        socket.close()
+        _ = consume socket
+        #expect(isOpen(reused.rawValue))
+    }
+
+    @Test("release() hands the descriptor over without closing it")
+    func releaseHandsOver() throws {
+        let raw = try FileDescriptor.unixSocket().release()
+        defer { _ = Glibc.close(raw) }
+        #expect(isOpen(raw))
+    }
+
+    @Test("bytes sent on one end of a pair arrive at the other; a closed peer reads as end of file")
+    func sendAndReceive() throws {
+        let fds = try socketPair()
+        var a = FileDescriptor(taking: fds[0])
+        var b = FileDescriptor(taking: fds[1])
+        let message: [UInt8] = Array("hello".utf8)
+        let sent = try message.withUnsafeBytes { try a.send($0, UnsafeRawBufferPointer(start: nil, count: 0)) }
+        #expect(sent == message.count)
+        var closed: Int32 = 0
+        var sender: Int32 = 0
+        var buffer = [UInt8](repeating: 0, count: 16)
+        let n = try buffer.withUnsafeMutableBytes { try b.receiveClosingDescriptors(into: $0, closedCount: &closed, senderPID: &sender) }
+        #expect(Array(buffer[0..<n]) == message && closed == 0)
+        a.close()
+        let end = try buffer.withUnsafeMutableBytes { try b.receiveClosingDescriptors(into: $0, closedCount: &closed, senderPID: &sender) }
+        #expect(end == 0)
+        b.close()
+    }
+}
+
+@Suite struct LockedTests {
+    @Test("withLock passes its body's typed error through and keeps the value it left")
+    func typedThrows() {
+        struct Refused: Error, Equatable {}
+        let value = Locked(1)
+        #expect(throws: Refused()) {
+            try value.withLock { (v: inout Int) throws(Refused) in
+                v = 2
+                throw Refused()
+            }
+        }
+        #expect(value.withLock { $0 } == 2)
+    }
+}
