@@ -24,12 +24,14 @@ let package = Package(
         .target(name: "Consent", dependencies: ["PulseWire"]),
         .target(name: "ConsentStore", dependencies: ["CSQLite", "Consent"]),
         .target(name: "ControlProtocol"),
+        // Words shared by the daemon and the command line: prompts, times, durations
+        .target(name: "Wording", dependencies: ["ControlProtocol"]),
         .target(name: "DBus", dependencies: ["CSystemd"]),
 
         // I/O edge
-        .target(name: "Proxy", dependencies: ["PulseWire", "Ring", "Consent", "ConsentStore", "ControlProtocol", "CLinux", "DBus"]),
+        .target(name: "Proxy", dependencies: ["PulseWire", "Ring", "Consent", "ConsentStore", "ControlProtocol", "Wording", "CLinux", "DBus"]),
         .target(name: "EarmuffClient", dependencies: ["ControlProtocol", "CLinux"]),
-        .target(name: "EarmuffCLI", dependencies: ["Proxy", "EarmuffClient", "ControlProtocol", "Consent"]),
+        .target(name: "EarmuffCLI", dependencies: ["Proxy", "EarmuffClient", "ControlProtocol", "Wording", "Consent"]),
         .executableTarget(name: "earmuff", dependencies: ["EarmuffCLI"]),
 
         // The app library and its example (records with libpulse-simple, as an app would)
@@ -49,7 +51,7 @@ let package = Package(
         .testTarget(name: "ControlProtocolTests", dependencies: ["ControlProtocol"]),
         .testTarget(name: "ProxyTests", dependencies: ["Proxy", "EarmuffClient", "ControlProtocol", "PulseWire", "Ring", "CLinux", "TestSupport"]),
         .testTarget(name: "EarmuffKitTests", dependencies: ["EarmuffKit", "PulseWire", "TestSupport"]),
-        .testTarget(name: "EarmuffCLITests", dependencies: ["EarmuffCLI", "ControlProtocol", "Consent", "ConsentStore"]),
+        .testTarget(name: "EarmuffCLITests", dependencies: ["EarmuffCLI", "ControlProtocol", "Wording", "Consent", "ConsentStore"]),
         .testTarget(name: "EndToEndTests", dependencies: ["TestSupport", "PulseWire", "EarmuffKit", "earmuff", "earmuff-request-permission"]),
     ]
 )

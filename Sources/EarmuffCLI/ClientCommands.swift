@@ -5,6 +5,7 @@ import ControlProtocol
 import Foundation
 import Glibc
 import EarmuffClient
+import Wording
 
 enum ClientCommands {
     static var environment: [String: String] { ProcessInfo.processInfo.environment }

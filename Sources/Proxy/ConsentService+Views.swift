@@ -1,13 +1,14 @@
 // What the consent service shows: `status`, `apps`, prompt, client and stream
 // infos, and the control events made from the engine's events.
 import CLinux
-import ConsentStore
 import Consent
+import ConsentStore
 import ControlProtocol
 import Dispatch
 import Glibc
 import PulseWire
 import Synchronization
+import Wording
 
 extension ConsentService {
     func status() -> StatusPayload {
@@ -163,11 +164,11 @@ extension ConsentService {
             return .accessChanged(AccessInfo(kind: kind.rawValue, enabled: enabled))
         case let .decisionExpired(old, after):
             return decisionEnded(after, event: "decision-expired",
-                                 "the \(old.state.rawValue) decision until \(ClientFormat.date(old.lifespan.expiresAt)) ended; "
+                                 "the \(old.state.rawValue) decision until \(TextFormat.date(old.lifespan.expiresAt)) ended; "
                                  + "now \(after.state.rawValue) (\(after.reason.rawValue))")
         case let .decisionAutoReset(d, lastUsed):
             return decisionEnded(d, event: "auto-reset",
-                                 "granted, unused since \(ClientFormat.date(lastUsed)) (auto-reset-days = "
+                                 "granted, unused since \(TextFormat.date(lastUsed)) (auto-reset-days = "
                                  + "\(configuration.autoResetDays)); now undetermined (auto-reset): it prompts on its next recording")
         }
     }

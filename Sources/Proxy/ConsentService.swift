@@ -11,13 +11,14 @@
 //     messages to the control thread. The audio path only ever loads each
 //     RecordStream's atomic flag.
 import CLinux
-import ConsentStore
 import Consent
+import ConsentStore
 import ControlProtocol
 import Dispatch
 import Glibc
 import PulseWire
 import Synchronization
+import Wording
 
 final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable {
     // @unchecked Sendable: mutable state is inside locks; `control` and
@@ -138,7 +139,7 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
             let lasts: String = switch d.lifespan {
             case .always, .once: ""
             case .session: " this session"
-            case let .until(t): " until \(ClientFormat.date(t))"
+            case let .until(t): " until \(TextFormat.date(t))"
             }
             return "\(d.state.rawValue)\(lasts) (\(d.reason.rawValue))"
         }

@@ -25,6 +25,7 @@ import Consent
 import ControlProtocol
 import DBus
 import Glibc
+import Wording
 
 final class DesktopPrompter: @unchecked Sendable {
     // @unchecked Sendable: `worker` is thread-safe; everything else is

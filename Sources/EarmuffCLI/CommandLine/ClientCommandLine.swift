@@ -1,10 +1,12 @@
 // The `earmuff` client command line, parsed as a pure function.
 //
 // Each client subcommand maps onto control-protocol requests, so its parsing
-// lives here, next to the messages, where it is tested without a process:
+// is a pure function, tested without a process:
 // `ClientCommandLine.parse(arguments)` returns a `ClientCommand` or a
 // `UsageError` (stderr, exit 64). `serve` is passed through untouched; the
 // daemon parses its own options.
+import ControlProtocol
+import Wording
 
 /// Options every client subcommand shares.
 public struct ClientOptions: Sendable, Equatable {

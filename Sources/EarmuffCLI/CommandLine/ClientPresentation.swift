@@ -1,7 +1,9 @@
 // What the `earmuff` client prints and the environment it builds: usage text,
 // default paths, aligned tables, and the PULSE_PROP string for `earmuff run`.
 // All pure functions of their inputs, so the CLI's output is testable.
+import ControlProtocol
 import Foundation
+import Wording
 
 /// Default socket paths of the client side (XDG).
 public enum ClientPaths {
@@ -108,12 +110,7 @@ public enum ClientFormat {
 
     /// A UTC-free local timestamp "YYYY-MM-DD HH:MM" for a time since 1970, or "-".
     public static func date(_ seconds: Double?, timeZone: TimeZone = .current) -> String {
-        guard let seconds, seconds.isFinite else { return "-" }
-        let f = DateFormatter()
-        f.locale = Locale(identifier: "en_US_POSIX")
-        f.timeZone = timeZone
-        f.dateFormat = "yyyy-MM-dd HH:mm"
-        return f.string(from: Date(timeIntervalSince1970: seconds))
+        TextFormat.date(seconds, timeZone: timeZone)
     }
 
     /// A time of day "HH:MM:SS".
@@ -126,11 +123,7 @@ public enum ClientFormat {
     }
 
     /// Cuts a string to `max` characters, marking the cut with "…", and flattens newlines.
-    public static func cell(_ s: String?, max: Int = 60) -> String {
-        guard let s, !s.isEmpty else { return "-" }
-        let flat = s.map { $0.isNewline || $0 == "\t" ? " " : String($0) }.joined()
-        return flat.count > max ? String(flat.prefix(max - 1)) + "…" : flat
-    }
+    public static func cell(_ s: String?, max: Int = 60) -> String { TextFormat.cell(s, max: max) }
 
     private static func two(_ v: Int) -> String { v < 10 ? "0\(v)" : "\(v)" }
 

@@ -4,6 +4,8 @@
 // trusted, the purpose or the fact that it gave none, and what it records.
 // A name the app chose itself appears only as "calls itself ...".
 
+import ControlProtocol
+
 /// The title and body lines of a prompt.
 public enum PromptWording {
     /// Shown instead of a purpose when the app declared none.
@@ -136,5 +138,5 @@ public enum PromptWording {
 
     private static func isMonitor(_ source: String?) -> Bool { source?.hasSuffix(".monitor") == true }
 
-    private static func cell(_ text: String, max: Int) -> String { ClientFormat.cell(text, max: max) }
+    private static func cell(_ text: String, max: Int) -> String { TextFormat.cell(text, max: max) }
 }

@@ -1,11 +1,30 @@
 import ControlProtocol
+import EarmuffCLI
 import Foundation
 import Testing
+import Wording
 
 private func parse(_ s: String...) -> Result<ClientCommand, UsageError> { ClientCommandLine.parse(s) }
 private func usage(_ r: Result<ClientCommand, UsageError>) -> UsageError? {
     if case .failure(let e) = r { return e }
     return nil
+}
+
+/// Payloads as the daemon sends them, for what the CLI prints of them.
+enum Sample {
+    static let status = StatusPayload(
+        daemon: DaemonInfo(pid: 42, version: "0.1.0", listenPath: "/run/user/1000/earmuff/native",
+                           controlPath: "/run/user/1000/earmuff/control", storePath: "/home/u/.local/state/earmuff/permissions.sqlite",
+                           uptimeSeconds: 3723),
+        upstream: UpstreamInfo(server: "unix:/run/user/1000/pulse/native", reachable: true),
+        clients: [ClientInfo(id: 3, appKey: "exe:/usr/bin/parecord", displayName: "parecord", pid: 1234, identifiedBy: "exe", executable: "/usr/bin/parecord")],
+        streams: [StreamInfo(client: 3, stream: 0, appKey: "exe:/usr/bin/parecord", source: "sine.monitor", sampleSpec: "s16le 2ch 44100Hz",
+                             audio: .silenced, bytesReal: 0, bytesSilenced: 88200)],
+        prompts: [PromptInfo(id: 1, appKey: "exe:/usr/bin/parecord", displayName: "parecord", identifiedBy: "exe", pid: 1234,
+                             purpose: "test \"quotes\"\nand newline", source: "sine", raisedAt: 1_700_000_000.5)])
+
+    static let app = AppInfo(key: "flatpak:org.mozilla.firefox", displayName: "Firefox", state: "granted", reason: "user",
+                             purpose: "video calls", identifiedBy: "flatpak", decidedAt: 1_700_000_000, lastUsed: 1_700_000_100)
 }
 
 @Suite struct ClientCommandLineTests {
@@ -205,7 +224,7 @@ private func usage(_ r: Result<ClientCommand, UsageError>) -> UsageError? {
     }
 
     @Test func statusReportShowsEverySection() {
-        let out = ClientFormat.status(ServerMessageTests.status)
+        let out = ClientFormat.status(Sample.status)
         #expect(out.contains("pid 42, version 0.1.0, up 1h 02m"))
         #expect(out.contains("unix:/run/user/1000/pulse/native (reachable)"))
         #expect(out.contains("clients: 1"))
@@ -218,7 +237,7 @@ private func usage(_ r: Result<ClientCommand, UsageError>) -> UsageError? {
 
     @Test func appsTable() {
         let utc = TimeZone(identifier: "UTC")!  // a fixed, always-present zone
-        let out = ClientFormat.apps([ServerMessageTests.app], timeZone: utc)
+        let out = ClientFormat.apps([Sample.app], timeZone: utc)
         let lines = out.split(separator: "\n")
         #expect(lines.count == 2)
         #expect(lines[0].hasPrefix("APP"))
@@ -239,7 +258,7 @@ private func usage(_ r: Result<ClientCommand, UsageError>) -> UsageError? {
         let always = AppInfo(key: "x:y", state: "granted", reason: "user", lifespan: "always")
         #expect(ClientFormat.decision(always) == "x:y: microphone granted (user)\n")
         #expect(ClientFormat.apps([timed], timeZone: utc).contains("granted until 2023-11-14 22:13, then denied"))
-        var status = ServerMessageTests.status
+        var status = Sample.status
         status.temporary = [timed, session]
         let out = ClientFormat.status(status)
         #expect(out.contains("temporary decisions: 2"), "\(out)")
@@ -247,7 +266,7 @@ private func usage(_ r: Result<ClientCommand, UsageError>) -> UsageError? {
     }
 
     @Test func promptShowsWhatTheSpecAsks() {
-        let p = ServerMessageTests.status.prompts[0]
+        let p = Sample.status.prompts[0]
         let out = ClientFormat.prompt(p)
         for needle in ["parecord", "exe:/usr/bin/parecord", "identified by exe", "1234", "test \"quotes\"", "sine"] {
             #expect(out.contains(needle), "\(needle)")
