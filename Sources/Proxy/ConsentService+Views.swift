@@ -61,33 +61,33 @@ extension ConsentService {
     }
 
     /// One row per app and kind that has a decision (or a use) stored, and a microphone row for
-    /// every other known app.
-    func apps() throws -> [AppInfo] {
+    /// every other known app; from what the engine holds (it keeps what it stores).
+    func apps() -> [AppInfo] {
         struct Row: Hashable, Comparable {
             var app: AppKey
             var kind: Capability
             static func < (a: Row, b: Row) -> Bool { (a.app, a.kind) < (b.app, b.kind) }
         }
-        let records = Dictionary(try store.apps().map { ($0.appKey, $0) }, uniquingKeysWith: { a, _ in a })
-        let decisions = Dictionary(try store.allDecisions().map { (Row(app: $0.appKey, kind: $0.capability), $0) },
-                                   uniquingKeysWith: { a, _ in a })
-        // One look at the engine: the decision in force and any apps.d purpose, per app and kind.
-        let fromEngine = engine.withLock { e in
-            let decided = Set(decisions.keys).union(e.temporaryDecisions.map { Row(app: $0.appKey, kind: $0.capability) })
-            let others = Set(records.keys).union(e.policy.declarations.keys).subtracting(decided.map(\.app))
+        return engine.withLock { e in
+            let decided = Set((e.storedDecisions + e.temporaryDecisions).map { Row(app: $0.appKey, kind: $0.capability) })
+            let others = Set(e.nameableApps.map(\.key)).subtracting(decided.map(\.app))
             let rows = decided.union(others.map { Row(app: $0, kind: .microphone) })
-            return rows.sorted().map { ($0, e.effectiveDecision(for: $0.app, kind: $0.kind), e.policy.declarations[$0.app]?.purpose) }
+            return rows.sorted().map { appInfo($0.app, $0.kind, in: e) }
         }
-        return fromEngine.map { row, eff, declaredPurpose in
-            let r = records[row.app]
-            let d = decisions[row]
-            return AppInfo(key: row.app.description, displayName: r?.displayName, state: eff.state.rawValue,
-                           reason: eff.reason.rawValue, purpose: d?.purpose ?? declaredPurpose,
-                           identifiedBy: r?.method.rawValue, decidedAt: d?.decidedAt, lastUsed: d?.lastUsedAt,
-                           executable: r?.executable, kind: row.kind.rawValue, lifespan: eff.lifespan.name,
-                           expiresAt: eff.lifespan.expiresAt, afterwards: eff.afterwards?.rawValue,
-                           strength: r?.method.defaultStrength.rawValue)
-        }
+    }
+
+    /// What the engine holds of `app` and `kind`: the decision in force, the stored one's purpose
+    /// and times (else apps.d's purpose), and what is known of the app.
+    func appInfo(_ app: AppKey, _ kind: Capability, in e: ConsentEngine) -> AppInfo {
+        let eff = e.effectiveDecision(for: app, kind: kind)
+        let r = e.knownApp(app)
+        let d = e.storedDecision(for: app, kind: kind)
+        return AppInfo(key: app.description, displayName: r?.displayName, state: eff.state.rawValue,
+                       reason: eff.reason.rawValue, purpose: d?.purpose ?? e.policy.declarations[app]?.purpose,
+                       identifiedBy: r?.method.rawValue, decidedAt: d?.decidedAt, lastUsed: d?.lastUsedAt,
+                       executable: r?.executable, kind: kind.rawValue, lifespan: eff.lifespan.name,
+                       expiresAt: eff.lifespan.expiresAt, afterwards: eff.afterwards?.rawValue,
+                       strength: r?.method.defaultStrength.rawValue)
     }
 
     func promptInfo(_ p: Prompt) -> PromptInfo {

@@ -67,7 +67,7 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
         promptCommand = configuration.promptCommand.isEmpty ? nil : configuration.promptCommand
         let decisions = try store.allDecisions() + store.timedDecisions()
         engine = Locked(ConsentEngine(policy: ConsentPolicy(configuration: configuration, declarations: declarations),
-                                     decisions: decisions, accessOff: try store.accessOff()))
+                                     decisions: decisions, apps: try store.apps(), accessOff: try store.accessOff()))
         delivery = try PromptDelivery(via: configuration.promptVia, command: promptCommand, handlers: .init(
             answered: { [unowned self] prompt, answer, lifespan, via in
                 answerFromDesktop(prompt, answer, lifespan: lifespan, via: via)
@@ -368,11 +368,7 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
         case .status:
             return .status(status())
         case .apps:
-            do {
-                return .apps(try apps())
-            } catch {
-                return .error(ControlError(.failed, "cannot read the permission store \(store.path): \(error)"))
-            }
+            return .apps(apps())
         case let .setDecision(app, state, _, kind, lifespan):
             return decide(app, kind: kind, state == .granted ? .granted : .denied, lifespan: lifespan)
         case let .reset(app, kind):
@@ -463,8 +459,7 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
         // must not lose it. (The control thread may wait; audio never does.)
         writer.flushDecisions()
         Log.info("decision for \(key), \(kind.rawValue): \(state.rawValue) (\(reason.rawValue)), \(lifespan)")
-        var info = (try? apps())?.first { $0.key == key.description && $0.kind == kind.rawValue }
-            ?? AppInfo(key: key.description, state: state.rawValue, reason: reason.rawValue, kind: kind.rawValue)
+        var info = engine.withLock { appInfo(key, kind, in: $0) }
         if lifespan == .once {
             // "Once" covers the clients connected now; the app's own decision is unchanged.
             info.afterwards = info.state
@@ -498,47 +493,18 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
         }
     }
 
-    /// An app key, or an unambiguous display or executable name of a known app.
+    /// An app key, or an unambiguous executable name of an app the engine knows (AppNameResolver).
     private func resolveApp(_ text: String) -> Result<AppKey, ControlError> {
-        if text.contains(":") {
-            guard let key = AppKey(parsing: text) else {
-                return .failure(ControlError(.badRequest, "\"\(text)\" is not an app key; write kind:value, e.g. exe:/usr/bin/parecord"))
+        switch AppNameResolver.match(text, among: engine.withLock { $0.nameableApps }) {
+        case .success(let key): return .success(key)
+        case .failure(let f):
+            let code: ControlErrorCode = switch f {
+            case .notAnAppKey: .badRequest
+            case .ambiguous, .onlyClaimed: .ambiguousApp
+            case .unknown, .noSuchFile, .notExecutable: .unknownApp
             }
-            return .success(key)
+            return .failure(ControlError(code, f.description))
         }
-        // Names are matched with what the kernel said (the executable, the key's
-        // last path component); what an app calls itself never picks it alone.
-        // Connected clients count too: their app records may still wait in the store writer.
-        let live = engine.withLock { $0.clientSnapshots }.map { c in
-            AppInfo(key: c.identity.appKey.description, displayName: c.displayName, state: "", reason: "",
-                    identifiedBy: c.identity.method.rawValue, executable: c.identity.executable)
-        }
-        let all = ((try? apps()) ?? []) + live
-        func baseName(_ path: String) -> String { path.split(separator: "/").last.map(String.init) ?? path }
-        let kernelKeys = Set(all.filter { a in
-            a.executable.map { $0 == text || baseName($0) == text } == true
-                || AppKey(parsing: a.key).map { baseName($0.value) == text } == true
-        }.map(\.key))
-        // One line per app key (the store's record and a live client may both name it).
-        func onePerKey(_ apps: [AppInfo]) -> [AppInfo] {
-            var seen = Set<String>()
-            return apps.filter { seen.insert($0.key).inserted }
-        }
-        let byKernel = onePerKey(all.filter { kernelKeys.contains($0.key) })
-        let byClaim = onePerKey(all.filter { $0.displayName == text && !kernelKeys.contains($0.key) })
-        func listed(_ apps: [AppInfo]) -> String {
-            apps.map { "\($0.key) (identified by \($0.identifiedBy ?? "?")\($0.displayName.map { ", calls itself \($0)" } ?? ""))" }
-                .sorted().joined(separator: ", ")
-        }
-        if byKernel.count == 1, let key = AppKey(parsing: byKernel[0].key) { return .success(key) }
-        if byKernel.count > 1 {
-            return .failure(ControlError(.ambiguousApp, "\"\(text)\" matches \(listed(byKernel)); give the app key"))
-        }
-        if !byClaim.isEmpty {
-            return .failure(ControlError(.ambiguousApp, "\"\(text)\" is only what \(listed(byClaim)) calls itself, "
-                + "which any app can claim; give the app key"))
-        }
-        return .failure(ControlError(.unknownApp, "no known app is called \"\(text)\"; list them with 'earmuff apps' or give an app key such as exe:/usr/bin/\(text)"))
     }
 
     private func registerLauncher(appID: String, purpose: String?, connection: ControlConnectionID) -> ControlResponse {
