@@ -23,9 +23,9 @@ let package = Package(
         .target(name: "Ring"),
         .target(name: "Consent", dependencies: ["PulseWire"]),
         .target(name: "ConsentStore", dependencies: ["CSQLite", "Consent"]),
-        .target(name: "ControlProtocol"),
+        .target(name: "ControlProtocol", dependencies: ["Consent"]),
         // Words shared by the daemon and the command line: prompts, times, durations
-        .target(name: "Wording", dependencies: ["ControlProtocol"]),
+        .target(name: "Wording", dependencies: ["Consent", "ControlProtocol"]),
         .target(name: "DBus", dependencies: ["CSystemd"]),
 
         // I/O edge
@@ -48,10 +48,11 @@ let package = Package(
         .testTarget(name: "RingTests", dependencies: ["Ring"]),
         .testTarget(name: "ConsentTests", dependencies: ["Consent", "PulseWire"]),
         .testTarget(name: "ConsentStoreTests", dependencies: ["ConsentStore", "Consent"]),
-        .testTarget(name: "ControlProtocolTests", dependencies: ["ControlProtocol"]),
+        .target(name: "ControlSamples", dependencies: ["ControlProtocol"], path: "Tests/ControlSamples"),
+        .testTarget(name: "ControlProtocolTests", dependencies: ["ControlProtocol", "ControlSamples", "Consent"]),
         .testTarget(name: "ProxyTests", dependencies: ["Proxy", "EarmuffClient", "ControlProtocol", "PulseWire", "Ring", "CLinux", "TestSupport"]),
         .testTarget(name: "EarmuffKitTests", dependencies: ["EarmuffKit", "PulseWire", "TestSupport"]),
-        .testTarget(name: "EarmuffCLITests", dependencies: ["EarmuffCLI", "ControlProtocol", "Wording", "Consent", "ConsentStore"]),
+        .testTarget(name: "EarmuffCLITests", dependencies: ["EarmuffCLI", "ControlProtocol", "ControlSamples", "Wording", "Consent", "ConsentStore"]),
         .testTarget(name: "EndToEndTests", dependencies: ["TestSupport", "PulseWire", "EarmuffKit", "earmuff", "earmuff-request-permission"]),
     ]
 )

@@ -373,12 +373,7 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
             return decide(app, kind: kind, state == .granted ? .granted : .denied, lifespan: lifespan)
         case let .reset(app, kind):
             return decide(app, kind: kind, .undetermined)
-        case let .setAccess(kindName, enabled):
-            let kind: Capability
-            switch Self.captureKind(kindName) {
-            case .success(let k): kind = k
-            case .failure(let e): return .error(e)
-            }
+        case let .setAccess(kind, enabled):
             withEngine { e in ((), e.setAccess(kind, enabled: enabled)) }
             writer.flushDecisions() // on disk before the reply, as decisions are
             return .status(status())
@@ -391,14 +386,9 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
             return .ok
         case let .answerPrompt(prompt, answer, lifespan):
             let agent = AgentID(connection.rawValue)
-            let mapped: Consent.PromptAnswer = switch answer {
-            case .allow: .allow
-            case .once: .once
-            case .deny: .deny
-            }
             let result = withEngine { e -> (Result<Void, ConsentError>, [ConsentAction]) in
                 let now = wallClockNow()
-                switch e.answer(PromptID(prompt), mapped, lifespan: Self.lifespan(lifespan, now: now), by: agent, now: now) {
+                switch e.answer(PromptID(prompt), answer, lifespan: Self.lifespan(lifespan, now: now), by: agent, now: now) {
                 case .success(let actions): return (.success(()), actions)
                 case .failure(let err): return (.failure(err), [])
                 }
@@ -427,19 +417,9 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
         withEngine { e in ((), e.agentDisconnected(agent)) }
     }
 
-    /// The capture kind a request names, or the error that says which kinds there are.
-    private static func captureKind(_ name: String) -> Result<Capability, ControlError> {
-        Capability(rawValue: name).map { .success($0) } ?? .failure(ControlError(
-            .badRequest, "unknown capture kind \"\(name)\"; use " + Capability.allCases.map(\.rawValue).joined(separator: ", ")))
-    }
-
-    private func decide(_ app: String, kind kindName: String?, _ state: PermissionState,
+    private func decide(_ app: String, kind: Capability?, _ state: PermissionState,
                         lifespan requested: RequestedLifespan? = nil) -> ControlResponse {
-        let kind: Capability
-        switch Self.captureKind(kindName ?? Capability.microphone.rawValue) {
-        case .success(let k): kind = k
-        case .failure(let e): return .error(e)
-        }
+        let kind = kind ?? .microphone
         let key: AppKey
         switch resolveApp(app) {
         case .success(let k): key = k
@@ -463,9 +443,9 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
         if lifespan == .once {
             // "Once" covers the clients connected now; the app's own decision is unchanged.
             info.afterwards = info.state
-            info.state = state.rawValue
-            info.reason = reason.rawValue
-            info.lifespan = Lifespan.once.name
+            info.state = state
+            info.reason = reason
+            info.lifespan = .once
         }
         return .app(info)
     }
@@ -529,8 +509,8 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
 
 /// A decision as the control protocol shows it.
 func decisionInfo(_ d: Decision) -> AppInfo {
-    AppInfo(key: d.appKey.description, state: d.state.rawValue, reason: d.reason.rawValue, purpose: d.purpose,
-            decidedAt: d.decidedAt, lastUsed: d.lastUsedAt, kind: d.capability.rawValue, lifespan: d.lifespan.name,
+    AppInfo(key: d.appKey.description, state: d.state, reason: d.reason, purpose: d.purpose,
+            decidedAt: d.decidedAt, lastUsed: d.lastUsedAt, kind: d.capability, lifespan: d.lifespan.kind,
             expiresAt: d.lifespan.expiresAt)
 }
 

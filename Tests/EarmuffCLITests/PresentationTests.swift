@@ -1,4 +1,5 @@
 // What `earmuff` prints of the control protocol's payloads, and the times `log --since` takes.
+import Consent
 import ControlProtocol
 import EarmuffCLI
 import Foundation
@@ -23,8 +24,8 @@ import Testing
         let outputs = [
             ClientFormat.status(status),
             ClientFormat.event(.clientConnected(client), at: 0),
-            ClientFormat.decision(AppInfo(key: "exe:" + forged, displayName: nil, state: "granted", reason: "user")),
-            ClientFormat.prompt(PromptInfo(id: 1, appKey: "exe:" + forged, displayName: "a\nb", identifiedBy: "exe")),
+            ClientFormat.decision(AppInfo(key: "exe:" + forged, displayName: nil, state: .granted, reason: .user)),
+            ClientFormat.prompt(PromptInfo(id: 1, appKey: "exe:" + forged, displayName: "a\nb", identifiedBy: .executable)),
         ]
         for text in outputs {
             #expect(!text.unicodeScalars.contains { $0.value == 0x1B }, "\(text)")
