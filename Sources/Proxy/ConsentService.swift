@@ -20,9 +20,9 @@ import PulseWire
 import Synchronization
 import Wording
 
-final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable {
-    // @unchecked Sendable: mutable state is inside locks; `control` and
-    // `daemon` are set once during start-up before any thread can call in.
+final class ConsentService: SessionObserver, @unchecked Sendable {
+    // @unchecked Sendable: mutable state is inside locks; `control`, `daemon` and
+    // `catalog` are set once during start-up before any thread can call in.
     let engine: Locked<ConsentEngine>
     let store: PermissionStore
     let writer: StoreWriter
@@ -43,7 +43,7 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
     var control: ControlServer?
     weak var daemon: Daemon?
     /// snapd's say on snap connections (audio-record); nil: not checked.
-    var snapGate: SnapRecordGate?
+    let snapGate: SnapRecordGate?
     /// What each source of the server is (set before apps can connect); nil: no source is
     /// known, so every stream stays silent.
     var catalog: SourceDirectory?
@@ -53,13 +53,13 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
         var sessions: [UInt64: SessionState] = [:]
         var streams: [UInt64: RecordStream] = [:]
         var agents: [AgentID: ControlConnectionID] = [:]
-        var controlPeers: [ControlConnectionID: ControlPeer] = [:]
     }
     let registry = Locked(Registry())
 
     init(configuration: Configuration, declarations: [AppKey: AppDeclaration], store: PermissionStore,
-         paths: DaemonPaths) throws {
+         paths: DaemonPaths, snapGate: SnapRecordGate? = nil) throws {
         self.configuration = configuration
+        self.snapGate = snapGate
         self.store = store
         writer = StoreWriter(store: store)
         launchers = LauncherSockets(directory: paths.launcherDirectory)
@@ -361,149 +361,19 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
         ]
     }
 
-    // MARK: ControlHandler (control thread)
+    // MARK: agents (control thread)
 
-    func handle(_ request: ControlRequest, from connection: ControlConnectionID) -> ControlResponse {
-        switch request {
-        case .status:
-            return .status(status())
-        case .apps:
-            return .apps(apps())
-        case let .setDecision(app, state, _, kind, lifespan):
-            return decide(app, kind: kind, state == .granted ? .granted : .denied, lifespan: lifespan)
-        case let .reset(app, kind):
-            return decide(app, kind: kind, .undetermined)
-        case let .setAccess(kind, enabled):
-            withEngine { e in ((), e.setAccess(kind, enabled: enabled)) }
-            writer.flushDecisions() // on disk before the reply, as decisions are
-            return .status(status())
-        case .subscribe:
-            return .ok
-        case .becomeAgent:
-            let agent = AgentID(connection.rawValue)
-            registry.withLock { $0.agents[agent] = connection }
-            withEngine { e in ((), e.agentConnected(agent)) }
-            return .ok
-        case let .answerPrompt(prompt, answer, lifespan):
-            let agent = AgentID(connection.rawValue)
-            let result = withEngine { e -> (Result<Void, ConsentError>, [ConsentAction]) in
-                let now = wallClockNow()
-                switch e.answer(PromptID(prompt), answer, lifespan: Self.lifespan(lifespan, now: now), by: agent, now: now) {
-                case .success(let actions): return (.success(()), actions)
-                case .failure(let err): return (.failure(err), [])
-                }
-            }
-            switch result {
-            case .success: return .ok
-            case .failure(let err):
-                if case .expiryInThePast = err { return .error(ControlError(.badRequest, err.description)) }
-                return .error(ControlError(.unknownPrompt, err.description))
-            }
-        case let .registerLauncher(appID, purpose):
-            return registerLauncher(appID: appID, purpose: purpose, connection: connection)
-        case let .log(app, since, limit):
-            return usageLog(app: app, since: since, limit: limit)
-        }
+    /// A control connection became a prompt agent: pending prompts go to it now.
+    func agentConnected(_ agent: AgentID, on connection: ControlConnectionID) {
+        registry.withLock { $0.agents[agent] = connection }
+        withEngine { e in ((), e.agentConnected(agent)) }
     }
 
-    func connectionOpened(_ connection: ControlConnectionID, peer: ControlPeer) {
-        registry.withLock { $0.controlPeers[connection] = peer }
-    }
-
-    func connectionClosed(_ connection: ControlConnectionID) {
-        registry.withLock { _ = $0.controlPeers.removeValue(forKey: connection) }
+    /// A control connection closed; if it was an agent, its prompts may go elsewhere.
+    func connectionGone(_ connection: ControlConnectionID) {
         let agent = AgentID(connection.rawValue)
         guard registry.withLock({ $0.agents.removeValue(forKey: agent) }) != nil else { return }
         withEngine { e in ((), e.agentDisconnected(agent)) }
-    }
-
-    private func decide(_ app: String, kind: Capability?, _ state: PermissionState,
-                        lifespan requested: RequestedLifespan? = nil) -> ControlResponse {
-        let kind = kind ?? .microphone
-        let key: AppKey
-        switch resolveApp(app) {
-        case .success(let k): key = k
-        case .failure(let e): return .error(e)
-        }
-        let reason: DecisionReason = state == .undetermined ? .reset : .user
-        let now = wallClockNow()
-        let lifespan = Self.lifespan(requested, now: now) ?? .always
-        let result = withEngine { e -> (Result<Void, ConsentError>, [ConsentAction]) in
-            switch e.setDecision(key, kind: kind, state, reason: reason, lifespan: lifespan, now: now) {
-            case .success(let actions): return (.success(()), actions)
-            case .failure(let err): return (.failure(err), [])
-            }
-        }
-        if case .failure(let err) = result { return .error(ControlError(.failed, err.description)) }
-        // Reply only once the decision is on disk: a crash after "granted"
-        // must not lose it. (The control thread may wait; audio never does.)
-        writer.flushDecisions()
-        Log.info("decision for \(key), \(kind.rawValue): \(state.rawValue) (\(reason.rawValue)), \(lifespan)")
-        var info = engine.withLock { appInfo(key, kind, in: $0) }
-        if lifespan == .once {
-            // "Once" covers the clients connected now; the app's own decision is unchanged.
-            info.afterwards = info.state
-            info.state = state
-            info.reason = reason
-            info.lifespan = .once
-        }
-        return .app(info)
-    }
-
-    /// The most sessions one `log` reply carries.
-    static let maximumLogRows = 10_000
-
-    private func usageLog(app: String?, since: Double?, limit: Int?) -> ControlResponse {
-        var key: AppKey?
-        if let app {
-            switch resolveApp(app) {
-            case .success(let k): key = k
-            case .failure(let e): return .error(e)
-            }
-        }
-        do {
-            let rows = try store.usage(for: key, since: since, limit: min(max(limit ?? 1000, 0), Self.maximumLogRows))
-            return .usage(rows.map { u in
-                UsageInfo(appKey: u.appKey.description, kind: u.kind, source: u.source, startedAt: u.startedAt,
-                          endedAt: u.endedAt, realSeconds: u.realSeconds, silencedSeconds: u.silencedSeconds,
-                          decision: u.decision)
-            })
-        } catch {
-            return .error(ControlError(.failed, "cannot read the usage log in \(store.path): \(error)"))
-        }
-    }
-
-    /// An app key, or an unambiguous executable name of an app the engine knows (AppNameResolver).
-    private func resolveApp(_ text: String) -> Result<AppKey, ControlError> {
-        switch AppNameResolver.match(text, among: engine.withLock { $0.nameableApps }) {
-        case .success(let key): return .success(key)
-        case .failure(let f):
-            let code: ControlErrorCode = switch f {
-            case .notAnAppKey: .badRequest
-            case .ambiguous, .onlyClaimed: .ambiguousApp
-            case .unknown, .noSuchFile, .notExecutable: .unknownApp
-            }
-            return .failure(ControlError(code, f.description))
-        }
-    }
-
-    private func registerLauncher(appID: String, purpose: String?, connection: ControlConnectionID) -> ControlResponse {
-        let safe = appID.unicodeScalars.allSatisfy { $0.properties.isAlphabetic || ("0"..."9").contains($0) || "._-".unicodeScalars.contains($0) }
-        guard safe, !appID.isEmpty, appID.count <= 200, appID.first != "." else {
-            return .error(ControlError(.badRequest, "app id \"\(appID)\" must be letters, digits, '.', '_' or '-', e.g. org.example.Notes"))
-        }
-        guard let peer = registry.withLock({ $0.controlPeers[connection] }), let daemon else {
-            return .error(ControlError(.failed, "the daemon is not ready for launcher sockets"))
-        }
-        do {
-            let path = try launchers.register(appID: appID, peerPID: peer.pid, open: { path in
-                try daemon.addLauncherSocket(path: path, appID: appID, purpose: purpose)
-            }, close: { [weak daemon] path in daemon?.removeLauncherSocket(path: path) })
-            return .launcher(LauncherInfo(appKey: "launcher:\(appID)", socketPath: path))
-        } catch {
-            Log.warn("refused a launcher socket for \(appID): \(error)")
-            return .error(ControlError(.failed, error.description))
-        }
     }
 }
 
