@@ -31,7 +31,7 @@ extension ConsentService {
                               bytesReal: r.bytesReal.load(ordering: .relaxed),
                               bytesSilenced: r.bytesSilenced.load(ordering: .relaxed), kind: s.kind)
         }
-        let d = daemon
+        let d = relay
         return StatusPayload(
             daemon: DaemonInfo(pid: getpid(), version: earmuffVersion, listenPath: paths.listen, controlPath: paths.control,
                                storePath: store.path, uptimeSeconds: wallClockNow() - (d?.startedAt ?? wallClockNow()),

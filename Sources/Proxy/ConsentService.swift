@@ -21,7 +21,7 @@ import Synchronization
 import Wording
 
 final class ConsentService: SessionObserver, @unchecked Sendable {
-    // @unchecked Sendable: mutable state is inside locks; `control`, `daemon` and
+    // @unchecked Sendable: mutable state is inside locks; `control`, `relay` and
     // `catalog` are set once during start-up before any thread can call in.
     let engine: Locked<ConsentEngine>
     let store: PermissionStore
@@ -41,7 +41,8 @@ final class ConsentService: SessionObserver, @unchecked Sendable {
     /// The desktop's microphone switches of Flatpak apps (xdg permission store); set at the end of init.
     private(set) var desktopPermissions: DesktopPermissions!
     var control: ControlServer?
-    weak var daemon: Daemon?
+    /// The relay, for packets Earmuff sends a client itself, closing clients, and status.
+    weak var relay: (any RelayLink)?
     /// snapd's say on snap connections (audio-record); nil: not checked.
     let snapGate: SnapRecordGate?
     /// What each source of the server is (set before apps can connect); nil: no source is
@@ -163,7 +164,7 @@ final class ConsentService: SessionObserver, @unchecked Sendable {
                     // Queued under the lock too, so a client hears of its changes in decision order.
                     answerPermission(c, tag: tag, kind: kind, state)
                 case let .notifyPermission(c, kind, state):
-                    daemon?.inject(sessionID: c.rawValue, packet: PermissionEvent(kind: kind.rawValue, state: state.rawValue).packet)
+                    relay?.inject(sessionID: c.rawValue, packet: PermissionEvent(kind: kind.rawValue, state: state.rawValue).packet)
                 default:
                     break
                 }
@@ -312,7 +313,7 @@ final class ConsentService: SessionObserver, @unchecked Sendable {
                 Log.warn("closing client \(c.rawValue): \(reason)")
                 let key = engine.withLock { $0.identity(of: c)?.appKey }
                 writer.logEvent(kind: "disconnect", app: key, detail: reason, at: wallClockNow())
-                daemon?.disconnect(sessionID: c.rawValue, reason: reason)
+                relay?.disconnect(sessionID: c.rawValue, reason: reason)
             case let .emit(event):
                 if case let .promptRaised(p) = event { delivery.raised(promptInfo(p)) }
                 if let e = controlEvent(event) { control?.broadcast(e) }
@@ -376,6 +377,20 @@ final class ConsentService: SessionObserver, @unchecked Sendable {
         withEngine { e in ((), e.agentDisconnected(agent)) }
     }
 }
+
+/// What the consent service asks of the relay (the Daemon; a fake in tests). Safe from any thread.
+protocol RelayLink: AnyObject, Sendable {
+    /// Queues a packet Earmuff sends the client itself (a permission reply or event).
+    func inject(sessionID: UInt64, packet: [UInt8])
+    /// Asks a session to close.
+    func disconnect(sessionID: UInt64, reason: String)
+    /// For status: when the relay started, the socket passed by the service manager, the real server.
+    var startedAt: Double { get }
+    var activatedListener: Int32? { get }
+    var upstream: UpstreamAddress { get }
+}
+
+extension Daemon: RelayLink {}
 
 /// A decision as the control protocol shows it.
 func decisionInfo(_ d: Decision) -> AppInfo {

@@ -127,7 +127,7 @@ public enum Server {
                 }
                 return IdentityClassifier.classify(ProcessInspector.facts(pid: pid, uid: uid, gid: gid, launcherAppID: admitted))
             }
-            service.daemon = daemon
+            service.relay = daemon
             catalog = SourceCatalog(upstream: upstream, onChange: { [weak service] in service?.sourcesChanged() },
                                     onSourceOutput: { [weak service] in
                                         service?.sourceOutputChanged(index: $0, source: $1, askedAt: $2)

@@ -116,3 +116,55 @@ import TestSupport
         #expect(status.clients.isEmpty && status.streams.isEmpty)
     }
 }
+
+/// The permission extension on an app's own connection, with a relay that only
+/// records what the service sends and closes.
+@Suite struct PermissionCallTests {
+    final class FakeRelay: RelayLink {
+        let sent = Mutex<[(UInt64, [UInt8])]>([])
+        let closed = Mutex<[(UInt64, String)]>([])
+        let startedAt = 0.0
+        let activatedListener: Int32? = nil
+        let upstream = UpstreamAddress.unix("/nonexistent/pulse/native")
+        func inject(sessionID: UInt64, packet: [UInt8]) { sent.withLock { $0.append((sessionID, packet)) } }
+        func disconnect(sessionID: UInt64, reason: String) { closed.withLock { $0.append((sessionID, reason)) } }
+
+        /// The permission state in each status reply sent so far, by tag (SUBSCRIBE's reply is empty).
+        func replies(version: UInt32) -> [UInt32: String] {
+            var out: [UInt32: String] = [:]
+            for (_, packet) in sent.withLock({ $0 }) {
+                if let (tag, status) = try? PermissionStatus.decodePacket(packet, version: version) { out[tag] = status.state }
+            }
+            return out
+        }
+
+        var events: [PermissionEvent] { sent.withLock { $0 }.compactMap { try? PermissionEvent.decode($0.1) } }
+    }
+
+    @Test func aRequestWaitsForItsDecisionAndSubscribersHearOfChanges() throws {
+        let f = try ConsentServiceTests.Fixture()
+        let relay = FakeRelay()
+        f.consent.relay = relay
+        let version = f.session.protocolVersion
+        #expect(f.consent.permissionCall(f.session, tag: 1, call: .get(kind: "microphone")) == nil)
+        #expect(f.consent.permissionCall(f.session, tag: 2, call: .subscribe(true)) == nil)
+        #expect(f.consent.permissionCall(f.session, tag: 3, call: .request(kind: "microphone", purpose: "dictation")) == nil)
+        #expect(relay.replies(version: version) == [1: "undetermined"], "the request waits for its prompt")
+        #expect(f.consent.status().prompts.first?.purpose == "dictation")
+        f.decide(.granted)
+        #expect(relay.replies(version: version)[3] == "granted")
+        #expect(relay.sent.withLock { $0.count } == 4, "GET, SUBSCRIBE and REQUEST replies, and one event")
+        #expect(relay.events == [PermissionEvent(kind: "microphone", state: "granted")])
+        #expect(relay.closed.withLock { $0.isEmpty })
+    }
+
+    @Test func anUnknownKindIsAnErrorAndTheConnectionStays() throws {
+        let f = try ConsentServiceTests.Fixture()
+        let relay = FakeRelay()
+        f.consent.relay = relay
+        #expect(f.consent.permissionCall(f.session, tag: 4, call: .get(kind: "camera")) == nil)
+        let (tag, reply) = try #require(relay.sent.withLock { $0.first }.map { try ErrorReply.decodePacket($0.1, version: f.session.protocolVersion) })
+        #expect(tag == 4 && reply.code == ErrorCode.invalid.rawValue)
+        #expect(relay.closed.withLock { $0.isEmpty })
+    }
+}

@@ -66,7 +66,7 @@ import Testing
                                 observer: service) { pid, uid, gid, _ in
             ClientIdentity(pid: pid, uid: uid, gid: gid, appKey: AppKey(kind: "snap", value: "recorder"), method: .snap)
         }
-        service.daemon = daemon
+        service.relay = daemon
         let requests = ControlRequests(consent: service, store: store, launchers: service.launchers, host: daemon)
         let granted = requests.handle(.setDecision(app: "snap:recorder", state: .granted, reason: "test"),
                                       from: ControlConnectionID(rawValue: 1))
