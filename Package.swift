@@ -25,13 +25,15 @@ let package = Package(
         .target(name: "Ring"),
         .target(name: "Consent", dependencies: ["PulseWire"]),
         .target(name: "ConsentStore", dependencies: ["CSQLite", "Consent", "LinuxSystem"]),
-        .target(name: "ControlProtocol"),
+        .target(name: "ControlProtocol", dependencies: ["Consent"]),
+        // Words shared by the daemon and the command line: prompts, times, durations
+        .target(name: "Wording", dependencies: ["Consent", "ControlProtocol"]),
         .target(name: "DBus", dependencies: ["CSystemd", "LinuxSystem"]),
 
         // I/O edge
-        .target(name: "Proxy", dependencies: ["PulseWire", "Ring", "Consent", "ConsentStore", "ControlProtocol", "CLinux", "LinuxSystem", "DBus"]),
+        .target(name: "Proxy", dependencies: ["PulseWire", "Ring", "Consent", "ConsentStore", "ControlProtocol", "Wording", "CLinux", "LinuxSystem", "DBus"]),
         .target(name: "EarmuffClient", dependencies: ["ControlProtocol", "CLinux", "LinuxSystem"]),
-        .target(name: "EarmuffCLI", dependencies: ["Proxy", "EarmuffClient", "ControlProtocol", "Consent", "LinuxSystem"]),
+        .target(name: "EarmuffCLI", dependencies: ["Proxy", "EarmuffClient", "ControlProtocol", "Wording", "Consent", "LinuxSystem"]),
         .executableTarget(name: "earmuff", dependencies: ["EarmuffCLI"]),
 
         // The app library and its example (records with libpulse-simple, as an app would)
@@ -49,10 +51,11 @@ let package = Package(
         .testTarget(name: "LinuxSystemTests", dependencies: ["LinuxSystem"]),
         .testTarget(name: "ConsentTests", dependencies: ["Consent", "PulseWire"]),
         .testTarget(name: "ConsentStoreTests", dependencies: ["ConsentStore", "Consent"]),
-        .testTarget(name: "ControlProtocolTests", dependencies: ["ControlProtocol"]),
+        .target(name: "ControlSamples", dependencies: ["ControlProtocol"], path: "Tests/ControlSamples"),
+        .testTarget(name: "ControlProtocolTests", dependencies: ["ControlProtocol", "ControlSamples", "Consent"]),
         .testTarget(name: "ProxyTests", dependencies: ["Proxy", "EarmuffClient", "ControlProtocol", "PulseWire", "Ring", "CLinux", "LinuxSystem", "TestSupport"]),
         .testTarget(name: "EarmuffKitTests", dependencies: ["EarmuffKit", "PulseWire", "TestSupport"]),
-        .testTarget(name: "EarmuffCLITests", dependencies: ["EarmuffCLI", "ControlProtocol", "Consent", "ConsentStore"]),
+        .testTarget(name: "EarmuffCLITests", dependencies: ["EarmuffCLI", "ControlProtocol", "ControlSamples", "Wording", "Consent", "ConsentStore"]),
         .testTarget(name: "EndToEndTests", dependencies: ["TestSupport", "PulseWire", "EarmuffKit", "earmuff", "earmuff-request-permission"]),
     ]
 )

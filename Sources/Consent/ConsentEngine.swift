@@ -93,6 +93,8 @@ public struct ConsentEngine: Sendable {
     /// Captures over the prompt caps, waiting (silent) for a prompt; see ConsentEngine+PromptQueue.swift.
     var waiting: [Subject: WaitingCapture] = [:]
     var agents: Set<AgentID> = []
+    /// What is known of each app besides its decisions (as the store keeps it; see ConsentEngine+Apps.swift).
+    var apps: [AppKey: AppRecord] = [:]
     private var nextPrompt: UInt64 = 1
     /// Permission requests waiting for their prompt (ConsentEngine+Permissions.swift).
     var permissionWaiters: [PermissionWaiter] = []
@@ -104,11 +106,12 @@ public struct ConsentEngine: Sendable {
     /// Longest purpose string kept.
     public static let maximumPurposeLength = 512
 
-    /// An engine with the given settings and the decisions loaded from the store: lasting ones,
-    /// and timed ones over them (call `expire(now:)` next to drop lapsed ones).
-    public init(policy: ConsentPolicy, decisions: [Decision], accessOff: Set<Capability> = []) {
+    /// An engine with the given settings and what was loaded from the store: the decisions (lasting
+    /// ones, and timed ones over them; call `expire(now:)` next to drop lapsed ones) and the apps seen.
+    public init(policy: ConsentPolicy, decisions: [Decision], apps: [AppRecord] = [], accessOff: Set<Capability> = []) {
         self.policy = policy
         self.accessOff = accessOff
+        for r in apps { remember(r) }
         for d in decisions {
             let subject = Subject(app: d.appKey, kind: d.capability)
             switch d.lifespan {
@@ -128,8 +131,8 @@ public struct ConsentEngine: Sendable {
                                  launcherPurpose: Self.clean(launcherPurpose, limit: Self.maximumPurposeLength),
                                  connectedAt: now)
         return [
-            .recordApp(AppRecord(appKey: identity.appKey, displayName: nil, executable: identity.executable,
-                                 method: identity.method, firstSeenAt: now, lastSeenAt: now)),
+            remember(AppRecord(appKey: identity.appKey, displayName: nil, executable: identity.executable,
+                               method: identity.method, firstSeenAt: now, lastSeenAt: now)),
             .emit(.clientConnected(c, identity)),
         ]
     }
@@ -148,8 +151,8 @@ public struct ConsentEngine: Sendable {
         let after = displayName(of: s)
         guard after != before else { return [] }
         let id = s.identity
-        return [.recordApp(AppRecord(appKey: id.appKey, displayName: after, executable: id.executable,
-                                     method: id.method, firstSeenAt: s.connectedAt, lastSeenAt: now))]
+        return [remember(AppRecord(appKey: id.appKey, displayName: after, executable: id.executable,
+                                   method: id.method, firstSeenAt: s.connectedAt, lastSeenAt: now))]
     }
 
     /// The client's connection is gone; its streams end and any "once" answer with it.

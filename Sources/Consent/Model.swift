@@ -72,15 +72,18 @@ public enum Lifespan: Sendable, Equatable, Hashable, Codable, CustomStringConver
     /// Until changed; stored.
     case always
 
-    /// `once`, `session`, `timed` or `always`, as the store and the control protocol write it.
-    public var name: String {
+    /// Which of the four it is, without the time.
+    public var kind: LifespanKind {
         switch self {
-        case .once: "once"
-        case .session: "session"
-        case .until: "timed"
-        case .always: "always"
+        case .once: .once
+        case .session: .session
+        case .until: .timed
+        case .always: .always
         }
     }
+
+    /// `once`, `session`, `timed` or `always`, as the store and the control protocol write it.
+    public var name: String { kind.rawValue }
 
     /// When it ends by itself, if at a known time.
     public var expiresAt: Double? {
@@ -92,6 +95,14 @@ public enum Lifespan: Sendable, Equatable, Hashable, Codable, CustomStringConver
         if case let .until(t) = self { return "until \(t)" }
         return name
     }
+}
+
+/// A `Lifespan` without its time, as the control protocol names it.
+public enum LifespanKind: String, Sendable, Codable, CaseIterable {
+    case once
+    case session
+    case timed
+    case always
 }
 
 /// How an app was identified, strongest first.
@@ -306,3 +317,18 @@ public struct UsageRecord: Sendable, Equatable, Codable {
         bytesPerSecond == 0 ? nil : Double(bytes) / Double(bytesPerSecond)
     }
 }
+
+/// The domain's names, as the store, the control protocol and every message write them.
+public protocol WireNamed: RawRepresentable<String>, CustomStringConvertible {}
+
+extension WireNamed {
+    public var description: String { rawValue }
+}
+
+extension Capability: WireNamed {}
+extension PermissionState: WireNamed {}
+extension DecisionReason: WireNamed {}
+extension LifespanKind: WireNamed {}
+extension IdentificationMethod: WireNamed {}
+extension IdentityStrength: WireNamed {}
+extension PromptAnswer: WireNamed {}

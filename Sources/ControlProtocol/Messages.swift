@@ -6,6 +6,7 @@
 // `launcher`, `error`), an `event` for subscribers, or a `prompt` for agents.
 // Every message is one JSON object with a `"type"`; payloads use camelCase keys.
 // Fields whose value is unknown are left out rather than sent as null.
+import Consent
 import Foundation
 
 // MARK: - Small value types
@@ -14,13 +15,6 @@ import Foundation
 public enum DecisionState: String, Codable, Sendable, CaseIterable {
     case granted
     case denied
-}
-
-/// An agent's answer to a prompt: allow and remember, allow until disconnect, deny and remember.
-public enum PromptAnswer: String, Codable, Sendable, CaseIterable {
-    case allow
-    case once
-    case deny
 }
 
 /// How a prompt ended.
@@ -107,10 +101,10 @@ public enum ControlRequest: Sendable, Equatable {
     /// Stores a decision for `lifespan` (nil: always). `app` is an app key or an unambiguous
     /// display/executable name. `kind` is the capture kind (microphone, system-audio, app-audio;
     /// absent: microphone).
-    case setDecision(app: String, state: DecisionState, reason: String?, kind: String? = nil,
+    case setDecision(app: String, state: DecisionState, reason: String?, kind: Capability? = nil,
                      lifespan: RequestedLifespan? = nil)
     /// Back to undetermined.
-    case reset(app: String, kind: String? = nil)
+    case reset(app: String, kind: Capability? = nil)
     /// Start receiving `event` messages on this connection.
     case subscribe
     /// Receive `prompt` messages (pending ones at once) and answer them.
@@ -123,7 +117,7 @@ public enum ControlRequest: Sendable, Equatable {
     /// started at `since` (seconds since 1970) or later when given, at most `limit`.
     case log(app: String?, since: Double?, limit: Int?)
     /// Switches a capture kind on or off for every app (the master switch).
-    case setAccess(kind: String, enabled: Bool)
+    case setAccess(kind: Capability, enabled: Bool)
 
     /// The wire `type` of this request.
     public var typeName: String {
@@ -247,6 +241,16 @@ extension ClientMessage: Codable {
         let type = try c.decode(String.self, forKey: WireKey("type"))
         func str(_ k: String) throws -> String { try c.decode(String.self, forKey: WireKey(k)) }
         func optStr(_ k: String) throws -> String? { try c.decodeIfPresent(String.self, forKey: WireKey(k)) }
+        let messageID = id
+        /// A capture kind by name, refused with the names there are.
+        func kind(_ name: String?) throws -> Capability? {
+            guard let name else { return nil }
+            guard let kind = Capability(rawValue: name) else {
+                throw ControlProtocolError.badMessage(id: messageID, "unknown capture kind \"\(name)\"; use "
+                    + Capability.allCases.map(\.rawValue).joined(separator: ", "))
+            }
+            return kind
+        }
         switch type {
         case "hello":
             body = .hello(version: try c.decode(Int.self, forKey: WireKey("version")), client: try optStr("client"))
@@ -255,9 +259,9 @@ extension ClientMessage: Codable {
         case "set-decision":
             body = .request(.setDecision(app: try str("app"),
                                          state: try c.decode(DecisionState.self, forKey: WireKey("state")),
-                                         reason: try optStr("reason"), kind: try optStr("kind"),
+                                         reason: try optStr("reason"), kind: try kind(optStr("kind")),
                                          lifespan: try RequestedLifespan.decode(from: c)))
-        case "reset": body = .request(.reset(app: try str("app"), kind: try optStr("kind")))
+        case "reset": body = .request(.reset(app: try str("app"), kind: try kind(optStr("kind"))))
         case "subscribe": body = .request(.subscribe)
         case "become-agent": body = .request(.becomeAgent)
         case "answer-prompt":
@@ -270,7 +274,7 @@ extension ClientMessage: Codable {
             body = .request(.log(app: try optStr("app"), since: try c.decodeIfPresent(Double.self, forKey: WireKey("since")),
                                  limit: try c.decodeIfPresent(Int.self, forKey: WireKey("limit"))))
         case "set-access":
-            body = .request(.setAccess(kind: try str("kind"), enabled: try c.decode(Bool.self, forKey: WireKey("enabled"))))
+            body = .request(.setAccess(kind: try kind(str("kind"))!, enabled: try c.decode(Bool.self, forKey: WireKey("enabled"))))
         default:
             throw ControlProtocolError.unknownType(id: id, type)
         }

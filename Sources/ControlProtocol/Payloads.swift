@@ -1,6 +1,9 @@
 // The payloads of control protocol messages (Messages.swift): the greeting,
 // `status`, app, client, stream, prompt and launcher infos. Codable with the
-// camelCase keys the wire uses; unknown values are left out.
+// camelCase keys the wire uses; unknown values are left out. Decisions, capture
+// kinds, identification methods and strengths are the domain's own enums
+// (Consent/Model.swift), written as their raw values.
+import Consent
 
 /// The daemon's greeting, sent as the first line on every connection and as the reply to `hello`.
 public struct ServerHello: Codable, Sendable, Equatable {
@@ -127,18 +130,19 @@ public struct ClientInfo: Codable, Sendable, Equatable {
     /// What the client calls itself (application.name); never decides a permission.
     public var displayName: String?
     public var pid: Int32?
-    /// How the app key was derived: flatpak, snap, systemd-scope, launcher, script, exe.
+    /// How the app key was derived: flatpak, snap, systemd-scope, launcher, script, exe (an
+    /// `IdentificationMethod`), or "unknown" for a client whose identity is gone.
     public var identifiedBy: String
     /// The executable, when known.
     public var executable: String?
     /// What the key resists: "sandbox" (strong against the app's own sandbox only: any
     /// unsandboxed program of the user can build the same), or "weak" (any program of the user).
-    public var strength: String?
+    public var strength: IdentityStrength?
     /// Why the identity is weaker than its method suggests, when it is.
     public var caveat: String?
 
     public init(id: UInt64, appKey: String, displayName: String? = nil, pid: Int32? = nil, identifiedBy: String,
-                executable: String? = nil, strength: String? = nil, caveat: String? = nil) {
+                executable: String? = nil, strength: IdentityStrength? = nil, caveat: String? = nil) {
         self.id = id
         self.appKey = appKey
         self.displayName = displayName
@@ -168,10 +172,10 @@ public struct StreamInfo: Codable, Sendable, Equatable {
     /// Record bytes replaced by silence.
     public var bytesSilenced: UInt64
     /// What the source captures: microphone, system-audio or app-audio; absent while not known (then silenced).
-    public var kind: String?
+    public var kind: Capability?
 
     public init(client: UInt64, stream: UInt32, appKey: String, source: String, sampleSpec: String,
-                audio: AudioDelivery, bytesReal: UInt64 = 0, bytesSilenced: UInt64 = 0, kind: String? = nil) {
+                audio: AudioDelivery, bytesReal: UInt64 = 0, bytesSilenced: UInt64 = 0, kind: Capability? = nil) {
         self.kind = kind
         self.client = client
         self.stream = stream
@@ -191,7 +195,7 @@ public struct PromptInfo: Codable, Sendable, Equatable {
     public var appKey: String
     public var displayName: String?
     /// How the app key was derived.
-    public var identifiedBy: String
+    public var identifiedBy: IdentificationMethod
     /// The pid of the client whose stream raised the prompt.
     public var pid: Int32?
     /// The purpose string the app declared.
@@ -212,16 +216,16 @@ public struct PromptInfo: Codable, Sendable, Equatable {
     /// counts only once it is on again.
     public var accessOff: Bool?
     /// What the key resists: "sandbox" or "weak" (as in `ClientInfo`).
-    public var strength: String?
+    public var strength: IdentityStrength?
     /// Why the identity is weaker than its method suggests, when it is.
     public var caveat: String?
     /// What the app wants to capture (microphone, system-audio, app-audio); the answer covers that kind only.
-    public var kind: String?
+    public var kind: Capability?
 
-    public init(id: UInt64, appKey: String, displayName: String? = nil, identifiedBy: String, pid: Int32? = nil,
+    public init(id: UInt64, appKey: String, displayName: String? = nil, identifiedBy: IdentificationMethod, pid: Int32? = nil,
                 purpose: String? = nil, source: String? = nil, executable: String? = nil, raisedAt: Double? = nil,
-                systemName: String? = nil, icon: String? = nil, strength: String? = nil, caveat: String? = nil,
-                kind: String? = nil, commandName: String? = nil, accessOff: Bool? = nil) {
+                systemName: String? = nil, icon: String? = nil, strength: IdentityStrength? = nil, caveat: String? = nil,
+                kind: Capability? = nil, commandName: String? = nil, accessOff: Bool? = nil) {
         self.accessOff = accessOff
         self.kind = kind
         self.commandName = commandName
@@ -295,15 +299,14 @@ public struct StatusPayload: Codable, Sendable, Equatable {
 /// (or max-pending-prompts-per-uid) allows. It records silence meanwhile.
 public struct WaitingCaptureInfo: Codable, Sendable, Equatable {
     public var appKey: String
-    /// microphone, system-audio or app-audio.
-    public var kind: String
+    public var kind: Capability
     public var displayName: String?
     public var uid: UInt32
     public var source: String
     /// When it started waiting (seconds since 1970).
     public var since: Double
 
-    public init(appKey: String, kind: String, displayName: String?, uid: UInt32, source: String, since: Double) {
+    public init(appKey: String, kind: Capability, displayName: String?, uid: UInt32, source: String, since: Double) {
         self.appKey = appKey
         self.kind = kind
         self.displayName = displayName
@@ -318,17 +321,17 @@ public struct AppInfo: Codable, Sendable, Equatable {
     /// The app key, e.g. "flatpak:org.mozilla.firefox".
     public var key: String
     /// The capture kind the decision is about: microphone, system-audio or app-audio (absent: microphone).
-    public var kind: String?
+    public var kind: Capability?
     public var displayName: String?
     /// undetermined, granted or denied.
-    public var state: String
+    public var state: PermissionState
     /// Why: user, user-once, admin-policy, missing-purpose, prompt-timeout, ...
-    public var reason: String
+    public var reason: DecisionReason
     public var purpose: String?
     /// How the app was identified (flatpak, snap, systemd-scope, launcher, script, exe).
-    public var identifiedBy: String?
+    public var identifiedBy: IdentificationMethod?
     /// What a key of that method resists at best: "sandbox" or "weak" (as in `ClientInfo`).
-    public var strength: String?
+    public var strength: IdentityStrength?
     /// Seconds since 1970 when the decision was made.
     public var decidedAt: Double?
     /// Seconds since 1970 when the app last captured.
@@ -336,16 +339,16 @@ public struct AppInfo: Codable, Sendable, Equatable {
     public var executable: String?
     /// How long `state` lasts: `always`, `session` (until the daemon stops), `timed`
     /// (until `expiresAt`) or `once` (until the app's clients disconnect).
-    public var lifespan: String?
+    public var lifespan: LifespanKind?
     /// Seconds since 1970 when a `timed` decision ends.
     public var expiresAt: Double?
     /// The state in force when a temporary decision ends (the lasting decision under it).
-    public var afterwards: String?
+    public var afterwards: PermissionState?
 
-    public init(key: String, displayName: String? = nil, state: String, reason: String, purpose: String? = nil,
-                identifiedBy: String? = nil, decidedAt: Double? = nil, lastUsed: Double? = nil, executable: String? = nil,
-                kind: String? = nil, lifespan: String? = nil, expiresAt: Double? = nil, afterwards: String? = nil,
-                strength: String? = nil) {
+    public init(key: String, displayName: String? = nil, state: PermissionState, reason: DecisionReason, purpose: String? = nil,
+                identifiedBy: IdentificationMethod? = nil, decidedAt: Double? = nil, lastUsed: Double? = nil,
+                executable: String? = nil, kind: Capability? = nil, lifespan: LifespanKind? = nil, expiresAt: Double? = nil,
+                afterwards: PermissionState? = nil, strength: IdentityStrength? = nil) {
         self.kind = kind
         self.strength = strength
         self.key = key
@@ -378,12 +381,11 @@ public struct LauncherInfo: Codable, Sendable, Equatable {
 
 /// The master switch of one capture kind: on, or off for every app.
 public struct AccessInfo: Codable, Sendable, Equatable {
-    /// microphone, system-audio or app-audio.
-    public var kind: String
+    public var kind: Capability
     /// False: every stream of this kind is silent, whatever is granted.
     public var enabled: Bool
 
-    public init(kind: String, enabled: Bool) {
+    public init(kind: Capability, enabled: Bool) {
         self.kind = kind
         self.enabled = enabled
     }

@@ -1,11 +1,13 @@
 // The client subcommands: each connects to the control socket, sends its
 // requests, and prints tables (or JSON with --json). Errors are one line on
 // stderr naming the cause and the fix; the exit status is 1.
+import Consent
 import ControlProtocol
 import Foundation
 import Glibc
 import EarmuffClient
 import LinuxSystem
+import Wording
 
 enum ClientCommands {
     static var environment: [String: String] { ProcessInfo.processInfo.environment }
@@ -71,7 +73,7 @@ enum ClientCommands {
     }
 
     /// `earmuff access on|off`: prints the switch as the daemon now has it.
-    static func access(enabled: Bool, kind: String, _ o: ClientOptions) -> Int32 {
+    static func access(enabled: Bool, kind: Capability, _ o: ClientOptions) -> Int32 {
         do {
             let client = try ControlClient(path: controlPath(o.controlPath))
             guard case .status(let s) = try client.request(.setAccess(kind: kind, enabled: enabled)),

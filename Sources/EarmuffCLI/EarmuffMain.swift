@@ -2,6 +2,7 @@
 // then dispatch. `serve` goes to the daemon; every other subcommand talks to
 // it over the control socket (ClientCommands.swift). Exit status: 0 success,
 // 1 runtime failure, 64 usage error; `run` passes its command's status through.
+import Consent
 import ControlProtocol
 import Foundation
 import Glibc
@@ -84,17 +85,17 @@ public enum EarmuffMain {
     }
 }
 
-/// The app key for what was typed (AppNames.swift), said on stderr when it was rewritten; nil after an error.
+/// The app key for what was typed (step 1 of Consent/AppNameResolver.swift), said on stderr when it was rewritten; nil after an error.
 private func resolveApp(_ text: String) -> String? {
     let cwd = FileManager.default.currentDirectoryPath
-    switch AppNames.resolve(text, searchPath: ClientCommands.environment["PATH"], cwd: cwd) {
+    switch AppNameResolver.program(text, searchPath: ClientCommands.environment["PATH"], cwd: cwd, files: HostFiles()) {
     case nil:
         return text
     case .success(let r)?:
         if let note = r.note { Terminal.error("earmuff: \(note)") }
         return r.key
     case .failure(let f)?:
-        Terminal.error("earmuff: \(f.message)")
+        Terminal.error("earmuff: \(f)")
         return nil
     }
 }

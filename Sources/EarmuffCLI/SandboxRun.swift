@@ -15,6 +15,7 @@
 //     signal N); if this process dies, bubblewrap and the sandbox die with it
 //     (--die-with-parent), and the daemon removes the launcher socket when
 //     this process is gone.
+import Consent
 import ControlProtocol
 import Dispatch
 import EarmuffClient
@@ -28,7 +29,7 @@ enum SandboxRun {
 
     static func run(_ o: RunOptions, sandbox: SandboxOptions) -> Int32 {
         let env = ClientCommands.environment
-        guard let bwrap = AppNames.lookUp("bwrap", searchPath: env["PATH"]) else {
+        guard let bwrap = AppNameResolver.lookUp("bwrap", searchPath: env["PATH"], files: HostFiles()) else {
             return ClientCommands.fail("--sandbox needs bubblewrap, and no 'bwrap' is on PATH; install it (apt-get install bubblewrap)")
         }
         let appID = o.appID ?? SandboxPlan.defaultAppID(command: o.command[0])

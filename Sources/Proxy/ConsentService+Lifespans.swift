@@ -3,6 +3,7 @@
 // command's answers), and the desktop's microphone switches of Flatpak apps.
 import Consent
 import ControlProtocol
+import Wording
 
 extension ConsentService {
     // MARK: lifespans
@@ -40,7 +41,7 @@ extension ConsentService {
     static func commandLifespan(_ output: String, now: Double) -> Lifespan? {
         guard !output.isEmpty else { return nil }
         guard let requested = RequestedLifespan(text: output) else {
-            Log.warn("prompt-command printed \"\(ClientFormat.cell(output, max: 60))\"; a lifespan is once, session, always "
+            Log.warn("prompt-command printed \"\(TextFormat.cell(output, max: 60))\"; a lifespan is once, session, always "
                      + "or a duration such as 2h; the answer lasts until changed")
             return nil
         }

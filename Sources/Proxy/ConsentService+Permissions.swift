@@ -19,7 +19,7 @@ extension ConsentService {
         }
         let c = ClientID(session.id)
         let version = session.protocolVersion
-        func reply(_ packet: [UInt8]) { daemon?.inject(sessionID: session.id, packet: packet) }
+        func reply(_ packet: [UInt8]) { relay?.inject(sessionID: session.id, packet: packet) }
         func fail(_ code: ErrorCode, _ why: String) {
             Log.info("session \(session.id) (\(session.identity.appKey)): permission extension: \(why)")
             reply(ErrorReply(code: code).packet(tag: tag, version: version))
@@ -74,7 +74,7 @@ extension ConsentService {
         guard let session = registry.withLock({ $0.sessions[c.rawValue] }) else { return }
         session.releasePermissionTag(tag)
         Log.info("session \(session.id) (\(session.identity.appKey)): \(kind.rawValue) request answered: \(state.rawValue)")
-        daemon?.inject(sessionID: session.id,
+        relay?.inject(sessionID: session.id,
                        packet: permissionStatus(session, state).packet(tag: tag, version: session.protocolVersion))
     }
 

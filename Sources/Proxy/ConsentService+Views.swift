@@ -1,13 +1,14 @@
 // What the consent service shows: `status`, `apps`, prompt, client and stream
 // infos, and the control events made from the engine's events.
 import CLinux
-import ConsentStore
 import Consent
+import ConsentStore
 import ControlProtocol
 import Dispatch
 import Glibc
 import PulseWire
 import Synchronization
+import Wording
 
 extension ConsentService {
     func status() -> StatusPayload {
@@ -20,7 +21,7 @@ extension ConsentService {
         let clientInfos = clients.map { c in
             ClientInfo(id: c.id.rawValue, appKey: c.identity.appKey.description, displayName: c.displayName,
                        pid: c.identity.pid, identifiedBy: c.identity.method.rawValue, executable: c.identity.executable,
-                       strength: c.identity.strength.rawValue, caveat: c.identity.caveat)
+                       strength: c.identity.strength, caveat: c.identity.caveat)
         }
         let streamInfos: [StreamInfo] = streams.compactMap { s in
             guard let r = live[s.stream.rawValue] else { return nil }
@@ -28,9 +29,9 @@ extension ConsentService {
                               source: r.sourceName, sampleSpec: specText(r.sampleSpec),
                               audio: r.isReal ? .real : .silenced,
                               bytesReal: r.bytesReal.load(ordering: .relaxed),
-                              bytesSilenced: r.bytesSilenced.load(ordering: .relaxed), kind: s.kind?.rawValue)
+                              bytesSilenced: r.bytesSilenced.load(ordering: .relaxed), kind: s.kind)
         }
-        let d = daemon
+        let d = relay
         return StatusPayload(
             daemon: DaemonInfo(pid: getpid(), version: earmuffVersion, listenPath: paths.listen, controlPath: paths.control,
                                storePath: store.path, uptimeSeconds: wallClockNow() - (d?.startedAt ?? wallClockNow()),
@@ -43,12 +44,12 @@ extension ConsentService {
             upstream: UpstreamInfo(server: d?.upstream.description ?? "", reachable: d.map { canConnect($0.upstream.path) } ?? false),
             clients: clientInfos, streams: streamInfos, prompts: prompts.map(promptInfo),
             temporary: temporary.map { d, eff in
-                AppInfo(key: d.appKey.description, state: eff.state.rawValue, reason: eff.reason.rawValue, purpose: d.purpose,
-                        decidedAt: d.decidedAt, lifespan: eff.lifespan.name, expiresAt: eff.lifespan.expiresAt,
-                        afterwards: eff.afterwards?.rawValue)
+                AppInfo(key: d.appKey.description, state: eff.state, reason: eff.reason, purpose: d.purpose,
+                        decidedAt: d.decidedAt, lifespan: eff.lifespan.kind, expiresAt: eff.lifespan.expiresAt,
+                        afterwards: eff.afterwards)
             },
             waiting: waiting.map { w in
-                WaitingCaptureInfo(appKey: w.appKey.description, kind: w.kind.rawValue, displayName: w.displayName,
+                WaitingCaptureInfo(appKey: w.appKey.description, kind: w.kind, displayName: w.displayName,
                                    uid: w.uid, source: w.source, since: w.since)
             },
             access: accessInfos())
@@ -81,45 +82,45 @@ extension ConsentService {
     /// The master switch of every capture kind.
     func accessInfos() -> [AccessInfo] {
         let off = engine.withLock { $0.accessOff }
-        return Capability.allCases.map { AccessInfo(kind: $0.rawValue, enabled: !off.contains($0)) }
+        return Capability.allCases.map { AccessInfo(kind: $0, enabled: !off.contains($0)) }
     }
 
     /// One row per app and kind that has a decision (or a use) stored, and a microphone row for
-    /// every other known app.
-    func apps() throws -> [AppInfo] {
+    /// every other known app; from what the engine holds (it keeps what it stores).
+    func apps() -> [AppInfo] {
         struct Row: Hashable, Comparable {
             var app: AppKey
             var kind: Capability
             static func < (a: Row, b: Row) -> Bool { (a.app, a.kind) < (b.app, b.kind) }
         }
-        let records = Dictionary(try store.apps().map { ($0.appKey, $0) }, uniquingKeysWith: { a, _ in a })
-        let decisions = Dictionary(try store.allDecisions().map { (Row(app: $0.appKey, kind: $0.capability), $0) },
-                                   uniquingKeysWith: { a, _ in a })
-        // One look at the engine: the decision in force and any apps.d purpose, per app and kind.
-        let fromEngine = engine.withLock { e in
-            let decided = Set(decisions.keys).union(e.temporaryDecisions.map { Row(app: $0.appKey, kind: $0.capability) })
-            let others = Set(records.keys).union(e.policy.declarations.keys).subtracting(decided.map(\.app))
+        return engine.withLock { e in
+            let decided = Set((e.storedDecisions + e.temporaryDecisions).map { Row(app: $0.appKey, kind: $0.capability) })
+            let others = Set(e.nameableApps.map(\.key)).subtracting(decided.map(\.app))
             let rows = decided.union(others.map { Row(app: $0, kind: .microphone) })
-            return rows.sorted().map { ($0, e.effectiveDecision(for: $0.app, kind: $0.kind), e.policy.declarations[$0.app]?.purpose) }
+            return rows.sorted().map { appInfo($0.app, $0.kind, in: e) }
         }
-        return fromEngine.map { row, eff, declaredPurpose in
-            let r = records[row.app]
-            let d = decisions[row]
-            return AppInfo(key: row.app.description, displayName: r?.displayName, state: eff.state.rawValue,
-                           reason: eff.reason.rawValue, purpose: d?.purpose ?? declaredPurpose,
-                           identifiedBy: r?.method.rawValue, decidedAt: d?.decidedAt, lastUsed: d?.lastUsedAt,
-                           executable: r?.executable, kind: row.kind.rawValue, lifespan: eff.lifespan.name,
-                           expiresAt: eff.lifespan.expiresAt, afterwards: eff.afterwards?.rawValue,
-                           strength: r?.method.defaultStrength.rawValue)
-        }
+    }
+
+    /// What the engine holds of `app` and `kind`: the decision in force, the stored one's purpose
+    /// and times (else apps.d's purpose), and what is known of the app.
+    func appInfo(_ app: AppKey, _ kind: Capability, in e: ConsentEngine) -> AppInfo {
+        let eff = e.effectiveDecision(for: app, kind: kind)
+        let r = e.knownApp(app)
+        let d = e.storedDecision(for: app, kind: kind)
+        return AppInfo(key: app.description, displayName: r?.displayName, state: eff.state,
+                       reason: eff.reason, purpose: d?.purpose ?? e.policy.declarations[app]?.purpose,
+                       identifiedBy: r?.method, decidedAt: d?.decidedAt, lastUsed: d?.lastUsedAt,
+                       executable: r?.executable, kind: kind, lifespan: eff.lifespan.kind,
+                       expiresAt: eff.lifespan.expiresAt, afterwards: eff.afterwards,
+                       strength: r?.method.defaultStrength)
     }
 
     func promptInfo(_ p: Prompt) -> PromptInfo {
         let entry = desktopEntries.entry(for: p.appKey, executable: p.executable)
         return PromptInfo(id: p.id.rawValue, appKey: p.appKey.description, displayName: p.displayName,
-                          identifiedBy: p.method.rawValue, pid: p.pid, purpose: p.purpose, source: p.source,
+                          identifiedBy: p.method, pid: p.pid, purpose: p.purpose, source: p.source,
                           executable: p.executable, raisedAt: p.raisedAt, systemName: entry?.name, icon: entry?.icon,
-                          strength: p.strength.rawValue, caveat: p.caveat, kind: p.kind.rawValue,
+                          strength: p.strength, caveat: p.caveat, kind: p.kind,
                           commandName: ProcessInspector.linkName(pid: p.pid, executable: p.executable),
                           accessOff: engine.withLock { $0.accessOff.contains(p.kind) } ? true : nil)
     }
@@ -130,7 +131,7 @@ extension ConsentService {
         return ClientInfo(id: c.rawValue, appKey: id?.appKey.description ?? "unknown",
                           displayName: session?.properties.withLock { $0.displayName }, pid: id?.pid,
                           identifiedBy: id?.method.rawValue ?? "unknown", executable: id?.executable,
-                          strength: id?.strength.rawValue, caveat: id?.caveat)
+                          strength: id?.strength, caveat: id?.caveat)
     }
 
     func streamInfo(_ c: ClientID, _ s: StreamID, _ app: AppKey, source: String?, real: Bool?) -> StreamInfo {
@@ -142,7 +143,7 @@ extension ConsentService {
                           audio: (real ?? r?.isReal ?? false) ? .real : .silenced,
                           bytesReal: r?.bytesReal.load(ordering: .relaxed) ?? 0,
                           bytesSilenced: r?.bytesSilenced.load(ordering: .relaxed) ?? 0,
-                          kind: placement?.kind?.rawValue)
+                          kind: placement?.kind)
     }
 
     func controlEvent(_ e: ConsentEvent) -> ControlEvent? {
@@ -185,14 +186,14 @@ extension ConsentService {
             return .decisionChanged(decisionInfo(d))
         case let .accessChanged(kind, enabled):
             Log.info("\(kind.rawValue) access switched \(enabled ? "on" : "off") for every app")
-            return .accessChanged(AccessInfo(kind: kind.rawValue, enabled: enabled))
+            return .accessChanged(AccessInfo(kind: kind, enabled: enabled))
         case let .decisionExpired(old, after):
             return decisionEnded(after, event: "decision-expired",
-                                 "the \(old.state.rawValue) decision until \(ClientFormat.date(old.lifespan.expiresAt)) ended; "
+                                 "the \(old.state.rawValue) decision until \(TextFormat.date(old.lifespan.expiresAt)) ended; "
                                  + "now \(after.state.rawValue) (\(after.reason.rawValue))")
         case let .decisionAutoReset(d, lastUsed):
             return decisionEnded(d, event: "auto-reset",
-                                 "granted, unused since \(ClientFormat.date(lastUsed)) (auto-reset-days = "
+                                 "granted, unused since \(TextFormat.date(lastUsed)) (auto-reset-days = "
                                  + "\(configuration.autoResetDays)); now undetermined (auto-reset): it prompts on its next recording")
         }
     }

@@ -11,18 +11,19 @@
 //     messages to the control thread. The audio path only ever loads each
 //     RecordStream's atomic flag.
 import CLinux
-import ConsentStore
 import Consent
+import ConsentStore
 import ControlProtocol
 import Dispatch
 import Glibc
 import LinuxSystem
 import PulseWire
 import Synchronization
+import Wording
 
-final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable {
-    // @unchecked Sendable: mutable state is inside locks; `control` and
-    // `daemon` are set once during start-up before any thread can call in.
+final class ConsentService: SessionObserver, @unchecked Sendable {
+    // @unchecked Sendable: mutable state is inside locks; `control`, `relay` and
+    // `catalog` are set once during start-up before any thread can call in.
     let engine: Locked<ConsentEngine>
     let store: PermissionStore
     let writer: StoreWriter
@@ -41,9 +42,10 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
     /// The desktop's microphone switches of Flatpak apps (xdg permission store); set at the end of init.
     private(set) var desktopPermissions: DesktopPermissions!
     var control: ControlServer?
-    weak var daemon: Daemon?
+    /// The relay, for packets Earmuff sends a client itself, closing clients, and status.
+    weak var relay: (any RelayLink)?
     /// snapd's say on snap connections (audio-record); nil: not checked.
-    var snapGate: SnapRecordGate?
+    let snapGate: SnapRecordGate?
     /// What each source of the server is (set before apps can connect); nil: no source is
     /// known, so every stream stays silent.
     var catalog: SourceDirectory?
@@ -53,13 +55,13 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
         var sessions: [UInt64: SessionState] = [:]
         var streams: [UInt64: RecordStream] = [:]
         var agents: [AgentID: ControlConnectionID] = [:]
-        var controlPeers: [ControlConnectionID: ControlPeer] = [:]
     }
     let registry = Locked(Registry())
 
     init(configuration: Configuration, declarations: [AppKey: AppDeclaration], store: PermissionStore,
-         paths: DaemonPaths) throws {
+         paths: DaemonPaths, snapGate: SnapRecordGate? = nil) throws {
         self.configuration = configuration
+        self.snapGate = snapGate
         self.store = store
         writer = try StoreWriter(store: store)
         desktopEntries = try DesktopEntries()
@@ -68,7 +70,7 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
         promptCommand = configuration.promptCommand.isEmpty ? nil : configuration.promptCommand
         let decisions = try store.allDecisions() + store.timedDecisions()
         engine = Locked(ConsentEngine(policy: ConsentPolicy(configuration: configuration, declarations: declarations),
-                                     decisions: decisions, accessOff: try store.accessOff()))
+                                     decisions: decisions, apps: try store.apps(), accessOff: try store.accessOff()))
         delivery = try PromptDelivery(via: configuration.promptVia, command: promptCommand, handlers: .init(
             answered: { [unowned self] prompt, answer, lifespan, via in
                 answerFromDesktop(prompt, answer, lifespan: lifespan, via: via)
@@ -140,7 +142,7 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
             let lasts: String = switch d.lifespan {
             case .always, .once: ""
             case .session: " this session"
-            case let .until(t): " until \(ClientFormat.date(t))"
+            case let .until(t): " until \(TextFormat.date(t))"
             }
             return "\(d.state.rawValue)\(lasts) (\(d.reason.rawValue))"
         }
@@ -164,7 +166,7 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
                     // Queued under the lock too, so a client hears of its changes in decision order.
                     answerPermission(c, tag: tag, kind: kind, state)
                 case let .notifyPermission(c, kind, state):
-                    daemon?.inject(sessionID: c.rawValue, packet: PermissionEvent(kind: kind.rawValue, state: state.rawValue).packet)
+                    relay?.inject(sessionID: c.rawValue, packet: PermissionEvent(kind: kind.rawValue, state: state.rawValue).packet)
                 default:
                     break
                 }
@@ -313,7 +315,7 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
                 Log.warn("closing client \(c.rawValue): \(reason)")
                 let key = engine.withLock { $0.identity(of: c)?.appKey }
                 writer.logEvent(kind: "disconnect", app: key, detail: reason, at: wallClockNow())
-                daemon?.disconnect(sessionID: c.rawValue, reason: reason)
+                relay?.disconnect(sessionID: c.rawValue, reason: reason)
             case let .emit(event):
                 if case let .promptRaised(p) = event { delivery.raised(promptInfo(p)) }
                 if let e = controlEvent(event) { control?.broadcast(e) }
@@ -362,210 +364,42 @@ final class ConsentService: SessionObserver, ControlHandler, @unchecked Sendable
         ]
     }
 
-    // MARK: ControlHandler (control thread)
+    // MARK: agents (control thread)
 
-    func handle(_ request: ControlRequest, from connection: ControlConnectionID) -> ControlResponse {
-        switch request {
-        case .status:
-            return .status(status())
-        case .apps:
-            do {
-                return .apps(try apps())
-            } catch {
-                return .error(ControlError(.failed, "cannot read the permission store \(store.path): \(error)"))
-            }
-        case let .setDecision(app, state, _, kind, lifespan):
-            return decide(app, kind: kind, state == .granted ? .granted : .denied, lifespan: lifespan)
-        case let .reset(app, kind):
-            return decide(app, kind: kind, .undetermined)
-        case let .setAccess(kindName, enabled):
-            let kind: Capability
-            switch Self.captureKind(kindName) {
-            case .success(let k): kind = k
-            case .failure(let e): return .error(e)
-            }
-            withEngine { e in ((), e.setAccess(kind, enabled: enabled)) }
-            writer.flushDecisions() // on disk before the reply, as decisions are
-            return .status(status())
-        case .subscribe:
-            return .ok
-        case .becomeAgent:
-            let agent = AgentID(connection.rawValue)
-            registry.withLock { $0.agents[agent] = connection }
-            withEngine { e in ((), e.agentConnected(agent)) }
-            return .ok
-        case let .answerPrompt(prompt, answer, lifespan):
-            let agent = AgentID(connection.rawValue)
-            let mapped: Consent.PromptAnswer = switch answer {
-            case .allow: .allow
-            case .once: .once
-            case .deny: .deny
-            }
-            let result = withEngine { e -> (Result<Void, ConsentError>, [ConsentAction]) in
-                let now = wallClockNow()
-                switch e.answer(PromptID(prompt), mapped, lifespan: Self.lifespan(lifespan, now: now), by: agent, now: now) {
-                case .success(let actions): return (.success(()), actions)
-                case .failure(let err): return (.failure(err), [])
-                }
-            }
-            switch result {
-            case .success: return .ok
-            case .failure(let err):
-                if case .expiryInThePast = err { return .error(ControlError(.badRequest, err.description)) }
-                return .error(ControlError(.unknownPrompt, err.description))
-            }
-        case let .registerLauncher(appID, purpose):
-            return registerLauncher(appID: appID, purpose: purpose, connection: connection)
-        case let .log(app, since, limit):
-            return usageLog(app: app, since: since, limit: limit)
-        }
+    /// A control connection became a prompt agent: pending prompts go to it now.
+    func agentConnected(_ agent: AgentID, on connection: ControlConnectionID) {
+        registry.withLock { $0.agents[agent] = connection }
+        withEngine { e in ((), e.agentConnected(agent)) }
     }
 
-    func connectionOpened(_ connection: ControlConnectionID, peer: ControlPeer) {
-        registry.withLock { $0.controlPeers[connection] = peer }
-    }
-
-    func connectionClosed(_ connection: ControlConnectionID) {
-        registry.withLock { _ = $0.controlPeers.removeValue(forKey: connection) }
+    /// A control connection closed; if it was an agent, its prompts may go elsewhere.
+    func connectionGone(_ connection: ControlConnectionID) {
         let agent = AgentID(connection.rawValue)
         guard registry.withLock({ $0.agents.removeValue(forKey: agent) }) != nil else { return }
         withEngine { e in ((), e.agentDisconnected(agent)) }
     }
-
-    /// The capture kind a request names, or the error that says which kinds there are.
-    private static func captureKind(_ name: String) -> Result<Capability, ControlError> {
-        Capability(rawValue: name).map { .success($0) } ?? .failure(ControlError(
-            .badRequest, "unknown capture kind \"\(name)\"; use " + Capability.allCases.map(\.rawValue).joined(separator: ", ")))
-    }
-
-    private func decide(_ app: String, kind kindName: String?, _ state: PermissionState,
-                        lifespan requested: RequestedLifespan? = nil) -> ControlResponse {
-        let kind: Capability
-        switch Self.captureKind(kindName ?? Capability.microphone.rawValue) {
-        case .success(let k): kind = k
-        case .failure(let e): return .error(e)
-        }
-        let key: AppKey
-        switch resolveApp(app) {
-        case .success(let k): key = k
-        case .failure(let e): return .error(e)
-        }
-        let reason: DecisionReason = state == .undetermined ? .reset : .user
-        let now = wallClockNow()
-        let lifespan = Self.lifespan(requested, now: now) ?? .always
-        let result = withEngine { e -> (Result<Void, ConsentError>, [ConsentAction]) in
-            switch e.setDecision(key, kind: kind, state, reason: reason, lifespan: lifespan, now: now) {
-            case .success(let actions): return (.success(()), actions)
-            case .failure(let err): return (.failure(err), [])
-            }
-        }
-        if case .failure(let err) = result { return .error(ControlError(.failed, err.description)) }
-        // Reply only once the decision is on disk: a crash after "granted"
-        // must not lose it. (The control thread may wait; audio never does.)
-        writer.flushDecisions()
-        Log.info("decision for \(key), \(kind.rawValue): \(state.rawValue) (\(reason.rawValue)), \(lifespan)")
-        var info = (try? apps())?.first { $0.key == key.description && $0.kind == kind.rawValue }
-            ?? AppInfo(key: key.description, state: state.rawValue, reason: reason.rawValue, kind: kind.rawValue)
-        if lifespan == .once {
-            // "Once" covers the clients connected now; the app's own decision is unchanged.
-            info.afterwards = info.state
-            info.state = state.rawValue
-            info.reason = reason.rawValue
-            info.lifespan = Lifespan.once.name
-        }
-        return .app(info)
-    }
-
-    /// The most sessions one `log` reply carries.
-    static let maximumLogRows = 10_000
-
-    private func usageLog(app: String?, since: Double?, limit: Int?) -> ControlResponse {
-        var key: AppKey?
-        if let app {
-            switch resolveApp(app) {
-            case .success(let k): key = k
-            case .failure(let e): return .error(e)
-            }
-        }
-        do {
-            let rows = try store.usage(for: key, since: since, limit: min(max(limit ?? 1000, 0), Self.maximumLogRows))
-            return .usage(rows.map { u in
-                UsageInfo(appKey: u.appKey.description, kind: u.kind, source: u.source, startedAt: u.startedAt,
-                          endedAt: u.endedAt, realSeconds: u.realSeconds, silencedSeconds: u.silencedSeconds,
-                          decision: u.decision)
-            })
-        } catch {
-            return .error(ControlError(.failed, "cannot read the usage log in \(store.path): \(error)"))
-        }
-    }
-
-    /// An app key, or an unambiguous display or executable name of a known app.
-    private func resolveApp(_ text: String) -> Result<AppKey, ControlError> {
-        if text.contains(":") {
-            guard let key = AppKey(parsing: text) else {
-                return .failure(ControlError(.badRequest, "\"\(text)\" is not an app key; write kind:value, e.g. exe:/usr/bin/parecord"))
-            }
-            return .success(key)
-        }
-        // Names are matched with what the kernel said (the executable, the key's
-        // last path component); what an app calls itself never picks it alone.
-        // Connected clients count too: their app records may still wait in the store writer.
-        let live = engine.withLock { $0.clientSnapshots }.map { c in
-            AppInfo(key: c.identity.appKey.description, displayName: c.displayName, state: "", reason: "",
-                    identifiedBy: c.identity.method.rawValue, executable: c.identity.executable)
-        }
-        let all = ((try? apps()) ?? []) + live
-        func baseName(_ path: String) -> String { path.split(separator: "/").last.map(String.init) ?? path }
-        let kernelKeys = Set(all.filter { a in
-            a.executable.map { $0 == text || baseName($0) == text } == true
-                || AppKey(parsing: a.key).map { baseName($0.value) == text } == true
-        }.map(\.key))
-        // One line per app key (the store's record and a live client may both name it).
-        func onePerKey(_ apps: [AppInfo]) -> [AppInfo] {
-            var seen = Set<String>()
-            return apps.filter { seen.insert($0.key).inserted }
-        }
-        let byKernel = onePerKey(all.filter { kernelKeys.contains($0.key) })
-        let byClaim = onePerKey(all.filter { $0.displayName == text && !kernelKeys.contains($0.key) })
-        func listed(_ apps: [AppInfo]) -> String {
-            apps.map { "\($0.key) (identified by \($0.identifiedBy ?? "?")\($0.displayName.map { ", calls itself \($0)" } ?? ""))" }
-                .sorted().joined(separator: ", ")
-        }
-        if byKernel.count == 1, let key = AppKey(parsing: byKernel[0].key) { return .success(key) }
-        if byKernel.count > 1 {
-            return .failure(ControlError(.ambiguousApp, "\"\(text)\" matches \(listed(byKernel)); give the app key"))
-        }
-        if !byClaim.isEmpty {
-            return .failure(ControlError(.ambiguousApp, "\"\(text)\" is only what \(listed(byClaim)) calls itself, "
-                + "which any app can claim; give the app key"))
-        }
-        return .failure(ControlError(.unknownApp, "no known app is called \"\(text)\"; list them with 'earmuff apps' or give an app key such as exe:/usr/bin/\(text)"))
-    }
-
-    private func registerLauncher(appID: String, purpose: String?, connection: ControlConnectionID) -> ControlResponse {
-        let safe = appID.unicodeScalars.allSatisfy { $0.properties.isAlphabetic || ("0"..."9").contains($0) || "._-".unicodeScalars.contains($0) }
-        guard safe, !appID.isEmpty, appID.count <= 200, appID.first != "." else {
-            return .error(ControlError(.badRequest, "app id \"\(appID)\" must be letters, digits, '.', '_' or '-', e.g. org.example.Notes"))
-        }
-        guard let peer = registry.withLock({ $0.controlPeers[connection] }), let daemon else {
-            return .error(ControlError(.failed, "the daemon is not ready for launcher sockets"))
-        }
-        do {
-            let path = try launchers.register(appID: appID, peerPID: peer.pid, open: { path in
-                try daemon.addLauncherSocket(path: path, appID: appID, purpose: purpose)
-            }, close: { [weak daemon] path in daemon?.removeLauncherSocket(path: path) })
-            return .launcher(LauncherInfo(appKey: "launcher:\(appID)", socketPath: path))
-        } catch {
-            Log.warn("refused a launcher socket for \(appID): \(error)")
-            return .error(ControlError(.failed, error.description))
-        }
-    }
 }
+
+/// What the consent service asks of the relay (the Daemon; a fake in tests). Safe from any thread.
+protocol RelayLink: AnyObject, Sendable {
+    /// Queues a packet Earmuff sends the client itself (a permission reply or event).
+    func inject(sessionID: UInt64, packet: [UInt8])
+    /// Asks a session to close.
+    func disconnect(sessionID: UInt64, reason: String)
+    /// For status: when the relay started, the socket passed by the service manager, the real server.
+    var startedAt: Double { get }
+    var activatedListener: Int32? { get }
+    var upstream: UpstreamAddress { get }
+    /// The audio threads' kernel ids (for their scheduling in status).
+    func loopThreadIDs() -> [pid_t]
+}
+
+extension Daemon: RelayLink {}
 
 /// A decision as the control protocol shows it.
 func decisionInfo(_ d: Decision) -> AppInfo {
-    AppInfo(key: d.appKey.description, state: d.state.rawValue, reason: d.reason.rawValue, purpose: d.purpose,
-            decidedAt: d.decidedAt, lastUsed: d.lastUsedAt, kind: d.capability.rawValue, lifespan: d.lifespan.name,
+    AppInfo(key: d.appKey.description, state: d.state, reason: d.reason, purpose: d.purpose,
+            decidedAt: d.decidedAt, lastUsed: d.lastUsedAt, kind: d.capability, lifespan: d.lifespan.kind,
             expiresAt: d.lifespan.expiresAt)
 }
 

@@ -100,10 +100,13 @@ public enum Server {
         let service: ConsentService
         let daemon: Daemon
         let control: ControlServer
+        /// The control server holds its handler weakly: this keeps it.
+        let requests: ControlRequests
         let catalog: SourceCatalog
         do {
             store = try PermissionStore(path: paths.store)
-            service = try ConsentService(configuration: configuration, declarations: declarations, store: store, paths: paths)
+            service = try ConsentService(configuration: configuration, declarations: declarations, store: store, paths: paths,
+                                         snapGate: SnapRecordGate(snapd: SnapdClient(socketPath: opts.snapdSocket)))
             var relay = RelayOptions()
             if let n = opts.loops { relay.loops = n }
             if let ms = opts.coalesceMilliseconds { relay.coalesceWindow = ms / 1000 }
@@ -124,15 +127,15 @@ public enum Server {
                 }
                 return IdentityClassifier.classify(ProcessInspector.facts(pid: pid, uid: uid, gid: gid, launcherAppID: admitted))
             }
-            service.daemon = daemon
-            service.snapGate = try SnapRecordGate(snapd: SnapdClient(socketPath: opts.snapdSocket))
+            service.relay = daemon
             catalog = try SourceCatalog(upstream: upstream, onChange: { [weak service] in service?.sourcesChanged() },
                                         onSourceOutput: { [weak service] in
                                             service?.sourceOutputChanged(index: $0, source: $1, askedAt: $2)
                                         },
                                         watching: { [weak service] in service?.hasRecordStreams ?? false })
             service.catalog = catalog
-            control = try ControlServer(path: paths.control, handler: service,
+            requests = ControlRequests(consent: service, store: store, launchers: service.launchers, host: daemon)
+            control = try ControlServer(path: paths.control, handler: requests,
                                         options: ControlServerOptions(daemonVersion: earmuffVersion))
             service.control = control
             service.start()
@@ -154,6 +157,7 @@ public enum Server {
         sigwait(&set, &sig)
         Log.info("stopping on signal \(sig)")
         control.stop()
+        withExtendedLifetime(requests) {}
         daemon.stop()
         catalog.stop()
         service.stop()

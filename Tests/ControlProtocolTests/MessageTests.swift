@@ -1,4 +1,6 @@
+import Consent
 import ControlProtocol
+import ControlSamples
 import Foundation
 import Testing
 
@@ -20,8 +22,8 @@ private func object(_ bytes: [UInt8]) throws -> [String: Any] {
              .request(.setDecision(app: "Firefox", state: .denied, reason: nil), id: 4)),
             (#"{"type":"reset","id":5,"app":"launcher:org.example.Notes"}"#, .request(.reset(app: "launcher:org.example.Notes"), id: 5)),
             (#"{"type":"set-decision","id":10,"app":"obs","state":"granted","kind":"system-audio"}"#,
-             .request(.setDecision(app: "obs", state: .granted, reason: nil, kind: "system-audio"), id: 10)),
-            (#"{"type":"reset","id":11,"app":"obs","kind":"app-audio"}"#, .request(.reset(app: "obs", kind: "app-audio"), id: 11)),
+             .request(.setDecision(app: "obs", state: .granted, reason: nil, kind: .systemAudio), id: 10)),
+            (#"{"type":"reset","id":11,"app":"obs","kind":"app-audio"}"#, .request(.reset(app: "obs", kind: .appAudio), id: 11)),
             (#"{"type":"subscribe","id":6}"#, .request(.subscribe, id: 6)),
             (#"{"type":"become-agent","id":7}"#, .request(.becomeAgent, id: 7)),
             (#"{"type":"answer-prompt","id":8,"prompt":12,"answer":"once"}"#, .request(.answerPrompt(prompt: 12, answer: .once), id: 8)),
@@ -83,6 +85,7 @@ private func object(_ bytes: [UInt8]) throws -> [String: Any] {
             #"{"type":"answer-prompt","id":3,"prompt":"twelve","answer":"allow"}"#,
             #"{"type":"answer-prompt","id":3,"prompt":1,"answer":"sure"}"#,
             #"{"type":"reset","id":3,"app":7}"#,
+            #"{"type":"reset","id":3,"app":"x:y","kind":"camera"}"#,
         ]
         for wire in bad {
             #expect {
@@ -96,19 +99,8 @@ private func object(_ bytes: [UInt8]) throws -> [String: Any] {
 }
 
 @Suite struct ServerMessageTests {
-    static let status = StatusPayload(
-        daemon: DaemonInfo(pid: 42, version: "0.1.0", listenPath: "/run/user/1000/earmuff/native",
-                           controlPath: "/run/user/1000/earmuff/control", storePath: "/home/u/.local/state/earmuff/permissions.sqlite",
-                           uptimeSeconds: 3723),
-        upstream: UpstreamInfo(server: "unix:/run/user/1000/pulse/native", reachable: true),
-        clients: [ClientInfo(id: 3, appKey: "exe:/usr/bin/parecord", displayName: "parecord", pid: 1234, identifiedBy: "exe", executable: "/usr/bin/parecord")],
-        streams: [StreamInfo(client: 3, stream: 0, appKey: "exe:/usr/bin/parecord", source: "sine.monitor", sampleSpec: "s16le 2ch 44100Hz",
-                             audio: .silenced, bytesReal: 0, bytesSilenced: 88200)],
-        prompts: [PromptInfo(id: 1, appKey: "exe:/usr/bin/parecord", displayName: "parecord", identifiedBy: "exe", pid: 1234,
-                             purpose: "test \"quotes\"\nand newline", source: "sine", raisedAt: 1_700_000_000.5)])
-
-    static let app = AppInfo(key: "flatpak:org.mozilla.firefox", displayName: "Firefox", state: "granted", reason: "user",
-                             purpose: "video calls", identifiedBy: "flatpak", decidedAt: 1_700_000_000, lastUsed: 1_700_000_100)
+    static let status = Sample.status
+    static let app = Sample.app
 
     static let all: [ServerMessage] = [
         .response(id: nil, .hello(ServerHello(daemonVersion: "0.1.0", pid: 42))),
@@ -116,7 +108,7 @@ private func object(_ bytes: [UInt8]) throws -> [String: Any] {
         .response(id: 2, .ok),
         .response(id: nil, .ok),
         .response(id: 3, .status(status)),
-        .response(id: 4, .apps([app, AppInfo(key: "exe:/usr/bin/pacat", state: "undetermined", reason: "none")])),
+        .response(id: 4, .apps([app, AppInfo(key: "exe:/usr/bin/pacat", state: .undetermined, reason: .none)])),
         .response(id: 5, .app(app)),
         .response(id: 6, .launcher(LauncherInfo(appKey: "launcher:org.example.Notes", socketPath: "/run/user/1000/earmuff/launch/org.example.Notes"))),
         .response(id: 7, .error(ControlError(.unknownApp, "no known app matches 'fire'; run 'earmuff apps'"))),
@@ -167,8 +159,32 @@ private func object(_ bytes: [UInt8]) throws -> [String: Any] {
         #expect(stream["sampleSpec"] as? String == "s16le 2ch 44100Hz")
     }
 
+    @Test func anUnknownCaptureKindNamesTheKindsThereAre() {
+        for wire in [#"{"type":"set-access","id":3,"kind":"camera","enabled":true}"#,
+                     #"{"type":"set-decision","id":3,"app":"x:y","state":"granted","kind":"camera"}"#] {
+            #expect(throws: ControlProtocolError.badMessage(id: 3, "unknown capture kind \"camera\"; use microphone, system-audio, app-audio")) {
+                _ = try ControlCodec.decodeClientMessage(line(wire))
+            }
+        }
+    }
+
+    @Test func domainEnumsAreWrittenAsTheirWireNames() throws {
+        let app = AppInfo(key: "exe:/usr/bin/obs", state: .granted, reason: .userOnce, identifiedBy: .executable,
+                          kind: .systemAudio, lifespan: .timed, expiresAt: 100, afterwards: .undetermined, strength: .weak)
+        #expect(text(ControlCodec.encodeLine(ServerMessage.response(id: 2, .app(app)))) == #"{"app":{"afterwards":"undetermined","#
+            + #""expiresAt":100,"identifiedBy":"exe","key":"exe:/usr/bin/obs","kind":"system-audio","lifespan":"timed","#
+            + #""reason":"user-once","state":"granted","strength":"weak"},"id":2,"type":"app"}"# + "\n")
+        let set = ClientMessage.request(.setAccess(kind: .appAudio, enabled: false), id: 4)
+        #expect(text(ControlCodec.encodeLine(set)) == #"{"enabled":false,"id":4,"kind":"app-audio","type":"set-access"}"# + "\n")
+        let waiting = WaitingCaptureInfo(appKey: "exe:/x", kind: .microphone, displayName: nil, uid: 1, source: "mic", since: 5)
+        #expect(try ControlCodec.decodeServerMessage(Array(ControlCodec.encodeLine(
+            ServerMessage.response(id: 1, .status(StatusPayload(daemon: Self.status.daemon, upstream: Self.status.upstream,
+                                                                waiting: [waiting])))).dropLast()))
+            == .response(id: 1, .status(StatusPayload(daemon: Self.status.daemon, upstream: Self.status.upstream, waiting: [waiting]))))
+    }
+
     @Test func absentFieldsAreLeftOut() throws {
-        let o = try object(ControlCodec.encodeLine(ServerMessage.response(id: 1, .app(AppInfo(key: "exe:/bin/x", state: "undetermined", reason: "none")))))
+        let o = try object(ControlCodec.encodeLine(ServerMessage.response(id: 1, .app(AppInfo(key: "exe:/bin/x", state: .undetermined, reason: .none)))))
         let app = try #require(o["app"] as? [String: Any])
         #expect(Set(app.keys) == ["key", "state", "reason"])
     }
@@ -191,34 +207,6 @@ private func object(_ bytes: [UInt8]) throws -> [String: Any] {
     }
 }
 
-@Suite struct PrintableOutput {
-    @Test func controlCharactersAreShownNotObeyed() {
-        #expect(ClientFormat.printable("plain /usr/bin/pacat") == "plain /usr/bin/pacat")
-        #expect(ClientFormat.printable("a\u{1B}[2Kb") == "a\\x1B[2Kb")
-        #expect(ClientFormat.printable("x\ny\tz\r") == "x\\x0Ay\\x09z\\x0D")
-        #expect(ClientFormat.printable("\u{7F}\u{9B}") == "\\x7F\\x9B")
-        #expect(ClientFormat.printable("evil\u{202E}gpj.exe") == "evil\\u{202E}gpj.exe")
-        #expect(ClientFormat.printable("Zoom – ünïcode") == "Zoom – ünïcode")
-    }
-
-    @Test func tablesEventsAndDecisionsEscapeWhatAppsChose() {
-        let forged = "/tmp/x\u{1B}[1A\u{1B}[2Kflatpak:us.zoom.Zoom (identified by flatpak)"
-        let client = ClientInfo(id: 1, appKey: "exe:" + forged, displayName: "Zoom\u{1B}[31m", pid: 7, identifiedBy: "exe")
-        let status = StatusPayload(
-            daemon: DaemonInfo(pid: 1, version: "1", listenPath: "/l", controlPath: "/c", storePath: "/s", uptimeSeconds: 1),
-            upstream: UpstreamInfo(server: "unix:/u", reachable: true), clients: [client], streams: [], prompts: [])
-        let outputs = [
-            ClientFormat.status(status),
-            ClientFormat.event(.clientConnected(client), at: 0),
-            ClientFormat.decision(AppInfo(key: "exe:" + forged, displayName: nil, state: "granted", reason: "user")),
-            ClientFormat.prompt(PromptInfo(id: 1, appKey: "exe:" + forged, displayName: "a\nb", identifiedBy: "exe")),
-        ]
-        for text in outputs {
-            #expect(!text.unicodeScalars.contains { $0.value == 0x1B }, "\(text)")
-        }
-    }
-}
-
 @Suite struct UsageLogMessages {
     @Test func logRequestAndUsageReplyRoundTrip() throws {
         let request = ClientMessage.request(.log(app: "pacat", since: 1_700_000_000.5, limit: 20), id: 4)
@@ -231,31 +219,5 @@ private func object(_ bytes: [UInt8]) throws -> [String: Any] {
                       realSeconds: 1.5, silencedSeconds: 0.5, decision: "undetermined → granted (user)"),
         ]))
         #expect(try ControlCodec.decodeServerMessage(Array(ControlCodec.encodeLine(reply).dropLast())) == reply)
-    }
-
-    @Test func sinceTakesDurationsAndDates() {
-        let utc = TimeZone(identifier: "UTC")!
-        #expect(SinceTime.parse("90s", now: 1000) == 910)
-        #expect(SinceTime.parse("2h", now: 10_000) == 2800)
-        #expect(SinceTime.parse("1.5d", now: 200_000) == 70400)
-        #expect(SinceTime.parse("1970-01-02", now: 0, timeZone: utc) == 86400)
-        #expect(SinceTime.parse("1970-01-01 01:02", now: 0, timeZone: utc) == 3720)
-        #expect(SinceTime.parse("1970-01-01T00:00:30", now: 0, timeZone: utc) == 30)
-        for bad in ["", "h", "-2h", "yesterday", "2h30m", "1970-13-01"] {
-            #expect(SinceTime.parse(bad, now: 0) == nil, "\(bad)")
-        }
-    }
-
-    @Test func logTableShowsSecondsAndLiveSessions() {
-        let utc = TimeZone(identifier: "UTC")!
-        let text = ClientFormat.usage([
-            UsageInfo(appKey: "exe:/usr/bin/pacat", kind: "microphone", source: "sine", startedAt: 0, endedAt: 2,
-                      realSeconds: 1.5, silencedSeconds: 0.5, decision: "granted (user)"),
-            UsageInfo(appKey: "launcher:org.example.Notes", kind: "microphone", source: "mic", startedAt: 60),
-        ], timeZone: utc)
-        #expect(text.contains("1970-01-01 00:00:00"))
-        #expect(text.contains("1.5 s") && text.contains("0.5 s"))
-        #expect(text.contains("live"))
-        #expect(ClientFormat.usage([]) == "no capture sessions\n")
     }
 }

@@ -1,6 +1,7 @@
 // The control socket's limits (ControlServer+Limits.swift): idle connections time out
 // unless they subscribed or became agents, a full server makes room for a new connection,
 // and long-lived connections are capped per uid.
+import Consent
 import ControlProtocol
 import EarmuffClient
 import Foundation
@@ -23,7 +24,7 @@ import Testing
         let seen = f.server.connectionCount
         usleep(1_200_000)
         #expect(f.server.connectionCount == seen)
-        let event = ControlEvent.decisionChanged(AppInfo(key: "exe:/x", state: "denied", reason: "user"))
+        let event = ControlEvent.decisionChanged(AppInfo(key: "exe:/x", state: .denied, reason: .user))
         f.server.broadcast(event)
         #expect(try sub.receive(timeoutMs: 10000) == .event(event))
         #expect(try agent.request(.status) != .ok)
@@ -39,7 +40,7 @@ import Testing
         }
         #expect(waitUntil { f.server.connectionCount == 4 })
         let cli = try f.connect()
-        #expect(try cli.request(.apps) == .apps([AppInfo(key: "exe:/usr/bin/pacat", state: "undetermined", reason: "none")]))
+        #expect(try cli.request(.apps) == .apps([AppInfo(key: "exe:/usr/bin/pacat", state: .undetermined, reason: .none)]))
         // The one silent the longest made room.
         #expect(try idle[0].readUntilClosed().isEmpty)
         #expect(f.server.connectionCount == 4)

@@ -2,6 +2,7 @@
 // They need the Proxy and CLinux targets (the control server lives in Proxy);
 // they compile only when ControlProtocolTests depends on both.
 import CLinux
+import Consent
 import ControlProtocol
 import Foundation
 import Glibc
@@ -47,13 +48,13 @@ final class RecordingHandler: ControlHandler {
                                                             storePath: "/s", uptimeSeconds: 1),
                                          upstream: UpstreamInfo(server: "unix:/u", reachable: false)))
         case .apps:
-            return .apps([AppInfo(key: "exe:/usr/bin/pacat", state: "undetermined", reason: "none")])
+            return .apps([AppInfo(key: "exe:/usr/bin/pacat", state: .undetermined, reason: .none)])
         case .setDecision(let app, _, _, _, _), .reset(let app, _):
             if app == "nope" { return .error(ControlError(.unknownApp, "no known app matches 'nope'; run 'earmuff apps'")) }
-            return .app(AppInfo(key: app, state: "granted", reason: "user"))
+            return .app(AppInfo(key: app, state: .granted, reason: .user))
         case .becomeAgent:
             // Pending prompts go out with `send` during handle: they must follow the reply.
-            server.withLock { $0 }?.send(.prompt(PromptInfo(id: 9, appKey: "exe:/x", identifiedBy: "exe")), to: connection)
+            server.withLock { $0 }?.send(.prompt(PromptInfo(id: 9, appKey: "exe:/x", identifiedBy: .executable)), to: connection)
             return .ok
         case .subscribe, .answerPrompt, .setAccess:
             return .ok
@@ -193,7 +194,7 @@ func waitUntil(seconds: Double = 10, _ condition: () -> Bool) -> Bool {
         let f = try ServerFixture()
         let c = try f.connect()
         #expect(c.greeting.daemonVersion == "9.9.9")
-        #expect(try c.request(.setDecision(app: "exe:/bin/x", state: .granted, reason: nil)) == .app(AppInfo(key: "exe:/bin/x", state: "granted", reason: "user")))
+        #expect(try c.request(.setDecision(app: "exe:/bin/x", state: .granted, reason: nil)) == .app(AppInfo(key: "exe:/bin/x", state: .granted, reason: .user)))
         #expect {
             _ = try c.request(.reset(app: "nope"))
         } throws: { e in
@@ -244,7 +245,7 @@ func waitUntil(seconds: Double = 10, _ condition: () -> Bool) -> Bool {
         let other = try f.connect()
         #expect(try sub.request(.subscribe) == .ok)
         #expect(f.server.subscriberCount == 1)
-        let event = ControlEvent.decisionChanged(AppInfo(key: "exe:/x", state: "denied", reason: "user"))
+        let event = ControlEvent.decisionChanged(AppInfo(key: "exe:/x", state: .denied, reason: .user))
         let server = f.server
         let t = Thread { server.broadcast(event) }
         t.start()
@@ -260,7 +261,7 @@ func waitUntil(seconds: Double = 10, _ condition: () -> Bool) -> Bool {
         _ = try raw.readMessage()
         try raw.write("{\"type\":\"become-agent\",\"id\":5}\n")
         #expect(try raw.readMessage() == .response(id: 5, .ok))
-        #expect(try raw.readMessage() == .prompt(PromptInfo(id: 9, appKey: "exe:/x", identifiedBy: "exe")))
+        #expect(try raw.readMessage() == .prompt(PromptInfo(id: 9, appKey: "exe:/x", identifiedBy: .executable)))
     }
 
     @Test func garbageGetsAnErrorThenClose() throws {
@@ -372,7 +373,7 @@ func waitUntil(seconds: Double = 10, _ condition: () -> Bool) -> Bool {
         #expect(try live.request(.subscribe) == .ok)
         #expect(f.server.subscriberCount == 2)
 
-        let event = ControlEvent.promptRaised(PromptInfo(id: 1, appKey: "exe:/x", identifiedBy: "exe",
+        let event = ControlEvent.promptRaised(PromptInfo(id: 1, appKey: "exe:/x", identifiedBy: .executable,
                                                          purpose: String(repeating: "p", count: 1000)))
         let start = Date()
         var received = 0

@@ -56,8 +56,8 @@ import Testing
         let store = try PermissionStore(path: "\(dir)/permissions.sqlite")
         let paths = DaemonPaths(listen: "\(dir)/native", control: "\(dir)/control", store: "\(dir)/permissions.sqlite",
                                 launcherDirectory: "\(dir)/app")
-        let service = try ConsentService(configuration: Configuration(), declarations: [:], store: store, paths: paths)
-        service.snapGate = try SnapRecordGate(snapd: SnapdClient(socketPath: snapd))
+        let service = try ConsentService(configuration: Configuration(), declarations: [:], store: store, paths: paths,
+                                         snapGate: SnapRecordGate(snapd: SnapdClient(socketPath: snapd)))
         // The flood server's one source, a microphone.
         var sources = SourceTable()
         sources.update(SourceInfo(index: 1, name: "flood"))
@@ -66,9 +66,10 @@ import Testing
                                 observer: service) { pid, uid, gid, _ in
             ClientIdentity(pid: pid, uid: uid, gid: gid, appKey: AppKey(kind: "snap", value: "recorder"), method: .snap)
         }
-        service.daemon = daemon
-        let granted = service.handle(.setDecision(app: "snap:recorder", state: .granted, reason: "test"),
-                                     from: ControlConnectionID(rawValue: 1))
+        service.relay = daemon
+        let requests = ControlRequests(consent: service, store: store, launchers: service.launchers, host: daemon)
+        let granted = requests.handle(.setDecision(app: "snap:recorder", state: .granted, reason: "test"),
+                                      from: ControlConnectionID(rawValue: 1))
         guard case .app = granted else { throw TestSupportError("grant failed: \(granted)") }
         try daemon.start()
         defer { daemon.stop() }

@@ -6,6 +6,7 @@
 import Consent
 import ControlProtocol
 import Foundation
+import Wording
 
 /// A manual page that cannot be generated: names what is missing and where.
 struct ManualError: Error, CustomStringConvertible {

@@ -20,6 +20,7 @@
 import Consent
 import ControlProtocol
 import DBus
+import Wording
 
 /// An AccessDialog reply as read from the bus.
 struct AccessDialogReply: Equatable, Sendable {

@@ -23,6 +23,7 @@ import Consent
 import ControlProtocol
 import DBus
 import Glibc
+import Wording
 
 final class DesktopPrompter: @unchecked Sendable {
     // @unchecked Sendable: `loop` is thread-safe; everything else belongs to the loop, whose

@@ -1,7 +1,10 @@
 // What the `earmuff` client prints and the environment it builds: usage text,
 // default paths, aligned tables, and the PULSE_PROP string for `earmuff run`.
 // All pure functions of their inputs, so the CLI's output is testable.
+import Consent
+import ControlProtocol
 import Foundation
+import Wording
 
 /// Default socket paths of the client side (XDG).
 public enum ClientPaths {
@@ -108,12 +111,7 @@ public enum ClientFormat {
 
     /// A UTC-free local timestamp "YYYY-MM-DD HH:MM" for a time since 1970, or "-".
     public static func date(_ seconds: Double?, timeZone: TimeZone = .current) -> String {
-        guard let seconds, seconds.isFinite else { return "-" }
-        let f = DateFormatter()
-        f.locale = Locale(identifier: "en_US_POSIX")
-        f.timeZone = timeZone
-        f.dateFormat = "yyyy-MM-dd HH:mm"
-        return f.string(from: Date(timeIntervalSince1970: seconds))
+        TextFormat.date(seconds, timeZone: timeZone)
     }
 
     /// A time of day "HH:MM:SS".
@@ -126,11 +124,7 @@ public enum ClientFormat {
     }
 
     /// Cuts a string to `max` characters, marking the cut with "…", and flattens newlines.
-    public static func cell(_ s: String?, max: Int = 60) -> String {
-        guard let s, !s.isEmpty else { return "-" }
-        let flat = s.map { $0.isNewline || $0 == "\t" ? " " : String($0) }.joined()
-        return flat.count > max ? String(flat.prefix(max - 1)) + "…" : flat
-    }
+    public static func cell(_ s: String?, max: Int = 60) -> String { TextFormat.cell(s, max: max) }
 
     private static func two(_ v: Int) -> String { v < 10 ? "0\(v)" : "\(v)" }
 
@@ -202,7 +196,7 @@ public enum ClientFormat {
         if !s.streams.isEmpty {
             var t = TextTable(["CLIENT", "STREAM", "APP", "KIND", "SOURCE", "SPEC", "AUDIO", "REAL", "SILENCED"])
             for st in s.streams {
-                t.add([String(st.client), String(st.stream), st.appKey, st.kind ?? unknownKind, cell(st.source, max: 40), st.sampleSpec,
+                t.add([String(st.client), String(st.stream), st.appKey, st.kind?.rawValue ?? unknownKind, cell(st.source, max: 40), st.sampleSpec,
                        st.audio.rawValue, bytes(st.bytesReal), bytes(st.bytesSilenced)])
             }
             out += t.render()
@@ -211,7 +205,7 @@ public enum ClientFormat {
             out += "\ntemporary decisions: \(temporary.count)\n"
             var t = TextTable(["APP", "KIND", "STATE", "LASTS", "THEN"])
             for a in temporary {
-                t.add([a.key, a.kind ?? "microphone", "\(a.state) (\(a.reason))", lasts(a) ?? "-", a.afterwards ?? "-"])
+                t.add([a.key, (a.kind ?? .microphone).rawValue, "\(a.state) (\(a.reason))", lasts(a) ?? "-", a.afterwards?.rawValue ?? "-"])
             }
             out += t.render()
         }
@@ -219,7 +213,7 @@ public enum ClientFormat {
         if !s.prompts.isEmpty {
             var t = TextTable(["PROMPT", "APP", "KIND", "NAME", "PID", "SOURCE", "PURPOSE"])
             for p in s.prompts {
-                t.add([String(p.id), p.appKey, PromptWording.kind(p), cell(p.displayName, max: 30), p.pid.map(String.init) ?? "-",
+                t.add([String(p.id), p.appKey, PromptWording.kind(p).rawValue, cell(p.displayName, max: 30), p.pid.map(String.init) ?? "-",
                        cell(p.source, max: 40), cell(p.purpose)])
             }
             out += t.render()
@@ -228,7 +222,7 @@ public enum ClientFormat {
             out += "\nwaiting for a prompt (silenced; decide them with earmuff grant or deny): \(waiting.count)\n"
             var t = TextTable(["APP", "KIND", "NAME", "UID", "SOURCE", "SINCE"])
             for w in waiting {
-                t.add([w.appKey, w.kind, cell(w.displayName ?? "-", max: 30), String(w.uid), cell(w.source, max: 40),
+                t.add([w.appKey, w.kind.rawValue, cell(w.displayName ?? "-", max: 30), String(w.uid), cell(w.source, max: 40),
                        ClientFormat.date(w.since)])
             }
             out += t.render()
@@ -241,8 +235,8 @@ public enum ClientFormat {
         if apps.isEmpty { return "no known apps\n" }
         var t = TextTable(["APP", "KIND", "NAME", "STATE", "REASON", "IDENTIFIED", "LAST USED", "PURPOSE", "EXECUTABLE"])
         for a in apps {
-            t.add([a.key, a.kind ?? "microphone", cell(a.displayName, max: 30), state(a, timeZone: timeZone), a.reason,
-                   a.identifiedBy.map { $0 + (PromptWording.strengthLabel(a.strength).map { ", \($0)" } ?? "") } ?? "-",
+            t.add([a.key, (a.kind ?? .microphone).rawValue, cell(a.displayName, max: 30), state(a, timeZone: timeZone), a.reason.rawValue,
+                   a.identifiedBy.map { $0.rawValue + (PromptWording.strengthLabel(a.strength).map { ", \($0)" } ?? "") } ?? "-",
                    date(a.lastUsed, timeZone: timeZone), cell(a.purpose, max: 50), cell(a.executable, max: 50)])
         }
         return t.render()
@@ -252,16 +246,16 @@ public enum ClientFormat {
     /// nil for a lasting one.
     public static func lasts(_ a: AppInfo, timeZone: TimeZone = .current) -> String? {
         switch a.lifespan {
-        case "session": "this session"
-        case "once": "once"
-        case "timed": "until " + date(a.expiresAt, timeZone: timeZone)
-        default: nil
+        case .session?: "this session"
+        case .once?: "once"
+        case .timed?: "until " + date(a.expiresAt, timeZone: timeZone)
+        case .always?, nil: nil
         }
     }
 
     /// The state with its lifespan and what follows it: "granted until 2026-11-30 14:05, then undetermined".
     public static func state(_ a: AppInfo, timeZone: TimeZone = .current) -> String {
-        guard let lasts = lasts(a, timeZone: timeZone) else { return a.state }
+        guard let lasts = lasts(a, timeZone: timeZone) else { return a.state.rawValue }
         return "\(a.state) \(lasts)" + (a.afterwards.map { ", then \($0)" } ?? "")
     }
 
@@ -273,7 +267,7 @@ public enum ClientFormat {
         let lasting = lasts(a, timeZone: timeZone)
         let then = lasting != nil ? (a.afterwards.map { ", then \($0)" } ?? "") : ""
         let span = lasting.map { " " + $0 } ?? ""
-        return printable("\(a.key)\(name): \(a.kind ?? "microphone") \(a.state)\(span) (\(a.reason))\(then)") + "\n"
+        return printable("\(a.key)\(name): \(a.kind ?? .microphone) \(a.state)\(span) (\(a.reason))\(then)") + "\n"
     }
 
     /// What status shows for a stream whose source is not known yet (it is silenced).
@@ -327,9 +321,9 @@ public enum ClientFormat {
         case .clientDisconnected(let c):
             text = "client \(c.id) \(c.appKey)"
         case .streamStarted(let s):
-            text = "client \(s.client) stream \(s.stream) \(s.appKey) \(s.kind ?? unknownKind) from \(s.source) \(s.sampleSpec) \(s.audio.rawValue)"
+            text = "client \(s.client) stream \(s.stream) \(s.appKey) \(s.kind?.rawValue ?? unknownKind) from \(s.source) \(s.sampleSpec) \(s.audio.rawValue)"
         case .streamChanged(let s):
-            text = "client \(s.client) stream \(s.stream) \(s.appKey) \(s.kind ?? unknownKind) from \(s.source) now \(s.audio.rawValue)"
+            text = "client \(s.client) stream \(s.stream) \(s.appKey) \(s.kind?.rawValue ?? unknownKind) from \(s.source) now \(s.audio.rawValue)"
         case .streamEnded(let s):
             text = "client \(s.client) stream \(s.stream) \(s.appKey) real \(bytes(s.bytesReal)), silenced \(bytes(s.bytesSilenced))"
         case .promptRaised(let p):
@@ -337,7 +331,7 @@ public enum ClientFormat {
         case .promptResolved(let r):
             text = "prompt \(r.prompt) \(r.appKey) \(r.outcome.rawValue)" + (r.by.map { " by \($0)" } ?? "")
         case .decisionChanged(let a):
-            text = "\(a.key) \(a.kind ?? "microphone") \(state(a, timeZone: timeZone)) (\(a.reason))"
+            text = "\(a.key) \(a.kind ?? .microphone) \(state(a, timeZone: timeZone)) (\(a.reason))"
         case .accessChanged(let a):
             text = accessLine(a)
         }

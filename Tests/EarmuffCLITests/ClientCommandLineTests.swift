@@ -1,6 +1,10 @@
+import Consent
 import ControlProtocol
+import ControlSamples
+import EarmuffCLI
 import Foundation
 import Testing
+import Wording
 
 private func parse(_ s: String...) -> Result<ClientCommand, UsageError> { ClientCommandLine.parse(s) }
 private func usage(_ r: Result<ClientCommand, UsageError>) -> UsageError? {
@@ -75,9 +79,9 @@ private func usage(_ r: Result<ClientCommand, UsageError>) -> UsageError? {
 
     @Test func captureKinds() {
         #expect(parse("grant", "obs", "--kind", "system-audio")
-                == .success(.setDecision(app: "obs", state: .granted, kind: "system-audio", ClientOptions())))
-        #expect(parse("deny", "--kind=app-audio", "obs") == .success(.setDecision(app: "obs", state: .denied, kind: "app-audio", ClientOptions())))
-        #expect(parse("reset", "obs", "--kind", "microphone") == .success(.reset(app: "obs", kind: "microphone", ClientOptions())))
+                == .success(.setDecision(app: "obs", state: .granted, kind: .systemAudio, ClientOptions())))
+        #expect(parse("deny", "--kind=app-audio", "obs") == .success(.setDecision(app: "obs", state: .denied, kind: .appAudio, ClientOptions())))
+        #expect(parse("reset", "obs", "--kind", "microphone") == .success(.reset(app: "obs", kind: .microphone, ClientOptions())))
         guard case .failure(let e) = parse("grant", "obs", "--kind", "speakers") else {
             Issue.record("an unknown kind is a usage error")
             return
@@ -205,7 +209,7 @@ private func usage(_ r: Result<ClientCommand, UsageError>) -> UsageError? {
     }
 
     @Test func statusReportShowsEverySection() {
-        let out = ClientFormat.status(ServerMessageTests.status)
+        let out = ClientFormat.status(Sample.status)
         #expect(out.contains("pid 42, version 0.1.0, up 1h 02m"))
         #expect(out.contains("unix:/run/user/1000/pulse/native (reachable)"))
         #expect(out.contains("clients: 1"))
@@ -218,7 +222,7 @@ private func usage(_ r: Result<ClientCommand, UsageError>) -> UsageError? {
 
     @Test func appsTable() {
         let utc = TimeZone(identifier: "UTC")!  // a fixed, always-present zone
-        let out = ClientFormat.apps([ServerMessageTests.app], timeZone: utc)
+        let out = ClientFormat.apps([Sample.app], timeZone: utc)
         let lines = out.split(separator: "\n")
         #expect(lines.count == 2)
         #expect(lines[0].hasPrefix("APP"))
@@ -229,17 +233,17 @@ private func usage(_ r: Result<ClientCommand, UsageError>) -> UsageError? {
 
     @Test func lifespansInTablesAndDecisions() {
         let utc = TimeZone(identifier: "UTC")!  // a fixed, always-present zone
-        let timed = AppInfo(key: "exe:/usr/bin/pacat", state: "granted", reason: "user", lifespan: "timed",
-                            expiresAt: 1_700_000_000, afterwards: "denied")
+        let timed = AppInfo(key: "exe:/usr/bin/pacat", state: .granted, reason: .user, lifespan: .timed,
+                            expiresAt: 1_700_000_000, afterwards: .denied)
         #expect(ClientFormat.state(timed, timeZone: utc) == "granted until 2023-11-14 22:13, then denied")
         #expect(ClientFormat.decision(timed, timeZone: utc)
                 == "exe:/usr/bin/pacat: microphone granted until 2023-11-14 22:13 (user), then denied\n")
-        let session = AppInfo(key: "x:y", state: "denied", reason: "user", lifespan: "session", afterwards: "undetermined")
+        let session = AppInfo(key: "x:y", state: .denied, reason: .user, lifespan: .session, afterwards: .undetermined)
         #expect(ClientFormat.decision(session) == "x:y: microphone denied this session (user), then undetermined\n")
-        let always = AppInfo(key: "x:y", state: "granted", reason: "user", lifespan: "always")
+        let always = AppInfo(key: "x:y", state: .granted, reason: .user, lifespan: .always)
         #expect(ClientFormat.decision(always) == "x:y: microphone granted (user)\n")
         #expect(ClientFormat.apps([timed], timeZone: utc).contains("granted until 2023-11-14 22:13, then denied"))
-        var status = ServerMessageTests.status
+        var status = Sample.status
         status.temporary = [timed, session]
         let out = ClientFormat.status(status)
         #expect(out.contains("temporary decisions: 2"), "\(out)")
@@ -247,7 +251,7 @@ private func usage(_ r: Result<ClientCommand, UsageError>) -> UsageError? {
     }
 
     @Test func promptShowsWhatTheSpecAsks() {
-        let p = ServerMessageTests.status.prompts[0]
+        let p = Sample.status.prompts[0]
         let out = ClientFormat.prompt(p)
         for needle in ["parecord", "exe:/usr/bin/parecord", "identified by exe", "1234", "test \"quotes\"", "sine"] {
             #expect(out.contains(needle), "\(needle)")
@@ -256,32 +260,32 @@ private func usage(_ r: Result<ClientCommand, UsageError>) -> UsageError? {
 }
 
 @Suite struct CaptureKindWording {
-    static func prompt(kind: String?, source: String) -> PromptInfo {
-        PromptInfo(id: 1, appKey: "exe:/usr/bin/obs", identifiedBy: "exe", source: source, executable: "/usr/bin/obs", kind: kind)
+    static func prompt(kind: Capability?, source: String) -> PromptInfo {
+        PromptInfo(id: 1, appKey: "exe:/usr/bin/obs", identifiedBy: .executable, source: source, executable: "/usr/bin/obs", kind: kind)
     }
 
     @Test func promptsNameWhatIsCaptured() {
-        let mic = Self.prompt(kind: "microphone", source: "mic")
+        let mic = Self.prompt(kind: .microphone, source: "mic")
         #expect(PromptWording.title(mic) == "obs wants to use the microphone")
         #expect(PromptWording.device(mic) == "microphone mic")
-        let system = Self.prompt(kind: "system-audio", source: "out.monitor")
+        let system = Self.prompt(kind: .systemAudio, source: "out.monitor")
         #expect(PromptWording.title(system) == "obs wants to record what your computer plays")
         #expect(PromptWording.device(system) == "system audio (out.monitor)")
-        let app = Self.prompt(kind: "app-audio", source: "out.monitor")
+        let app = Self.prompt(kind: .appAudio, source: "out.monitor")
         #expect(PromptWording.title(app) == "obs wants to record another app's audio")
         #expect(PromptWording.device(app) == "another app's audio (out.monitor)")
         // From a daemon that does not say the kind, a monitor is still named as system audio.
-        #expect(PromptWording.kind(Self.prompt(kind: nil, source: "out.monitor")) == "system-audio")
+        #expect(PromptWording.kind(Self.prompt(kind: nil, source: "out.monitor")) == .systemAudio)
     }
 
     @Test func tablesShowTheKind() {
-        let apps = ClientFormat.apps([AppInfo(key: "exe:/usr/bin/obs", state: "granted", reason: "user", kind: "system-audio")])
+        let apps = ClientFormat.apps([AppInfo(key: "exe:/usr/bin/obs", state: .granted, reason: .user, kind: .systemAudio)])
         #expect(apps.contains("KIND") && apps.contains("system-audio"), "\(apps)")
-        #expect(ClientFormat.decision(AppInfo(key: "exe:/usr/bin/obs", state: "denied", reason: "user", kind: "app-audio"))
+        #expect(ClientFormat.decision(AppInfo(key: "exe:/usr/bin/obs", state: .denied, reason: .user, kind: .appAudio))
                 == "exe:/usr/bin/obs: app-audio denied (user)\n")
         let line = ClientFormat.event(.streamChanged(StreamInfo(client: 1, stream: 0, appKey: "exe:/usr/bin/obs",
                                                                 source: "out.monitor", sampleSpec: "s16le 1ch 48000Hz",
-                                                                audio: .silenced, kind: "system-audio")), at: 0)
+                                                                audio: .silenced, kind: .systemAudio)), at: 0)
         #expect(line.contains("system-audio from out.monitor now silenced"), "\(line)")
     }
 }
@@ -289,7 +293,8 @@ private func usage(_ r: Result<ClientCommand, UsageError>) -> UsageError? {
 /// Each identity says what it resists: the app's own sandbox at most, never a program of yours outside it.
 @Suite struct IdentityStrengthWording {
     static func prompt(_ method: String, _ strength: String) -> PromptInfo {
-        PromptInfo(id: 1, appKey: "\(method):x", identifiedBy: method, source: "mic", strength: strength)
+        PromptInfo(id: 1, appKey: "\(method):x", identifiedBy: IdentificationMethod(rawValue: method)!, source: "mic",
+                   strength: IdentityStrength(rawValue: strength)!)
     }
 
     @Test func sandboxIdentitiesSayWhoElseCanBuildThem() {
@@ -305,11 +310,11 @@ private func usage(_ r: Result<ClientCommand, UsageError>) -> UsageError? {
     }
 
     @Test func tablesLabelTheStrength() {
-        let apps = ClientFormat.apps([AppInfo(key: "flatpak:org.example.App", state: "granted", reason: "user",
-                                              identifiedBy: "flatpak", strength: "sandbox")])
+        let apps = ClientFormat.apps([AppInfo(key: "flatpak:org.example.App", state: .granted, reason: .user,
+                                              identifiedBy: .flatpak, strength: .sandbox)])
         #expect(apps.contains("flatpak, strong against its sandbox only"), "\(apps)")
         let line = ClientFormat.event(.clientConnected(ClientInfo(id: 1, appKey: "exe:/usr/bin/obs", identifiedBy: "exe",
-                                                                  strength: "weak")), at: 0)
+                                                                  strength: .weak)), at: 0)
         #expect(line.contains("by exe, weak"), "\(line)")
     }
 }

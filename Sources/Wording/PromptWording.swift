@@ -4,6 +4,9 @@
 // trusted, the purpose or the fact that it gave none, and what it records.
 // A name the app chose itself appears only as "calls itself ...".
 
+import Consent
+import ControlProtocol
+
 /// The title and body lines of a prompt.
 public enum PromptWording {
     /// Shown instead of a purpose when the app declared none.
@@ -21,9 +24,9 @@ public enum PromptWording {
     /// "Firefox wants to use the microphone" (or to record system audio, or another app's audio).
     public static func title(_ p: PromptInfo) -> String {
         let what = switch kind(p) {
-        case "system-audio": "record what your computer plays"
-        case "app-audio": "record another app's audio"
-        default: "use the microphone"
+        case .systemAudio: "record what your computer plays"
+        case .appAudio: "record another app's audio"
+        case .microphone: "use the microphone"
         }
         return "\(cell(name(p), max: 60)) wants to \(what)"
     }
@@ -32,9 +35,9 @@ public enum PromptWording {
     /// that asks how long a denial lasts.
     public static func denialTitle(_ p: PromptInfo) -> String {
         let what = switch kind(p) {
-        case "system-audio": "what your computer plays"
-        case "app-audio": "other apps' audio"
-        default: "the microphone"
+        case .systemAudio: "what your computer plays"
+        case .appAudio: "other apps' audio"
+        case .microphone: "the microphone"
         }
         return "Deny \(cell(name(p), max: 60)) \(what)"
     }
@@ -42,16 +45,16 @@ public enum PromptWording {
     /// "the microphone", "system audio", "other apps' audio".
     static func kindName(_ p: PromptInfo) -> String {
         switch kind(p) {
-        case "system-audio": "system audio"
-        case "app-audio": "other apps' audio"
-        default: "the microphone"
+        case .systemAudio: "system audio"
+        case .appAudio: "other apps' audio"
+        case .microphone: "the microphone"
         }
     }
 
     /// The capture kind a prompt is about; prompts from daemons that do not name it are
     /// system audio when the source is a monitor, else microphone.
-    public static func kind(_ p: PromptInfo) -> String {
-        p.kind ?? (isMonitor(p.source) ? "system-audio" : "microphone")
+    public static func kind(_ p: PromptInfo) -> Capability {
+        p.kind ?? (isMonitor(p.source) ? .systemAudio : .microphone)
     }
 
     /// The purpose in quotes, or "gave no reason".
@@ -62,42 +65,41 @@ public enum PromptWording {
     /// How the app was identified, and how much that says (the daemon's strength and caveat).
     public static func identity(_ p: PromptInfo) -> String {
         let how: String = switch p.identifiedBy {
-        case "flatpak": "its Flatpak sandbox"
-        case "snap": "its snap confinement"
-        case "systemd-scope": "its systemd unit"
-        case "launcher": "the socket of its earmuff run"
-        case "exe": "the executable the kernel reports"
-        case "script": "the script on its interpreter's command line"
-        case "sandboxed": "a sandbox whose metadata cannot be confirmed"
-        case "uninspectable": "nothing: its process cannot be inspected"
-        default: "an unknown method"
+        case .flatpak: "its Flatpak sandbox"
+        case .snap: "its snap confinement"
+        case .systemdScope: "its systemd unit"
+        case .launcher: "the socket of its earmuff run"
+        case .executable: "the executable the kernel reports"
+        case .script: "the script on its interpreter's command line"
+        case .sandboxed: "a sandbox whose metadata cannot be confirmed"
+        case .uninspectable: "nothing: its process cannot be inspected"
         }
         let strength: String = switch p.strength {
-        case "sandbox": "strong against its sandbox only: \(sandboxOnly(p.identifiedBy))"
-        case "weak": "weak: any program of yours could pose as it"
-        default: "strength unknown"
+        case .sandbox?: "strong against its sandbox only: \(sandboxOnly(p.identifiedBy))"
+        case .weak?: "weak: any program of yours could pose as it"
+        case nil: "strength unknown"
         }
         let caveat = p.caveat.map { "; \(cell($0, max: 160))" } ?? ""
         return "\(p.appKey), identified by \(p.identifiedBy): \(how) (\(strength)\(caveat))"
     }
 
     /// What a strength means, for tables: "strong against its sandbox only", "weak".
-    public static func strengthLabel(_ strength: String?) -> String? {
+    public static func strengthLabel(_ strength: IdentityStrength?) -> String? {
         switch strength {
-        case "sandbox": "strong against its sandbox only"
+        case .sandbox?: "strong against its sandbox only"
+        case .weak?: "weak"
         case nil: nil
-        case let other?: other
         }
     }
 
     /// Who else can build an identity that the app's own sandbox cannot forge.
-    private static func sandboxOnly(_ method: String) -> String {
+    private static func sandboxOnly(_ method: IdentificationMethod) -> String {
         switch method {
-        case "flatpak":
+        case .flatpak:
             "the app cannot change its scope or metadata from inside, but any unsandboxed program of yours can build both (an app-flatpak-ID-N.scope of its own, a /.flatpak-info bound with bwrap)"
-        case "snap":
+        case .snap:
             "the confined app cannot change its AppArmor label, but an unconfined program of yours can run under the same profile (aa-exec)"
-        case "launcher":
+        case .launcher:
             "the app cannot leave its earmuff run's socket, but any unsandboxed program of yours can start earmuff run with the same --app-id"
         default:
             "any unsandboxed program of yours can build the same"
@@ -108,9 +110,9 @@ public enum PromptWording {
     public static func device(_ p: PromptInfo) -> String {
         let source = p.source ?? ""
         switch kind(p) {
-        case "system-audio": return source.isEmpty ? "system audio" : "system audio (\(cell(source, max: 80)))"
-        case "app-audio": return source.isEmpty ? "another app's audio" : "another app's audio (\(cell(source, max: 80)))"
-        default: return source.isEmpty ? "the default microphone" : "microphone \(cell(source, max: 80))"
+        case .systemAudio: return source.isEmpty ? "system audio" : "system audio (\(cell(source, max: 80)))"
+        case .appAudio: return source.isEmpty ? "another app's audio" : "another app's audio (\(cell(source, max: 80)))"
+        case .microphone: return source.isEmpty ? "the default microphone" : "microphone \(cell(source, max: 80))"
         }
     }
 
@@ -136,5 +138,5 @@ public enum PromptWording {
 
     private static func isMonitor(_ source: String?) -> Bool { source?.hasSuffix(".monitor") == true }
 
-    private static func cell(_ text: String, max: Int) -> String { ClientFormat.cell(text, max: max) }
+    private static func cell(_ text: String, max: Int) -> String { TextFormat.cell(text, max: max) }
 }

@@ -4,6 +4,7 @@
 // printed from it (CommandHelp.swift), and so are the manual page and the
 // shell completions (ManualPage.swift, Completions.swift): what the CLI
 // accepts and what it documents cannot drift apart.
+import Wording
 
 /// What a shell may offer for an option's value or an operand.
 public enum ValueCompletion: Sendable, Equatable {

@@ -1,10 +1,13 @@
 // The `earmuff` client command line, parsed as a pure function.
 //
 // Each client subcommand maps onto control-protocol requests, so its parsing
-// lives here, next to the messages, where it is tested without a process:
+// is a pure function, tested without a process:
 // `ClientCommandLine.parse(arguments)` returns a `ClientCommand` or a
 // `UsageError` (stderr, exit 64). `serve` is passed through untouched; the
 // daemon parses its own options.
+import Consent
+import ControlProtocol
+import Wording
 
 /// Options every client subcommand shares.
 public struct ClientOptions: Sendable, Equatable {
@@ -33,12 +36,12 @@ public enum ClientCommand: Sendable, Equatable {
     case apps(ClientOptions)
     /// `grant APP` / `deny APP`, with `--kind K` (nil: microphone) and `--once`, `--session`,
     /// `--for D` or `--always` (nil: none given, always).
-    case setDecision(app: String, state: DecisionState, kind: String? = nil, ClientOptions,
+    case setDecision(app: String, state: DecisionState, kind: Capability? = nil, ClientOptions,
                      lifespan: RequestedLifespan? = nil)
     /// `reset APP [--kind K]`.
-    case reset(app: String, kind: String? = nil, ClientOptions)
+    case reset(app: String, kind: Capability? = nil, ClientOptions)
     /// `access on|off [--kind K]`: the master switch of a capture kind.
-    case access(enabled: Bool, kind: String, ClientOptions)
+    case access(enabled: Bool, kind: Capability, ClientOptions)
     /// `agent [--answer A] [--once|--session|--for D|--always]`.
     case agent(answer: PromptAnswer?, ClientOptions, lifespan: RequestedLifespan? = nil)
     /// `run [--sandbox ...] [--app-id ID] [--purpose TEXT] [--listen PATH] -- COMMAND ARGS...`.
@@ -97,7 +100,7 @@ public struct UsageError: Error, Equatable, Sendable, CustomStringConvertible {
 /// Parses `earmuff` arguments (without the program name).
 public enum ClientCommandLine {
     /// What `--kind` accepts: the capture kinds decided separately.
-    public static let captureKinds = ["microphone", "system-audio", "app-audio"]
+    public static let captureKinds = Capability.allCases.map(\.rawValue)
 
     /// The subcommands, in the order of CommandTable.
     public static var subcommands: [String] { CommandTable.subcommands.map(\.name) }
@@ -179,7 +182,7 @@ public enum ClientCommandLine {
             return .generateCompletion(shell: shell)
         case "access":
             var p = OptionParser(rest, subcommand: first)
-            var kind = "microphone"
+            var kind = Capability.microphone
             let options = try p.commonOptions(json: true) { name, p throws(UsageError) in
                 guard name == "--kind" else { return false }
                 kind = try p.captureKind(for: name)
@@ -194,7 +197,7 @@ public enum ClientCommandLine {
         case "grant", "deny", "reset":
             var p = OptionParser(rest, subcommand: first)
             var lifespan = LifespanOption(subcommand: first)
-            var kind: String?
+            var kind: Capability?
             let options = try p.commonOptions(json: true) { name, p throws(UsageError) in
                 if name == "--kind" {
                     kind = try p.captureKind(for: name)
@@ -428,13 +431,13 @@ struct OptionParser {
 
     /// The value of the option being parsed (inline after '=' or the next argument).
     /// The value of `--kind`: one of `ClientCommandLine.captureKinds`.
-    mutating func captureKind(for name: String) throws(UsageError) -> String {
+    mutating func captureKind(for name: String) throws(UsageError) -> Capability {
         let value = try value(for: name)
-        guard ClientCommandLine.captureKinds.contains(value) else {
+        guard let kind = Capability(rawValue: value) else {
             throw UsageError("\(name) takes \(ClientCommandLine.captureKinds.joined(separator: ", ")), not '\(value)'",
                              subcommand: subcommand)
         }
-        return value
+        return kind
     }
 
     mutating func value(for name: String) throws(UsageError) -> String {

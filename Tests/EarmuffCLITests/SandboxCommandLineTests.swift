@@ -1,4 +1,5 @@
 import ControlProtocol
+import EarmuffCLI
 import Testing
 
 /// `earmuff run --sandbox` and its options.

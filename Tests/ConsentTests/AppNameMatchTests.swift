@@ -1,0 +1,89 @@
+// Step 2 of the app-name rules: the daemon matches a name with the apps it knows,
+// by what the kernel said, never by what an app calls itself alone.
+import Testing
+@testable import Consent
+
+@Suite struct AppNameMatchTests {
+    private func app(_ key: String, name: String? = nil, exe: String? = nil,
+                     method: IdentificationMethod? = .executable) -> AppNameResolver.Candidate {
+        AppNameResolver.Candidate(key: AppKey(parsing: key)!, displayName: name, method: method, executable: exe)
+    }
+
+    @Test func anAppKeyIsTakenAsItIs() {
+        #expect(AppNameResolver.match("exe:/usr/bin/pacat", among: []) == .success(AppKey(parsing: "exe:/usr/bin/pacat")!))
+        #expect(AppNameResolver.match("nonsense:", among: []) == .failure(.notAnAppKey("nonsense:")))
+    }
+
+    @Test func aNameIsTheExecutableOrTheKeysLastComponent() {
+        let apps = [app("exe:/usr/bin/aplay", name: "arecord", exe: "/usr/bin/aplay"),
+                    app("flatpak:org.mozilla.firefox", name: "Firefox", method: .flatpak)]
+        #expect(AppNameResolver.match("aplay", among: apps) == .success(apps[0].key))
+        #expect(AppNameResolver.match("/usr/bin/aplay", among: apps) == .success(apps[0].key))
+        #expect(AppNameResolver.match("org.mozilla.firefox", among: apps) == .success(apps[1].key))
+    }
+
+    @Test func whatAnAppCallsItselfNeverPicksIt() {
+        let apps = [app("exe:/tmp/evil", name: "Firefox", exe: "/tmp/evil")]
+        let r = AppNameResolver.match("Firefox", among: apps)
+        #expect(r == .failure(.onlyClaimed("Firefox", apps)))
+        #expect(r.failure?.description == "\"Firefox\" is only what exe:/tmp/evil (identified by exe, calls itself Firefox) "
+            + "calls itself, which any app can claim; give the app key")
+    }
+
+    @Test func twoAppsOfOneNameAreAmbiguousAndAKeyTwiceIsOne() {
+        let stored = app("exe:/usr/bin/python3", exe: "/usr/bin/python3")
+        let live = app("exe:/usr/bin/python3", name: "py", exe: "/usr/bin/python3")
+        #expect(AppNameResolver.match("python3", among: [stored, live]) == .success(stored.key))
+        let other = app("exe:/opt/python3", exe: "/opt/python3", method: nil)
+        let r = AppNameResolver.match("python3", among: [stored, other, live])
+        #expect(r == .failure(.ambiguous("python3", [stored, other])))
+        #expect(r.failure?.description == "\"python3\" matches exe:/opt/python3 (identified by ?), exe:/usr/bin/python3 "
+            + "(identified by exe); give the app key")
+        #expect(AppNameResolver.match("zoom", among: [stored]).failure?.description
+            == "no known app is called \"zoom\"; list them with 'earmuff apps' or give an app key such as exe:/usr/bin/zoom")
+    }
+}
+
+extension Result {
+    var failure: Failure? {
+        if case .failure(let f) = self { return f }
+        return nil
+    }
+}
+
+/// What the engine keeps of apps, for replies and name lookups without reading the store back.
+@Suite struct KnownAppTests {
+    private let aplay = AppKey(kind: "exe", value: "/usr/bin/aplay")
+    private let declared = AppKey(kind: "flatpak", value: "org.example.Notes")
+
+    @Test func recordsMergeAsTheStoreMergesThem() {
+        let stored = AppRecord(appKey: aplay, displayName: "arecord", executable: "/usr/bin/aplay", method: .executable,
+                               firstSeenAt: 10, lastSeenAt: 20)
+        var e = ConsentEngine(policy: ConsentPolicy(), decisions: [], apps: [stored])
+        let identity = ClientIdentity(pid: 5, uid: 1000, gid: 1000, appKey: aplay, method: .executable, executable: nil)
+        let actions = e.clientConnected(ClientID(1), identity: identity, launcherPurpose: nil, now: 30)
+        // The store is told what the client said; the engine keeps the name and executable it knew.
+        #expect(actions.contains(.recordApp(AppRecord(appKey: aplay, displayName: nil, executable: nil, method: .executable,
+                                                      firstSeenAt: 30, lastSeenAt: 30))))
+        #expect(e.knownApp(aplay) == AppRecord(appKey: aplay, displayName: "arecord", executable: "/usr/bin/aplay",
+                                               method: .executable, firstSeenAt: 10, lastSeenAt: 30))
+        _ = e.clientPropertiesChanged(ClientID(1), applicationName: "Voice Memo", processBinary: nil, capturePurpose: nil, now: 40)
+        #expect(e.knownApp(aplay)?.displayName == "Voice Memo")
+        #expect(e.knownApp(declared) == nil)
+    }
+
+    @Test func everySeenDecidedOrDeclaredAppCanBeNamed() throws {
+        let policy = ConsentPolicy(declarations: [declared: AppDeclaration(purpose: "notes")])
+        let decided = AppKey(kind: "exe", value: "/usr/bin/pacat")
+        var e = ConsentEngine(policy: policy, decisions: [Decision(appKey: decided, state: .granted, reason: .user)])
+        let identity = ClientIdentity(pid: 5, uid: 1000, gid: 1000, appKey: aplay, method: .executable, executable: "/usr/bin/aplay")
+        _ = e.clientConnected(ClientID(1), identity: identity, launcherPurpose: nil, now: 1)
+        let keys = e.nameableApps.map(\.key)
+        // Each known app once by key, then each live client.
+        #expect(keys == [declared, aplay, decided].sorted() + [aplay])
+        #expect(AppNameResolver.match("pacat", among: e.nameableApps) == .success(decided))
+        #expect(AppNameResolver.match("aplay", among: e.nameableApps) == .success(aplay))
+        #expect(e.storedDecision(for: decided, kind: .microphone)?.state == .granted)
+        #expect(e.storedDecision(for: decided, kind: .systemAudio) == nil)
+    }
+}

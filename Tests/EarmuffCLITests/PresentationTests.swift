@@ -1,0 +1,62 @@
+// What `earmuff` prints of the control protocol's payloads, and the times `log --since` takes.
+import Consent
+import ControlProtocol
+import EarmuffCLI
+import Foundation
+import Testing
+
+@Suite struct PrintableOutput {
+    @Test func controlCharactersAreShownNotObeyed() {
+        #expect(ClientFormat.printable("plain /usr/bin/pacat") == "plain /usr/bin/pacat")
+        #expect(ClientFormat.printable("a\u{1B}[2Kb") == "a\\x1B[2Kb")
+        #expect(ClientFormat.printable("x\ny\tz\r") == "x\\x0Ay\\x09z\\x0D")
+        #expect(ClientFormat.printable("\u{7F}\u{9B}") == "\\x7F\\x9B")
+        #expect(ClientFormat.printable("evil\u{202E}gpj.exe") == "evil\\u{202E}gpj.exe")
+        #expect(ClientFormat.printable("Zoom – ünïcode") == "Zoom – ünïcode")
+    }
+
+    @Test func tablesEventsAndDecisionsEscapeWhatAppsChose() {
+        let forged = "/tmp/x\u{1B}[1A\u{1B}[2Kflatpak:us.zoom.Zoom (identified by flatpak)"
+        let client = ClientInfo(id: 1, appKey: "exe:" + forged, displayName: "Zoom\u{1B}[31m", pid: 7, identifiedBy: "exe")
+        let status = StatusPayload(
+            daemon: DaemonInfo(pid: 1, version: "1", listenPath: "/l", controlPath: "/c", storePath: "/s", uptimeSeconds: 1),
+            upstream: UpstreamInfo(server: "unix:/u", reachable: true), clients: [client], streams: [], prompts: [])
+        let outputs = [
+            ClientFormat.status(status),
+            ClientFormat.event(.clientConnected(client), at: 0),
+            ClientFormat.decision(AppInfo(key: "exe:" + forged, displayName: nil, state: .granted, reason: .user)),
+            ClientFormat.prompt(PromptInfo(id: 1, appKey: "exe:" + forged, displayName: "a\nb", identifiedBy: .executable)),
+        ]
+        for text in outputs {
+            #expect(!text.unicodeScalars.contains { $0.value == 0x1B }, "\(text)")
+        }
+    }
+}
+
+@Suite struct UsageLogPresentation {
+    @Test func sinceTakesDurationsAndDates() {
+        let utc = TimeZone(identifier: "UTC")!
+        #expect(SinceTime.parse("90s", now: 1000) == 910)
+        #expect(SinceTime.parse("2h", now: 10_000) == 2800)
+        #expect(SinceTime.parse("1.5d", now: 200_000) == 70400)
+        #expect(SinceTime.parse("1970-01-02", now: 0, timeZone: utc) == 86400)
+        #expect(SinceTime.parse("1970-01-01 01:02", now: 0, timeZone: utc) == 3720)
+        #expect(SinceTime.parse("1970-01-01T00:00:30", now: 0, timeZone: utc) == 30)
+        for bad in ["", "h", "-2h", "yesterday", "2h30m", "1970-13-01"] {
+            #expect(SinceTime.parse(bad, now: 0) == nil, "\(bad)")
+        }
+    }
+
+    @Test func logTableShowsSecondsAndLiveSessions() {
+        let utc = TimeZone(identifier: "UTC")!
+        let text = ClientFormat.usage([
+            UsageInfo(appKey: "exe:/usr/bin/pacat", kind: "microphone", source: "sine", startedAt: 0, endedAt: 2,
+                      realSeconds: 1.5, silencedSeconds: 0.5, decision: "granted (user)"),
+            UsageInfo(appKey: "launcher:org.example.Notes", kind: "microphone", source: "mic", startedAt: 60),
+        ], timeZone: utc)
+        #expect(text.contains("1970-01-01 00:00:00"))
+        #expect(text.contains("1.5 s") && text.contains("0.5 s"))
+        #expect(text.contains("live"))
+        #expect(ClientFormat.usage([]) == "no capture sessions\n")
+    }
+}
