@@ -13,6 +13,19 @@ shows and answers it with the pointer, as a person does.
   person.py notification         middle-clicks dunst's notification, which opens
                                  dunst's menu of the notification's actions
   person.py notification close   left-clicks it, which closes it unanswered
+  person.py settings show TEXT   waits for Earmuff Settings showing TEXT (in any
+                                 widget's name); prints every named widget
+                                 showing, "ROLE: NAME" one per line, then
+                                 "geometry: WxH+X+Y" of its window
+  person.py settings click NAME  pointer click in the middle of the window's
+                                 button, toggle button, switch or page tab
+                                 whose accessible name is NAME; prints
+                                 "clicked at SECONDS"
+  person.py settings row TITLE   prints the names in the row of app TITLE
+  person.py settings wait TITLE TEXT [gone]
+                                 waits until the row of app TITLE shows TEXT
+                                 (with "gone": no longer shows it); prints
+                                 "after SECONDS" it waited
 
 Widgets are found through the accessibility tree (AT-SPI, as screen readers and
 dogtail see them), which gives their place on the screen; the click itself is
@@ -72,7 +85,107 @@ def click(x, y, button=1):
     print('clicked at %.6f' % at)
 
 
+SETTINGS = 'earmuff-settings'
+CLICKABLE = ('push button', 'toggle button', 'check box', 'switch', 'page tab')
+
+
+def settings_tree():
+    '''The showing nodes of the settings window, as (node, parent index) in tree order.'''
+    try:
+        app = tree.root.application(SETTINGS, retry=False)
+    except Exception:
+        return []
+    found = []
+
+    def walk(node, parent):
+        try:
+            children = node.children
+        except Exception:
+            return
+        for c in children:
+            try:
+                if not c.showing:
+                    continue
+            except Exception:
+                continue
+            found.append((c, parent))
+            walk(c, len(found) - 1)
+    walk(app, -1)
+    return found
+
+
+def settings_window():
+    out = subprocess.run(['xdotool', 'search', '--onlyvisible', '--name', '^Earmuff Settings$'],
+                         capture_output=True, text=True).stdout.split()
+    if not out:
+        return None
+    geometry = subprocess.run(['xdotool', 'getwindowgeometry', '--shell', out[0]],
+                              capture_output=True, text=True, check=True).stdout
+    return dict(line.split('=') for line in geometry.split())
+
+
+def row_names(nodes, title):
+    '''The names under the row whose title label is TITLE: the nearest ancestor of the
+    label that also holds the app's Allow button.'''
+    for i, (n, parent) in enumerate(nodes):
+        if n.roleName != 'label' or n.name != title:
+            continue
+        while parent >= 0:
+            inside = [j for j in range(parent + 1, len(nodes)) if is_under(nodes, j, parent)]
+            names = [nodes[j][0].name for j in inside]
+            if 'Allow ' + title in names:
+                return names
+            parent = nodes[parent][1]
+    return None
+
+
+def is_under(nodes, j, ancestor):
+    p = nodes[j][1]
+    while p > ancestor:
+        p = nodes[p][1]
+    return p == ancestor
+
+
+def settings(argv):
+    if len(argv) == 2 and argv[0] == 'show':
+        nodes = wait_for(lambda: (lambda ns: ns if any(argv[1] in n.name for n, _ in ns) else None)(settings_tree()),
+                         'the settings window showing %r' % argv[1])
+        for n, _ in nodes:
+            if n.name:
+                print('%s: %s' % (n.roleName, n.name.replace('\n', ' | ')))
+        g = settings_window()
+        print('geometry: %sx%s+%s+%s' % (g['WIDTH'], g['HEIGHT'], g['X'], g['Y']))
+    elif len(argv) == 2 and argv[0] == 'click':
+        target = wait_for(lambda: next((n for n, _ in settings_tree() if n.name == argv[1] and n.roleName in CLICKABLE),
+                                       None), 'a control %r in the settings window' % argv[1])
+        g = settings_window()
+        (x, y), (w, h) = target.position, target.size
+        # GTK 4 reports positions within its window (it has no screen coordinates on X11).
+        click(int(g['X']) + x + w // 2, int(g['Y']) + y + h // 2)
+    elif len(argv) == 2 and argv[0] == 'row':
+        names = wait_for(lambda: row_names(settings_tree(), argv[1]), 'the row of %r' % argv[1])
+        for name in names:
+            if name:
+                print(name.replace('\n', ' | '))
+    elif len(argv) in (3, 4) and argv[0] == 'wait' and argv[3:] in ([], ['gone']):
+        start = time.monotonic()
+        gone = argv[3:] == ['gone']
+
+        def done():
+            names = row_names(settings_tree(), argv[1])
+            if names is None:
+                return None
+            shows = any(argv[2] in name for name in names)
+            return True if shows != gone else None
+        wait_for(done, 'the row of %r %s %r' % (argv[1], 'without' if gone else 'showing', argv[2]))
+        print('after %.3f' % (time.monotonic() - start))
+    else:
+        sys.exit(__doc__)
+
+
 def main(argv):
+    if len(argv) >= 2 and argv[1] == 'settings':
+        return settings(argv[2:])
     if len(argv) == 3 and argv[1] == 'dialog':
         text = argv[2]
         def showing():
