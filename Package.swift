@@ -62,6 +62,6 @@ let package = Package(
         .testTarget(name: "SettingsModelTests", dependencies: ["SettingsModel", "ControlProtocol"]),
         .testTarget(name: "EarmuffCLITests", dependencies: ["EarmuffCLI", "ControlProtocol", "Consent", "ConsentStore"]),
         .testTarget(name: "EndToEndTests", dependencies: ["TestSupport", "PulseWire", "EarmuffKit", "earmuff", "earmuff-request-permission",
-                                                             "earmuff-settings"]),
+                                                             "earmuff-settings", "SettingsModel"]),
     ]
 )

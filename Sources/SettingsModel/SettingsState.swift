@@ -43,6 +43,9 @@ public struct SettingsState: Sendable, Equatable {
         public static let apps = Stale(rawValue: 1)
         /// The usage log (a capture ended).
         public static let usage = Stale(rawValue: 2)
+        /// The live streams: a `stream-ended` may not name the stream as `stream-started` did
+        /// (the daemon may have forgotten its channel), so `status` says which are left.
+        public static let streams = Stale(rawValue: 4)
     }
 
     /// A fresh `status` reply.
@@ -69,8 +72,9 @@ public struct SettingsState: Sendable, Equatable {
             }
             return []
         case .streamEnded(let s):
+            let before = streams.count
             streams.removeAll { $0.client == s.client && $0.stream == s.stream }
-            return [.apps, .usage]
+            return streams.count < before ? [.apps, .usage] : [.apps, .usage, .streams]
         case .promptRaised(let p):
             prompts.removeAll { $0.id == p.id }
             prompts.append(p)
@@ -88,7 +92,10 @@ public struct SettingsState: Sendable, Equatable {
             access.removeAll { $0.kind == a.kind }
             access.append(a)
             return []
-        case .clientConnected, .clientDisconnected:
+        case .clientDisconnected(let c):
+            streams.removeAll { $0.client == c.id }
+            return []
+        case .clientConnected:
             return []
         }
     }

@@ -223,16 +223,26 @@ public struct SettingsView: Sendable, Equatable {
         }
     }
 
-    /// Names from the system (prompts carry the desktop entry's name), else what apps call themselves.
+    /// Names from the system (prompts carry the desktop entry's name), else what apps call
+    /// themselves, except for apps with an ID of their own (Flatpak, Snap, launcher): the ID,
+    /// which their sandbox cannot choose, rather than a name the app can.
     static func names(_ state: SettingsState) -> [String: String] {
         var names: [String: String] = [:]
-        for a in state.apps { if let n = a.displayName, !n.isEmpty { names[a.key] = n } }
-        for p in state.prompts { if let n = p.systemName ?? p.displayName, !n.isEmpty { names[p.appKey] = n } }
+        for a in state.apps where !Self.hasOwnID(a.key) {
+            if let n = a.displayName, !n.isEmpty { names[a.key] = n }
+        }
+        for p in state.prompts {
+            if let n = p.systemName ?? (Self.hasOwnID(p.appKey) ? nil : p.displayName), !n.isEmpty { names[p.appKey] = n }
+        }
         return names
     }
 
+    static func hasOwnID(_ key: String) -> Bool {
+        ["flatpak:", "snap:", "launcher:"].contains { key.hasPrefix($0) }
+    }
+
     static func fallbackName(_ key: String, _ executable: String?) -> String {
-        if let e = executable, let last = e.split(separator: "/").last { return String(last) }
+        if !hasOwnID(key), let e = executable, let last = e.split(separator: "/").last { return String(last) }
         let tail = key.split(separator: ":", maxSplits: 1).last.map(String.init) ?? key
         return tail.split(separator: "/").last.map(String.init) ?? tail
     }

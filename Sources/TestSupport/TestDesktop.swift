@@ -97,7 +97,7 @@ public final class TestDesktop: Sendable {
             .deletingLastPathComponent().appendingPathComponent("desktop/person.py").path
         let result = try bus.run("/usr/bin/python3", [script] + arguments, environment: environment, timeout: timeout)
         guard result.succeeded else {
-            throw TestSupportError("person.py \(arguments.joined(separator: " ")): \(result.stdoutText)\(result.stderr)")
+            throw TestSupportError("person.py \(arguments.joined(separator: " ")) (exit status \(result.status)): \(result.stdoutText)\(result.stderr)")
         }
         return result.stdoutText
     }

@@ -9,6 +9,8 @@ final class AppRowWidget {
     let row: UnsafeMutablePointer<GtkWidget>
     private(set) var view: AppRowView
     private var buttons: [Choice: UnsafeMutablePointer<GtkWidget>] = [:]
+    /// Set while the window changes the buttons itself, and for good once the row is
+    /// taken away (its buttons untoggle as they go): no click to carry out then.
     private var updating = false
 
     init(_ view: AppRowView, perform: @escaping (SettingsIntent) -> Void) {
@@ -76,6 +78,9 @@ final class AppRowWidget {
         return a == b
     }
 
+    /// The row is about to be removed.
+    func detach() { updating = true }
+
     func update(_ new: AppRowView) {
         view = new
         var lines: [String] = []
@@ -86,8 +91,9 @@ final class AppRowWidget {
         gtk_widget_remove_css_class(row, "live-real")
         gtk_widget_remove_css_class(row, "live-silenced")
         if let live = new.live { gtk_widget_add_css_class(row, live == .real ? "live-real" : "live-silenced") }
+        let was = updating
         updating = true
         for (choice, b) in buttons { gtk_toggle_button_set_active(cast(b), choice == new.choice ? 1 : 0) }
-        updating = false
+        updating = was
     }
 }

@@ -95,7 +95,7 @@ final class DaemonLink {
             while let m = try c.receive(timeoutMs: 0) {
                 if case .event(let e) = m { stale.formUnion(state.apply(e)) }
             }
-            if !stale.isEmpty { try reload(stale, status: false) }
+            if !stale.isEmpty { try reload(stale, status: stale.contains(.streams)) }
             changed()
             return true
         } catch {

@@ -58,7 +58,10 @@ final class KindPage {
             for (w, v) in zip(rows, view.rows) where w.view != v { w.update(v) }
             return
         }
-        for w in rows { adw_preferences_group_remove(cast(apps), w.row) }
+        for w in rows {
+            w.detach()
+            adw_preferences_group_remove(cast(apps), w.row)
+        }
         rows = view.rows.map { AppRowWidget($0, perform: perform) }
         for w in rows { adw_preferences_group_add(cast(apps), w.row) }
     }

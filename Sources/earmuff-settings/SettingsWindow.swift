@@ -51,12 +51,14 @@ final class SettingsWindow {
         for kind in SettingsKind.allCases {
             let page = KindPage(kind, perform: { link.perform($0) })
             pages[kind] = page
+            accessibleLabel(page.page, kind.title)
             let p = adw_view_stack_add_titled(cast(stack), page.page, kind.rawValue, kind.title)
             adw_view_stack_page_set_icon_name(p, Self.icon(kind))
         }
         let historyPage = adw_preferences_page_new()!
         history = RowList(title: "Recordings", description: "What each app recorded, newest first.", empty: "Nothing recorded yet.")
         adw_preferences_page_add(cast(historyPage), cast(history.group))
+        accessibleLabel(historyPage, "History")
         let hp = adw_view_stack_add_titled(cast(stack), historyPage, "history", "History")
         adw_view_stack_page_set_icon_name(hp, "document-open-recent-symbolic")
 
@@ -111,8 +113,24 @@ final class SettingsWindow {
         updatingMaster = false
     }
 
+    private var refreshing = false
+    private var refreshAgain = false
+
+    /// Shows the link's state; a change that arrives meanwhile is shown right after.
     private func refresh() {
-        let state = link.state
+        if refreshing {
+            refreshAgain = true
+            return
+        }
+        refreshing = true
+        defer { refreshing = false }
+        repeat {
+            refreshAgain = false
+            show(link.state)
+        } while refreshAgain
+    }
+
+    private func show(_ state: SettingsState) {
         let new = SettingsView(state, now: Date().timeIntervalSince1970)
         let connected = state.reachability == .connected
         gtk_widget_set_visible(stack, connected ? 1 : 0)

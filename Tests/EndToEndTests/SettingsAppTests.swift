@@ -9,6 +9,7 @@
 import Foundation
 import Glibc
 import Testing
+import SettingsModel
 import TestSupport
 
 extension EndToEnd {
@@ -49,8 +50,10 @@ extension EndToEnd {
         }
 
         /// The title a row shows for an app of `earmuff apps --json`.
+        /// (What the app calls itself, but the ID for apps that have one.)
         static func title(_ app: AppView) -> String {
-            if let n = app.displayName, !n.isEmpty { return n }
+            let ownID = ["flatpak:", "snap:", "launcher:"].contains { app.key.hasPrefix($0) }
+            if !ownID, let n = app.displayName, !n.isEmpty { return n }
             let tail = app.key.split(separator: ":", maxSplits: 1).last.map(String.init) ?? app.key
             return tail.split(separator: "/").last.map(String.init) ?? tail
         }
@@ -62,6 +65,7 @@ extension EndToEnd {
         @Test func pagesListTheKnownAppsAndAClickDecidesTheRunningRecording() async throws {
             let o = try Open()
             defer { o.stop() }
+            defer { if !o.window.isRunning { Issue.record("earmuff-settings exited (\(o.window.poll() ?? 0)):\n\(o.desktop.settingsLog)") } }
             let (s, desktop) = (o.s, o.desktop)
             let flatpak = try Sandbox.startFlatpakRecording(appID: Self.flatpakID, sessionSocket: s.earmuff.listenPath,
                                                             purpose: "Records podcasts")
@@ -72,15 +76,16 @@ extension EndToEnd {
             let rec = try s.record()
             _ = try await s.earmuff.waitForStatus { !$0.streams(of: s.key).isEmpty }
 
+            try desktop.settings("resize", "440", "1000")
             let apps = try s.earmuff.apps()
             #expect(apps.count == 4, "\(apps)")
             let shown = try desktop.settings("show", "Allow \(Self.title(apps.first { $0.key == s.key }!))")
             let microphone = apps.filter { ($0.kind ?? "microphone") == "microphone" }
             #expect(microphone.count == 3, "\(microphone)")
             for app in microphone {
-                #expect(shown.contains("toggle button: Allow \(Self.title(app))"), "no row for \(app.key):\n\(shown)\n\(o.logs)")
+                #expect(shown.contains("push button: Allow \(Self.title(app))"), "no row for \(app.key):\n\(shown)\n\(o.logs)")
             }
-            #expect(shown.split(separator: "\n").filter { $0.hasPrefix("toggle button: Allow ") }.count == microphone.count,
+            #expect(shown.split(separator: "\n").filter { $0.hasPrefix("push button: Allow ") }.count == microphone.count,
                     "rows that apps --json does not list:\n\(shown)")
             try Desktop.keepScreenshot(desktop, "settings-microphone.png", of: shown)
 
@@ -102,9 +107,9 @@ extension EndToEnd {
             try desktop.settings("wait", parecord, "Recording", "gone")
 
             try desktop.settings("click", "System audio")
-            let system = try desktop.settings("show", "Allow \(Self.title(apps.first { $0.key == Self.notes }!))")
+            let system = try desktop.settings("show", SettingsKind.systemAudio.explanation)
             let systemApps = apps.filter { $0.kind == "system-audio" }
-            #expect(system.split(separator: "\n").filter { $0.hasPrefix("toggle button: Allow ") }.count == systemApps.count,
+            #expect(system.split(separator: "\n").filter { $0.hasPrefix("push button: Allow ") }.count == systemApps.count,
                     "\(system)")
             try Desktop.keepScreenshot(desktop, "settings-system-audio.png", of: system)
             try desktop.settings("click", "History")

@@ -19,7 +19,8 @@ import Testing
     }
 
     static let firefox = AppInfo(key: "flatpak:org.mozilla.firefox", displayName: "Firefox", state: "granted", reason: "user",
-                                 purpose: "Video calls", identifiedBy: "flatpak", lastUsed: now - 300, strength: "sandbox")
+                                 purpose: "Video calls", identifiedBy: "flatpak", lastUsed: now - 300, executable: "/app/lib/firefox/firefox",
+                                 strength: "sandbox")
     static let recorder = AppInfo(key: "exe:/usr/bin/pacat", state: "undetermined", reason: "none", identifiedBy: "exe",
                                   executable: "/usr/bin/pacat", kind: "microphone", strength: "weak")
     static let monitor = AppInfo(key: "exe:/usr/bin/obs", displayName: "OBS", state: "denied", reason: "user",
@@ -28,12 +29,12 @@ import Testing
     @Test func eachKindPageListsItsAppsWithTheirChoice() {
         let v = SettingsView(Self.state(apps: [Self.firefox, Self.recorder, Self.monitor]), now: Self.now)
         #expect(v.pages.map(\.kind) == [.microphone, .systemAudio, .appAudio])
-        #expect(v.pages[0].rows.map(\.title) == ["Firefox", "pacat"])
+        #expect(v.pages[0].rows.map(\.title) == ["org.mozilla.firefox", "pacat"], "a Flatpak is not named by its ID")
         #expect(v.pages[0].rows.map(\.choice) == [.allow, .ask])
+        #expect(v.pages[1].rows.map(\.title) == ["OBS"], "a program is not named as it calls itself")
         #expect(v.pages[0].rows[0].subtitle == "“Video calls”\nLast recorded 5 minutes ago")
         #expect(v.pages[0].rows[0].icon == "org.mozilla.firefox")
         #expect(v.pages[0].rows[1].subtitle == "Never recorded")
-        #expect(v.pages[1].rows.map(\.title) == ["OBS"])
         #expect(v.pages[1].rows[0].choice == .deny && v.pages[1].rows[0].lifespanNote == "Denied until you log out")
         #expect(v.pages[2].rows.isEmpty && v.pages[2].empty == "No app has asked to record other apps' audio yet.")
         #expect(v.notice == nil)
@@ -63,6 +64,13 @@ import Testing
         #expect(v.pages[0].rows[0].live == .silenced)
         #expect(s.apply(.streamEnded(silenced)) == [.apps, .usage])
         #expect(SettingsView(s, now: Self.now).pages[0].rows[0].live == nil)
+
+        _ = s.apply(.streamStarted(stream))
+        var renamed = stream
+        renamed.stream = 99
+        #expect(s.apply(.streamEnded(renamed)) == [.apps, .usage, .streams], "an end it cannot place is not refetched")
+        _ = s.apply(.clientDisconnected(ClientInfo(id: 1, appKey: stream.appKey, identifiedBy: "flatpak")))
+        #expect(s.streams.isEmpty, "a disconnected client's streams are still live")
     }
 
     @Test func anEventOfAnUnknownAppAsksForTheAppList() {
@@ -136,7 +144,7 @@ import Testing
         s.usage = [UsageInfo(appKey: Self.firefox.key, kind: "microphone", source: "alsa_input.mic", startedAt: Self.now - 100,
                              endedAt: Self.now - 10, realSeconds: 60, silencedSeconds: 30)]
         let row = SettingsView(s, now: Self.now).history[0]
-        #expect(row.title == "Firefox · Microphone")
+        #expect(row.title == "org.mozilla.firefox · Microphone")
         #expect(row.subtitle.hasSuffix("alsa_input.mic · 1 min real · 30 s silenced"), "\(row.subtitle)")
         #expect(TimeText.seconds(3725) == "1 h 2 min" && TimeText.ago(Self.now - 7200, now: Self.now) == "2 hours ago")
     }

@@ -21,6 +21,7 @@ shows and answers it with the pointer, as a person does.
                                  button, toggle button, switch or page tab
                                  whose accessible name is NAME; prints
                                  "clicked at SECONDS"
+  person.py settings resize W H  makes the window W x H pixels, as a person drags it
   person.py settings row TITLE   prints the names in the row of app TITLE
   person.py settings wait TITLE TEXT [gone]
                                  waits until the row of app TITLE shows TEXT
@@ -42,6 +43,7 @@ config.logDebugToFile = False
 config.logDebugToStdOut = False
 config.searchShowingOnly = True
 from dogtail import tree  # noqa: E402
+import pyatspi  # noqa: E402
 
 APP = 'xdg-desktop-portal-gtk'
 ROLES = ('label', 'radio button', 'push button', 'check box')
@@ -70,11 +72,15 @@ def widgets():
 
 def wait_for(predicate, what):
     while time.monotonic() < DEADLINE:
-        result = predicate()
+        try:
+            result = predicate()
+        except Exception as e:  # a widget went away while it was read: read again
+            print('(retrying: %s)' % e, file=sys.stderr)
+            result = None
         if result:
             return result
         time.sleep(0.1)
-    sys.exit('%s did not appear within 60 s' % what)
+    sys.exit('%s did not appear within 60 s' % (what() if callable(what) else what))
 
 
 def click(x, y, button=1):
@@ -90,12 +96,16 @@ CLICKABLE = ('push button', 'toggle button', 'check box', 'switch', 'page tab')
 
 
 def settings_tree():
-    '''The showing nodes of the settings window, as (node, parent index) in tree order.'''
+    '''The nodes of the settings window on screen, as (node, parent index) in tree order.'''
     try:
         app = tree.root.application(SETTINGS, retry=False)
     except Exception:
         return []
     found = []
+    try:
+        width, height = app.children[0].size
+    except Exception:
+        return []
 
     def walk(node, parent):
         try:
@@ -104,12 +114,28 @@ def settings_tree():
             return
         for c in children:
             try:
-                if not c.showing:
-                    continue
+                (x, y), (w, h) = c.position, c.size
             except Exception:
+                continue
+            # GTK 4.8 sets no "showing" state: what is not on screen (another page, the
+            # wide switcher a squeezer hides) has no size, is wider than the window, or
+            # lies above or below it.
+            if w <= 0 or h <= 0 or x < -2 or x + w > width + 2 or y + h <= 0 or y >= height:
+                continue
+            if c.roleName != 'page tab' and c.name in hidden_pages:
                 continue
             found.append((c, parent))
             walk(c, len(found) - 1)
+    # GTK keeps the size of a page once shown, so the pages (named as their tabs) other
+    # than the selected tab's are left out by name.
+    hidden_pages = set()
+    walk(app, -1)
+    tabs = [n for n, _ in found if n.roleName == 'page tab']
+    selected = [n.name for n in tabs if n.getState().contains(pyatspi.STATE_SELECTED)]
+    if not selected:
+        return found
+    hidden_pages = set(n.name for n in tabs) - set(selected)
+    found = []
     walk(app, -1)
     return found
 
@@ -148,13 +174,31 @@ def is_under(nodes, j, ancestor):
 
 def settings(argv):
     if len(argv) == 2 and argv[0] == 'show':
-        nodes = wait_for(lambda: (lambda ns: ns if any(argv[1] in n.name for n, _ in ns) else None)(settings_tree()),
-                         'the settings window showing %r' % argv[1])
+        seen = []
+
+        def showing():
+            seen[:] = settings_tree()
+            return seen if any(argv[1] in n.name for n, _ in seen) else None
+        nodes = wait_for(showing, lambda: 'the settings window showing %r (it shows: %s)'
+                         % (argv[1], '; '.join('%s: %s' % (n.roleName, n.name) for n, _ in seen if n.name)))
         for n, _ in nodes:
             if n.name:
                 print('%s: %s' % (n.roleName, n.name.replace('\n', ' | ')))
         g = settings_window()
         print('geometry: %sx%s+%s+%s' % (g['WIDTH'], g['HEIGHT'], g['X'], g['Y']))
+    elif argv == ['dump']:
+        def dump(node, depth):
+            try:
+                children = node.children
+            except Exception:
+                return
+            for c in children:
+                try:
+                    print('%s%s %r %s %s' % ('  ' * depth, c.roleName, c.name, c.position, c.size))
+                except Exception as e:
+                    print('%s?? %s' % ('  ' * depth, e))
+                dump(c, depth + 1)
+        dump(wait_for(lambda: tree.root.application(SETTINGS, retry=False), 'the settings window'), 0)
     elif len(argv) == 2 and argv[0] == 'click':
         target = wait_for(lambda: next((n for n, _ in settings_tree() if n.name == argv[1] and n.roleName in CLICKABLE),
                                        None), 'a control %r in the settings window' % argv[1])
@@ -162,6 +206,12 @@ def settings(argv):
         (x, y), (w, h) = target.position, target.size
         # GTK 4 reports positions within its window (it has no screen coordinates on X11).
         click(int(g['X']) + x + w // 2, int(g['Y']) + y + h // 2)
+    elif len(argv) == 3 and argv[0] == 'resize':
+        win = wait_for(lambda: subprocess.run(['xdotool', 'search', '--onlyvisible', '--name', '^Earmuff Settings$'],
+                                              capture_output=True, text=True).stdout.split(), 'the settings window')[0]
+        subprocess.run(['xdotool', 'windowsize', '--sync', win, argv[1], argv[2]], check=True)
+        wait_for(lambda: (lambda g: g if (g['WIDTH'], g['HEIGHT']) == (argv[1], argv[2]) else None)(settings_window()),
+                 'the window at %sx%s' % (argv[1], argv[2]))
     elif len(argv) == 2 and argv[0] == 'row':
         names = wait_for(lambda: row_names(settings_tree(), argv[1]), 'the row of %r' % argv[1])
         for name in names:
@@ -171,13 +221,17 @@ def settings(argv):
         start = time.monotonic()
         gone = argv[3:] == ['gone']
 
+        last = []
+
         def done():
             names = row_names(settings_tree(), argv[1])
             if names is None:
                 return None
+            last[:] = names
             shows = any(argv[2] in name for name in names)
             return True if shows != gone else None
-        wait_for(done, 'the row of %r %s %r' % (argv[1], 'without' if gone else 'showing', argv[2]))
+        wait_for(done, lambda: 'the row of %r %s %r (it shows: %s)'
+                 % (argv[1], 'without' if gone else 'showing', argv[2], ' / '.join(last)))
         print('after %.3f' % (time.monotonic() - start))
     else:
         sys.exit(__doc__)
