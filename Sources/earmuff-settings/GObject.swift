@@ -61,6 +61,15 @@ func every(ms: UInt32, _ run: @escaping () -> Bool) {
     }, data)
 }
 
+/// Runs `run` once on the GTK loop, after the signal being handled has finished (so that
+/// what it changes in the window does not change a widget in the middle of its own signal).
+func later(_ run: @escaping () -> Void) {
+    every(ms: 0) {
+        run()
+        return false
+    }
+}
+
 extension UnsafeMutablePointer where Pointee == GtkWidget {
     /// Adds a CSS class (GTK's style classes: "dim-label", "success", "linked"...).
     func style(_ names: String...) -> Self {

@@ -49,7 +49,7 @@ final class SettingsWindow {
         for side in [gtk_widget_set_margin_start, gtk_widget_set_margin_end, gtk_widget_set_margin_top] { side(warning, 12) }
 
         for kind in SettingsKind.allCases {
-            let page = KindPage(kind, perform: { link.perform($0) })
+            let page = KindPage(kind, perform: { intent in later { link.perform(intent) } })
             pages[kind] = page
             accessibleLabel(page.page, kind.title)
             let p = adw_view_stack_add_titled(cast(stack), page.page, kind.rawValue, kind.title)
@@ -80,7 +80,8 @@ final class SettingsWindow {
         onNotify(stack, "visible-child-name") { [weak self] in self?.showMaster() }
         onNotify(master, "active") { [weak self] in
             guard let self, !self.updatingMaster, let kind = self.visibleKind else { return }
-            link.perform(.setAccess(kind, on: gtk_switch_get_active(cast(self.master)) != 0))
+            let on = gtk_switch_get_active(cast(self.master)) != 0
+            later { link.perform(.setAccess(kind, on: on)) }
         }
         link.changed = { [weak self] in self?.refresh() }
         refresh()

@@ -117,5 +117,114 @@ extension EndToEnd {
             #expect(history.contains("\(parecord) · Microphone"), "no recording of parecord in History:\n\(history)")
             try Desktop.keepScreenshot(desktop, "settings-history.png", of: history)
         }
+
+        /// Seconds of audio from `click` (a byte offset in `rec`) to where `rec` turns to exact
+        /// silence for good (at least 0.3 s of zeros), searching from a second before the click.
+        static func secondsToSilence(_ rec: Recording, after click: Int) -> Double? {
+            let audio = rec.data()
+            let run = E2E.bytes(0.3, of: rec)
+            var at = max(0, click - E2E.bytes(1, of: rec)) / 2 * 2
+            while at + run <= audio.count {
+                if let loud = audio[at..<(at + run)].lastIndex(where: { $0 != 0 }) {
+                    at = (loud + 2) / 2 * 2
+                } else {
+                    return Double(at - click) / Double(rec.bytesPerSecond)
+                }
+            }
+            return nil
+        }
+
+        /// The time (seconds since 1970) of the daemon's log line containing `text` that is
+        /// nearest after `near`; the log's stamps are UTC times of day.
+        static func logTime(of text: String, in log: String, near: Double) -> Double? {
+            let day = (near / 86400).rounded(.down) * 86400
+            return log.split(separator: "\n").filter { $0.contains(text) }.compactMap { line -> Double? in
+                let parts = line.prefix(12).split(separator: ":")
+                guard parts.count == 3, let h = Double(parts[0]), let m = Double(parts[1]), let sec = Double(parts[2]) else { return nil }
+                return day + h * 3600 + m * 60 + sec
+            }.filter { $0 >= near - 1 }.min()
+        }
+
+        /// Two granted apps recording: the header's "Microphone access" switch, clicked off,
+        /// silences both: the daemon switches right after the click, and the recordings turn
+        /// to exact silence from the next block of the tone; on brings
+        /// both back. Off survives a restart of the daemon (the window says it is not running
+        /// meanwhile, and comes back by itself), and `earmuff access on` shows in the window.
+        @Test func theMasterSwitchSilencesEveryAppAtOnceAndSurvivesARestart() async throws {
+            let desktop = try TestDesktop()
+            defer { desktop.stop() }
+            let r = try LifespanEndToEndTests.Restarts()
+            defer { r.remove() }
+            // The window's socket path stays while daemons come and go, as $XDG_RUNTIME_DIR's does.
+            let control = "\(r.directory)/control"
+            var s = try r.start()
+            try FileManager.default.createSymbolicLink(atPath: control, withDestinationPath: s.earmuff.controlPath)
+            try s.earmuff.control("grant", s.key)
+            try s.earmuff.control("grant", Self.notes)
+            let recs = [
+                try s.record(),
+                try Tool.startRecordingThroughRun(
+                    earmuffBinary: s.earmuff.binary,
+                    runArguments: ["--app-id", "org.example.Notes", "--purpose", "Voice notes", "--control", s.earmuff.controlPath],
+                    server: "unix:/nonexistent/pulse/native"),
+            ]
+            defer { for rec in recs { _ = rec.stop() } }
+            for rec in recs { #expect(await E2E.waitForToneAfterSwitch(rec, seconds: 0.5), "granted but no tone\n\(s.logs)") }
+            let window = try desktop.startSettings(controlPath: control)
+            defer { window.terminate(signal: SIGTERM, grace: 5) }
+            var logs: String { "\(s.logs)\nearmuff-settings:\n\(desktop.settingsLog)" }
+            try desktop.settings("show", "check box: Microphone access [on]")
+
+            let before = recs.map { (bytes: $0.byteCount(), at: Date().timeIntervalSince1970) }
+            let clicked = try desktop.settings("click", "Microphone access")
+            let at = try #require(Desktop.clickTime(clicked), "\(clicked)")
+            for rec in recs { #expect(await LifespanEndToEndTests.silentFromHere(rec), "real audio with access off\n\(logs)") }
+            // The daemon's log says when it switched every stream (its clock is the test's).
+            let switched = try #require(Self.logTime(of: "microphone access switched off", in: s.earmuff.log(), near: at),
+                                        "\(logs)")
+            print("settings: master switch off, the daemon switched \(String(format: "%.3f", switched - at)) s after the click")
+            // 0.1 s is the aim; the bound leaves room for a machine busy with other work.
+            #expect(switched - at < 0.5, "the daemon switched \(switched - at) s after the click\n\(logs)")
+            for (rec, b) in zip(recs, before) {
+                // The test tone reaches recordings in blocks of up to 2 s (module-sine-source's
+                // latency), so the recordings place the switch no closer than a block.
+                let click = b.bytes + Int((at - b.at) * Double(rec.bytesPerSecond))
+                let delay = Self.secondsToSilence(rec, after: click)
+                print("settings: master switch off, silence \(delay.map { String(format: "%.3f", $0) } ?? "-") s of audio after the click")
+                #expect((delay ?? .infinity) < 2.5, "silence came \(String(describing: delay)) s after the click\n\(logs)")
+            }
+            #expect(try s.earmuff.status().accessEnabled("microphone") == false)
+            #expect(try s.earmuff.app(s.key)?.state == "granted", "the decision was not kept")
+            let off = try desktop.settings("show", "Microphone access is off")
+            #expect(off.contains("check box: Microphone access\n"), "the switch still shows on:\n\(off)")
+
+            let marks = recs.map { $0.byteCount() }
+            try desktop.settings("click", "Microphone access")
+            for (rec, mark) in zip(recs, marks) {
+                let back = await Wait.until(timeout: 60) {
+                    let audio = rec.data()
+                    guard audio.count > mark + E2E.bytes(1, of: rec) else { return false }
+                    return audio.subdata(in: (audio.count - E2E.bytes(0.3, of: rec))..<audio.count).contains { $0 != 0 }
+                }
+                #expect(back, "no tone once access is on\n\(logs)")
+            }
+            #expect(try s.earmuff.status().accessEnabled("microphone") == true)
+
+            // Off, then the daemon goes away and comes back: the window follows without a restart.
+            try desktop.settings("show", "check box: Microphone access [on]")
+            try desktop.settings("click", "Microphone access")
+            _ = try await s.earmuff.waitForStatus { $0.accessEnabled("microphone") == false }
+            r.stop(s)
+            let down = try desktop.settings("show", "Earmuff is not running")
+            #expect(down.contains("earmuff serve"), "\(down)")
+            s = try r.start()
+            try FileManager.default.removeItem(atPath: control)
+            try FileManager.default.createSymbolicLink(atPath: control, withDestinationPath: s.earmuff.controlPath)
+            let back = try desktop.settings("show", "Microphone access is off")
+            #expect(back.contains("push button: Allow parecord"), "\(back)")
+            try s.earmuff.control("access", "on")
+            try desktop.settings("show", "check box: Microphone access [on]")
+            r.stop(s)
+        }
     }
 }

@@ -14,8 +14,9 @@ shows and answers it with the pointer, as a person does.
                                  dunst's menu of the notification's actions
   person.py notification close   left-clicks it, which closes it unanswered
   person.py settings show TEXT   waits for Earmuff Settings showing TEXT (in any
-                                 widget's name); prints every named widget
-                                 showing, "ROLE: NAME" one per line, then
+                                 line below); prints every named widget
+                                 showing, "ROLE: NAME" one per line (with
+                                 " [on]" for a switch or toggle that is on), then
                                  "geometry: WxH+X+Y" of its window
   person.py settings click NAME  pointer click in the middle of the window's
                                  button, toggle button, switch or page tab
@@ -84,11 +85,11 @@ def wait_for(predicate, what):
 
 
 def click(x, y, button=1):
-    '''Moves the pointer there and clicks; prints the wall-clock time of the click.'''
+    '''Moves the pointer there and clicks; prints the wall-clock time of the click: when
+    xdotool, which sends the button's press and release as it ends, has returned.'''
     subprocess.run(['xdotool', 'mousemove', '--sync', str(x), str(y)], check=True)
-    at = time.time()
     subprocess.run(['xdotool', 'click', str(button)], check=True)
-    print('clicked at %.6f' % at)
+    print('clicked at %.6f' % time.time())
 
 
 SETTINGS = 'earmuff-settings'
@@ -140,6 +141,15 @@ def settings_tree():
     return found
 
 
+def describe(node):
+    '''"ROLE: NAME", and " [on]" for a switch or toggle button that is on.'''
+    line = '%s: %s' % (node.roleName, node.name.replace('\n', ' | '))
+    states = node.getState()
+    if states.contains(pyatspi.STATE_CHECKED) or states.contains(pyatspi.STATE_PRESSED):
+        line += ' [on]'
+    return line
+
+
 def settings_window():
     out = subprocess.run(['xdotool', 'search', '--onlyvisible', '--name', '^Earmuff Settings$'],
                          capture_output=True, text=True).stdout.split()
@@ -177,13 +187,11 @@ def settings(argv):
         seen = []
 
         def showing():
-            seen[:] = settings_tree()
-            return seen if any(argv[1] in n.name for n, _ in seen) else None
-        nodes = wait_for(showing, lambda: 'the settings window showing %r (it shows: %s)'
-                         % (argv[1], '; '.join('%s: %s' % (n.roleName, n.name) for n, _ in seen if n.name)))
-        for n, _ in nodes:
-            if n.name:
-                print('%s: %s' % (n.roleName, n.name.replace('\n', ' | ')))
+            seen[:] = [describe(n) for n, _ in settings_tree() if n.name]
+            return seen if any(argv[1] in line for line in seen) else None
+        lines = wait_for(showing, lambda: 'the settings window showing %r (it shows: %s)' % (argv[1], '; '.join(seen)))
+        for line in lines:
+            print(line)
         g = settings_window()
         print('geometry: %sx%s+%s+%s' % (g['WIDTH'], g['HEIGHT'], g['X'], g['Y']))
     elif argv == ['dump']:
