@@ -45,6 +45,7 @@ final class KindPage {
                 let id = pending[i].id
                 for (label, allow) in [("Deny", false), ("Allow", true)] {
                     let b = gtk_button_new_with_label(label)!
+                    accessibleLabel(b, "\(label): \(pending[i].title)")
                     gtk_widget_set_valign(b, GTK_ALIGN_CENTER)
                     if allow { gtk_widget_add_css_class(b, "suggested-action") }
                     on(b, "clicked") { perform(.answer(prompt: id, allow: allow)) }

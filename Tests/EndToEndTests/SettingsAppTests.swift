@@ -226,5 +226,30 @@ extension EndToEnd {
             try desktop.settings("show", "check box: Microphone access [on]")
             r.stop(s)
         }
+
+        /// A prompt shown on the desktop (the GTK portal's dialog) and in the window: Allow in
+        /// the window resolves it everywhere, the dialog is withdrawn, the recording gets the tone.
+        @Test func aPromptAnsweredInTheWindowIsWithdrawnFromTheDesktop() async throws {
+            let o = try Open { try $0.startGTKPortal() }
+            defer { o.stop() }
+            let (s, desktop) = (o.s, o.desktop)
+            let watch = try await s.earmuff.startWatch()
+            defer { watch.stop() }
+            let rec = try s.record()
+            defer { _ = rec.stop() }
+            try desktop.person("dialog", "wants to use the microphone")
+            try desktop.settings("resize", "440", "1000")
+            let shown = try desktop.settings("show", "parecord wants to use the microphone")
+            #expect(shown.contains("push button: Allow: parecord wants to use the microphone"), "\(shown)")
+            try Desktop.keepScreenshot(desktop, "settings-prompt.png", of: shown)
+            try desktop.settings("click", "Allow: parecord wants to use the microphone")
+            let resolved = try await watch.waitForLine { $0.event == "prompt-resolved" && $0.resolution?.appKey == s.key }
+            #expect(resolved?.resolution?.outcome == "allow", "\(watch.summary)\n\(o.logs)")
+            try desktop.person("dialog", "wants to use the microphone", "gone")
+            #expect(await E2E.waitForToneAfterSwitch(rec, seconds: 0.5), "no tone after Allow in the window\n\(o.logs)")
+            #expect(try s.earmuff.status().prompts.isEmpty)
+            #expect(try s.earmuff.app(s.key)?.state == "granted")
+            try desktop.settings("wait", "parecord", "Recording now")
+        }
     }
 }

@@ -5,6 +5,7 @@ shows and answers it with the pointer, as a person does.
   person.py dialog TEXT          waits for the portal dialog showing TEXT; prints
                                  its labels, radio buttons and buttons, one per
                                  line, then "geometry: WxH+X+Y" of its window
+  person.py dialog TEXT gone     waits until no dialog shows TEXT
   person.py click NAME           pointer click (xdotool) in the middle of the
                                  dialog's radio button or button called NAME;
                                  prints "clicked at SECONDS" (since 1970)
@@ -259,6 +260,8 @@ def main(argv):
         window = tree.root.application(APP, retry=False).children[-1]
         (x, y), (w, h) = window.position, window.size
         print('geometry: %dx%d+%d+%d' % (w, h, x, y))
+    elif len(argv) == 4 and argv[1] == 'dialog' and argv[3] == 'gone':
+        wait_for(lambda: not any(argv[2] in w.name for w in widgets()), 'the end of the dialog showing %r' % argv[2])
     elif len(argv) == 3 and argv[1] == 'click':
         name = argv[2]
         target = wait_for(lambda: next((w for w in widgets()
