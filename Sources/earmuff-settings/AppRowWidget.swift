@@ -88,9 +88,6 @@ final class AppRowWidget {
         if let note = new.lifespanNote { lines.append(note) }
         if !new.subtitle.isEmpty { lines.append(new.subtitle) }
         adw_expander_row_set_subtitle(cast(row), lines.joined(separator: "\n"))
-        gtk_widget_remove_css_class(row, "live-real")
-        gtk_widget_remove_css_class(row, "live-silenced")
-        if let live = new.live { gtk_widget_add_css_class(row, live == .real ? "live-real" : "live-silenced") }
         let was = updating
         updating = true
         for (choice, b) in buttons { gtk_toggle_button_set_active(cast(b), choice == new.choice ? 1 : 0) }

@@ -54,5 +54,6 @@ final class SettingsApp {
 }
 
 g_set_prgname("earmuff-settings")
+gtk_window_set_default_icon_name(SettingsApp.id)
 let settings = MainActor.assumeIsolated { SettingsApp(controlPath: controlPath) }
 exit(MainActor.assumeIsolated { settings.run() })

@@ -19,7 +19,7 @@ extension EndToEnd {
         typealias Desktop = RealDesktopPromptTests
 
         static let flatpakID = "org.example.Recorder"
-        static let notes = "launcher:org.example.Notes"
+        static let notes = MasterSwitchTests.notes
 
         /// A desktop, Earmuff in front of a fresh server on it, and the window open on it.
         struct Open {
@@ -159,15 +159,7 @@ extension EndToEnd {
             let control = "\(r.directory)/control"
             var s = try r.start()
             try FileManager.default.createSymbolicLink(atPath: control, withDestinationPath: s.earmuff.controlPath)
-            try s.earmuff.control("grant", s.key)
-            try s.earmuff.control("grant", Self.notes)
-            let recs = [
-                try s.record(),
-                try Tool.startRecordingThroughRun(
-                    earmuffBinary: s.earmuff.binary,
-                    runArguments: ["--app-id", "org.example.Notes", "--purpose", "Voice notes", "--control", s.earmuff.controlPath],
-                    server: "unix:/nonexistent/pulse/native"),
-            ]
+            let recs = try MasterSwitchTests.twoGrantedRecordings(s)
             defer { for rec in recs { _ = rec.stop() } }
             for rec in recs { #expect(await E2E.waitForToneAfterSwitch(rec, seconds: 0.5), "granted but no tone\n\(s.logs)") }
             let window = try desktop.startSettings(controlPath: control)

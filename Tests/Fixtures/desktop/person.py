@@ -52,10 +52,17 @@ ROLES = ('label', 'radio button', 'push button', 'check box')
 DEADLINE = time.monotonic() + 60
 
 
-def widgets():
+def application(name):
+    '''The accessible application called NAME, or None while it is not there.'''
     try:
-        app = tree.root.application(APP, retry=False)
+        return tree.root.application(name, retry=False)
     except Exception:
+        return None
+
+
+def widgets():
+    app = application(APP)
+    if app is None:
         return []
     found = []
 
@@ -99,9 +106,8 @@ CLICKABLE = ('push button', 'toggle button', 'check box', 'switch', 'page tab')
 
 def settings_tree():
     '''The nodes of the settings window on screen, as (node, parent index) in tree order.'''
-    try:
-        app = tree.root.application(SETTINGS, retry=False)
-    except Exception:
+    app = application(SETTINGS)
+    if app is None:
         return []
     found = []
     try:
@@ -195,19 +201,6 @@ def settings(argv):
             print(line)
         g = settings_window()
         print('geometry: %sx%s+%s+%s' % (g['WIDTH'], g['HEIGHT'], g['X'], g['Y']))
-    elif argv == ['dump']:
-        def dump(node, depth):
-            try:
-                children = node.children
-            except Exception:
-                return
-            for c in children:
-                try:
-                    print('%s%s %r %s %s' % ('  ' * depth, c.roleName, c.name, c.position, c.size))
-                except Exception as e:
-                    print('%s?? %s' % ('  ' * depth, e))
-                dump(c, depth + 1)
-        dump(wait_for(lambda: tree.root.application(SETTINGS, retry=False), 'the settings window'), 0)
     elif len(argv) == 2 and argv[0] == 'click':
         target = wait_for(lambda: next((n for n, _ in settings_tree() if n.name == argv[1] and n.roleName in CLICKABLE),
                                        None), 'a control %r in the settings window' % argv[1])
