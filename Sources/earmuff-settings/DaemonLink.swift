@@ -1,6 +1,7 @@
 // The window's connection to the daemon: one subscribed control connection whose
 // events are read on the GTK loop (a watch on its descriptor), requests on the
-// same connection, and reconnection every half second while the daemon is away.
+// same connection, and reconnection every half second while the daemon is away
+// (every 5 s while something else answers at the path).
 // Prompts are answered on a short connection of their own that becomes an agent
 // only for that answer, so an open window never takes prompts away from the
 // prompt command.
@@ -34,22 +35,23 @@ final class DaemonLink {
         if !connect() { retry() }
     }
 
+    /// Tries again in 500 ms while nothing listens (that fails at once), in 5 s when something
+    /// there did not answer as the daemon does (that waits for its greeting, on the GTK loop).
     private func retry() {
         guard !retrying else { return }
         retrying = true
-        every(ms: 500) { [weak self] in
+        let wait: UInt32 = if case .refused = state.reachability { 5000 } else { 500 }
+        every(ms: wait) { [weak self] in
             guard let self else { return false }
-            if self.connect() {
-                self.retrying = false
-                return false
-            }
-            return true
+            self.retrying = false
+            if !self.connect() { self.retry() }
+            return false
         }
     }
 
     private func connect() -> Bool {
         do throws(ControlClientError) {
-            let c = try ControlClient(path: path, timeoutMs: 3000)
+            let c = try ControlClient(path: path, timeoutMs: 1000)
             _ = try c.request(.subscribe, timeoutMs: 5000)
             client = c
             try reload([.apps, .usage], status: true)

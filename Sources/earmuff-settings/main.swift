@@ -39,12 +39,14 @@ final class SettingsApp {
     init(controlPath: String) {
         link = DaemonLink(path: controlPath)
         on(app, "activate") { [unowned self] in
-            if window == nil {
-                let w = SettingsWindow(application: app, link: link)
-                window = w
-                link.start()
+            if let window {
+                gtk_window_present(cast(window.window))
+                return
             }
-            gtk_window_present(cast(window!.window))
+            let w = SettingsWindow(application: app, link: link)
+            window = w
+            gtk_window_present(cast(w.window))
+            later { self.link.start() }
         }
     }
 

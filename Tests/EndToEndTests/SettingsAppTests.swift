@@ -243,5 +243,19 @@ extension EndToEnd {
             #expect(try s.earmuff.app(s.key)?.state == "granted")
             try desktop.settings("wait", "parecord", "Recording now")
         }
+
+        /// Pointed at a socket that is no Earmuff control socket (the sound server's own), the
+        /// window says it was refused and why, and shows no page.
+        @Test func aSocketThatIsNotEarmuffIsRefused() async throws {
+            let desktop = try TestDesktop()
+            defer { desktop.stop() }
+            let server = try PulseServer()
+            defer { server.stop() }
+            let window = try desktop.startSettings(controlPath: server.socketPath)
+            defer { window.terminate(signal: SIGTERM, grace: 5) }
+            let shown = try desktop.settings("show", "Earmuff refused this window")
+            #expect(shown.contains("did not greet like an earmuff daemon"), "\(shown)\n\(desktop.settingsLog)")
+            #expect(!shown.contains("push button: Allow"), "\(shown)")
+        }
     }
 }
