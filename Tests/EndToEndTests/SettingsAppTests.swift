@@ -95,7 +95,7 @@ extension EndToEnd {
             try desktop.settings("click", "Allow \(parecord)")
             #expect(await E2E.waitForToneAfterSwitch(rec, seconds: 0.5), "no tone after Allow\n\(o.logs)")
             let live = try desktop.settings("wait", parecord, "Recording now")
-            print("settings: the row said \"Recording now\" \(live.trimmingCharacters(in: .whitespacesAndNewlines)) s after the test saw the tone (the person's start-up included)")
+            print("settings: the row said \"Recording now\" \(live.replacingOccurrences(of: "after ", with: "").trimmingCharacters(in: .whitespacesAndNewlines)) s after the test saw the tone (the person's start-up included)")
             #expect(try s.earmuff.app(s.key)?.state == "granted")
 
             try desktop.settings("click", "Deny \(parecord)")
