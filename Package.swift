@@ -10,6 +10,8 @@ let package = Package(
         // For apps: ask Earmuff for recording permission (docs/permission-api.md).
         .library(name: "EarmuffKit", targets: ["EarmuffKit"]),
         .executable(name: "earmuff-request-permission", targets: ["earmuff-request-permission"]),
+        // The settings window (GTK 4 + libadwaita); the daemon never links GTK.
+        .executable(name: "earmuff-settings", targets: ["earmuff-settings"]),
     ],
     targets: [
         // C glue
@@ -19,6 +21,9 @@ let package = Package(
         .target(name: "LinuxSystem", dependencies: ["CLinux"]),
         .systemLibrary(name: "CSystemd", path: "Sources/CSystemd"),
         .systemLibrary(name: "CPulseSimple", path: "Sources/CPulseSimple"),
+        .systemLibrary(name: "CAdwaita", path: "Sources/CAdwaita", pkgConfig: "libadwaita-1",
+                       providers: [.apt(["libadwaita-1-dev", "libgtk-4-dev"])]),
+        .target(name: "CSettingsShim", dependencies: ["CAdwaita"]),
 
         // Pure core
         .target(name: "PulseWire"),
@@ -35,6 +40,11 @@ let package = Package(
         .target(name: "EarmuffClient", dependencies: ["ControlProtocol", "CLinux", "LinuxSystem"]),
         .target(name: "EarmuffCLI", dependencies: ["Proxy", "EarmuffClient", "ControlProtocol", "Wording", "Consent", "LinuxSystem"]),
         .executableTarget(name: "earmuff", dependencies: ["EarmuffCLI"]),
+
+        // The settings window: what it shows (pure), and the GTK app around it
+        .target(name: "SettingsModel", dependencies: ["Consent", "ControlProtocol"]),
+        .executableTarget(name: "earmuff-settings", dependencies: ["SettingsModel", "EarmuffClient", "ControlProtocol",
+                                                                   "CAdwaita", "CSettingsShim"]),
 
         // The app library and its example (records with libpulse-simple, as an app would)
         .target(name: "EarmuffKit", dependencies: ["PulseWire", "CLinux", "LinuxSystem"]),
@@ -55,7 +65,9 @@ let package = Package(
         .testTarget(name: "ControlProtocolTests", dependencies: ["ControlProtocol", "ControlSamples", "Consent"]),
         .testTarget(name: "ProxyTests", dependencies: ["Proxy", "EarmuffClient", "ControlProtocol", "PulseWire", "Ring", "CLinux", "LinuxSystem", "TestSupport"]),
         .testTarget(name: "EarmuffKitTests", dependencies: ["EarmuffKit", "PulseWire", "TestSupport"]),
+        .testTarget(name: "SettingsModelTests", dependencies: ["SettingsModel", "Consent", "ControlProtocol"]),
         .testTarget(name: "EarmuffCLITests", dependencies: ["EarmuffCLI", "ControlProtocol", "ControlSamples", "Wording", "Consent", "ConsentStore"]),
-        .testTarget(name: "EndToEndTests", dependencies: ["TestSupport", "PulseWire", "EarmuffKit", "earmuff", "earmuff-request-permission"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["TestSupport", "PulseWire", "EarmuffKit", "earmuff", "earmuff-request-permission",
+                                                             "earmuff-settings", "SettingsModel"]),
     ]
 )

@@ -43,8 +43,11 @@ ensure_packages() {
 # person clicks, and their screenshots; man-db, bash-completion, zsh and fish:
 # the generated manual pages rendered and the completion scripts loaded in each
 # shell; rtkit and polkitd: the audio threads made real-time by the real
-# RealtimeKit on a private system bus.
-EARMUFF_PACKAGES=(libpulse-dev libsqlite3-dev libsystemd-dev pulseaudio pulseaudio-utils socat sox
+# RealtimeKit on a private system bus. libgtk-4-dev and libadwaita-1-dev build
+# earmuff-settings (the settings window), which the same person reads and
+# clicks through GTK 4's own accessibility (python3-pyatspi comes with
+# python3-dogtail).
+EARMUFF_PACKAGES=(libpulse-dev libsqlite3-dev libsystemd-dev libgtk-4-dev libadwaita-1-dev pulseaudio pulseaudio-utils socat sox
                   dbus python3-dbusmock systemd bubblewrap xvfb x11-utils xdg-desktop-portal libglib2.0-bin
                   xdg-desktop-portal-gtk dunst at-spi2-core libatk-adaptor python3-dogtail xdotool imagemagick
                   man-db bash-completion zsh fish rtkit polkitd)

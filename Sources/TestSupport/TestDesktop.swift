@@ -87,11 +87,17 @@ public final class TestDesktop: Sendable {
     /// Runs `person.py ARGS` and returns what it printed; throws with its message when it fails.
     @discardableResult
     public func person(_ arguments: String..., timeout: Double = 90) throws -> String {
+        try person(arguments, timeout: timeout)
+    }
+
+    /// `person(_:)` with the arguments in an array.
+    @discardableResult
+    public func person(_ arguments: [String], timeout: Double = 90) throws -> String {
         let script = URL(fileURLWithPath: SessionBus.fixtureTemplate("x")).deletingLastPathComponent()
             .deletingLastPathComponent().appendingPathComponent("desktop/person.py").path
         let result = try bus.run("/usr/bin/python3", [script] + arguments, environment: environment, timeout: timeout)
         guard result.succeeded else {
-            throw TestSupportError("person.py \(arguments.joined(separator: " ")): \(result.stdoutText)\(result.stderr)")
+            throw TestSupportError("person.py \(arguments.joined(separator: " ")) (exit status \(result.status)): \(result.stdoutText)\(result.stderr)")
         }
         return result.stdoutText
     }

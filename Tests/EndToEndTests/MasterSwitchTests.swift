@@ -15,21 +15,26 @@ extension EndToEnd {
 
         static let notes = "launcher:org.example.Notes"
 
-        /// Two granted apps recording: off silences both from their next frames, on brings the
-        /// tone back to both; the switch is kept across a restart of the daemon.
-        @Test func offSilencesEveryAppAndOnGivesBackWhatWasDecided() async throws {
-            let r = try Restarts()
-            defer { r.remove() }
-            let s = try r.start()
+        /// parecord and the launcher app Notes, both granted, recording.
+        static func twoGrantedRecordings(_ s: E2E.Setup) throws -> [Recording] {
             try s.earmuff.control("grant", s.key)
             try s.earmuff.control("grant", Self.notes)
-            let recs = [
+            return [
                 try s.record(),
                 try Tool.startRecordingThroughRun(
                     earmuffBinary: s.earmuff.binary,
                     runArguments: ["--app-id", "org.example.Notes", "--purpose", "Voice notes", "--control", s.earmuff.controlPath],
                     server: "unix:/nonexistent/pulse/native"),
             ]
+        }
+
+        /// Two granted apps recording: off silences both from their next frames, on brings the
+        /// tone back to both; the switch is kept across a restart of the daemon.
+        @Test func offSilencesEveryAppAndOnGivesBackWhatWasDecided() async throws {
+            let r = try Restarts()
+            defer { r.remove() }
+            let s = try r.start()
+            let recs = try Self.twoGrantedRecordings(s)
             for rec in recs { #expect(await E2E.waitForToneAfterSwitch(rec, seconds: 0.5), "granted but no tone\n\(s.logs)") }
 
             let off = try s.earmuff.control("access", "off")

@@ -46,11 +46,22 @@ extension EndToEnd {
         /// Clicks `button` in the dialog and returns where in `rec`'s audio the click fell:
         /// the bytes recorded before the call, plus the audio of the time until the click.
         static func click(_ button: String, _ desktop: TestDesktop, during rec: Recording) throws -> Int {
-            let before = (bytes: rec.byteCount(), at: Date().timeIntervalSince1970)
-            let out = try desktop.person("click", button)
+            try click(["click", button], desktop, during: [rec])[0]
+        }
+
+        /// Runs `person.py ARGUMENTS` (a click) and returns where in each recording's audio the
+        /// click fell, as `click(_:_:during:)` does for one.
+        static func click(_ arguments: [String], _ desktop: TestDesktop, during recs: [Recording]) throws -> [Int] {
+            let before = recs.map { (bytes: $0.byteCount(), at: Date().timeIntervalSince1970) }
+            let out = try desktop.person(arguments)
             guard let at = out.split(separator: "\n").last.flatMap({ Double($0.replacingOccurrences(of: "clicked at ", with: "")) })
             else { throw TestSupportError("person.py did not say when it clicked: \(out)") }
-            return before.bytes + Int((at - before.at) * Double(rec.bytesPerSecond))
+            return zip(recs, before).map { rec, b in b.bytes + Int((at - b.at) * Double(rec.bytesPerSecond)) }
+        }
+
+        /// When person.py's last click was (its "clicked at" line), in seconds since 1970.
+        static func clickTime(_ out: String) -> Double? {
+            out.split(separator: "\n").last.flatMap { Double($0.replacingOccurrences(of: "clicked at ", with: "")) }
         }
 
         /// Seconds of audio between `bytes` and the first non-silent sample of `rec`.

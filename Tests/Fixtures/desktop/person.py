@@ -5,6 +5,7 @@ shows and answers it with the pointer, as a person does.
   person.py dialog TEXT          waits for the portal dialog showing TEXT; prints
                                  its labels, radio buttons and buttons, one per
                                  line, then "geometry: WxH+X+Y" of its window
+  person.py dialog TEXT gone     waits until no dialog shows TEXT
   person.py click NAME           pointer click (xdotool) in the middle of the
                                  dialog's radio button or button called NAME;
                                  prints "clicked at SECONDS" (since 1970)
@@ -13,6 +14,21 @@ shows and answers it with the pointer, as a person does.
   person.py notification         middle-clicks dunst's notification, which opens
                                  dunst's menu of the notification's actions
   person.py notification close   left-clicks it, which closes it unanswered
+  person.py settings show TEXT   waits for Earmuff Settings showing TEXT (in any
+                                 line below); prints every named widget
+                                 showing, "ROLE: NAME" one per line (with
+                                 " [on]" for a switch or toggle that is on), then
+                                 "geometry: WxH+X+Y" of its window
+  person.py settings click NAME  pointer click in the middle of the window's
+                                 button, toggle button, switch or page tab
+                                 whose accessible name is NAME; prints
+                                 "clicked at SECONDS"
+  person.py settings resize W H  makes the window W x H pixels, as a person drags it
+  person.py settings row TITLE   prints the names in the row of app TITLE
+  person.py settings wait TITLE TEXT [gone]
+                                 waits until the row of app TITLE shows TEXT
+                                 (with "gone": no longer shows it); prints
+                                 "after SECONDS" it waited
 
 Widgets are found through the accessibility tree (AT-SPI, as screen readers and
 dogtail see them), which gives their place on the screen; the click itself is
@@ -29,16 +45,24 @@ config.logDebugToFile = False
 config.logDebugToStdOut = False
 config.searchShowingOnly = True
 from dogtail import tree  # noqa: E402
+import pyatspi  # noqa: E402
 
 APP = 'xdg-desktop-portal-gtk'
 ROLES = ('label', 'radio button', 'push button', 'check box')
 DEADLINE = time.monotonic() + 60
 
 
-def widgets():
+def application(name):
+    '''The accessible application called NAME, or None while it is not there.'''
     try:
-        app = tree.root.application(APP, retry=False)
+        return tree.root.application(name, retry=False)
     except Exception:
+        return None
+
+
+def widgets():
+    app = application(APP)
+    if app is None:
         return []
     found = []
 
@@ -57,22 +81,167 @@ def widgets():
 
 def wait_for(predicate, what):
     while time.monotonic() < DEADLINE:
-        result = predicate()
+        try:
+            result = predicate()
+        except Exception as e:  # a widget went away while it was read: read again
+            print('(retrying: %s)' % e, file=sys.stderr)
+            result = None
         if result:
             return result
         time.sleep(0.1)
-    sys.exit('%s did not appear within 60 s' % what)
+    sys.exit('%s did not appear within 60 s' % (what() if callable(what) else what))
 
 
 def click(x, y, button=1):
-    '''Moves the pointer there and clicks; prints the wall-clock time of the click.'''
+    '''Moves the pointer there and clicks; prints the wall-clock time of the click: when
+    xdotool, which sends the button's press and release as it ends, has returned.'''
     subprocess.run(['xdotool', 'mousemove', '--sync', str(x), str(y)], check=True)
-    at = time.time()
     subprocess.run(['xdotool', 'click', str(button)], check=True)
-    print('clicked at %.6f' % at)
+    print('clicked at %.6f' % time.time())
+
+
+SETTINGS = 'earmuff-settings'
+CLICKABLE = ('push button', 'toggle button', 'check box', 'switch', 'page tab')
+
+
+def settings_tree():
+    '''The nodes of the settings window on screen, as (node, parent index) in tree order.'''
+    app = application(SETTINGS)
+    if app is None:
+        return []
+    found = []
+    try:
+        width, height = app.children[0].size
+    except Exception:
+        return []
+
+    def walk(node, parent):
+        try:
+            children = node.children
+        except Exception:
+            return
+        for c in children:
+            try:
+                (x, y), (w, h) = c.position, c.size
+            except Exception:
+                continue
+            # GTK 4.8 sets no "showing" state: what is not on screen (another page, the
+            # wide switcher a squeezer hides) has no size, is wider than the window, or
+            # lies above or below it.
+            if w <= 0 or h <= 0 or x < -2 or x + w > width + 2 or y + h <= 0 or y >= height:
+                continue
+            if c.roleName != 'page tab' and c.name in hidden_pages:
+                continue
+            found.append((c, parent))
+            walk(c, len(found) - 1)
+    # GTK keeps the size of a page once shown, so the pages (named as their tabs) other
+    # than the selected tab's are left out by name.
+    hidden_pages = set()
+    walk(app, -1)
+    tabs = [n for n, _ in found if n.roleName == 'page tab']
+    selected = [n.name for n in tabs if n.getState().contains(pyatspi.STATE_SELECTED)]
+    if not selected:
+        return found
+    hidden_pages = set(n.name for n in tabs) - set(selected)
+    found = []
+    walk(app, -1)
+    return found
+
+
+def describe(node):
+    '''"ROLE: NAME", and " [on]" for a switch or toggle button that is on.'''
+    line = '%s: %s' % (node.roleName, node.name.replace('\n', ' | '))
+    states = node.getState()
+    if states.contains(pyatspi.STATE_CHECKED) or states.contains(pyatspi.STATE_PRESSED):
+        line += ' [on]'
+    return line
+
+
+def settings_window():
+    out = subprocess.run(['xdotool', 'search', '--onlyvisible', '--name', '^Earmuff Settings$'],
+                         capture_output=True, text=True).stdout.split()
+    if not out:
+        return None
+    geometry = subprocess.run(['xdotool', 'getwindowgeometry', '--shell', out[0]],
+                              capture_output=True, text=True, check=True).stdout
+    return dict(line.split('=') for line in geometry.split())
+
+
+def row_names(nodes, title):
+    '''The names under the row whose title label is TITLE: the nearest ancestor of the
+    label that also holds the app's Allow button.'''
+    for i, (n, parent) in enumerate(nodes):
+        if n.roleName != 'label' or n.name != title:
+            continue
+        while parent >= 0:
+            inside = [j for j in range(parent + 1, len(nodes)) if is_under(nodes, j, parent)]
+            names = [nodes[j][0].name for j in inside]
+            if 'Allow ' + title in names:
+                return names
+            parent = nodes[parent][1]
+    return None
+
+
+def is_under(nodes, j, ancestor):
+    p = nodes[j][1]
+    while p > ancestor:
+        p = nodes[p][1]
+    return p == ancestor
+
+
+def settings(argv):
+    if len(argv) == 2 and argv[0] == 'show':
+        seen = []
+
+        def showing():
+            seen[:] = [describe(n) for n, _ in settings_tree() if n.name]
+            return seen if any(argv[1] in line for line in seen) else None
+        lines = wait_for(showing, lambda: 'the settings window showing %r (it shows: %s)' % (argv[1], '; '.join(seen)))
+        for line in lines:
+            print(line)
+        g = settings_window()
+        print('geometry: %sx%s+%s+%s' % (g['WIDTH'], g['HEIGHT'], g['X'], g['Y']))
+    elif len(argv) == 2 and argv[0] == 'click':
+        target = wait_for(lambda: next((n for n, _ in settings_tree() if n.name == argv[1] and n.roleName in CLICKABLE),
+                                       None), 'a control %r in the settings window' % argv[1])
+        g = settings_window()
+        (x, y), (w, h) = target.position, target.size
+        # GTK 4 reports positions within its window (it has no screen coordinates on X11).
+        click(int(g['X']) + x + w // 2, int(g['Y']) + y + h // 2)
+    elif len(argv) == 3 and argv[0] == 'resize':
+        win = wait_for(lambda: subprocess.run(['xdotool', 'search', '--onlyvisible', '--name', '^Earmuff Settings$'],
+                                              capture_output=True, text=True).stdout.split(), 'the settings window')[0]
+        subprocess.run(['xdotool', 'windowsize', '--sync', win, argv[1], argv[2]], check=True)
+        wait_for(lambda: (lambda g: g if (g['WIDTH'], g['HEIGHT']) == (argv[1], argv[2]) else None)(settings_window()),
+                 'the window at %sx%s' % (argv[1], argv[2]))
+    elif len(argv) == 2 and argv[0] == 'row':
+        names = wait_for(lambda: row_names(settings_tree(), argv[1]), 'the row of %r' % argv[1])
+        for name in names:
+            if name:
+                print(name.replace('\n', ' | '))
+    elif len(argv) in (3, 4) and argv[0] == 'wait' and argv[3:] in ([], ['gone']):
+        start = time.monotonic()
+        gone = argv[3:] == ['gone']
+
+        last = []
+
+        def done():
+            names = row_names(settings_tree(), argv[1])
+            if names is None:
+                return None
+            last[:] = names
+            shows = any(argv[2] in name for name in names)
+            return True if shows != gone else None
+        wait_for(done, lambda: 'the row of %r %s %r (it shows: %s)'
+                 % (argv[1], 'without' if gone else 'showing', argv[2], ' / '.join(last)))
+        print('after %.3f' % (time.monotonic() - start))
+    else:
+        sys.exit(__doc__)
 
 
 def main(argv):
+    if len(argv) >= 2 and argv[1] == 'settings':
+        return settings(argv[2:])
     if len(argv) == 3 and argv[1] == 'dialog':
         text = argv[2]
         def showing():
@@ -84,6 +253,8 @@ def main(argv):
         window = tree.root.application(APP, retry=False).children[-1]
         (x, y), (w, h) = window.position, window.size
         print('geometry: %dx%d+%d+%d' % (w, h, x, y))
+    elif len(argv) == 4 and argv[1] == 'dialog' and argv[3] == 'gone':
+        wait_for(lambda: not any(argv[2] in w.name for w in widgets()), 'the end of the dialog showing %r' % argv[2])
     elif len(argv) == 3 and argv[1] == 'click':
         name = argv[2]
         target = wait_for(lambda: next((w for w in widgets()

@@ -1,0 +1,96 @@
+// One app's row on a kind page: its name, icon and what it does now, the three
+// choices one click away, and (expanded) how it is identified and the choices
+// that last for a while. Updated in place, so focus stays where it is.
+import CAdwaita
+import SettingsModel
+
+@MainActor
+final class AppRowWidget {
+    let row: UnsafeMutablePointer<GtkWidget>
+    private(set) var view: AppRowView
+    private var buttons: [Choice: UnsafeMutablePointer<GtkWidget>] = [:]
+    /// Set while the window changes the buttons itself, and for good once the row is
+    /// taken away (its buttons untoggle as they go): no click to carry out then.
+    private var updating = false
+
+    init(_ view: AppRowView, perform: @escaping (SettingsIntent) -> Void) {
+        self.view = view
+        row = adw_expander_row_new()
+        let expander: UnsafeMutablePointer<AdwExpanderRow> = cast(row)
+        adw_preferences_row_set_use_markup(cast(row), 0)
+        adw_preferences_row_set_title(cast(row), view.title)
+        adw_expander_row_set_icon_name(expander, view.icon)
+
+        let box = gtk_box_new(GTK_ORIENTATION_HORIZONTAL, 0).style("linked")
+        gtk_widget_set_valign(box, GTK_ALIGN_CENTER)
+        var group: UnsafeMutablePointer<GtkToggleButton>?
+        for choice in Choice.allCases {
+            let b = gtk_toggle_button_new_with_label(choice.label)!
+            accessibleLabel(b, "\(choice.label) \(view.title)")
+            gtk_widget_set_tooltip_text(b, Self.tooltip(choice, view.kind))
+            if let group { gtk_toggle_button_set_group(cast(b), group) } else { group = cast(b) }
+            gtk_box_append(cast(box), b)
+            buttons[choice] = b
+            let key = view.key, kind = view.kind
+            onNotify(b, "active") { [weak self] in
+                guard let self, !self.updating, gtk_toggle_button_get_active(cast(b)) != 0 else { return }
+                perform(.choose(key: key, kind: kind, choice))
+            }
+        }
+        adw_expander_row_add_action(expander, box)
+
+        for (label, value) in view.details {
+            let d = adw_action_row_new()!
+            adw_preferences_row_set_use_markup(cast(d), 0)
+            adw_preferences_row_set_title(cast(d), label)
+            adw_action_row_set_subtitle(cast(d), value)
+            adw_expander_row_add_row(expander, d)
+        }
+        for choice in [Choice.allow, .deny] {
+            let r = adw_action_row_new()!
+            adw_preferences_row_set_title(cast(r), "\(choice.label) for a while")
+            for lifespan in [ChoiceLifespan.hour, .session] {
+                let b = gtk_button_new_with_label(lifespan.label)!
+                gtk_widget_set_valign(b, GTK_ALIGN_CENTER)
+                accessibleLabel(b, "\(choice.label) \(view.title) \(lifespan.label.lowercased())")
+                let key = view.key, kind = view.kind
+                on(b, "clicked") { perform(.choose(key: key, kind: kind, choice, lifespan)) }
+                adw_action_row_add_suffix(cast(r), b)
+            }
+            adw_expander_row_add_row(expander, r)
+        }
+        update(view)
+    }
+
+    static func tooltip(_ choice: Choice, _ kind: SettingsKind) -> String {
+        switch choice {
+        case .allow: "It records \(kind.shortPhrase)"
+        case .deny: "It records silence"
+        case .ask: "Ask the next time it records"
+        }
+    }
+
+    /// Whether `new` can be shown by `update` (only what changes while the app runs differs).
+    func canShow(_ new: AppRowView) -> Bool {
+        var a = new
+        let b = view
+        (a.choice, a.live, a.subtitle, a.lifespanNote) = (b.choice, b.live, b.subtitle, b.lifespanNote)
+        return a == b
+    }
+
+    /// The row is about to be removed.
+    func detach() { updating = true }
+
+    func update(_ new: AppRowView) {
+        view = new
+        var lines: [String] = []
+        if let live = new.live { lines.append("● \(live.label)") }
+        if let note = new.lifespanNote { lines.append(note) }
+        if !new.subtitle.isEmpty { lines.append(new.subtitle) }
+        adw_expander_row_set_subtitle(cast(row), lines.joined(separator: "\n"))
+        let was = updating
+        updating = true
+        for (choice, b) in buttons { gtk_toggle_button_set_active(cast(b), choice == new.choice ? 1 : 0) }
+        updating = was
+    }
+}

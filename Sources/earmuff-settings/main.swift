@@ -1,0 +1,61 @@
+// earmuff-settings: who may record, who records now, and one switch per kind of
+// capture, in a window. It talks to the daemon only through its control socket.
+//
+//   earmuff-settings [--control PATH]
+import CAdwaita
+import Foundation
+import Glibc
+
+let usage = "usage: earmuff-settings [--control PATH]"
+var controlPath = DaemonLink.defaultPath()
+var arguments = Array(CommandLine.arguments.dropFirst())
+while let a = arguments.first {
+    arguments.removeFirst()
+    switch a {
+    case "--control":
+        guard let p = arguments.first else {
+            FileHandle.standardError.write(Data("earmuff-settings: --control needs the control socket's path\n\(usage)\n".utf8))
+            exit(2)
+        }
+        arguments.removeFirst()
+        controlPath = p
+    case "--help", "-h":
+        print(usage)
+        exit(0)
+    default:
+        FileHandle.standardError.write(Data("earmuff-settings: unknown argument '\(a)'\n\(usage)\n".utf8))
+        exit(2)
+    }
+}
+
+/// The application and its one window (a second start raises the first window).
+@MainActor
+final class SettingsApp {
+    static let id = "org.earmuff.Settings"
+    let app = adw_application_new(SettingsApp.id, G_APPLICATION_DEFAULT_FLAGS)!
+    let link: DaemonLink
+    var window: SettingsWindow?
+
+    init(controlPath: String) {
+        link = DaemonLink(path: controlPath)
+        on(app, "activate") { [unowned self] in
+            if let window {
+                gtk_window_present(cast(window.window))
+                return
+            }
+            let w = SettingsWindow(application: app, link: link)
+            window = w
+            gtk_window_present(cast(w.window))
+            later { self.link.start() }
+        }
+    }
+
+    func run() -> Int32 {
+        g_application_run(cast(app), 0, nil)
+    }
+}
+
+g_set_prgname("earmuff-settings")
+gtk_window_set_default_icon_name(SettingsApp.id)
+let settings = MainActor.assumeIsolated { SettingsApp(controlPath: controlPath) }
+exit(MainActor.assumeIsolated { settings.run() })
