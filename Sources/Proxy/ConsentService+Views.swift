@@ -134,8 +134,10 @@ extension ConsentService {
                           strength: id?.strength, caveat: id?.caveat)
     }
 
-    func streamInfo(_ c: ClientID, _ s: StreamID, _ app: AppKey, source: String?, real: Bool?) -> StreamInfo {
-        let r = registry.withLock { $0.streams[s.rawValue] }
+    /// `stream`: the record stream, when it has already left the registry (it ended).
+    func streamInfo(_ c: ClientID, _ s: StreamID, _ app: AppKey, source: String?, real: Bool?,
+                    stream: RecordStream? = nil) -> StreamInfo {
+        let r = stream ?? registry.withLock { $0.streams[s.rawValue] }
         let placement = r?.placement.withLock { $0 }
         return StreamInfo(client: c.rawValue, stream: r?.channel ?? UInt32(truncatingIfNeeded: s.rawValue),
                           appKey: app.description, source: source ?? placement?.source ?? "",
@@ -146,7 +148,8 @@ extension ConsentService {
                           kind: placement?.kind)
     }
 
-    func controlEvent(_ e: ConsentEvent) -> ControlEvent? {
+    /// `ended`: streams that ended in the same batch of actions, by stream id.
+    func controlEvent(_ e: ConsentEvent, ended: [UInt64: RecordStream] = [:]) -> ControlEvent? {
         switch e {
         case let .clientConnected(c, identity): return .clientConnected(clientInfo(c, identity))
         case let .clientDisconnected(c, _): return .clientDisconnected(clientInfo(c, nil))
@@ -156,7 +159,8 @@ extension ConsentService {
         case let .streamStarted(c, s, app, source, real): return .streamStarted(streamInfo(c, s, app, source: source, real: real))
         case let .streamAccessChanged(c, s, app, real): return .streamChanged(streamInfo(c, s, app, source: nil, real: real))
         case let .streamMoved(c, s, app, source, _, real): return .streamChanged(streamInfo(c, s, app, source: source, real: real))
-        case let .streamEnded(c, s, app): return .streamEnded(streamInfo(c, s, app, source: nil, real: nil))
+        case let .streamEnded(c, s, app):
+            return .streamEnded(streamInfo(c, s, app, source: nil, real: nil, stream: ended[s.rawValue]))
         case let .promptRaised(p):
             Log.info("prompt \(p.id.rawValue) raised for \(p.appKey) (\(p.displayName)), purpose: \(p.purpose ?? "none")")
             return .promptRaised(promptInfo(p))

@@ -272,6 +272,8 @@ final class ConsentService: SessionObserver, @unchecked Sendable {
     // MARK: actions
 
     private func perform(_ actions: [ConsentAction]) {
+        // Streams that ended in this batch: their `stream-ended` events still name them by channel.
+        var ended: [UInt64: RecordStream] = [:]
         for a in actions {
             switch a {
             case let .setStreamAccess(c, s, real):
@@ -306,6 +308,7 @@ final class ConsentService: SessionObserver, @unchecked Sendable {
                 startUsage(s, u)
             case let .finishUsage(c, s, endedAt):
                 let stream = registry.withLock { $0.streams.removeValue(forKey: s.rawValue) }
+                ended[s.rawValue] = stream
                 finishUsage(c, s, stream: stream, endedAt: endedAt)
             case let .splitUsage(c, s, u):
                 let stream = registry.withLock { $0.streams[s.rawValue] }
@@ -318,7 +321,7 @@ final class ConsentService: SessionObserver, @unchecked Sendable {
                 relay?.disconnect(sessionID: c.rawValue, reason: reason)
             case let .emit(event):
                 if case let .promptRaised(p) = event { delivery.raised(promptInfo(p)) }
-                if let e = controlEvent(event) { control?.broadcast(e) }
+                if let e = controlEvent(event, ended: ended) { control?.broadcast(e) }
             case .answerPermission, .notifyPermission:
                 break // sent under the engine lock (withEngine)
             }

@@ -31,6 +31,8 @@ public struct ClientView: Decodable, Sendable, Equatable {
 public struct StreamView: Decodable, Sendable, Equatable {
     /// The owning client's id.
     public var client: UInt64
+    /// The stream's channel on its client's connection.
+    public var stream: UInt32?
     /// The app key.
     public var appKey: String
     /// `real` or `silenced`.

@@ -122,6 +122,25 @@ extension EndToEnd {
             try await cli.waitForLine { $0.type == "prompt" && $0.prompt?.appKey == key }
         }
 
+        /// A watcher can follow a stream from start to end: `stream-ended` names it as
+        /// `stream-started` did (channel, source, sample format), after it left the daemon.
+        @Test func streamEventsNameTheStreamFromStartToEnd() async throws {
+            let s = try Setup()
+            defer { s.stop() }
+            try s.earmuff.control("grant", s.key)
+            let watch = try await s.earmuff.startWatch()
+            defer { watch.stop() }
+            let rec = try s.record()
+            let started = try await watch.waitForLine { $0.event == "stream-started" && $0.stream?.appKey == s.key }
+            #expect(await rec.waitForAudio(seconds: 0.5, timeout: 60), "\(s.logs)")
+            _ = rec.stop()
+            let ended = try await watch.waitForLine { $0.event == "stream-ended" && $0.stream?.appKey == s.key }
+            let a = try #require(started?.stream, "\(watch.summary)")
+            let b = try #require(ended?.stream, "\(watch.summary)")
+            #expect(a.stream != nil && b.stream == a.stream && b.client == a.client, "started \(a), ended \(b)")
+            #expect(b.source == a.source && b.sampleSpec == a.sampleSpec && b.kind == a.kind, "started \(a), ended \(b)")
+        }
+
         // MARK: 1. undetermined
 
         /// Two concurrent recordings of an undetermined app: both exact silence from the first
