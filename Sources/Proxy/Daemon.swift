@@ -117,6 +117,8 @@ public final class Daemon: @unchecked Sendable {
     let observer: SessionObserver
     /// The loops sessions run on; the first also accepts.
     let loops: [EventLoop]
+    /// Each loop's sessions that have not finished their handshake (touched on that loop only).
+    private let handshakes: [HandshakeDeadlines]
     /// The loop that owns the listening sockets.
     var acceptLoop: EventLoop { loops[0] }
     /// Round-robin position for the next session (accept loop only).
@@ -147,6 +149,7 @@ public final class Daemon: @unchecked Sendable {
             loops.append(try EventLoop(name: "loop-\(i)", coalesceWindow: options.coalesceWindow))
         }
         self.loops = loops
+        handshakes = loops.map(HandshakeDeadlines.init)
     }
 
     /// Opens the main listening socket (or takes the passed one) and starts the loops.
@@ -328,6 +331,7 @@ public final class Daemon: @unchecked Sendable {
         let up = ByteRing(capacity: options.ringCapacity)
         let down = ByteRing(capacity: options.ringCapacity)
         let loop = loops[nextLoop]
+        let handshakes = self.handshakes[nextLoop]
         nextLoop = (nextLoop + 1) % loops.count
         let observer = self.observer
         let replies = ServerToClientFilter(state: state, observer: observer) { [self] in
@@ -365,12 +369,14 @@ public final class Daemon: @unchecked Sendable {
             }
             server.connect(path: path)
             // A connection that never finishes its handshake would hold a server slot for ever.
-            loop.schedule(after: timeout) {
-                guard !client.closed, !state.handshakeDone.load(ordering: .relaxed) else { return }
+            handshakes.add(deadline: monotonicNow() + timeout, done: { [weak client] in
+                guard let client, !client.closed else { return true }
+                return state.handshakeDone.load(ordering: .relaxed)
+            }, expire: { [weak client] in
                 let why = "did not send AUTH and SET_CLIENT_NAME within handshake-timeout (\(timeout) s)"
                 handshakeLog.record(.warn, "closed session \(id) (\(identity.appKey), pid \(identity.pid)): \(why)")
-                client.close(reason: why)
-            }
+                client?.close(reason: why)
+            })
         }
         if loop === acceptLoop { start() } else { loop.post(start) }
     }

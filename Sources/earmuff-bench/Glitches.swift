@@ -68,7 +68,7 @@ enum Glitches {
                 let p = try ChildProcess.spawn(
                     executable: pacat, arguments: args, environment: env,
                     stdoutPath: "\(workDir)/\(name).out", stderrPath: "\(workDir)/\(name).log",
-                    maxLifetime: Int(seconds) + 90)
+                    maxLifetime: Int(seconds) + 600)
                 streams.append((mode, name, playback, p))
                 // One at a time, as a desktop's streams start: PulseAudio
                 // listens with a backlog of 5 and refuses a burst of connects.
@@ -81,11 +81,13 @@ enum Glitches {
         usleep(UInt32(seconds * 1_000_000))
 
         var result = GlitchResult(extraPlayback: extraPlayback, seconds: seconds, cpuHogs: cpus, counts: [:])
+        // Which streams ended by themselves, read before any is stopped; then all stop at once.
+        let endedEarly = streams.map { !$0.process.isRunning }
+        for s in streams { s.process.send(SIGINT) }
+        for s in streams { _ = s.process.terminate(signal: SIGINT, grace: 5) }
         let serverLog = server.log().split(separator: "\n")
-        for s in streams {
+        for (s, ended) in zip(streams, endedEarly) {
             var c = result.counts[s.mode] ?? GlitchCounts()
-            let ended = !s.process.isRunning
-            _ = s.process.terminate(signal: SIGINT, grace: 2)
             let text = s.process.stderrText()
             if ended {
                 let last = text.split(whereSeparator: { $0 == "\n" || $0 == "\r" })
