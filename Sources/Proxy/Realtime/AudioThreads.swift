@@ -110,8 +110,8 @@ public enum AudioThreads {
                     }
                 }
                 var param = sched_param(sched_priority: settings.realtimePriority)
-                let direct = everyThread(threads) { tid throws(SchedulingError) in
-                    guard sched_setscheduler(tid, SCHED_RR | resetOnFork, &param) == 0 else { throw SchedulingError() }
+                let direct = everyThread(threads) { tid throws(Errno) in
+                    _ = try Errno.check(sched_setscheduler(tid, SCHED_RR | resetOnFork, &param))
                 }
                 if let direct {
                     refusals.append("sched_setscheduler: \(direct)")
@@ -129,10 +129,8 @@ public enum AudioThreads {
                     return done(.highPriority(nice: nice), via: "RealtimeKit")
                 }
             }
-            let direct = everyThread(threads) { tid throws(SchedulingError) in
-                guard setpriority(__priority_which_t(PRIO_PROCESS.rawValue), id_t(tid), settings.niceLevel) == 0 else {
-                    throw SchedulingError()
-                }
+            let direct = everyThread(threads) { tid throws(Errno) in
+                _ = try Errno.check(setpriority(__priority_which_t(PRIO_PROCESS.rawValue), id_t(tid), settings.niceLevel))
             }
             if let direct {
                 refusals.append("setpriority: \(direct)")
@@ -178,17 +176,11 @@ public enum AudioThreads {
         let hard = min(rlim_t(hardMicroseconds), current.rlim_max)
         var limit = rlimit(rlim_cur: min(hard / 2, current.rlim_cur), rlim_max: hard)
         guard setrlimit(rlimitRTTime, &limit) == 0 else {
-            return "RLIMIT_RTTIME: \(SchedulingError())"
+            return "RLIMIT_RTTIME: \(Errno.current)"
         }
         SpinGuard.arm(threads)
         return nil
     }
-}
-
-/// A refused scheduling call: errno when it failed.
-struct SchedulingError: Error, CustomStringConvertible {
-    let code = errno
-    var description: String { String(cString: strerror(code)) }
 }
 
 /// The SIGXCPU handler: every audio thread back to SCHED_OTHER. The thread
