@@ -24,30 +24,46 @@ let package = Package(
         .systemLibrary(name: "CAdwaita", path: "Sources/CAdwaita", pkgConfig: "libadwaita-1",
                        providers: [.apt(["libadwaita-1-dev", "libgtk-4-dev"])]),
         .target(name: "CSettingsShim", dependencies: ["CAdwaita"]),
+        .systemLibrary(name: "CPipeWire", path: "Sources/CPipeWire", pkgConfig: "libpipewire-0.3",
+                       providers: [.apt(["libpipewire-0.3-dev"])]),
+        .target(name: "CPipeWireShim", dependencies: ["CPipeWire"]),
 
         // Pure core
         .target(name: "PulseWire"),
         .target(name: "Ring"),
-        .target(name: "Consent", dependencies: ["PulseWire"]),
+        // Who a client is and what a stream captures: the words the relay and the consent service share.
+        .target(name: "Basics"),
+        .target(name: "Consent", dependencies: ["Basics", "PulseWire"]),
         .target(name: "ConsentStore", dependencies: ["CSQLite", "Consent", "LinuxSystem"]),
         .target(name: "ControlProtocol", dependencies: ["Consent"]),
         // Words shared by the daemon and the command line: prompts, times, durations
         .target(name: "Wording", dependencies: ["Consent", "ControlProtocol"]),
         .target(name: "DBus", dependencies: ["CSystemd", "LinuxSystem"]),
 
-        // I/O edge
-        .target(name: "Proxy", dependencies: ["PulseWire", "Ring", "Consent", "ConsentStore", "ControlProtocol", "Wording", "CLinux", "LinuxSystem", "DBus"]),
-        .target(name: "EarmuffClient", dependencies: ["ControlProtocol", "CLinux", "LinuxSystem"]),
-        .target(name: "EarmuffCLI", dependencies: ["Proxy", "EarmuffClient", "ControlProtocol", "Wording", "Consent", "LinuxSystem"]),
+        // The audio path: event loops, sessions, filters, sockets. Moves bytes; asks the
+        // service through SessionObserver. Never links SQLite or sd-bus (scripts/check-relay-links).
+        // Its release builds skip the runtime exclusivity checks (a third of the relay's own
+        // instructions per request, docs/PERFORMANCE.md); debug and test builds keep them.
+        .target(name: "Relay", dependencies: ["Basics", "PulseWire", "Ring", "LinuxSystem"],
+                swiftSettings: [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]),
+        // The consent service above it: decisions, prompts, the desktop, the control socket.
+        // The native PipeWire door: a manager connection that routes non-granted capture to silence.
+        .target(name: "PipeWireGate", dependencies: ["CPipeWireShim", "Basics"]),
+        .target(name: "Service", dependencies: ["Relay", "Basics", "PulseWire", "Consent", "ConsentStore", "ControlProtocol", "Wording", "LinuxSystem", "DBus", "PipeWireGate"]),
+        .target(name: "EarmuffClient", dependencies: ["ControlProtocol", "LinuxSystem"]),
+        .target(name: "EarmuffCLI", dependencies: ["Service", "Relay", "EarmuffClient", "ControlProtocol", "Wording", "Consent", "LinuxSystem",
+                                                   "SettingsModel", "PipeWireGate"]),
         .executableTarget(name: "earmuff", dependencies: ["EarmuffCLI"]),
+        // The relay alone, every stream real: the link check's subject and the relay's own cost.
+        .executableTarget(name: "earmuff-relay", dependencies: ["Relay", "Basics", "PulseWire"]),
 
         // The settings window: what it shows (pure), and the GTK app around it
         .target(name: "SettingsModel", dependencies: ["Consent", "ControlProtocol"]),
         .executableTarget(name: "earmuff-settings", dependencies: ["SettingsModel", "EarmuffClient", "ControlProtocol",
-                                                                   "CAdwaita", "CSettingsShim"]),
+                                                                   "LinuxSystem", "CAdwaita", "CSettingsShim"]),
 
         // The app library and its example (records with libpulse-simple, as an app would)
-        .target(name: "EarmuffKit", dependencies: ["PulseWire", "CLinux", "LinuxSystem"]),
+        .target(name: "EarmuffKit", dependencies: ["PulseWire", "LinuxSystem"]),
         .executableTarget(name: "earmuff-request-permission", dependencies: ["EarmuffKit", "CPulseSimple"],
                           path: "examples/RequestPermission"),
 
@@ -60,14 +76,16 @@ let package = Package(
         .testTarget(name: "RingTests", dependencies: ["Ring"]),
         .testTarget(name: "LinuxSystemTests", dependencies: ["LinuxSystem"]),
         .testTarget(name: "ConsentTests", dependencies: ["Consent", "PulseWire"]),
+        .testTarget(name: "PipeWireGateTests", dependencies: ["PipeWireGate", "Basics"]),
         .testTarget(name: "ConsentStoreTests", dependencies: ["ConsentStore", "Consent"]),
         .target(name: "ControlSamples", dependencies: ["ControlProtocol"], path: "Tests/ControlSamples"),
         .testTarget(name: "ControlProtocolTests", dependencies: ["ControlProtocol", "ControlSamples", "Consent"]),
-        .testTarget(name: "ProxyTests", dependencies: ["Proxy", "EarmuffClient", "ControlProtocol", "PulseWire", "Ring", "CLinux", "LinuxSystem", "TestSupport"]),
+        .testTarget(name: "RelayTests", dependencies: ["Relay", "Basics", "PulseWire", "Ring", "LinuxSystem", "TestSupport"]),
+        .testTarget(name: "ServiceTests", dependencies: ["Service", "Relay", "EarmuffClient", "ControlProtocol", "PulseWire", "Ring", "LinuxSystem", "TestSupport"]),
         .testTarget(name: "EarmuffKitTests", dependencies: ["EarmuffKit", "PulseWire", "TestSupport"]),
         .testTarget(name: "SettingsModelTests", dependencies: ["SettingsModel", "Consent", "ControlProtocol"]),
         .testTarget(name: "EarmuffCLITests", dependencies: ["EarmuffCLI", "ControlProtocol", "ControlSamples", "Wording", "Consent", "ConsentStore"]),
-        .testTarget(name: "EndToEndTests", dependencies: ["TestSupport", "PulseWire", "EarmuffKit", "earmuff", "earmuff-request-permission",
+        .testTarget(name: "EndToEndTests", dependencies: ["TestSupport", "PulseWire", "EarmuffKit", "earmuff", "earmuff-relay", "earmuff-request-permission",
                                                              "earmuff-settings", "SettingsModel"]),
     ]
 )

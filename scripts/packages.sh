@@ -37,7 +37,8 @@ ensure_packages() {
 # too); xvfb and x11-utils (xprop, xdpyinfo): PulseAudio's X11 root-window
 # announcement under setup, and X11 apps inside the sandbox; xdg-desktop-portal
 # (its xdg-permission-store) and libglib2.0-bin (gdbus, as Flatseal writes):
-# the desktop's microphone switch; xdg-desktop-portal-gtk, dunst, at-spi2-core
+# the desktop's microphone switch; xdg-dbus-proxy: the filtered bus a Flatpak app sees,
+# from which the desktop answers are forged; xdg-desktop-portal-gtk, dunst, at-spi2-core
 # with libatk-adaptor (the accessibility bus), python3-dogtail, xdotool and
 # imagemagick: prompts on the real GTK dialog and the real dunst, clicked as a
 # person clicks, and their screenshots; man-db, bash-completion, zsh and fish:
@@ -47,13 +48,17 @@ ensure_packages() {
 # earmuff-settings (the settings window), which the same person reads and
 # clicks through GTK 4's own accessibility (python3-pyatspi comes with
 # python3-dogtail).
-EARMUFF_PACKAGES=(libpulse-dev libsqlite3-dev libsystemd-dev libgtk-4-dev libadwaita-1-dev pulseaudio pulseaudio-utils socat sox
-                  dbus python3-dbusmock systemd bubblewrap xvfb x11-utils xdg-desktop-portal libglib2.0-bin
+EARMUFF_PACKAGES=(libpulse-dev libpipewire-0.3-dev libsqlite3-dev libsystemd-dev libgtk-4-dev libadwaita-1-dev pulseaudio pulseaudio-utils socat sox
+                  dbus python3-dbusmock systemd bubblewrap xvfb x11-utils xdg-desktop-portal libglib2.0-bin xdg-dbus-proxy
                   xdg-desktop-portal-gtk dunst at-spi2-core libatk-adaptor python3-dogtail xdotool imagemagick
                   man-db bash-completion zsh fish rtkit polkitd)
 # The second end-to-end pass: PipeWire, its pulse server, the session manager,
-# the SPA plugins and a private D-Bus (without recommends: no ALSA glue, rtkit).
-EARMUFF_PIPEWIRE_PACKAGES=(pipewire pipewire-bin pipewire-pulse wireplumber libspa-0.2-modules dbus)
+# the SPA plugins and a private D-Bus (without recommends: no ALSA glue, rtkit);
+# for the PipeWire gate's tests, native recorders: GStreamer's pipewiresrc and
+# pulsesrc (one executable through both doors), and jack_rec (jackd2's example
+# clients) through pipewire-jack's pw-jack.
+EARMUFF_PIPEWIRE_PACKAGES=(pipewire pipewire-bin pipewire-pulse wireplumber libspa-0.2-modules dbus
+                           gstreamer1.0-tools gstreamer1.0-pipewire gstreamer1.0-pulseaudio pipewire-jack jackd2)
 # The Debian package (scripts/package): debhelper and dpkg-dev build it,
 # lintian checks it (without recommends: no extra toolchains).
 EARMUFF_PACKAGING_PACKAGES=(debhelper dpkg-dev lintian)

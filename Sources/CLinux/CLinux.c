@@ -8,6 +8,7 @@
 #include <sys/epoll.h>
 #include <sys/prctl.h>
 #include <sys/eventfd.h>
+#include <sys/inotify.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -87,16 +88,11 @@ ssize_t earmuff_send2(int fd, const void *a, size_t alen, const void *b, size_t 
     return n;
 }
 
-ssize_t earmuff_send3(int fd, const void *a, size_t alen, const void *b, size_t blen, const void *c, size_t clen) {
-    struct iovec iov[3];
-    int n = 0;
-    if (alen > 0) { iov[n].iov_base = (void *)a; iov[n].iov_len = alen; n++; }
-    if (blen > 0) { iov[n].iov_base = (void *)b; iov[n].iov_len = blen; n++; }
-    if (clen > 0) { iov[n].iov_base = (void *)c; iov[n].iov_len = clen; n++; }
+ssize_t earmuff_sendv(int fd, const struct iovec *iov, int count) {
     struct msghdr msg;
     memset(&msg, 0, sizeof(msg));
-    msg.msg_iov = iov;
-    msg.msg_iovlen = n;
+    msg.msg_iov = (struct iovec *)iov;
+    msg.msg_iovlen = (size_t)count;
     ssize_t r;
     do {
         r = sendmsg(fd, &msg, MSG_NOSIGNAL);
@@ -249,6 +245,35 @@ int earmuff_eventfd_drain(int fd) {
         r = read(fd, &v, sizeof(v));
     } while (r < 0 && errno == EINTR);
     return r == sizeof(v) || (r < 0 && errno == EAGAIN) ? 0 : -1;
+}
+
+int earmuff_watch_directory(const char *directory) {
+    int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    if (fd < 0) return -1;
+    if (inotify_add_watch(fd, directory, IN_CREATE | IN_MOVED_TO | IN_ONLYDIR) < 0) {
+        int saved = errno;
+        close(fd);
+        errno = saved;
+        return -1;
+    }
+    return fd;
+}
+
+int earmuff_directory_events_name(int fd, const char *name) {
+    char buffer[4096] __attribute__((aligned(__alignof__(struct inotify_event))));
+    int named = 0;
+    for (;;) {
+        ssize_t n = read(fd, buffer, sizeof(buffer));
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        for (char *p = buffer; p < buffer + n;) {
+            const struct inotify_event *e = (const struct inotify_event *)p;
+            if (e->len > 0 && strcmp(e->name, name) == 0) named = 1;
+            if (e->mask & IN_Q_OVERFLOW) named = 1; /* events were lost: look again */
+            p += sizeof(struct inotify_event) + e->len;
+        }
+    }
+    return named;
 }
 
 int earmuff_gettid(void) {

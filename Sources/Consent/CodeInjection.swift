@@ -25,6 +25,21 @@ public enum CodeInjection {
         "LADSPA_PATH", "LV2_PATH",
     ]
 
+    /// Library directories the system's own wrappers put on LD_LIBRARY_PATH: `pw-jack` runs a
+    /// JACK program on PipeWire's libjack (`/usr/${LIB}/pipewire-0.3/jack`, `${LIB}` left to the
+    /// dynamic linker). They are the distribution's, writable by root alone, so a program
+    /// started through the wrapper is still the program the user granted.
+    static func isSystemLibraryDirectory(_ entry: Substring) -> Bool {
+        let jack = "/pipewire-0.3/jack"
+        guard entry.hasSuffix(jack) else { return false }
+        let lib = entry.dropLast(jack.count)
+        if lib == "/usr/${LIB}" || lib == "/usr/lib" || lib == "/usr/lib64" { return true }
+        // /usr/lib/<multiarch triplet>, e.g. x86_64-linux-gnu
+        guard lib.hasPrefix("/usr/lib/") else { return false }
+        let triplet = lib.dropFirst("/usr/lib/".count)
+        return !triplet.isEmpty && triplet.allSatisfy { $0.isLetter || $0.isNumber || $0 == "_" || $0 == "-" }
+    }
+
     /// Variables that make an interpreter run other code before (or instead of parts of) its script.
     public static func variables(for interpreter: IdentityClassifier.Interpreter) -> [String] {
         switch interpreter {
@@ -63,7 +78,9 @@ public enum CodeInjection {
         let invocation = IdentityClassifier.invocation(exe: exe, cmdline: cmdline, cwd: cwd)
         for (name, value) in environment.sorted(by: { $0.key < $1.key }) where !value.isEmpty {
             let applies: Bool
-            if everyProgram.contains(name) {
+            if name == "LD_LIBRARY_PATH" {
+                applies = !value.split(separator: ":", omittingEmptySubsequences: true).allSatisfy(isSystemLibraryDirectory)
+            } else if everyProgram.contains(name) {
                 applies = true
             } else if let kind, relevant(Substring(name), for: kind) {
                 // `python -E` and `-I` ignore PYTHON* variables.

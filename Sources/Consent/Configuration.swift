@@ -33,33 +33,6 @@ public enum PromptChannel: String, Sendable, Equatable, CaseIterable {
     public static let auto: [PromptChannel] = [.portal, .notification, .command, .agent]
 }
 
-/// How much the daemon logs, most severe first (the one log-level type: the
-/// config file, `--log-level` and the logger all use it).
-public enum LogLevel: String, Sendable, Equatable, CaseIterable, Comparable {
-    case error, warn, info, debug
-
-    /// `error`, `warn` (or `warning`), `info` or `debug`.
-    public init?(name: String) {
-        if name == "warning" {
-            self = .warn
-        } else {
-            self.init(rawValue: name)
-        }
-    }
-
-    /// 0 for `error` up to 3 for `debug`.
-    public var rank: Int {
-        switch self {
-        case .error: 0
-        case .warn: 1
-        case .info: 2
-        case .debug: 3
-        }
-    }
-
-    public static func < (a: LogLevel, b: LogLevel) -> Bool { a.rank < b.rank }
-}
-
 /// A configuration problem: where it is (when it comes from a file) and what to do.
 public struct ConfigError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The file the problem is in, if any.
@@ -113,26 +86,26 @@ public struct Configuration: Sendable, Equatable {
     public var logLevel: LogLevel = .info
     /// Clients Earmuff relays at once; the rest are refused. Below PulseAudio's 64 slots,
     /// so that apps through Earmuff can never take every slot of the server.
-    public var maxClients: Int = 56
+    public var maxClients: Int = RelayDefaults.maxClients
     /// Clients one app may have at once (one app cannot take every slot Earmuff has).
-    public var maxClientsPerApp: Int = 32
+    public var maxClientsPerApp: Int = RelayDefaults.maxClientsPerApp
     /// The last slots of max-clients, kept for apps that have fewer than 4 clients connected.
-    public var reservedClients: Int = 8
+    public var reservedClients: Int = RelayDefaults.reservedClients
     /// Seconds a client has to send AUTH and SET_CLIENT_NAME before it is disconnected.
-    public var handshakeTimeout: Double = 5
+    public var handshakeTimeout: Double = RelayDefaults.handshakeTimeout
     /// Days after which a grant that was not used goes back to undetermined; 0: never.
     public var autoResetDays: Int = 90
     /// The largest packet a client may send, in KiB; a larger one is skipped unread and
     /// answered with an error. Far below the protocol's 16 MiB: no request an app sends needs more.
-    public var maxPacketKiB: Int = 1024
+    public var maxPacketKiB: Int = RelayDefaults.maxPacketKiB
     /// MiB that the large packets (over 64 KiB) being received from all clients may hold
     /// together; a packet that does not fit is skipped unread and answered with an error.
-    public var packetBufferMiB: Int = 32
+    public var packetBufferMiB: Int = RelayDefaults.packetBufferMiB
     /// SCHED_RR priority the relay's audio threads ask for (RealtimeKit, else
     /// directly); 0: never real-time. PulseAudio's own default is 5.
-    public var realtimePriority: Int = 5
+    public var realtimePriority: Int = RelayDefaults.realtimePriority
     /// Nice level of the audio threads when real-time is refused; 0: unchanged.
-    public var niceLevel: Int = -11
+    public var niceLevel: Int = RelayDefaults.niceLevel
 
     /// The defaults.
     public init() {}

@@ -1,7 +1,7 @@
 // Identity classification: from what /proc says about a peer to an app key.
 //
 // The proxy reads /proc/PID/{exe,cmdline,cwd,cgroup,attr/current,root/.flatpak-info}
-// right after accept (see Proxy/Identity/ProcessInspector.swift) and hands the
+// right after accept (see Service/Identity/ProcessInspector.swift) and hands the
 // raw text here. Everything below is pure string work, so every rule is tested
 // with realistic /proc contents and no process.
 //

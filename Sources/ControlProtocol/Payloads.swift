@@ -121,6 +121,24 @@ public struct UpstreamInfo: Codable, Sendable, Equatable {
     }
 }
 
+/// The PipeWire gate: whether it decides native PipeWire clients (`pipewire-0`), and if not, why.
+public struct PipeWireInfo: Codable, Sendable, Equatable {
+    /// The PipeWire socket it connects to.
+    public var socket: String
+    public var gating: Bool
+    /// Native clients whose capture it decides (the server's own, the session manager's and Earmuff's are not).
+    public var clients: Int
+    /// Why it is not gating (no socket, the connection failed or closed).
+    public var reason: String?
+
+    public init(socket: String, gating: Bool, clients: Int = 0, reason: String? = nil) {
+        self.socket = socket
+        self.gating = gating
+        self.clients = clients
+        self.reason = reason
+    }
+}
+
 /// One connected audio client.
 public struct ClientInfo: Codable, Sendable, Equatable {
     /// The daemon's id for this connection.
@@ -280,11 +298,14 @@ public struct StatusPayload: Codable, Sendable, Equatable {
     public var waiting: [WaitingCaptureInfo]?
     /// The master switch of each capture kind.
     public var access: [AccessInfo]?
+    /// The gate for native PipeWire clients (absent: a daemon without one).
+    public var pipewire: PipeWireInfo?
 
     public init(daemon: DaemonInfo, upstream: UpstreamInfo, clients: [ClientInfo] = [], streams: [StreamInfo] = [],
                 prompts: [PromptInfo] = [], temporary: [AppInfo]? = nil, waiting: [WaitingCaptureInfo]? = nil,
-                access: [AccessInfo]? = nil) {
+                access: [AccessInfo]? = nil, pipewire: PipeWireInfo? = nil) {
         self.access = access
+        self.pipewire = pipewire
         self.daemon = daemon
         self.upstream = upstream
         self.clients = clients
@@ -344,11 +365,18 @@ public struct AppInfo: Codable, Sendable, Equatable {
     public var expiresAt: Double?
     /// The state in force when a temporary decision ends (the lasting decision under it).
     public var afterwards: PermissionState?
+    /// The app's name from the system (its desktop entry), as a prompt shows it.
+    public var systemName: String?
+    /// The icon of that desktop entry (a theme name or an absolute path).
+    public var icon: String?
 
     public init(key: String, displayName: String? = nil, state: PermissionState, reason: DecisionReason, purpose: String? = nil,
                 identifiedBy: IdentificationMethod? = nil, decidedAt: Double? = nil, lastUsed: Double? = nil,
                 executable: String? = nil, kind: Capability? = nil, lifespan: LifespanKind? = nil, expiresAt: Double? = nil,
-                afterwards: PermissionState? = nil, strength: IdentityStrength? = nil) {
+                afterwards: PermissionState? = nil, strength: IdentityStrength? = nil, systemName: String? = nil,
+                icon: String? = nil) {
+        self.systemName = systemName
+        self.icon = icon
         self.kind = kind
         self.strength = strength
         self.key = key

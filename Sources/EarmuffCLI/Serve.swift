@@ -1,6 +1,7 @@
 import ControlProtocol
 import Glibc
-import Proxy
+import Service
+import Relay
 
 /// `earmuff serve`: runs the proxy daemon.
 public enum ServeCommand {

@@ -1,7 +1,6 @@
 // A blocking control-protocol client for the `earmuff` subcommands and tests:
 // connect, read the greeting, send requests, read replies; events and prompts
 // that arrive while a reply is awaited are kept in order for `receive`.
-import CLinux
 import ControlProtocol
 import Glibc
 import LinuxSystem
@@ -56,16 +55,19 @@ public final class ControlClient {
     /// Connects and reads the greeting (waiting at most `timeoutMs`).
     public init(path: String, timeoutMs: Int32 = 5000) throws(ControlClientError) {
         self.path = path
-        let fd = earmuff_unix_socket()
-        guard fd >= 0 else { throw ControlClientError(.unreachable, errno: .current, "cannot create a socket (\(Errno.current))") }
-        // Blocking connect: it waits while the daemon's backlog is full instead of failing.
-        _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)
-        if earmuff_unix_connect(fd, path) != 0 {
-            let e = Errno.current
-            Glibc.close(fd)
-            throw Self.unreachable(path, e)
+        let socket: FileDescriptor
+        do throws(Errno) {
+            // Blocking connect: it waits while the daemon's backlog is full instead of failing.
+            socket = try .unixSocket(blocking: true)
+        } catch {
+            throw ControlClientError(.unreachable, errno: error, "cannot create a socket (\(error))")
         }
-        self.fd = fd
+        do throws(Errno) {
+            try socket.connect(to: path)
+        } catch {
+            throw Self.unreachable(path, error)
+        }
+        self.fd = socket.release()
         greeting = ServerHello(daemonVersion: "", pid: 0)
         guard case .response(_, .hello(let hello))? = try nextMessage(timeoutMs: timeoutMs, waitForConnect: true) else {
             throw ControlClientError(.protocolError, "\(path) did not greet like an earmuff daemon; check the path given with --control")

@@ -3,7 +3,6 @@
 // used only for the permission extension. A reader thread pairs replies with requests by
 // tag and hands `module-earmuff` events to listeners; whoever waits for a reply is told
 // when the connection closes.
-import CLinux
 import Dispatch
 import Glibc
 import PulseWire
@@ -43,13 +42,19 @@ final class PermissionConnection: Sendable {
         }
         var failures: [String] = []
         for path in paths {
-            let s = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-            guard s >= 0 else { throw UnavailableReason("cannot create a socket: \(Errno.current)") }
-            guard earmuff_unix_connect(s, path) == 0 else {
-                failures.append("\(path): \(Errno.current)")
-                Glibc.close(s)
+            let socket: FileDescriptor
+            do throws(Errno) {
+                socket = try .unixSocket(blocking: true)
+            } catch {
+                throw UnavailableReason("cannot create a socket: \(error)")
+            }
+            do throws(Errno) {
+                try socket.connect(to: path)
+            } catch {
+                failures.append("\(path): \(error)")
                 continue
             }
+            let s = socket.release()
             var tv = timeval(tv_sec: max(1, Int(timeout)), tv_usec: 0)
             setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
             let c = PermissionConnection(fd: s)
@@ -210,8 +215,8 @@ final class PermissionConnection: Sendable {
 
     /// The first packet (AUTH) carries the process's credentials, as libpulse sends them.
     private func sendWithCredentials(_ bytes: [UInt8]) -> Bool {
-        let n = bytes.withUnsafeBytes { earmuff_send_with_creds(fd, $0.baseAddress, $0.count) }
-        if n < 0 { return false }
+        let sent = bytes.withUnsafeBytes { b in FileDescriptor.borrowing(fd) { try? $0.sendWithCredentials(b) } }
+        guard let n = sent else { return false }
         return n == bytes.count || sendAll(Array(bytes[n...]))
     }
 

@@ -33,6 +33,14 @@ public struct FileDescriptor: ~Copyable {
     deinit {
         if rawValue >= 0 { _ = Glibc.close(rawValue) }
     }
+
+    /// Runs `body` on `raw`, a descriptor someone else owns (it stays open).
+    public static func borrowing<R, E: Error>(_ raw: Int32, _ body: (borrowing FileDescriptor) throws(E) -> R) throws(E) -> R {
+        let fd = FileDescriptor(taking: raw)
+        let result = Result { () throws(E) in try body(fd) }
+        _ = fd.release()
+        return try result.get()
+    }
 }
 
 /// Who is at the other end of a Unix socket (SO_PEERCRED).
@@ -45,14 +53,22 @@ public struct PeerCredentials: Sendable, Equatable {
 // MARK: Unix stream sockets
 
 extension FileDescriptor {
-    /// A new non-blocking, close-on-exec Unix stream socket.
-    public static func unixSocket() throws(Errno) -> FileDescriptor {
-        FileDescriptor(taking: try Errno.check(earmuff_unix_socket()))
+    /// A new close-on-exec Unix stream socket, non-blocking unless asked.
+    public static func unixSocket(blocking: Bool = false) throws(Errno) -> FileDescriptor {
+        let socket = FileDescriptor(taking: try Errno.check(earmuff_unix_socket()))
+        if blocking { try socket.setBlocking(true) }
+        return socket
     }
 
     /// Binds to `path` (a stale socket there is removed first) and listens.
     public func listen(at path: String, backlog: Int32 = 128) throws(Errno) {
         _ = try Errno.check(earmuff_unix_listen(rawValue, path, backlog))
+    }
+
+    /// Makes calls on this descriptor wait (`true`) or fail with `.wouldBlock` (`false`).
+    public func setBlocking(_ blocking: Bool) throws(Errno) {
+        let flags = try Errno.check(fcntl(rawValue, F_GETFL))
+        _ = try Errno.check(fcntl(rawValue, F_SETFL, blocking ? flags & ~O_NONBLOCK : flags | O_NONBLOCK))
     }
 
     /// Connects to `path`; a non-blocking socket still connecting throws `.wouldBlock` or
@@ -93,11 +109,10 @@ extension FileDescriptor {
         try Errno.check(earmuff_send2(rawValue, a.baseAddress, a.count, b.baseAddress, b.count))
     }
 
-    /// Sends up to three regions with one sendmsg (no SIGPIPE); returns the bytes sent.
+    /// Sends the `count` regions `vector` describes with one sendmsg (no SIGPIPE); returns the bytes sent.
     @inline(__always)
-    public func send(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer,
-                     _ c: UnsafeRawBufferPointer) throws(Errno) -> Int {
-        try Errno.check(earmuff_send3(rawValue, a.baseAddress, a.count, b.baseAddress, b.count, c.baseAddress, c.count))
+    public func send(_ vector: UnsafePointer<iovec>, count: Int) throws(Errno) -> Int {
+        try Errno.check(earmuff_sendv(rawValue, vector, Int32(count)))
     }
 
     /// Sends `bytes` with this process's own credentials attached (SCM_CREDENTIALS).
@@ -176,6 +191,18 @@ extension FileDescriptor {
     public func drainEvents() {
         _ = earmuff_eventfd_drain(rawValue)
     }
+
+    /// An inotify descriptor (non-blocking, close-on-exec) that becomes readable when an
+    /// entry is created in, or moved into, `directory`.
+    public static func watchingDirectory(_ directory: String) throws(Errno) -> FileDescriptor {
+        FileDescriptor(taking: try Errno.check(earmuff_watch_directory(directory)))
+    }
+
+    /// Reads the queued events of this inotify descriptor: whether one of them named `name`
+    /// (or events were lost, so the caller should look again).
+    public func drainDirectoryEvents(naming name: String) -> Bool {
+        earmuff_directory_events_name(rawValue, name) == 1
+    }
 }
 
 // MARK: the process
@@ -188,4 +215,25 @@ public enum ProcessLimits {
 
     /// The calling thread's kernel id (gettid): what the scheduler and RealtimeKit know it by.
     public static func currentThreadID() -> Int32 { earmuff_gettid() }
+}
+
+/// What this process and its threads do to themselves.
+public enum ThisProcess {
+    /// Names the calling thread (the kernel keeps 15 bytes) for `top -H`, gdb and /proc.
+    public static func nameCurrentThread(_ name: String) {
+        _ = earmuff_set_thread_name(name)
+    }
+
+    /// Makes this process the reaper of its orphaned descendants (PR_SET_CHILD_SUBREAPER).
+    public static func becomeSubreaper() throws(Errno) {
+        let rc = earmuff_become_subreaper()
+        if rc != 0 { throw Errno(rawValue: -rc) }
+    }
+}
+
+extension FileDescriptor {
+    /// A descriptor of process `pid` (pidfd_open): readable once the process exits.
+    public static func process(_ pid: Int32) throws(Errno) -> FileDescriptor {
+        FileDescriptor(taking: try Errno.check(earmuff_pidfd_open(pid)))
+    }
 }

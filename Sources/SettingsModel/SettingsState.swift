@@ -84,7 +84,7 @@ public struct SettingsState: Sendable, Equatable {
             return .apps
         case .decisionChanged(let a):
             if let i = apps.firstIndex(where: { $0.key == a.key && SettingsKind($0.kind) == SettingsKind(a.kind) }) {
-                apps[i] = a
+                apps[i] = Self.decided(apps[i], a)
                 return []
             }
             return .apps
@@ -98,6 +98,21 @@ public struct SettingsState: Sendable, Equatable {
         case .clientConnected:
             return []
         }
+    }
+
+    /// `old` with the decision of `new` (a `decision-changed` event, which says nothing of what
+    /// is known about the app: its names, icon, identification and use).
+    static func decided(_ old: AppInfo, _ new: AppInfo) -> AppInfo {
+        var a = new
+        a.displayName = new.displayName ?? old.displayName
+        a.systemName = new.systemName ?? old.systemName
+        a.icon = new.icon ?? old.icon
+        a.identifiedBy = new.identifiedBy ?? old.identifiedBy
+        a.strength = new.strength ?? old.strength
+        a.executable = new.executable ?? old.executable
+        a.purpose = new.purpose ?? old.purpose
+        a.lastUsed = new.lastUsed ?? old.lastUsed
+        return a
     }
 
     /// Whether `kind` is switched on (absent from `access`: on).

@@ -108,8 +108,10 @@ public struct AppRowView: Sendable, Equatable {
     public var title: String
     /// Purpose and last recording, one line each.
     public var subtitle: String
-    /// A theme icon name.
+    /// The icon of the app's desktop entry (a theme name or an absolute path), else `fallbackIcon`.
     public var icon: String
+    /// A theme icon for the kind of app, shown when the theme has no `icon`.
+    public var fallbackIcon: String
     public var choice: Choice
     /// A temporary decision's end, e.g. "Allowed until you log out".
     public var lifespanNote: String?
@@ -119,6 +121,7 @@ public struct AppRowView: Sendable, Equatable {
 
     public static func == (a: AppRowView, b: AppRowView) -> Bool {
         a.key == b.key && a.kind == b.kind && a.title == b.title && a.subtitle == b.subtitle && a.icon == b.icon
+            && a.fallbackIcon == b.fallbackIcon
             && a.choice == b.choice && a.lifespanNote == b.lifespanNote && a.live == b.live
             && a.details.map { $0.0 + "\u{0}" + $0.1 } == b.details.map { $0.0 + "\u{0}" + $0.1 }
     }
@@ -226,18 +229,21 @@ public struct SettingsView: Sendable, Equatable {
         }
     }
 
-    /// Names from the system (prompts carry the desktop entry's name), else what apps call
-    /// themselves, except for apps with an ID of their own (Flatpak, Snap, launcher): the ID,
-    /// which their sandbox cannot choose, rather than a name the app can.
+    /// Names from the system (the desktop entry's, as apps and prompts carry it), else what
+    /// apps call themselves, except for apps with an ID of their own (Flatpak, Snap, launcher):
+    /// the ID, which their sandbox cannot choose, rather than a name the app can.
     static func names(_ state: SettingsState) -> [String: String] {
-        var names: [String: String] = [:]
-        for a in state.apps where !Self.hasOwnID(a.key) {
-            if let n = a.displayName, !n.isEmpty { names[a.key] = n }
+        var claimed: [String: String] = [:]
+        var system: [String: String] = [:]
+        for a in state.apps {
+            if !Self.hasOwnID(a.key), let n = a.displayName, !n.isEmpty { claimed[a.key] = n }
+            if let n = a.systemName, !n.isEmpty { system[a.key] = n }
         }
         for p in state.prompts {
-            if let n = p.systemName ?? (Self.hasOwnID(p.appKey) ? nil : p.displayName), !n.isEmpty { names[p.appKey] = n }
+            if !Self.hasOwnID(p.appKey), let n = p.displayName, !n.isEmpty { claimed[p.appKey] = n }
+            if let n = p.systemName, !n.isEmpty { system[p.appKey] = n }
         }
-        return names
+        return claimed.merging(system) { $1 }
     }
 
     static func hasOwnID(_ key: String) -> Bool {
@@ -273,7 +279,8 @@ public struct SettingsView: Sendable, Equatable {
         if let s = a.strength { details.append(("How sure", Self.strength(s))) }
         if let e = a.executable { details.append(("Program", e)) }
         return AppRowView(key: a.key, kind: kind, title: names[a.key] ?? Self.fallbackName(a.key, a.executable),
-                          subtitle: lines.joined(separator: "\n"), icon: Self.icon(a), choice: choice,
+                          subtitle: lines.joined(separator: "\n"), icon: a.icon.flatMap { $0.isEmpty ? nil : $0 } ?? Self.icon(a),
+                          fallbackIcon: Self.icon(a), choice: choice,
                           lifespanNote: note, live: live, details: details)
     }
 

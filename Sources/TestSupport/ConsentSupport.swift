@@ -96,6 +96,8 @@ public struct StatusView: Decodable, Sendable, Equatable {
     public func accessEnabled(_ kind: String) -> Bool? { access?.first { $0.kind == kind }?.enabled }
     /// Captures waiting for a prompt (over the prompt caps).
     public var waiting: [WaitingView]?
+    /// The gate for native PipeWire clients.
+    public var pipewire: PipeWireView?
 
     /// Clients whose app key is `key`.
     public func clients(of key: String) -> [ClientView] { clients.filter { $0.appKey == key } }
@@ -103,6 +105,14 @@ public struct StatusView: Decodable, Sendable, Equatable {
     public func streams(of key: String) -> [StreamView] { streams.filter { $0.appKey == key } }
     /// Pending prompts for `key`.
     public func prompts(of key: String) -> [PromptView] { prompts.filter { $0.appKey == key } }
+}
+
+/// The PipeWire gate in `status --json`.
+public struct PipeWireView: Decodable, Sendable, Equatable {
+    public var socket: String
+    public var gating: Bool
+    public var clients: Int
+    public var reason: String?
 }
 
 /// A capture waiting for a prompt in `status --json`.
@@ -136,6 +146,10 @@ public struct AppView: Decodable, Sendable, Equatable {
     public var expiresAt: Double?
     /// The state in force when a temporary decision ends.
     public var afterwards: String?
+    /// The name of its desktop entry.
+    public var systemName: String?
+    /// The icon of its desktop entry.
+    public var icon: String?
 }
 
 /// How a prompt was closed (`prompt-resolved`).

@@ -30,12 +30,13 @@ public final class EarmuffProcess: Sendable {
     /// `extraArguments`, and waits up to `startTimeout` seconds for its
     /// `PULSE_SERVER=` line (or for the listening socket to accept).
     /// With `runAs` (a uid, for tests running as root) earmuff runs as that user and group
-    /// through `setpriv`, its directory owned by them.
+    /// through `setpriv`, its directory owned by them. With `relayOnly`, the relay alone
+    /// runs instead (`earmuff-relay`, no consent service: every stream is real).
     public init(
         upstream: String, extraArguments: [String] = [], environment extra: [String: String] = [:],
-        startTimeout: Double = 60, maxLifetime: Int = 1800, runAs: UInt32? = nil
+        startTimeout: Double = 60, maxLifetime: Int = 1800, runAs: UInt32? = nil, relayOnly: Bool = false
     ) throws {
-        let binary = try Self.locateBinary()
+        let binary = try relayOnly ? Self.locateBinary(named: "earmuff-relay") : Self.locateBinary()
         let dir = try TempDir.make(prefix: "earmuff-e2e")
         self.binary = binary
         directory = dir
@@ -48,7 +49,7 @@ public final class EarmuffProcess: Sendable {
             for sub in ["run", "home", "config", "state", "cache", "data"] {
                 try TempDir.makeDirectory("\(dir)/\(sub)")
             }
-            var command = [binary, "serve", "--listen", listenPath, "--upstream", upstream] + extraArguments
+            var command = [binary] + (relayOnly ? [] : ["serve"]) + ["--listen", listenPath, "--upstream", upstream] + extraArguments
             if let uid = runAs {
                 guard let setpriv = findExecutable("setpriv") else { throw TestSupportError("setpriv (util-linux) not found") }
                 for sub in ["", "/run", "/home", "/config", "/state", "/cache", "/data"] { chown(dir + sub, uid, uid) }
@@ -138,9 +139,10 @@ public final class EarmuffProcess: Sendable {
     deinit { stop() }
 
     /// The `earmuff` binary: `$EARMUFF_BINARY`, else next to the running test
-    /// bundle (`.build/<triple>/debug/earmuff`).
-    public static func locateBinary() throws -> String {
-        if let explicit = ProcessInfo.processInfo.environment["EARMUFF_BINARY"], !explicit.isEmpty {
+    /// bundle (`.build/<triple>/debug/earmuff`); another of the package's programs
+    /// (`earmuff-relay`) is looked for next to the bundle only.
+    public static func locateBinary(named name: String = "earmuff") throws -> String {
+        if name == "earmuff", let explicit = ProcessInfo.processInfo.environment["EARMUFF_BINARY"], !explicit.isEmpty {
             guard access(explicit, X_OK) == 0 else { throw TestSupportError("EARMUFF_BINARY=\(explicit) is not executable") }
             return explicit
         }
@@ -149,7 +151,7 @@ public final class EarmuffProcess: Sendable {
             var dir = URL(fileURLWithPath: exe).deletingLastPathComponent()
             // The test executable may sit inside a bundle directory (…/debug/X.xctest/…).
             for _ in 0..<4 {
-                candidates.append(dir.appendingPathComponent("earmuff").path)
+                candidates.append(dir.appendingPathComponent(name).path)
                 dir = dir.deletingLastPathComponent()
             }
         }
@@ -157,7 +159,8 @@ public final class EarmuffProcess: Sendable {
             var st = stat()
             if stat(candidate, &st) == 0 && (st.st_mode & S_IFMT) == S_IFREG { return candidate }
         }
-        throw TestSupportError("earmuff binary not found (looked at \(candidates)); build it (swift build) or set EARMUFF_BINARY")
+        throw TestSupportError("\(name) binary not found (looked at \(candidates)); build it (swift build)"
+                               + (name == "earmuff" ? " or set EARMUFF_BINARY" : ""))
     }
 }
 

@@ -87,8 +87,13 @@ public final class PipeWireServer: Sendable {
     /// started as its systemd socket unit would start it: by
     /// `systemd-socket-activate`, which binds that path first and passes the
     /// socket on the first connection; `activatedSocketInode` is that socket's inode.
+    ///
+    /// With `daemonConfig`, the daemon reads what it makes of the configuration built here
+    /// (its text) instead: `earmuff setup`'s copy of it, say, with module-access holding
+    /// native clients.
     public init(extraConfig: [String] = [], startTimeout: Double = 60, maxLifetime: Int = 1800,
-                configHome: String? = nil, pulseSocketName: String = "native", socketActivated: Bool = false) throws {
+                configHome: String? = nil, pulseSocketName: String = "native", socketActivated: Bool = false,
+                daemonConfig: ((String) throws -> String)? = nil) throws {
         var missing: [String] = []
         for tool in ["dbus-daemon", "pipewire", "wireplumber", "pipewire-pulse", "pactl", "pacat", "sox"] where findExecutable(tool) == nil {
             missing.append(tool)
@@ -127,7 +132,7 @@ public final class PipeWireServer: Sendable {
             }
         }
         do {
-            try Self.writeConfiguration(in: dir)
+            try Self.writeConfiguration(in: dir, daemon: try daemonConfig?(Self.pipewireConfig) ?? Self.pipewireConfig)
             let env = Self.environment(root: dir)
             dbusProcess = try spawn(dbus, ["--config-file=\(dir)/dbus.conf", "--nofork", "--nopidfile", "--print-address"],
                                     log: "dbus.log", env: env)
@@ -362,13 +367,13 @@ public final class PipeWireServer: Sendable {
         return env
     }
 
-    private static func writeConfiguration(in dir: String) throws {
+    private static func writeConfiguration(in dir: String, daemon: String) throws {
         for sub in ["run", "home", "config/wireplumber/main.lua.d", "state", "cache", "data", "pipewire"] {
             try TempDir.makeDirectory("\(dir)/\(sub)")
         }
         let files: [(String, String)] = [
             ("dbus.conf", SessionBus.configuration(socket: "\(dir)/run/bus")),
-            ("pipewire/pipewire.conf", pipewireConfig),
+            ("pipewire/pipewire.conf", daemon),
             ("pipewire/pipewire-pulse.conf", pipewirePulseConfig),
             ("pipewire/client.conf", clientConfig),
             ("config/wireplumber/wireplumber.conf", wireplumberConfig),

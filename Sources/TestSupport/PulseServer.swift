@@ -54,6 +54,8 @@ public final class PulseServer: Sendable {
     public let process: ChildProcess
 
     private let stopped = Mutex(false)
+    /// Processes that feed the server (`startFineMicrophone`'s writer), ended by `stop`.
+    let helpers = Mutex<[ChildProcess]>([])
 
     /// Name of the default sink (a null sink).
     public static let sinkName = "out"
@@ -182,6 +184,7 @@ public final class PulseServer: Sendable {
             return !done
         }
         guard first else { return }
+        for helper in helpers.withLock({ $0 }) { helper.terminate(signal: SIGTERM, grace: grace) }
         if let pipeWire {
             pipeWire.stop(grace: grace)
             return

@@ -23,6 +23,8 @@ final class Bench {
     /// Recorders on the real server through earmuff: count, earmuff's figures, the server's CPU %.
     private var realRecorders: (count: Int, result: ThroughputResult, serverPercent: Double?)?
     private var consent = ConsentSupport(available: false, note: "not checked")
+    /// Counts per unit of work (a round trip, a chunk), by what was counted.
+    private var counts: [(title: String, byMode: [Mode: UnitCounts])] = []
 
     /// Audio rate of the recording-memory clients: s16le stereo 48 kHz.
     private let audioRate = 48000 * 2 * 2
@@ -125,6 +127,14 @@ final class Bench {
             }
         }
 
+        if options.parts.contains(.counts) {
+            do {
+                try countWork(flood: flood, binary: binary, work: work)
+            } catch {
+                notes.append("counts part failed: \(error)")
+            }
+        }
+
         if options.parts.contains(.glitch) {
             do {
                 try glitchWindows(binary: binary, work: work)
@@ -157,8 +167,53 @@ final class Bench {
         }
     }
 
-    private func makeRelays(upstream: String, binary: String, work: String) throws -> [Relay] {
-        try options.modes.map { mode in
+    /// The counts of the calibration relay and earmuff: per round trip against the
+    /// synthetic server, per chunk with the recorders at audio rate against a paced
+    /// synthetic server and against a real PulseAudio (4 streams per connection).
+    private func countWork(flood: FloodServer, binary: String, work: String) throws {
+        if let why = Counts.unavailable() {
+            notes.append("counts: \(why)")
+            return
+        }
+        let modes = options.modes.filter { $0 == .relay || $0 == .earmuff }
+        let n = options.recordingClients
+        do {
+            let relays = try makeRelays(upstream: flood.socketPath, binary: binary, work: work, modes: modes)
+            defer { relays.forEach { $0.stop() } }
+            say("counts: \(options.requests) round trips per relay")
+            counts.append(("per round trip (GET_SERVER_INFO, synthetic server, \(options.requests) per relay)",
+                           try measurer.roundTripCounts(relays, requests: options.requests, workDir: work)))
+        }
+        let paced = try FloodServer(socketPath: "\(work)/paced-counts",
+                                    pacing: .paced(bytesPerSecond: audioRate, chunkBytes: audioChunk))
+        defer { paced.stop() }
+        do {
+            let relays = try makeRelays(upstream: paced.socketPath, binary: binary, work: work, modes: modes)
+            defer { relays.forEach { $0.stop() } }
+            var req = StreamRequest.synthetic
+            req.fragSize = UInt32(audioChunk)
+            say("counts: \(n) recorders at audio rate, synthetic server")
+            counts.append(("per chunk (\(n) recorders, \(audioChunk)-byte memblocks every 20 ms, paced synthetic server)",
+                           try measurer.chunkCounts(relays, streams: n, request: req, duration: options.duration,
+                                                    workDir: work)))
+        }
+        let pa = try PulseServer()
+        defer { pa.stop() }
+        let relays = try makeRelays(upstream: pa.socketPath, binary: binary, work: work, modes: modes)
+        defer { relays.forEach { $0.stop() } }
+        say("counts: \(n) recorders, real PulseAudio")
+        counts.append(("per chunk (\(n) recorders of the sine source, 4 per connection, real PulseAudio)",
+                       try measurer.chunkCounts(relays, streams: n, perConnection: 4, request: Self.realRequest,
+                                                duration: max(options.duration, 4), workDir: work)))
+    }
+
+    /// What the recorders on the real server ask for: 20 ms fragments of the sine source's format.
+    private static let realRequest = StreamRequest(
+        spec: SampleSpec(format: .float32le, channels: 1, rate: UInt32(PulseServer.toneRate)),
+        map: .mono, fragSize: UInt32(PulseServer.toneRate * 4 / 50), source: nil)
+
+    private func makeRelays(upstream: String, binary: String, work: String, modes: [Mode]? = nil) throws -> [Relay] {
+        try (modes ?? options.modes).map { mode in
             switch mode {
             case .direct: return Relay.direct(upstream)
             case .socat: return try Relay.socat(upstream, workDir: work)
@@ -182,8 +237,7 @@ final class Bench {
         say("real PulseAudio: round trips")
         realLatency = try measurer.latency(relays, requests: options.requests)
         say("real PulseAudio: \(options.paStreams) streams at audio rate")
-        let req = StreamRequest(spec: SampleSpec(format: .float32le, channels: 1, rate: UInt32(PulseServer.toneRate)),
-                                map: .mono, fragSize: UInt32(PulseServer.toneRate * 4 / 50), source: nil)
+        let req = Self.realRequest
         // PulseAudio's sine source has a fixed 2 s latency: it hands out audio in
         // 2 s blocks, so each window spans two blocks to average them out.
         realThroughput = try measurer.throughput(relays, streams: options.paStreams, request: req,
@@ -283,6 +337,22 @@ final class Bench {
                            + "\(fmt(rr.result.cpuPercent, 1)) % of a core, PulseAudio \(fmt(rr.serverPercent, 1)) %, "
                            + "\(fmt(rr.result.megabytesPerSecond * 1000, 0)) kB/s received")
             }
+        }
+        for (title, byMode) in counts {
+            out.append("Counts \(title)")
+            out.append(row("", ["relay", "earmuff", "e/relay"]))
+            let events = [("  system calls", "raw_syscalls:sys_enter")]
+                + Counts.syscalls.map { ("    \($0)", "syscalls:sys_enter_\($0)") }
+                + [("  wake-ups given (sched_wakeup)", "sched:sched_wakeup")]
+            let figures: [(String, (UnitCounts) -> Double?)] = events.map { name, event in (name, { $0.events[event] }) }
+                + [("  context switches, voluntary", { $0.voluntarySwitches }),
+                   ("  context switches, involuntary", { $0.involuntarySwitches }),
+                   ("  CPU µs", { $0.cpuMicroseconds })]
+            for (name, value) in figures {
+                let r = byMode[.relay].flatMap(value), e = byMode[.earmuff].flatMap(value)
+                out.append(row(name, [fmt(r, 2), fmt(e, 2), ratio(e, r)]))
+            }
+            out.append(row("  units counted", [Mode.relay, .earmuff].map { byMode[$0].map { String($0.units) } ?? "n/a" }))
         }
         if let idle {
             out.append("Memory of earmuff (VmRSS)")

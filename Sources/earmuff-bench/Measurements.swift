@@ -117,6 +117,29 @@ final class Measurer {
                 warmup: Double, tick: () -> Void = {}, also: (() -> Double?)? = nil)
         throws -> (StreamCounter.Window, Double?)
     {
+        var clients = try recordingClients(relay, streams: streams, perConnection: perConnection, request: request)
+        var cpu0: Double?
+        var cpu1: Double?
+        var other0: Double?
+        let w = try StreamCounter.run(
+            clients, warmup: warmup, duration: duration,
+            begin: { cpu0 = relay.cpuSeconds(); other0 = also?() }, tick: tick,
+            end: { _ in cpu1 = relay.cpuSeconds(); if let a = also?(), let b = other0 { self.otherCPU = a - b } })
+        clients.removeAll()
+        var cpu: Double?
+        if let cpu0, let cpu1 { cpu = cpu1 - cpu0 }
+        if w.bytes == 0, let e = relay.earmuff {
+            let tail = e.log().split(separator: "\n").suffix(8).joined(separator: "\n    ")
+            problems.append("no record data through earmuff in a \(String(format: "%.1f", duration)) s window "
+                            + "(\(streams) stream(s)); its log ends:\n    \(tail)")
+        }
+        return (w, cpu)
+    }
+
+    /// `streams` record streams through `relay`, `perConnection` to a connection.
+    func recordingClients(_ relay: Relay, streams: Int, perConnection: Int, request: StreamRequest) throws
+        -> [NativeClient]
+    {
         var clients: [NativeClient] = []
         clients.reserveCapacity(streams)
         var opened = 0
@@ -129,22 +152,7 @@ final class Measurer {
             }
             clients.append(c)
         }
-        var cpu0: Double?
-        var cpu1: Double?
-        var other0: Double?
-        let w = try StreamCounter.run(
-            clients, warmup: warmup, duration: duration,
-            begin: { cpu0 = relay.cpuSeconds(); other0 = also?() }, tick: tick,
-            end: { cpu1 = relay.cpuSeconds(); if let a = also?(), let b = other0 { self.otherCPU = a - b } })
-        clients.removeAll()
-        var cpu: Double?
-        if let cpu0, let cpu1 { cpu = cpu1 - cpu0 }
-        if w.bytes == 0, let e = relay.earmuff {
-            let tail = e.log().split(separator: "\n").suffix(8).joined(separator: "\n    ")
-            problems.append("no record data through earmuff in a \(String(format: "%.1f", duration)) s window "
-                            + "(\(streams) stream(s)); its log ends:\n    \(tail)")
-        }
-        return (w, cpu)
+        return clients
     }
 
     /// Throughput per relay, modes interleaved over `rounds` windows.

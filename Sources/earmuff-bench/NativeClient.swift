@@ -300,10 +300,10 @@ enum StreamCounter {
     }
 
     /// Drains `clients` for `warmup` seconds, calls `begin`, counts for
-    /// `duration` seconds (calling `tick` about every 50 ms), calls `end`.
+    /// `duration` seconds (calling `tick` about every 50 ms), calls `end` with what it counted.
     static func run(
         _ clients: [NativeClient], warmup: Double, duration: Double,
-        begin: () -> Void = {}, tick: () -> Void = {}, end: () -> Void = {}
+        begin: () -> Void = {}, tick: () -> Void = {}, end: (Window) -> Void = { _ in }
     ) throws -> Window {
         let ep = earmuff_epoll_create()
         guard ep >= 0 else { throw BenchError("epoll_create failed") }
@@ -364,9 +364,10 @@ enum StreamCounter {
         }
         let endNow = Clock.seconds()
         let endTotals = totals()
-        end()
-        return Window(bytes: endTotals.0 &- startTotals.0, seconds: endNow - windowStart,
-                      silentFrames: endTotals.1 - startTotals.1, patternFrames: endTotals.2 - startTotals.2,
-                      frames: endTotals.3 - startTotals.3)
+        let w = Window(bytes: endTotals.0 &- startTotals.0, seconds: endNow - windowStart,
+                       silentFrames: endTotals.1 - startTotals.1, patternFrames: endTotals.2 - startTotals.2,
+                       frames: endTotals.3 - startTotals.3)
+        end(w)
+        return w
     }
 }

@@ -6,7 +6,7 @@ import Glibc
 
 /// The parts of the benchmark that can be run.
 enum Part: String, CaseIterable {
-    case latency, throughput, real, memory, silence, glitch
+    case latency, throughput, real, memory, silence, glitch, counts
 }
 
 struct Options {
@@ -40,7 +40,8 @@ struct Options {
       --quick               1 s per measurement, 1 round, 2000 round trips,
                             200 idle / 50 recording clients, 10 s glitch windows
       --only PARTS          comma list of: latency, throughput, real, memory, silence,
-                            glitch
+                            glitch, counts (system calls, wake-ups and context
+                            switches per round trip and per chunk: needs perf)
       --skip PARTS          the same, to leave out
       --modes MODES         comma list of: direct, socat, relay, earmuff (default all;
                             relay is the calibration relay)

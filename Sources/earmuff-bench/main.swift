@@ -9,7 +9,6 @@
 // idle or recording clients; silencing compares granted with denied streams.
 // The run ends with a table, ratios and a PASS/FAIL line per target.
 
-import CLinux
 import Foundation
 import Glibc
 import PulseWire

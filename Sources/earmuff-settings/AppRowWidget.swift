@@ -2,6 +2,7 @@
 // choices one click away, and (expanded) how it is identified and the choices
 // that last for a while. Updated in place, so focus stays where it is.
 import CAdwaita
+import Glibc
 import SettingsModel
 
 @MainActor
@@ -9,19 +10,22 @@ final class AppRowWidget {
     let row: UnsafeMutablePointer<GtkWidget>
     private(set) var view: AppRowView
     private var buttons: [Choice: UnsafeMutablePointer<GtkWidget>] = [:]
+    /// The three choices, side by side, or one above the other in a narrow window.
+    private let choices: UnsafeMutablePointer<GtkWidget>
     /// Set while the window changes the buttons itself, and for good once the row is
     /// taken away (its buttons untoggle as they go): no click to carry out then.
     private var updating = false
 
-    init(_ view: AppRowView, perform: @escaping (SettingsIntent) -> Void) {
+    init(_ view: AppRowView, narrow: Bool, perform: @escaping (SettingsIntent) -> Void) {
         self.view = view
         row = adw_expander_row_new()
         let expander: UnsafeMutablePointer<AdwExpanderRow> = cast(row)
         adw_preferences_row_set_use_markup(cast(row), 0)
         adw_preferences_row_set_title(cast(row), view.title)
-        adw_expander_row_set_icon_name(expander, view.icon)
+        adw_expander_row_add_prefix(expander, Self.icon(view.icon, fallback: view.fallbackIcon))
 
         let box = gtk_box_new(GTK_ORIENTATION_HORIZONTAL, 0).style("linked")
+        choices = box
         gtk_widget_set_valign(box, GTK_ALIGN_CENTER)
         var group: UnsafeMutablePointer<GtkToggleButton>?
         for choice in Choice.allCases {
@@ -60,6 +64,26 @@ final class AppRowWidget {
             adw_expander_row_add_row(expander, r)
         }
         update(view)
+        setNarrow(narrow)
+    }
+
+    /// In a narrow window the choices stand one above the other, so the app's name keeps
+    /// the room to be read.
+    func setNarrow(_ narrow: Bool) {
+        gtk_orientable_set_orientation(cast(choices), narrow ? GTK_ORIENTATION_VERTICAL : GTK_ORIENTATION_HORIZONTAL)
+    }
+
+    /// The app's icon: a file, or a name the icon theme has, else the fallback name.
+    static func icon(_ icon: String, fallback: String) -> UnsafeMutablePointer<GtkWidget> {
+        let image: UnsafeMutablePointer<GtkWidget>
+        if icon.hasPrefix("/") {
+            image = access(icon, R_OK) == 0 ? gtk_image_new_from_file(icon) : gtk_image_new_from_icon_name(fallback)
+        } else {
+            let theme = gtk_icon_theme_get_for_display(gdk_display_get_default())
+            image = gtk_image_new_from_icon_name(gtk_icon_theme_has_icon(theme, icon) != 0 ? icon : fallback)
+        }
+        gtk_image_set_icon_size(cast(image), GTK_ICON_SIZE_LARGE)
+        return image
     }
 
     static func tooltip(_ choice: Choice, _ kind: SettingsKind) -> String {

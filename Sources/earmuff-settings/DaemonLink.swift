@@ -1,26 +1,28 @@
-// The window's connection to the daemon: one subscribed control connection whose
-// events are read on the GTK loop (a watch on its descriptor), requests on the
-// same connection, and reconnection every half second while the daemon is away
-// (every 5 s while something else answers at the path).
-// Prompts are answered on a short connection of their own that becomes an agent
-// only for that answer, so an open window never takes prompts away from the
-// prompt command.
+// The window's connection to the daemon. Nothing on the GTK loop waits for the daemon:
+// every control call is made on a thread of its own ("control"), which holds one
+// subscribed control connection, reads its events as they come (it polls the socket and
+// an eventfd that a click signals), sends each click's request on that connection, and
+// reconnects every half second while the daemon is away (every 5 s while something else
+// answers at the path). After each change it hands a copy of the state to the GTK loop
+// (`g_idle_add`), which only shows it.
+// Prompts are answered on a short connection of their own that becomes an agent only
+// for that answer, so an open window never takes prompts away from the prompt command.
 import CAdwaita
 import ControlProtocol
 import EarmuffClient
 import Foundation
 import Glibc
+import LinuxSystem
 import SettingsModel
 
+/// The GTK loop's side: the state the control thread last handed over, and clicks to send.
 @MainActor
 final class DaemonLink {
     let path: String
     private(set) var state = SettingsState()
     /// Called after every change of `state`.
     var changed: () -> Void = {}
-    private var client: ControlClient?
-    private var watch: guint = 0
-    private var retrying = false
+    private var thread: ControlThread?
 
     init(path: String) { self.path = path }
 
@@ -30,45 +32,128 @@ final class DaemonLink {
         return "\(runtime)/earmuff/control"
     }
 
-    /// Connects now, and keeps trying every 500 ms until it works.
+    /// Starts the control thread, which connects at once and keeps trying until it works.
     func start() {
-        if !connect() { retry() }
-    }
-
-    /// Tries again in 500 ms while nothing listens (that fails at once), in 5 s when something
-    /// there did not answer as the daemon does (that waits for its greeting, on the GTK loop).
-    private func retry() {
-        guard !retrying else { return }
-        retrying = true
-        let wait: UInt32 = if case .refused = state.reachability { 5000 } else { 500 }
-        every(ms: wait) { [weak self] in
-            guard let self else { return false }
-            self.retrying = false
-            if !self.connect() { self.retry() }
-            return false
+        guard thread == nil else { return }
+        // The link lives as long as the application: the thread's handovers may name it.
+        let link = UInt(bitPattern: Unmanaged.passRetained(self).toOpaque())
+        do {
+            thread = try ControlThread(path: path) { state in
+                let box = Unmanaged.passRetained(Handover(link: link, state: state)).toOpaque()
+                g_idle_add({ data in
+                    let h = Unmanaged<Handover>.fromOpaque(data!).takeRetainedValue()
+                    MainActor.assumeIsolated {
+                        Unmanaged<DaemonLink>.fromOpaque(UnsafeRawPointer(bitPattern: h.link)!).takeUnretainedValue().show(h.state)
+                    }
+                    return 0
+                }, box)
+            }
+        } catch {
+            state.lost(.refused(message: "cannot start the control thread (\(error))"))
+            changed()
         }
     }
 
-    private func connect() -> Bool {
+    /// Sends a click's request; what it changes comes back as a new state.
+    func perform(_ intent: SettingsIntent) { thread?.post(intent) }
+
+    private func show(_ new: SettingsState) {
+        state = new
+        changed()
+    }
+}
+
+/// A state on its way from the control thread to the GTK loop.
+private final class Handover: Sendable {
+    let link: UInt
+    let state: SettingsState
+    init(link: UInt, state: SettingsState) { (self.link, self.state) = (link, state) }
+}
+
+/// The control thread: clicks are posted to it from the GTK loop; everything else it has
+/// is its own.
+final class ControlThread: @unchecked Sendable {
+    // @unchecked Sendable: `wake` is only signalled (an atomic write in the kernel) by other
+    // threads; `intents` is under its lock; `Conversation` lives on the thread alone.
+    private let wake: FileDescriptor
+    private let intents = Locked<[SettingsIntent]>([])
+
+    /// `publish` gets each new state, on the control thread.
+    init(path: String, publish: @escaping @Sendable (SettingsState) -> Void) throws(Errno) {
+        wake = try FileDescriptor.eventfd()
+        // A GLib thread, so that it carries its name (top -H, gdb).
+        let body = Unmanaged.passRetained(Handler { [self] in Conversation(path: path, publish: publish).run(self) })
+        g_thread_unref(g_thread_new("control", { data in
+            Unmanaged<Handler>.fromOpaque(data!).takeRetainedValue().run()
+            return nil
+        }, body.toOpaque()))
+    }
+
+    /// From any thread: the request is sent after those posted before it.
+    func post(_ intent: SettingsIntent) {
+        intents.withLock { $0.append(intent) }
+        wake.signalEvent()
+    }
+
+    fileprivate var wakeFD: Int32 { wake.rawValue }
+
+    fileprivate func take() -> [SettingsIntent] {
+        wake.drainEvents()
+        return intents.withLock { queue in
+            defer { queue.removeAll() }
+            return queue
+        }
+    }
+}
+
+/// What the control thread does: connect, read events, send requests, reconnect.
+private final class Conversation {
+    let path: String
+    let publish: @Sendable (SettingsState) -> Void
+    var state = SettingsState()
+    var published: SettingsState?
+    var client: ControlClient?
+    /// When to try connecting again (monotonic seconds) while not connected.
+    var retryAt = 0.0
+
+    init(path: String, publish: @escaping @Sendable (SettingsState) -> Void) {
+        self.path = path
+        self.publish = publish
+    }
+
+    func run(_ thread: ControlThread) {
+        while true {
+            if client == nil, Self.now() >= retryAt, !connect() {
+                retryAt = Self.now() + (state.reachability.isRefused ? 5 : 0.5)
+            }
+            for intent in thread.take() { perform(intent) }
+            if client != nil { drain() }
+            if state != published {
+                published = state
+                publish(state)
+            }
+            var fds = [pollfd(fd: thread.wakeFD, events: Int16(POLLIN), revents: 0)]
+            if let c = client { fds.append(pollfd(fd: c.fd, events: Int16(POLLIN), revents: 0)) }
+            let wait = client == nil ? Int32(max(0, (retryAt - Self.now()) * 1000).rounded(.up)) : -1
+            _ = poll(&fds, nfds_t(fds.count), wait)
+        }
+    }
+
+    static func now() -> Double {
+        var t = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &t)
+        return Double(t.tv_sec) + Double(t.tv_nsec) / 1e9
+    }
+
+    func connect() -> Bool {
         do throws(ControlClientError) {
             let c = try ControlClient(path: path, timeoutMs: 1000)
-            _ = try c.request(.subscribe, timeoutMs: 5000)
             client = c
+            _ = try c.request(.subscribe, timeoutMs: 5000)
             try reload([.apps, .usage], status: true)
-            let data = Unmanaged.passUnretained(self).toOpaque()
-            watch = g_unix_fd_add(c.fd, GIOCondition(rawValue: G_IO_IN.rawValue | G_IO_HUP.rawValue | G_IO_ERR.rawValue), { _, _, data in
-                let bits = UInt(bitPattern: data)
-                return MainActor.assumeIsolated {
-                    Unmanaged<DaemonLink>.fromOpaque(UnsafeRawPointer(bitPattern: bits)!).takeUnretainedValue().readable()
-                }
-            }, data)
-            drain()
             return true
         } catch {
-            client?.close()
-            client = nil
-            state.lost(Self.reachability(error, path: path))
-            changed()
+            drop(error)
             return false
         }
     }
@@ -81,32 +166,25 @@ final class DaemonLink {
         }
     }
 
-    /// The descriptor is readable: events, or the daemon went away.
-    private func readable() -> gboolean {
-        if drain() { return 1 }
-        watch = 0
-        return 0
-    }
-
-    /// Takes in every message already received; false when the connection is gone.
-    @discardableResult
-    private func drain() -> Bool {
-        guard let c = client else { return false }
-        var stale = SettingsState.Stale()
+    /// Takes in every message already received, and fetches what they left stale. Events that
+    /// come while a fetch waits for its reply are queued in the client, not in the socket (a
+    /// poll would not see them), so they are taken in before it returns.
+    func drain() {
+        guard let c = client else { return }
         do throws(ControlClientError) {
-            while let m = try c.receive(timeoutMs: 0) {
-                if case .event(let e) = m { stale.formUnion(state.apply(e)) }
-            }
-            if !stale.isEmpty { try reload(stale, status: stale.contains(.streams)) }
-            changed()
-            return true
+            repeat {
+                var stale = SettingsState.Stale()
+                while let m = try c.receive(timeoutMs: 0) {
+                    if case .event(let e) = m { stale.formUnion(state.apply(e)) }
+                }
+                if !stale.isEmpty { try reload(stale, status: stale.contains(.streams)) }
+            } while c.hasQueuedMessages
         } catch {
             drop(error)
-            return false
         }
     }
 
-    private func reload(_ stale: SettingsState.Stale, status: Bool) throws(ControlClientError) {
+    func reload(_ stale: SettingsState.Stale, status: Bool) throws(ControlClientError) {
         guard let c = client else { return }
         if status, case .status(let s) = try c.request(.status, timeoutMs: 5000) { state.load(status: s) }
         if stale.contains(.apps), case .apps(let a) = try c.request(.apps, timeoutMs: 5000) { state.apps = a }
@@ -115,35 +193,36 @@ final class DaemonLink {
         }
     }
 
-    private func drop(_ error: ControlClientError) {
-        if watch != 0 { g_source_remove(watch) }
-        watch = 0
+    func drop(_ error: ControlClientError) {
         client?.close()
         client = nil
         state.lost(Self.reachability(error, path: path))
-        changed()
-        retry()
     }
 
-    /// Carries out a click; a refusal is shown, a lost connection starts reconnecting.
+    /// Carries out a click; a refusal is shown, a lost connection starts reconnecting. A
+    /// daemon that is slow to answer holds up only this thread (for up to 30 s).
     func perform(_ intent: SettingsIntent) {
         guard let c = client else { return }
         do throws(ControlClientError) {
             if case .answer = intent {
                 let agent = try ControlClient(path: path, timeoutMs: 3000)
                 defer { agent.close() }
-                _ = try agent.request(.becomeAgent, timeoutMs: 5000)
-                _ = try agent.request(intent.request, timeoutMs: 5000)
+                _ = try agent.request(.becomeAgent, timeoutMs: 30000)
+                _ = try agent.request(intent.request, timeoutMs: 30000)
             } else {
-                _ = try c.request(intent.request, timeoutMs: 5000)
+                _ = try c.request(intent.request, timeoutMs: 30000)
             }
             state.lastError = nil
-            drain()
         } catch where error.kind == .daemon {
             state.lastError = error.message
-            drain()
         } catch {
             drop(error)
         }
+    }
+}
+
+extension Reachability {
+    var isRefused: Bool {
+        if case .refused = self { true } else { false }
     }
 }

@@ -46,6 +46,12 @@ func onNotify<T>(_ instance: UnsafeMutablePointer<T>, _ property: String, _ run:
     earmuff_connect_notify(UnsafeMutableRawPointer(instance), property, trampoline, data, release)
 }
 
+/// Connects `run` to the release of a click `gesture` recognizes.
+func onRelease(_ gesture: OpaquePointer, _ run: @escaping () -> Void) {
+    let data = Unmanaged.passRetained(Handler(run)).toOpaque()
+    earmuff_connect_released(gesture, trampoline, data, release)
+}
+
 /// Runs `run` every `ms` milliseconds on the GTK loop while it returns true.
 func every(ms: UInt32, _ run: @escaping () -> Bool) {
     final class Repeat { let run: () -> Bool; init(_ r: @escaping () -> Bool) { run = r } }

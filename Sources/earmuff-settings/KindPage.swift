@@ -14,6 +14,10 @@ final class KindPage {
     private var rows: [AppRowWidget] = []
     private var promptRows: [PromptRowView] = []
     private let perform: (SettingsIntent) -> Void
+    /// Whether the window is narrow (see `AppRowWidget.setNarrow`).
+    var narrow = false {
+        didSet { for w in rows { w.setNarrow(narrow) } }
+    }
 
     init(_ kind: SettingsKind, perform: @escaping (SettingsIntent) -> Void) {
         self.perform = perform
@@ -63,7 +67,7 @@ final class KindPage {
             w.detach()
             adw_preferences_group_remove(cast(apps), w.row)
         }
-        rows = view.rows.map { AppRowWidget($0, perform: perform) }
+        rows = view.rows.map { AppRowWidget($0, narrow: narrow, perform: perform) }
         for w in rows { adw_preferences_group_add(cast(apps), w.row) }
     }
 }

@@ -49,7 +49,7 @@ final class SettingsWindow {
         for side in [gtk_widget_set_margin_start, gtk_widget_set_margin_end, gtk_widget_set_margin_top] { side(warning, 12) }
 
         for kind in SettingsKind.allCases {
-            let page = KindPage(kind, perform: { intent in later { link.perform(intent) } })
+            let page = KindPage(kind, perform: { link.perform($0) })
             pages[kind] = page
             accessibleLabel(page.page, kind.title)
             let p = adw_view_stack_add_titled(cast(stack), page.page, kind.rawValue, kind.title)
@@ -78,11 +78,16 @@ final class SettingsWindow {
         adw_application_window_set_content(cast(window), toasts)
 
         onNotify(stack, "visible-child-name") { [weak self] in self?.showMaster() }
-        onNotify(master, "active") { [weak self] in
-            guard let self, !self.updatingMaster, let kind = self.visibleKind else { return }
-            let on = gtk_switch_get_active(cast(self.master)) != 0
-            later { link.perform(.setAccess(kind, on: on)) }
-        }
+        onNotify(window, "default-width") { [weak self] in self?.fitWidth() }
+        // A switch says it is active only once its handle has moved (a 100 ms animation), so a
+        // click or a key that toggles it is carried out at once, before its handle moves;
+        // a change made otherwise (a drag) when it is done.
+        let click = gtk_gesture_click_new()!
+        gtk_event_controller_set_propagation_phase(click, GTK_PHASE_CAPTURE)
+        onRelease(click) { [weak self] in self?.setAccess(toggled: true) }
+        gtk_widget_add_controller(master, click)
+        on(master, "activate") { [weak self] in self?.setAccess(toggled: true) }
+        onNotify(master, "active") { [weak self] in self?.setAccess(toggled: false) }
         link.changed = { [weak self] in self?.refresh() }
         refresh()
     }
@@ -98,6 +103,25 @@ final class SettingsWindow {
     private var visibleKind: SettingsKind? {
         gtk_widget_get_visible(stack) != 0
             ? adw_view_stack_get_visible_child_name(cast(stack)).flatMap { SettingsKind(rawValue: String(cString: $0)) } : nil
+    }
+
+    /// Below this width (in pixels) rows lay out their choices narrow.
+    static let narrowWidth: Int32 = 420
+
+    /// Lays the rows out for the window's width (its default size follows the window's).
+    private func fitWidth() {
+        var width: Int32 = 0, height: Int32 = 0
+        gtk_window_get_default_size(cast(window), &width, &height)
+        let narrow = width > 0 && width < Self.narrowWidth
+        for page in pages.values where page.narrow != narrow { page.narrow = narrow }
+    }
+
+    /// Asks for the visible page's kind to be switched as the header's switch is now, or to
+    /// the other position (`toggled`: clicked, and its handle still moving), unless it is so.
+    private func setAccess(toggled: Bool) {
+        guard !updatingMaster, let kind = visibleKind, let page = view?.pages.first(where: { $0.kind == kind }) else { return }
+        let on = (gtk_switch_get_active(cast(master)) != 0) != toggled
+        if on != page.accessOn { link.perform(.setAccess(kind, on: on)) }
     }
 
     /// The header's switch is the visible page's master switch.

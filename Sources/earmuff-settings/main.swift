@@ -5,27 +5,21 @@
 import CAdwaita
 import Foundation
 import Glibc
+import SettingsModel
 
-let usage = "usage: earmuff-settings [--control PATH]"
 var controlPath = DaemonLink.defaultPath()
-var arguments = Array(CommandLine.arguments.dropFirst())
-while let a = arguments.first {
-    arguments.removeFirst()
-    switch a {
-    case "--control":
-        guard let p = arguments.first else {
-            FileHandle.standardError.write(Data("earmuff-settings: --control needs the control socket's path\n\(usage)\n".utf8))
-            exit(2)
-        }
-        arguments.removeFirst()
-        controlPath = p
-    case "--help", "-h":
-        print(usage)
-        exit(0)
-    default:
-        FileHandle.standardError.write(Data("earmuff-settings: unknown argument '\(a)'\n\(usage)\n".utf8))
-        exit(2)
+switch SettingsCommandLine.parse(Array(CommandLine.arguments.dropFirst())) {
+case .failure(let e):
+    FileHandle.standardError.write(Data("earmuff-settings: \(e.message)\n\(SettingsCommandLine.usage)\n".utf8))
+    exit(2)
+case .success(let parsed) where parsed.help:
+    print(SettingsCommandLine.usage)
+    for o in SettingsCommandLine.options {
+        print("  \(([o.names.joined(separator: ", ")] + (o.value.map { [$0] } ?? [])).joined(separator: " "))  \(o.help)")
     }
+    exit(0)
+case .success(let parsed):
+    if let p = parsed.controlPath { controlPath = p }
 }
 
 /// The application and its one window (a second start raises the first window).

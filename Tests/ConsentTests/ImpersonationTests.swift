@@ -27,6 +27,20 @@ private func facts(exe: String = "/usr/bin/pacat", cmdline: [String] = ["pacat"]
         #expect(id.caveat?.contains(name) == true)
     }
 
+    @Test(arguments: ["/usr/${LIB}/pipewire-0.3/jack", "/usr/lib/x86_64-linux-gnu/pipewire-0.3/jack",
+                      "/usr/lib64/pipewire-0.3/jack"])
+    func pwJacksLibraryDirectoryKeepsTheKey(path: String) {
+        let id = IdentityClassifier.classify(facts(env: ["LD_LIBRARY_PATH": path]))
+        #expect(id.appKey.description == "exe:/usr/bin/pacat")
+    }
+
+    @Test(arguments: ["/usr/${LIB}/pipewire-0.3/jack:/tmp/evil", "/home/ann/pipewire-0.3/jack",
+                      "/usr/lib/../../tmp/pipewire-0.3/jack", "/usr/lib/x/../../../tmp/pipewire-0.3/jack"])
+    func anythingBesidePwJacksDirectoryChangesTheKey(path: String) {
+        let id = IdentityClassifier.classify(facts(env: ["LD_LIBRARY_PATH": path]))
+        #expect(id.appKey.description == "exe:/usr/bin/pacat?LD_LIBRARY_PATH=\(path)")
+    }
+
     @Test func anEmptyVariableLoadsNothing() {
         #expect(IdentityClassifier.classify(facts(env: ["LD_PRELOAD": ""])).appKey.description == "exe:/usr/bin/pacat")
     }

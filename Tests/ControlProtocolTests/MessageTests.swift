@@ -183,6 +183,16 @@ private func object(_ bytes: [UInt8]) throws -> [String: Any] {
             == .response(id: 1, .status(StatusPayload(daemon: Self.status.daemon, upstream: Self.status.upstream, waiting: [waiting]))))
     }
 
+    @Test func anAppInfoCarriesItsDesktopEntrysNameAndIcon() throws {
+        let app = AppInfo(key: "exe:/usr/bin/gnome-sound-recorder", displayName: "recorder", state: .granted, reason: .user,
+                          systemName: "Sound Recorder", icon: "org.gnome.SoundRecorder")
+        let bytes = ControlCodec.encodeLine(ServerMessage.response(id: 3, .apps([app])))
+        #expect(text(bytes) == #"{"apps":[{"displayName":"recorder","icon":"org.gnome.SoundRecorder","#
+            + #""key":"exe:/usr/bin/gnome-sound-recorder","reason":"user","state":"granted","systemName":"Sound Recorder"}],"#
+            + #""id":3,"type":"apps"}"# + "\n")
+        #expect(try ControlCodec.decodeServerMessage(Array(bytes.dropLast())) == .response(id: 3, .apps([app])))
+    }
+
     @Test func absentFieldsAreLeftOut() throws {
         let o = try object(ControlCodec.encodeLine(ServerMessage.response(id: 1, .app(AppInfo(key: "exe:/bin/x", state: .undetermined, reason: .none)))))
         let app = try #require(o["app"] as? [String: Any])

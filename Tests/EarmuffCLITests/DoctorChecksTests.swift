@@ -101,6 +101,20 @@ private func check(_ name: String, _ f: DoctorFacts) -> DoctorCheck? {
         #expect(DoctorChecks.exitStatus(checks) == 0, "warnings do not fail")
     }
 
+    @Test func aPipeWireSocketTheDaemonGatesIsNoDoorAroundIt() {
+        var gated = status(agents: 1)
+        gated.pipewire = PipeWireInfo(socket: "/run/user/7/pipewire-0", gating: true, clients: 2)
+        var f = facts(gated)
+        f.pipewireSocket = "/run/user/7/pipewire-0"
+        #expect(check("pipewire", f)?.outcome == .ok)
+        #expect(check("pipewire", f)?.message.contains("gated by the daemon") == true)
+        gated.pipewire = PipeWireInfo(socket: "/run/user/7/pipewire-0", gating: false, reason: "connection refused")
+        f = facts(gated)
+        f.pipewireSocket = "/run/user/7/pipewire-0"
+        #expect(check("pipewire", f)?.outcome == .warn)
+        #expect(check("pipewire", f)?.message.contains("connection refused") == true)
+    }
+
     @Test func unitProblemsAndADamagedStoreFail() {
         var f = facts(status(agents: 1))
         f.unitProblems = [.init(problem: "~/.config/systemd/user/earmuff.service hides the packaged one", fix: "run 'earmuff setup' again")]

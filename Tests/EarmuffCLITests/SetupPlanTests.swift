@@ -6,7 +6,33 @@ import Testing
 
 @Suite struct SetupPlanTests {
     let context = SetupContext(configHome: "/h/.config", home: "/h", binary: "/usr/bin/earmuff",
-                               pulseSystemScript: ("/etc/pulse/default.pa", "load-module module-native-protocol-unix\n"))
+                               pulseSystemScript: ("/etc/pulse/default.pa", "load-module module-native-protocol-unix\n"),
+                               pipewireSystemConfig: ("/usr/share/pipewire/pipewire.conf", "context.modules = [ { name = libpipewire-module-access } ]\n"))
+
+    /// module-access's entry, and only it, is replaced: braces in its comments and strings do not end it early.
+    @Test func theHoldReplacesOnlyModuleAccessesEntry() throws {
+        let system = """
+            context.modules = [
+                { name = libpipewire-module-protocol-native }
+                { name = libpipewire-module-access
+                    args = {
+                        # a comment with a } in it
+                        access.allowed = [ "/opt/x}y" ]
+                    }
+                }
+                { name = libpipewire-module-adapter }
+            ]
+
+            """
+        let out = try SetupPlan.pipewireHoldConfig(from: system, path: "/s", binary: "/opt/earmuff")
+        #expect(out.hasPrefix(SetupPlan.marker + "\n"))
+        #expect(out.contains("    { name = libpipewire-module-protocol-native }\n"), "\(out)")
+        #expect(out.contains("}\n    { name = libpipewire-module-adapter }\n]\n"), "\(out)")
+        #expect(out.contains("access.force = earmuff\n"), "\(out)")
+        #expect(out.contains("\"/opt/earmuff\" \"earmuff\""), "\(out)")
+        #expect(!out.contains("x}y") && !out.contains("a comment"), "\(out)")
+        #expect(throws: SetupError.self) { try SetupPlan.pipewireHoldConfig(from: system + system, path: "/s", binary: "/e") }
+    }
 
     @Test func withPackagedUnitsSetupWritesOnlyTheServersFiles() throws {
         var packaged = context

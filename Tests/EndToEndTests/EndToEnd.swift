@@ -92,6 +92,20 @@ enum Helpers {
         }.joined(separator: "\n")
     }
 
+    /// Runs `pactl arguments` straight to `server` and through `relay`, and expects both to
+    /// succeed with the same output (normalized as above); `log` is the relay's, for failures.
+    static func expectSamePactl(_ arguments: [String], server: String, relay: String, log: () -> String,
+                                sourceLocation: SourceLocation = #_sourceLocation) throws {
+        let direct = try Tool.run("pactl", args: arguments, server: server)
+        let relayed = try Tool.run("pactl", args: arguments, server: relay)
+        #expect(direct.succeeded, "\(direct)", sourceLocation: sourceLocation)
+        #expect(relayed.succeeded, "\(relayed)\nrelay log:\n\(log())", sourceLocation: sourceLocation)
+        let a = normalizePactl(direct.stdoutText)
+        let b = normalizePactl(relayed.stdoutText)
+        #expect(a.count > 100, "suspiciously short output: \(a)", sourceLocation: sourceLocation)
+        #expect(a == b, "differences:\n\(diff(a, b))", sourceLocation: sourceLocation)
+    }
+
     /// Lines of `a` and `b` that differ, for failure messages.
     static func diff(_ a: String, _ b: String) -> String {
         let la = a.split(separator: "\n", omittingEmptySubsequences: false)

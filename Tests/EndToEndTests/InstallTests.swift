@@ -1,5 +1,6 @@
-// scripts/install: what it puts where, that the installed binary runs from
-// PATH, and that --uninstall takes exactly that away. The binary is the one
+// scripts/install: what it puts where (earmuff, and the settings window with its
+// desktop entry and icon), that the installed binaries run from PATH, and that
+// --uninstall takes exactly that away. The binary is the one
 // under test (--binary), so no release build runs here.
 
 import Foundation
@@ -40,11 +41,22 @@ extension EndToEnd {
             #expect(version.stdoutText.hasPrefix("earmuff "))
             #expect(version.stdoutText.contains("usage: earmuff setup"))
 
+            // The settings window, from beside the binary, with its desktop entry and icon.
+            let window = try ChildProcess.spawn(executable: "/bin/sh", arguments: ["-c", "earmuff-settings --help"],
+                                                environment: env, stdoutPath: "\(dir)/s.out", stderrPath: "\(dir)/s.err",
+                                                maxLifetime: 60).finish(timeout: 30)
+            #expect(window.succeeded && window.stdoutText.contains("usage: earmuff-settings"), "\(window)")
+            let entry = try String(contentsOfFile: "\(prefix)/share/applications/org.earmuff.Settings.desktop", encoding: .utf8)
+            #expect(entry.contains("\nExec=\(prefix)/bin/earmuff-settings\n"), "the desktop starts it by its path:\n\(entry)")
+            #expect(entry.contains("\nIcon=org.earmuff.Settings\n"))
+            #expect(FileManager.default.fileExists(atPath: "\(prefix)/share/icons/hicolor/scalable/apps/org.earmuff.Settings.svg"))
+
             let again = try script(["--prefix", prefix, "--binary", binary], home: dir)
             #expect(again.succeeded, "\(again)")
             let gone = try script(["--prefix", prefix, "--uninstall"], home: dir)
             #expect(gone.succeeded, "\(gone)")
-            for f in ["bin/earmuff", "share/doc/earmuff/earmuff.conf.example", "share/doc/earmuff/README.md"] {
+            for f in ["bin/earmuff", "share/doc/earmuff/earmuff.conf.example", "share/doc/earmuff/README.md", "bin/earmuff-settings",
+                      "share/applications/org.earmuff.Settings.desktop", "share/icons/hicolor/scalable/apps/org.earmuff.Settings.svg"] {
                 #expect(!FileManager.default.fileExists(atPath: "\(prefix)/\(f)"), "\(f) left")
             }
         }
@@ -56,6 +68,9 @@ extension EndToEnd {
             #expect(r.succeeded, "\(r)")
             #expect(FileManager.default.isExecutableFile(atPath: "\(dir)/stage/usr/bin/earmuff"))
             #expect(FileManager.default.fileExists(atPath: "\(dir)/stage/usr/share/doc/earmuff/earmuff.conf.example"))
+            #expect(FileManager.default.isExecutableFile(atPath: "\(dir)/stage/usr/bin/earmuff-settings"))
+            let entry = try String(contentsOfFile: "\(dir)/stage/usr/share/applications/org.earmuff.Settings.desktop", encoding: .utf8)
+            #expect(entry.contains("\nExec=/usr/bin/earmuff-settings\n"), "the staging directory is in the entry:\n\(entry)")
             let bad = try script(["--prefix", "relative"], home: dir)
             #expect(bad.status == 1 && bad.stderr.contains("--prefix must be an absolute path"), "\(bad)")
         }

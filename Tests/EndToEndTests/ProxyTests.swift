@@ -57,14 +57,8 @@ extension EndToEnd {
         func pactlSeesTheSameServer(arguments: [String]) throws {
             let setup = try Setup()
             defer { setup.stop() }
-            let direct = try Tool.run("pactl", args: arguments, server: setup.server.serverString)
-            let proxied = try Tool.run("pactl", args: arguments, server: setup.earmuff.serverString)
-            #expect(direct.succeeded, "\(direct)")
-            #expect(proxied.succeeded, "\(proxied)\n\(setup.logs)")
-            let a = Helpers.normalizePactl(direct.stdoutText)
-            let b = Helpers.normalizePactl(proxied.stdoutText)
-            #expect(a.count > 100, "suspiciously short output: \(a)")
-            #expect(a == b, "differences:\n\(Helpers.diff(a, b))")
+            try Helpers.expectSamePactl(arguments, server: setup.server.serverString, relay: setup.earmuff.serverString,
+                                        log: { setup.earmuff.log() })
         }
 
         @Test func paplayPlaysThroughTheProxy() async throws {

@@ -24,7 +24,7 @@ extension EndToEnd {
 
         static let pipewireFiles: Set = ["systemd/user/earmuff.socket", "systemd/user/earmuff.service",
                                          "systemd/user/pipewire-pulse.socket.d/earmuff.conf",
-                                         "pipewire/pipewire-pulse.conf.d/earmuff.conf"]
+                                         "pipewire/pipewire-pulse.conf.d/earmuff.conf", "pipewire/pipewire.conf"]
         static let pulseFiles: Set = ["systemd/user/earmuff.socket", "systemd/user/earmuff.service",
                                       "systemd/user/pulseaudio.socket.d/earmuff.conf", "~/.config/pulse/default.pa"]
 
@@ -100,7 +100,7 @@ extension EndToEnd {
             #expect(dry.succeeded, "\(dry)")
             #expect(home.files().isEmpty, "dry run wrote \(home.files().keys)")
             for f in Self.pipewireFiles { #expect(dry.stdoutText.contains("would write \(home.config)/\(f):"), "\(dry)") }
-            for cmd in ["daemon-reload", "stop pipewire-pulse.service pipewire-pulse.socket", "start pipewire-pulse.socket",
+            for cmd in ["daemon-reload", "stop pipewire-pulse.service pipewire-pulse.socket", "restart pipewire.service", "start pipewire-pulse.socket",
                         "enable --now earmuff.socket"] {
                 #expect(dry.stdoutText.contains("would run: systemctl --user \(cmd)\n"), "\(dry)")
             }
@@ -121,6 +121,70 @@ extension EndToEnd {
             let dryAgain = try home.setup(.pipewire, ["--dry-run"])
             #expect(!dryAgain.stdoutText.contains("would write"), "\(dryAgain)")
             #expect(!dryAgain.stdoutText.contains("would run: systemctl --user stop"), "\(dryAgain)")
+        }
+
+        /// Every file under `roots`, with its contents.
+        static func tree(_ roots: [String]) -> [String: Data] {
+            var out: [String: Data] = [:]
+            for root in roots {
+                guard let e = FileManager.default.enumerator(atPath: root) else { continue }
+                for case let rel as String in e { out["\(root)/\(rel)"] = FileManager.default.contents(atPath: "\(root)/\(rel)") }
+            }
+            return out
+        }
+
+        /// On PipeWire, setup copies the system's daemon configuration with module-access holding
+        /// native clients for Earmuff (shown by --dry-run, written by setup, removed by --undo),
+        /// and PipeWire's and WirePlumber's own configuration, the system's and the user's, is
+        /// as it was after the undo.
+        @Test func theNativeHoldIsShownWrittenAndUndoneLeavingTheConfigurationsAsTheyWere() throws {
+            let home = try Home()
+            defer { home.remove() }
+            let system = "\(home.dir)/system-pipewire.conf"
+            try FileManager.default.copyItem(atPath: try #require(["/etc/pipewire/pipewire.conf", "/usr/share/pipewire/pipewire.conf"]
+                .first { FileManager.default.fileExists(atPath: $0) }, "no pipewire.conf; install pipewire"), toPath: system)
+            // The user's own PipeWire and WirePlumber files, which setup must not touch.
+            try TempDir.makeDirectory("\(home.config)/pipewire/pipewire.conf.d")
+            try "context.properties = { }\n".write(toFile: "\(home.config)/pipewire/pipewire.conf.d/mine.conf", atomically: true, encoding: .utf8)
+            try TempDir.makeDirectory("\(home.config)/wireplumber/main.lua.d")
+            try "-- mine\n".write(toFile: "\(home.config)/wireplumber/main.lua.d/50-mine.lua", atomically: true, encoding: .utf8)
+            let roots = ["/etc/pipewire", "/usr/share/pipewire", "/etc/wireplumber", "/usr/share/wireplumber",
+                         "\(home.config)/pipewire", "\(home.config)/wireplumber", system]
+            let before = Self.tree(roots)
+            let written = "\(home.config)/pipewire/pipewire.conf"
+
+            let dry = try home.setup(.pipewire, ["--pipewire-config", system, "--dry-run"])
+            #expect(dry.succeeded, "\(dry)")
+            #expect(dry.stdoutText.contains("would write \(written):"), "\(dry)")
+            #expect(dry.stdoutText.contains("        access.force = earmuff\n"), "\(dry)")
+            #expect(dry.stdoutText.contains("would run: systemctl --user restart pipewire.service\n"), "\(dry)")
+            #expect(Self.tree(roots) == before, "a dry run changed files")
+
+            let r = try home.setup(.pipewire, ["--pipewire-config", system])
+            #expect(r.succeeded, "\(r)")
+            #expect(r.stdoutText.contains("pipewire must be restarted"), "\(r)")
+            let text = try String(contentsOfFile: written, encoding: .utf8)
+            let binary = try EarmuffProcess.locateBinary()
+            #expect(text.contains("access.force = earmuff\n"), "\(text)")
+            for name in ["\"/usr/bin/wireplumber\"", "\"wireplumber\"", "\"pipewire-pulse\"", "\"/usr/libexec/xdg-desktop-portal\"", "\"\(binary)\""] {
+                #expect(text.contains(name), "\(name) not allowed: \(text)")
+            }
+            // The rest of the system's configuration is kept: every module it loads, once.
+            let original = try String(contentsOfFile: system, encoding: .utf8)
+            for module in original.ranges(of: /name = (libpipewire-module-[a-z0-9-]+)/).map({ String(original[$0]) }) {
+                #expect(text.ranges(of: module).count == original.ranges(of: module).count, "\(module): \(text)")
+            }
+            let undo = try home.earmuff(["setup", "--undo", "--no-systemctl"])
+            #expect(undo.succeeded, "\(undo)")
+            #expect(undo.stdoutText.contains("removed \(written)\n"), "\(undo)")
+            #expect(undo.stdoutText.contains("systemctl --user restart pipewire.service\n"), "\(undo)")
+            #expect(Self.tree(roots) == before, "setup and undo changed PipeWire's or WirePlumber's configuration")
+
+            // A system configuration without module-access: refused, nothing written.
+            try "context.modules = [ ]\n".write(toFile: system, atomically: true, encoding: .utf8)
+            let refused = try home.setup(.pipewire, ["--pipewire-config", system])
+            #expect(refused.status == 1 && refused.stderr.contains("has no single libpipewire-module-access entry"), "\(refused)")
+            #expect(!FileManager.default.fileExists(atPath: written))
         }
 
         @Test func refusesWhatItCannotHandleAndWritesNothing() throws {
@@ -193,8 +257,8 @@ extension EndToEnd {
             let (first, ran) = try withFakeManager(home, ["setup"])
             #expect(first.succeeded, "\(first)")
             #expect(ran == ["--user is-enabled pipewire-pulse.socket", "--user daemon-reload",
-                            "--user stop pipewire-pulse.service pipewire-pulse.socket", "--user start pipewire-pulse.socket",
-                            "--user enable --now earmuff.socket"], "\(ran)")
+                            "--user stop pipewire-pulse.service pipewire-pulse.socket", "--user restart pipewire.service",
+                            "--user start pipewire-pulse.socket", "--user enable --now earmuff.socket"], "\(ran)")
             #expect(Set(home.files().keys) == Self.pipewireFiles)
 
             let (second, again) = try withFakeManager(home, ["setup", "--server", "pipewire"])
@@ -211,8 +275,8 @@ extension EndToEnd {
             let (undo, undone) = try withFakeManager(home, ["setup", "--undo"])
             #expect(undo.succeeded, "\(undo)")
             #expect(undone == ["--user disable --now earmuff.socket earmuff.service", "--user daemon-reload",
-                               "--user stop pipewire-pulse.service pipewire-pulse.socket", "--user start pipewire-pulse.socket"],
-                    "\(undone)")
+                               "--user stop pipewire-pulse.service pipewire-pulse.socket", "--user restart pipewire.service",
+                               "--user start pipewire-pulse.socket"], "\(undone)")
             #expect(home.files().isEmpty, "\(home.files().keys)")
         }
 

@@ -51,6 +51,29 @@ private func socketPair() throws -> [Int32] {
 }
 
 @Suite struct FileDescriptorTests {
+    @Test("a directory watch tells an entry of the name it waits for from any other")
+    func directoryWatchNamesItsEntry() throws {
+        var template = Array("/tmp/earmuff-watch-XXXXXX".utf8CString)
+        let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) != nil }
+        try #require(made)
+        let directory = String(decoding: template.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        defer {
+            unlink("\(directory)/other"); unlink("\(directory)/socket"); rmdir(directory)
+        }
+        let watch = try FileDescriptor.watchingDirectory(directory)
+        let nothingYet = watch.drainDirectoryEvents(naming: "socket")
+        #expect(!nothingYet)
+        close(open("\(directory)/other", O_CREAT | O_WRONLY, 0o600))
+        let otherName = watch.drainDirectoryEvents(naming: "socket")
+        #expect(!otherName)
+        #expect(symlink("/nonexistent", "\(directory)/socket") == 0)
+        let named = watch.drainDirectoryEvents(naming: "socket")
+        #expect(named)
+        let again = watch.drainDirectoryEvents(naming: "socket")
+        #expect(!again, "each event is read once")
+        #expect(throws: Errno.self) { try FileDescriptor.watchingDirectory("\(directory)/missing") }
+    }
+
     @Test("a descriptor closes when its owner lets go of it")
     func closesWhenDropped() throws {
         var raw: Int32 = -1
@@ -99,6 +122,34 @@ private func socketPair() throws -> [Int32] {
         let end = try buffer.withUnsafeMutableBytes { try b.receiveClosingDescriptors(into: $0, closedCount: &closed, senderPID: &sender) }
         #expect(end == 0)
         b.close()
+    }
+
+    @Test("borrowing() lends a descriptor someone else owns and leaves it open, also when the body throws")
+    func borrowingLeavesItOpen() throws {
+        let raw = try FileDescriptor.unixSocket().release()
+        defer { _ = Glibc.close(raw) }
+        #expect(FileDescriptor.borrowing(raw) { $0.rawValue } == raw)
+        #expect(throws: Errno.noSuchFileOrDirectory) {
+            try FileDescriptor.borrowing(raw) { s throws(Errno) in try s.connect(to: "/nonexistent-\(getpid())/socket") }
+        }
+        #expect(isOpen(raw))
+    }
+
+    @Test("a socket made blocking waits; set back, it is non-blocking again")
+    func blockingMode() throws {
+        let socket = try FileDescriptor.unixSocket(blocking: true)
+        #expect(fcntl(socket.rawValue, F_GETFL) & O_NONBLOCK == 0)
+        try socket.setBlocking(false)
+        #expect(fcntl(socket.rawValue, F_GETFL) & O_NONBLOCK != 0)
+        #expect(fcntl(try FileDescriptor.unixSocket().rawValue, F_GETFL) & O_NONBLOCK != 0)
+    }
+
+    @Test("a process descriptor refers to a live process (not readable while it runs); a bad pid is refused")
+    func processDescriptor() throws {
+        let ours = try FileDescriptor.process(getpid())
+        var p = pollfd(fd: ours.rawValue, events: Int16(POLLIN), revents: 0)
+        #expect(poll(&p, 1, 0) == 0)
+        #expect(throws: Errno.invalidArgument) { try FileDescriptor.process(-1) }
     }
 }
 

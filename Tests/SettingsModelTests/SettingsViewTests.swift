@@ -86,6 +86,26 @@ import Testing
         #expect(s.apply(.decisionChanged(otherKind)) == .apps, "a decision of another kind replaced the microphone's")
     }
 
+    @Test func aDesktopEntryNamesTheRowAndGivesItsIcon() {
+        var recorder = Self.recorder
+        recorder.systemName = "Sound Recorder"
+        recorder.icon = "org.gnome.SoundRecorder"
+        var flatpak = Self.firefox
+        flatpak.systemName = "Firefox Web Browser"
+        var s = Self.state(apps: [recorder, flatpak])
+        var rows = SettingsView(s, now: Self.now).pages[0].rows
+        #expect(rows.map(\.title) == ["Firefox Web Browser", "Sound Recorder"], "the system's name, even for a Flatpak")
+        #expect(rows.map(\.icon) == ["org.mozilla.firefox", "org.gnome.SoundRecorder"])
+        #expect(rows.map(\.fallbackIcon) == ["org.mozilla.firefox", "application-x-executable"])
+
+        // A decision's event says nothing of the app: the row keeps its name, icon and details.
+        let decided = AppInfo(key: recorder.key, state: .granted, reason: .user, kind: .microphone, lifespan: .always)
+        #expect(s.apply(.decisionChanged(decided)).isEmpty)
+        rows = SettingsView(s, now: Self.now).pages[0].rows
+        #expect(rows[1].title == "Sound Recorder" && rows[1].icon == "org.gnome.SoundRecorder" && rows[1].choice == .allow)
+        #expect(rows[1].details.map(\.0) == ["Identified as", "How", "How sure", "Program"])
+    }
+
     @Test func theMasterSwitchIsShownPerKind() {
         var s = Self.state(apps: [Self.firefox], access: [AccessInfo(kind: .microphone, enabled: false)])
         var v = SettingsView(s, now: Self.now)
@@ -147,5 +167,22 @@ import Testing
         #expect(row.title == "org.mozilla.firefox · Microphone")
         #expect(row.subtitle.hasSuffix("alsa_input.mic · 1 min real · 30 s silenced"), "\(row.subtitle)")
         #expect(TimeText.seconds(3725) == "1 h 2 min" && TimeText.ago(Self.now - 7200, now: Self.now) == "2 hours ago")
+    }
+}
+
+@Suite struct SettingsCommandLineTests {
+    @Test func optionsAreParsedAndBadOnesNamed() throws {
+        let none = try SettingsCommandLine.parse([]).get()
+        #expect(none.controlPath == nil && !none.help)
+        #expect(try SettingsCommandLine.parse(["--control", "/run/x/control"]).get().controlPath == "/run/x/control")
+        #expect(try SettingsCommandLine.parse(["-h"]).get().help)
+        #expect(SettingsCommandLine.parse(["--control"]) == .failure(.init(message: "--control needs the control socket's path")))
+        guard case .failure(let e) = SettingsCommandLine.parse(["--verbose"]) else {
+            Issue.record("--verbose was accepted")
+            return
+        }
+        #expect(e.message == "unknown argument '--verbose'")
+        // Every option the parser takes is documented (the manual page is printed from the list).
+        #expect(SettingsCommandLine.options.flatMap(\.names).sorted() == ["--control", "--help", "-h"])
     }
 }

@@ -5,6 +5,7 @@
 
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 #include "CLinuxProcess.h"
 
 /// Peer credentials of a connected Unix socket (SO_PEERCRED).
@@ -28,9 +29,9 @@ ssize_t earmuff_recv_closing_fds(int fd, void *buf, size_t len, int *fds_closed,
 /// Returns bytes sent or -1 with errno set. Retries EINTR.
 ssize_t earmuff_send2(int fd, const void *a, size_t alen, const void *b, size_t blen);
 
-/// sendmsg() of up to three buffers, empty ones skipped (what a ring holds,
-/// then a chunk written straight through), MSG_NOSIGNAL. Retries EINTR.
-ssize_t earmuff_send3(int fd, const void *a, size_t alen, const void *b, size_t blen, const void *c, size_t clen);
+/// sendmsg() of `count` buffers (what a ring holds, then what one read let
+/// through), MSG_NOSIGNAL. Returns bytes sent or -1 with errno set. Retries EINTR.
+ssize_t earmuff_sendv(int fd, const struct iovec *iov, int count);
 
 /// Sends `len` bytes with an SCM_CREDENTIALS message of this process's own
 /// pid/uid/gid attached (what libpulse does for AUTH). Retries EINTR.
@@ -78,6 +79,12 @@ extern const uint32_t EARMUFF_EPOLLET;
 int earmuff_eventfd(void);
 int earmuff_eventfd_signal(int fd);
 int earmuff_eventfd_drain(int fd);
+
+/// An inotify descriptor (non-blocking, close-on-exec) watching `directory` for entries
+/// created or moved in; -1 with errno on failure.
+int earmuff_watch_directory(const char *directory);
+/// Reads every queued inotify event of `fd`; 1 if one of them names `name`, else 0.
+int earmuff_directory_events_name(int fd, const char *name);
 
 /// Raises RLIMIT_NOFILE's soft limit to its hard limit. Returns the new soft limit.
 long earmuff_raise_nofile(void);

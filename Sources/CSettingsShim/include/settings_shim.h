@@ -12,6 +12,10 @@ gulong earmuff_connect(gpointer instance, const char *signal, void (*handler)(gp
 gulong earmuff_connect_notify(gpointer instance, const char *property, void (*handler)(gpointer instance, gpointer data),
                               gpointer data, void (*destroy)(gpointer data, GClosure *closure));
 
+/// Connects a handler of a click gesture's "released" (the press count and position left out).
+gulong earmuff_connect_released(GtkGesture *gesture, void (*handler)(gpointer instance, gpointer data), gpointer data,
+                                void (*destroy)(gpointer data, GClosure *closure));
+
 /// Sets the name assistive technologies read for a widget.
 void earmuff_accessible_label(GtkWidget *widget, const char *label);
 

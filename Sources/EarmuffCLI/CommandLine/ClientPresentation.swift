@@ -168,6 +168,12 @@ public enum ClientFormat {
         return what + (a.note.map { "; \($0)" } ?? "")
     }
 
+    /// "gating 3 clients", or why native PipeWire clients are not gated.
+    static func pipeWire(_ p: PipeWireInfo) -> String {
+        p.gating ? "gating \(p.clients) client\(p.clients == 1 ? "" : "s") (\(p.socket))"
+            : "not gating: \(p.reason ?? "not connected") (\(p.socket))"
+    }
+
     /// The `earmuff status` report.
     public static func status(_ s: StatusPayload) -> String {
         var out = ""
@@ -179,6 +185,7 @@ public enum ClientFormat {
             ["store", s.daemon.storePath],
             ["upstream", "\(s.upstream.server) (\(s.upstream.reachable ? "reachable" : "unreachable"))"],
         ]
+        if let p = s.pipewire { info.rows.append(["pipewire", pipeWire(p)]) }
         if let a = s.daemon.audioThreads { info.rows.append(["audio", audioThreads(a)]) }
         out += info.render().split(separator: "\n", omittingEmptySubsequences: true).map { $0 + "\n" }.joined()
         for a in s.access ?? [] where !a.enabled { out += accessLine(a) + "\n" }

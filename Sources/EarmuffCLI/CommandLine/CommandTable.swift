@@ -125,10 +125,10 @@ public enum CommandTable {
                 help,
             ]),
         SubcommandSpec("setup",
-            synopsis: ["[--undo] [--dry-run] [--server pipewire|pulseaudio] [--no-systemctl] [--binary PATH] [--pulse-script FILE]"],
+            synopsis: ["[--undo] [--dry-run] [--server pipewire|pulseaudio] [--no-systemctl] [--binary PATH] [--pulse-script FILE] [--pipewire-config FILE]"],
             summary: "make Earmuff the session's sound socket (systemd user units)",
             description: """
-                Makes Earmuff the session's sound socket: systemd user units put Earmuff on $XDG_RUNTIME_DIR/pulse/native and the real server (pipewire-pulse or PulseAudio) behind it on $XDG_RUNTIME_DIR/pulse/upstream, so every app that uses the PulseAudio socket, Flatpaks and snaps included, goes through Earmuff. Runs as the user; writes only under $XDG_CONFIG_HOME (~/.config), and PulseAudio's user default.pa in ~/.config/pulse.
+                Makes Earmuff the session's sound socket: systemd user units put Earmuff on $XDG_RUNTIME_DIR/pulse/native and the real server (pipewire-pulse or PulseAudio) behind it on $XDG_RUNTIME_DIR/pulse/upstream, so every app that uses the PulseAudio socket, Flatpaks and snaps included, goes through Earmuff. On PipeWire it also writes the user's pipewire.conf, the system's with module-access holding each native client (pipewire-0) until Earmuff has identified it. Runs as the user; writes only under $XDG_CONFIG_HOME (~/.config), and PulseAudio's user default.pa in ~/.config/pulse.
 
                 When the package installed earmuff.socket and earmuff.service in /usr/lib/systemd/user, setup uses those and writes only the server's drop-ins; otherwise it writes the two units under $XDG_CONFIG_HOME/systemd/user. Exit status: 0 done (or nothing to do), 1 refused or failed (nothing written when refused), 64 usage error.
                 """,
@@ -139,6 +139,7 @@ public enum CommandTable {
                 OptionSpec(["--no-systemctl"], "write the files but run no 'systemctl --user' command (they are printed instead)"),
                 OptionSpec(["--binary"], value: "PATH", "the earmuff binary the service runs (default: this one); writes units of its own even when the package installed some", completion: .file),
                 OptionSpec(["--pulse-script"], value: "FILE", "PulseAudio's system startup script (default /etc/pulse/default.pa)", completion: .file),
+                OptionSpec(["--pipewire-config"], value: "FILE", "PipeWire's system configuration, copied with module-access holding native clients for Earmuff (default /etc/pipewire/pipewire.conf, else /usr/share/pipewire/pipewire.conf)", completion: .file),
                 help,
             ]),
         SubcommandSpec("doctor",

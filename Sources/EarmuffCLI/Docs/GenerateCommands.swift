@@ -4,7 +4,7 @@
 import Foundation
 
 enum GenerateCommands {
-    /// Writes earmuff.1 and earmuff.conf.5 into `directory`.
+    /// Writes earmuff.1, earmuff-settings.1 and earmuff.conf.5 into `directory`.
     static func manual(directory: String, configExample: String?) -> Int32 {
         let example = configExample ?? Self.sourceTreeExample()
         guard let text = try? String(contentsOfFile: example, encoding: .utf8) else {
@@ -12,7 +12,8 @@ enum GenerateCommands {
             return 1
         }
         do {
-            return write([("earmuff.1", ManualPage.earmuff()), ("earmuff.conf.5", try ManualPage.configuration(example: text))],
+            return write([("earmuff.1", ManualPage.earmuff()), ("earmuff-settings.1", ManualPage.settings()),
+                          ("earmuff.conf.5", try ManualPage.configuration(example: text))],
                          into: directory, for: "generate-manual")
         } catch {
             Terminal.error("earmuff generate-manual: \(error)")

@@ -1,11 +1,13 @@
 // The manual pages, generated: earmuff(1) from CommandTable (the table the
-// parsers accept options from and `--help` prints), earmuff.conf(5) from the
+// parsers accept options from and `--help` prints), earmuff-settings(1) from the
+// window's command line (SettingsCommandLine), earmuff.conf(5) from the
 // commented configuration example (config/earmuff.conf, installed as
 // /etc/earmuff/earmuff.conf) checked against the keys the config parser
-// accepts. `earmuff generate-manual DIR` writes both when packaging.
+// accepts. `earmuff generate-manual DIR` writes all three when packaging.
 import Consent
 import ControlProtocol
 import Foundation
+import SettingsModel
 import Wording
 
 /// A manual page that cannot be generated: names what is missing and where.
@@ -73,6 +75,22 @@ enum ManualPage {
               earmuff log --since 2h
             """)
         out += ".SH SEE ALSO\n\\fBearmuff.conf\\fR(5), \\fBpactl\\fR(1), \\fBparecord\\fR(1), \\fBsystemctl\\fR(1), \\fBbwrap\\fR(1)\n"
+        return out
+    }
+
+    /// earmuff-settings(1), from the window's command line (`SettingsCommandLine`).
+    static func settings() -> String {
+        var out = header + ".TH EARMUFF-SETTINGS 1 \"\" \"earmuff \(earmuffVersion)\" \"User Commands\"\n" + layout
+        out += ".SH NAME\nearmuff\\-settings \\- choose which apps may record sound, and see which record now\n"
+        out += ".SH SYNOPSIS\n\\fBearmuff\\-settings\\fR [\\fB\\-\\-control\\fR \\fIPATH\\fR]\n"
+        out += ".SH DESCRIPTION\n" + SettingsCommandLine.description.map(Roff.paragraph).joined()
+        out += ".SH OPTIONS\n"
+        for o in SettingsCommandLine.options { out += Roff.item(o.names.joined(separator: ", "), value: o.value, o.help) }
+        out += ".SH ENVIRONMENT\n"
+        out += Roff.item("XDG_RUNTIME_DIR", "where the daemon's control socket is looked for, earmuff/control")
+        out += ".SH FILES\n"
+        out += Roff.item("/usr/share/applications/org.earmuff.Settings.desktop", "its desktop entry (\"Earmuff Settings\" in the desktop's app list)")
+        out += ".SH SEE ALSO\n\\fBearmuff\\fR(1), \\fBearmuff.conf\\fR(5)\n"
         return out
     }
 

@@ -48,7 +48,7 @@ struct DoctorFacts: Equatable {
     }
 }
 
-/// The desktop's side (Proxy's DesktopChannels, kept as plain values).
+/// The desktop's side (Service's DesktopChannels, kept as plain values).
 struct DesktopChannelsFacts: Equatable {
     var busError: String?
     var portalBackend: String?
@@ -179,7 +179,13 @@ enum DoctorChecks {
         guard let socket = f.pipewireSocket else {
             return DoctorCheck(name: "pipewire", outcome: .ok, message: "no pipewire-0 socket this user can open", fix: nil)
         }
-        return DoctorCheck(name: "pipewire", outcome: .warn, message: "\(socket) is open to this user: native PipeWire clients (pw-record, apps using PipeWire directly) record without passing through Earmuff", fix: bypassAnswer)
+        if let gate = f.status?.pipewire, gate.gating, gate.socket == socket {
+            return DoctorCheck(name: "pipewire", outcome: .ok,
+                               message: "\(socket) is gated by the daemon: native PipeWire clients get the same decisions (\(gate.clients) client\(gate.clients == 1 ? "" : "s") now)",
+                               fix: nil)
+        }
+        let why = f.status?.pipewire.map { "; the daemon does not gate it: \($0.reason ?? "not connected")" } ?? ""
+        return DoctorCheck(name: "pipewire", outcome: .warn, message: "\(socket) is open to this user: native PipeWire clients (pw-record, apps using PipeWire directly) record without passing through Earmuff\(why)", fix: bypassAnswer)
     }
 
     static func devices(_ f: DoctorFacts) -> DoctorCheck {

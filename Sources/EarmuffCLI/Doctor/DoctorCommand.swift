@@ -6,7 +6,7 @@ import ControlProtocol
 import EarmuffClient
 import Foundation
 import Glibc
-import Proxy
+import Service
 
 enum DoctorCommand {
     static func run(_ o: ClientOptions) -> Int32 {

@@ -7,7 +7,7 @@ import ControlProtocol
 import Foundation
 import Glibc
 
-/// `earmuff setup [--undo] [--dry-run] [--server pipewire|pulseaudio] [--no-systemctl] [--binary PATH] [--pulse-script FILE]`.
+/// `earmuff setup [--undo] [--dry-run] [--server pipewire|pulseaudio] [--no-systemctl] [--binary PATH] [--pulse-script FILE] [--pipewire-config FILE]`.
 public enum SetupCommand {
     static var usage: String { ClientUsage.text(for: "setup") }
 
@@ -18,6 +18,8 @@ public enum SetupCommand {
         var noSystemctl = false
         var binary: String?
         var pulseScript = "/etc/pulse/default.pa"
+        /// The system's PipeWire configuration (nil: the first of SetupPlan.pipewireSystemConfigs).
+        var pipewireConfig: String?
         /// Where packaged units are looked for (no option: tests point it elsewhere).
         var packagedUnitDirectory = SetupPlan.packagedUnitDirectory
     }
@@ -51,6 +53,9 @@ public enum SetupCommand {
             case "--pulse-script":
                 guard let v = value(a) else { throw UsageError("--pulse-script takes a file", subcommand: "setup") }
                 o.pulseScript = v
+            case "--pipewire-config":
+                guard let v = value(a) else { throw UsageError("--pipewire-config takes a file", subcommand: "setup") }
+                o.pipewireConfig = v
             default:
                 throw UsageError("'\(a)' is in the table of setup's options but not handled; this is a bug in earmuff", subcommand: "setup")
             }
@@ -94,7 +99,10 @@ struct SetupRunner {
         let packaged = options.binary == nil && Self.packagedUnitsInstalled(in: options.packagedUnitDirectory)
         let binary = packaged ? SetupPlan.packagedBinary : options.binary ?? Self.ownBinary()
         let script = (try? String(contentsOfFile: options.pulseScript, encoding: .utf8)).map { (options.pulseScript, $0) }
-        return SetupContext(configHome: configHome, home: home, binary: binary, pulseSystemScript: script, packagedUnits: packaged)
+        let pipewire = (options.pipewireConfig.map { [$0] } ?? SetupPlan.pipewireSystemConfigs).lazy
+            .compactMap { path in (try? String(contentsOfFile: path, encoding: .utf8)).map { (path, $0) } }.first
+        return SetupContext(configHome: configHome, home: home, binary: binary, pulseSystemScript: script,
+                            pipewireSystemConfig: pipewire, packagedUnits: packaged)
     }
 
     /// Whether the package installed both user units in `directory`.
@@ -144,6 +152,9 @@ struct SetupRunner {
             if options.dryRun { say("would remove \(path)") } else { try remove(path); say("removed \(path)") }
         }
         if !options.dryRun && !changed { say("nothing to change: the session is already set up") }
+        if server == .pipewire && changed {
+            say("PipeWire holds each native client (pipewire-0) until Earmuff has identified it; pipewire must be restarted to load that (systemctl --user restart pipewire.service, below)")
+        }
         try systemctl(SetupPlan.takeoverCommands(server, filesChanged: changed))
         if server == .pulseaudio {
             say(Self.x11Note)

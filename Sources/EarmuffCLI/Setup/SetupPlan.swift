@@ -1,9 +1,12 @@
 // What `earmuff setup` writes, as pure functions of where things live and
 // which server runs the session: systemd user units for Earmuff, the real
-// server's socket moved to `pulse/upstream`, and the server's own
-// configuration told so. Nothing here touches the file system; SetupCommand
+// server's socket moved to `pulse/upstream`, the server's own
+// configuration told so, and on PipeWire the daemon's configuration with
+// module-access holding native clients for Earmuff. Nothing here touches the file system; SetupCommand
 // reads the current files and carries the plan out.
 import Foundation
+import PipeWireGate
+import Service
 
 /// The sound server that runs the session.
 public enum SessionServer: String, Sendable, CaseIterable {
@@ -35,6 +38,8 @@ struct SetupContext {
     var binary: String
     /// The system's PulseAudio startup script (for `.pulseaudio`), and its text.
     var pulseSystemScript: (path: String, text: String)?
+    /// The system's PipeWire daemon configuration (for `.pipewire`), and its text.
+    var pipewireSystemConfig: (path: String, text: String)?
     /// Whether the package installed earmuff.socket and earmuff.service (in
     /// `SetupPlan.packagedUnitDirectory`) and they are the ones to use: setup then writes no units of its own.
     var packagedUnits = false
@@ -70,6 +75,10 @@ enum SetupPlan {
         "\(unitDirectory(c))/\(s.socketUnit).d/earmuff.conf"
     }
     static func pipewirePulseDropIn(_ c: SetupContext) -> String { "\(c.configHome)/pipewire/pipewire-pulse.conf.d/earmuff.conf" }
+    /// The user's PipeWire daemon configuration, which replaces the system's.
+    static func pipewireConfig(_ c: SetupContext) -> String { "\(c.configHome)/pipewire/pipewire.conf" }
+    /// Where the system's daemon configuration is looked for, in PipeWire's own order.
+    static let pipewireSystemConfigs = ["/etc/pipewire/pipewire.conf", "/usr/share/pipewire/pipewire.conf"]
     static func pulseScript(_ c: SetupContext) -> String { "\(c.home)/.config/pulse/default.pa" }
     /// The older user location, which PulseAudio reads first.
     static func legacyPulseScript(_ c: SetupContext) -> String { "\(c.home)/.pulse/default.pa" }
@@ -77,7 +86,7 @@ enum SetupPlan {
     /// Every path setup may write, for any server (what `--undo` looks at).
     static func allPaths(_ c: SetupContext) -> [String] {
         ["\(unitDirectory(c))/earmuff.socket", "\(unitDirectory(c))/earmuff.service",
-         socketDropIn(c, .pipewire), pipewirePulseDropIn(c), socketDropIn(c, .pulseaudio), pulseScript(c)]
+         socketDropIn(c, .pipewire), pipewirePulseDropIn(c), pipewireConfig(c), socketDropIn(c, .pulseaudio), pulseScript(c)]
     }
 
     /// The files for `server`: Earmuff's units (unless packaged ones are used), and the server's drop-ins.
@@ -90,6 +99,10 @@ enum SetupPlan {
         switch server {
         case .pipewire:
             files.append(SetupFile(path: pipewirePulseDropIn(c), contents: pipewirePulseAddress))
+            guard let system = c.pipewireSystemConfig else {
+                throw SetupError(description: "PipeWire's configuration was not found (\(pipewireSystemConfigs.joined(separator: " or "))); reinstall pipewire, or give it with --pipewire-config FILE")
+            }
+            files.append(SetupFile(path: pipewireConfig(c), contents: try pipewireHoldConfig(from: system.text, path: system.path, binary: c.binary)))
         case .pulseaudio:
             guard let system = c.pulseSystemScript else {
                 throw SetupError(description: "PulseAudio's startup script was not found (/etc/pulse/default.pa); reinstall pulseaudio, or give it with --pulse-script FILE")
@@ -200,12 +213,83 @@ enum SetupPlan {
         """ + out.joined(separator: "\n") + (out.last == "" ? "" : "\n")
     }
 
+    /// What module-access admits at connect by argv[0] (which any process can set: the gate
+    /// checks each by its executable and uid all the same): the sound system's own programs,
+    /// by name and by path, and Earmuff, whose gate releases everyone else.
+    static func accessAllowed(binary: String) -> [String] {
+        var names: [String] = []
+        // pipewire-pulse runs the daemon's executable under its own argv[0].
+        let programs = PipeWireSoundSystem.executables + ["/usr/bin/pipewire-pulse"] + PipeWireSoundSystem.sessionManagers
+        for program in programs + [binary, "/usr/bin/earmuff"] {
+            for name in [program, String(program.split(separator: "/").last ?? "")] where !names.contains(name) {
+                names.append(name)
+            }
+        }
+        return names
+    }
+
+    /// The system's PipeWire configuration with its `libpipewire-module-access` entry
+    /// replaced by one that holds every other client for Earmuff (`access.force`, a
+    /// `pipewire.access` no WirePlumber rule matches, so the session manager leaves those
+    /// clients alone): each waits, without permissions, until Earmuff's gate has identified
+    /// it and released it. A copy rather than a drop-in: PipeWire 0.3.65 appends the
+    /// modules of `pipewire.conf.d/` files, so a second module-access would run after the
+    /// system's, which has already let every client in. (From 0.3.83 module-access has
+    /// `access.socket`, per-socket access, and a `pipewire-0-manager` socket.)
+    static func pipewireHoldConfig(from system: String, path: String, binary: String) throws -> String {
+        let chars = Array(system)
+        guard let nameAt = system.range(of: "libpipewire-module-access").map({ system.distance(from: system.startIndex, to: $0.lowerBound) }),
+              system.ranges(of: "libpipewire-module-access").count == 1,
+              let open = chars[..<nameAt].lastIndex(of: "{"), let close = closingBrace(chars, from: open) else {
+            throw SetupError(description: "\(path) has no single libpipewire-module-access entry to give Earmuff's access rules to; restore the distribution's pipewire.conf (or give another with --pipewire-config FILE)")
+        }
+        let allowed = accessAllowed(binary: binary).map { "\"\($0)\"" }.joined(separator: " ")
+        let entry = """
+            { name = libpipewire-module-access
+                    args = {
+                        # Admitted at connect by argv[0]; Earmuff checks each by its executable all the same.
+                        access.allowed = [ \(allowed) ]
+                        # Every other client waits until Earmuff has identified it and set its permissions.
+                        access.force = \(PipeWireGate.holdAccess)
+                    }
+                }
+            """
+        return """
+        \(marker)
+        # PipeWire's configuration, copied from \(path) with module-access holding
+        # native clients until Earmuff has identified them (restart pipewire to load it).
+        # Run 'earmuff setup' again after the system configuration changes.
+
+
+        """ + String(chars[..<open]) + "# earmuff setup: module-access's entry, replaced\n    " + entry + String(chars[(close + 1)...])
+    }
+
+    /// The index of the `}` that closes the `{` at `open`, past strings and `#` comments.
+    private static func closingBrace(_ chars: [Character], from open: Int) -> Int? {
+        var depth = 0
+        var i = open
+        var quoted = false
+        var comment = false
+        while i < chars.count {
+            let c = chars[i]
+            if comment { comment = c != "\n" } else if quoted {
+                if c == "\\" { i += 1 } else if c == "\"" { quoted = false }
+            } else if c == "#" { comment = true } else if c == "\"" { quoted = true } else if c == "{" { depth += 1 } else if c == "}" {
+                depth -= 1
+                if depth == 0 { return i }
+            }
+            i += 1
+        }
+        return nil
+    }
+
     /// The `systemctl --user` commands that switch the session over, in order.
     static func takeoverCommands(_ server: SessionServer, filesChanged: Bool) -> [[String]] {
         guard filesChanged else { return [["enable", "--now", "earmuff.socket"]] }
         return [
             ["daemon-reload"],
             ["stop", server.serviceUnit, server.socketUnit],
+        ] + pipewireRestart(server) + [
             ["start", server.socketUnit],
             ["enable", "--now", "earmuff.socket"],
         ]
@@ -215,9 +299,14 @@ enum SetupPlan {
     static func undoCommands(_ server: SessionServer?) -> (before: [[String]], after: [[String]]) {
         var after: [[String]] = [["daemon-reload"]]
         if let server {
-            after += [["stop", server.serviceUnit, server.socketUnit], ["start", server.socketUnit]]
+            after += [["stop", server.serviceUnit, server.socketUnit]] + pipewireRestart(server) + [["start", server.socketUnit]]
         }
         return ([["disable", "--now", "earmuff.socket", "earmuff.service"]], after)
+    }
+
+    /// PipeWire reads its configuration (module-access's rules) only when it starts.
+    static func pipewireRestart(_ server: SessionServer) -> [[String]] {
+        server == .pipewire ? [["restart", "pipewire.service"]] : []
     }
 
     /// Quotes an ExecStart= executable path when it needs it (systemd.service(5) quoting).

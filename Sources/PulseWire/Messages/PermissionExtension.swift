@@ -14,7 +14,7 @@
 //                  string kind, string state
 //   status = string state, string app key, string identified-by, string strength
 //
-// Pure: the daemon (Proxy) and the app library (EarmuffKit) both use these.
+// Pure: the daemon (Service) and the app library (EarmuffKit) both use these.
 
 /// Names and numbers of the permission extension.
 public enum PermissionExtension {

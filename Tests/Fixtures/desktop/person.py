@@ -6,7 +6,7 @@ shows and answers it with the pointer, as a person does.
                                  its labels, radio buttons and buttons, one per
                                  line, then "geometry: WxH+X+Y" of its window
   person.py dialog TEXT gone     waits until no dialog shows TEXT
-  person.py click NAME           pointer click (xdotool) in the middle of the
+  person.py click NAME           pointer click (XTEST) in the middle of the
                                  dialog's radio button or button called NAME;
                                  prints "clicked at SECONDS" (since 1970)
   person.py notification-shown   waits until dunst shows a notification; prints
@@ -19,12 +19,19 @@ shows and answers it with the pointer, as a person does.
                                  showing, "ROLE: NAME" one per line (with
                                  " [on]" for a switch or toggle that is on), then
                                  "geometry: WxH+X+Y" of its window
-  person.py settings click NAME  pointer click in the middle of the window's
-                                 button, toggle button, switch or page tab
-                                 whose accessible name is NAME; prints
-                                 "clicked at SECONDS"
+  person.py settings click NAME  raises the window and clicks the pointer in
+                                 the middle of its button, toggle button,
+                                 switch or page tab whose accessible name is
+                                 NAME; prints "clicked at SECONDS"
   person.py settings resize W H  makes the window W x H pixels, as a person drags it
   person.py settings row TITLE   prints the names in the row of app TITLE
+  person.py settings fits        checks that every label and control of the page
+                                 shown, and the header's switch, lies across the
+                                 window within its width, and that no label is
+                                 squeezed into a column (more than three times as
+                                 tall as wide); prints "checked N" and a "cut off:
+                                 ROLE: NAME at X..X+W of WIDTH" or "squeezed: label:
+                                 NAME into WxH" line for each that is not so
   person.py settings wait TITLE TEXT [gone]
                                  waits until the row of app TITLE shows TEXT
                                  (with "gone": no longer shows it); prints
@@ -35,6 +42,7 @@ dogtail see them), which gives their place on the screen; the click itself is
 a real pointer event. Exits 1 with a message when what it waits for does not
 come within 60 s.
 '''
+import ctypes
 import subprocess
 import sys
 import time
@@ -93,11 +101,29 @@ def wait_for(predicate, what):
 
 
 def click(x, y, button=1):
-    '''Moves the pointer there and clicks; prints the wall-clock time of the click: when
-    xdotool, which sends the button's press and release as it ends, has returned.'''
+    '''Moves the pointer there (xdotool) and clicks, pressing and releasing the button
+    through XTEST as xdotool does, from this process so that the time is exact; prints the
+    wall-clock time of the click: just before the release (what a button or a switch acts
+    on) was sent, which the X server has taken in within the millisecond after.'''
     subprocess.run(['xdotool', 'mousemove', '--sync', str(x), str(y)], check=True)
-    subprocess.run(['xdotool', 'click', str(button)], check=True)
-    print('clicked at %.6f' % time.time())
+    x11 = ctypes.CDLL('libX11.so.6')
+    xtst = ctypes.CDLL('libXtst.so.6')
+    x11.XOpenDisplay.restype = ctypes.c_void_p
+    x11.XOpenDisplay.argtypes = [ctypes.c_char_p]
+    x11.XSync.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    x11.XCloseDisplay.argtypes = [ctypes.c_void_p]
+    xtst.XTestFakeButtonEvent.argtypes = [ctypes.c_void_p, ctypes.c_uint, ctypes.c_int, ctypes.c_ulong]
+    display = x11.XOpenDisplay(None)
+    if not display:
+        sys.exit('cannot open the X display')
+    xtst.XTestFakeButtonEvent(display, button, 1, 0)
+    x11.XSync(display, 0)
+    time.sleep(0.05)  # held down a moment, as a person's click is
+    at = time.time()
+    xtst.XTestFakeButtonEvent(display, button, 0, 0)
+    x11.XSync(display, 0)
+    x11.XCloseDisplay(display)
+    print('clicked at %.6f' % at)
 
 
 SETTINGS = 'earmuff-settings'
@@ -146,6 +172,45 @@ def settings_tree():
     found = []
     walk(app, -1)
     return found
+
+
+FITTED = ('label', 'push button', 'toggle button', 'check box', 'switch', 'icon', 'image')
+
+
+def fits():
+    '''(window width, how many nodes were checked, a line per node cut off) for the labels
+    and controls under the page of the selected tab, and the header's switch: on screen
+    (a size) but reaching past the window's left or right edge.'''
+    shown = wait_for(lambda: [n for n, _ in settings_tree() if n.roleName == 'page tab'
+                              and n.getState().contains(pyatspi.STATE_SELECTED)], 'a selected page tab')
+    page_name = shown[0].name
+    app = application(SETTINGS)
+    width = app.children[0].size[0]
+    checked, cut = 0, []
+
+    def check(node):
+        nonlocal checked
+        (x, _), (w, h) = node.position, node.size
+        if w <= 0 or h <= 0:
+            return
+        checked += 1
+        if x < 0 or x + w > width:
+            cut.append('cut off: %s: %s at %d..%d of %d' % (node.roleName, node.name.replace('\n', ' | '), x, x + w, width))
+        elif node.roleName == 'label' and h > 60 and h > 3 * w:
+            cut.append('squeezed: label: %s into %dx%d' % (node.name.replace('\n', ' | '), w, h))
+
+    def walk(node, inside):
+        try:
+            children = node.children
+        except Exception:
+            return
+        for c in children:
+            here = inside or (c.name == page_name and c.roleName not in ('page tab', 'label'))
+            if (here and c.roleName in FITTED) or (c.roleName in ('check box', 'switch') and c.name.endswith(' access')):
+                check(c)
+            walk(c, here)
+    walk(app, False)
+    return width, checked, cut
 
 
 def describe(node):
@@ -206,6 +271,8 @@ def settings(argv):
                                        None), 'a control %r in the settings window' % argv[1])
         g = settings_window()
         (x, y), (w, h) = target.position, target.size
+        # In front first, as a person brings the window they click (a desktop dialog may lie over it).
+        subprocess.run(['xdotool', 'windowraise', g['WINDOW']], check=True)
         # GTK 4 reports positions within its window (it has no screen coordinates on X11).
         click(int(g['X']) + x + w // 2, int(g['Y']) + y + h // 2)
     elif len(argv) == 3 and argv[0] == 'resize':
@@ -214,6 +281,11 @@ def settings(argv):
         subprocess.run(['xdotool', 'windowsize', '--sync', win, argv[1], argv[2]], check=True)
         wait_for(lambda: (lambda g: g if (g['WIDTH'], g['HEIGHT']) == (argv[1], argv[2]) else None)(settings_window()),
                  'the window at %sx%s' % (argv[1], argv[2]))
+    elif argv == ['fits']:
+        width, checked, cut = fits()
+        print('checked %d' % checked)
+        for line in cut:
+            print(line)
     elif len(argv) == 2 and argv[0] == 'row':
         names = wait_for(lambda: row_names(settings_tree(), argv[1]), 'the row of %r' % argv[1])
         for name in names:

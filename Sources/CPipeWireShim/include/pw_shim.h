@@ -1,0 +1,83 @@
+// The PipeWire gate's connection, in plain C: one manager connection to a
+// PipeWire server, driven by whoever polls its descriptor. PipeWire's
+// macros, inline functions and listener structs stay on this side; events
+// come back through the callbacks of `earmuff_pw_events`, every string and
+// property list valid only during the call.
+#ifndef EARMUFF_PW_SHIM_H
+#define EARMUFF_PW_SHIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct earmuff_pw earmuff_pw;
+
+/// Properties as parallel arrays of `count` keys and values.
+typedef struct {
+    size_t count;
+    const char *const *keys;
+    const char *const *values;
+} earmuff_pw_props;
+
+typedef struct {
+    /// A global appeared (`type` without its "PipeWire:Interface:" prefix).
+    void (*global)(void *context, uint32_t id, const char *type, const earmuff_pw_props *props);
+    void (*global_removed)(void *context, uint32_t id);
+    /// The full properties of a node bound with earmuff_pw_bind_node (sent again when they change).
+    void (*node_info)(void *context, uint32_t id, const earmuff_pw_props *props);
+    /// A property of the bound metadata changed; `key` NULL clears every key of `subject`
+    /// (every subject when `subject` is UINT32_MAX), `value` NULL removes `key`.
+    void (*metadata)(void *context, uint32_t subject, const char *key, const char *type, const char *value);
+    /// The node made by earmuff_pw_create_node has this global id.
+    void (*created)(void *context, uint32_t id);
+    /// The server reported an error; `fatal` when the connection is gone.
+    void (*error)(void *context, uint32_t id, int res, const char *message, int fatal);
+} earmuff_pw_events;
+
+/// Initializes libpipewire once per process.
+void earmuff_pw_init(void);
+
+/// Connects to `remote` (a socket name or path; NULL: $PIPEWIRE_REMOTE, else pipewire-0) and
+/// lists the registry. NULL and -errno in `error` on failure. Call every function of a
+/// connection, this one included, on one thread.
+earmuff_pw *earmuff_pw_connect(const char *remote, const earmuff_pw_events *events, void *context, int *error);
+
+/// The loop's descriptor: readable when earmuff_pw_dispatch has work.
+int earmuff_pw_fd(earmuff_pw *pw);
+
+/// Runs what is ready, without waiting. Negative errno on failure.
+int earmuff_pw_dispatch(earmuff_pw *pw);
+
+/// Binds node `id` to receive its full properties (node_info).
+int earmuff_pw_bind_node(earmuff_pw *pw, uint32_t id);
+
+/// Binds metadata `id` (one at a time) to follow and set its properties.
+int earmuff_pw_bind_metadata(earmuff_pw *pw, uint32_t id);
+
+/// Sets `key` of `subject` in the bound metadata; `value` NULL removes it.
+int earmuff_pw_metadata_set(earmuff_pw *pw, uint32_t subject, const char *key, const char *type, const char *value);
+
+/// Creates a node owned by this connection with `factory` ("adapter") and the properties given
+/// (one at a time: a second call replaces the proxy of the first, whose node must be gone).
+int earmuff_pw_create_node(earmuff_pw *pw, const char *factory, const earmuff_pw_props *props);
+
+/// Links output port `out_port` of node `out_node` to input port `in_port` of `in_node`; the link
+/// belongs to this connection (it goes when the connection does).
+int earmuff_pw_create_link(earmuff_pw *pw, uint32_t out_node, uint32_t out_port, uint32_t in_node, uint32_t in_port);
+
+/// Asks the server to destroy global `id` (a link).
+int earmuff_pw_destroy(earmuff_pw *pw, uint32_t id);
+
+/// Hides `object` from `client` and shows it again (a manager's permission update, twice): the
+/// client sees it removed and then added anew, so whatever it does with it starts over after
+/// what this connection asked for before.
+int earmuff_pw_reintroduce(earmuff_pw *pw, uint32_t client, uint32_t object);
+
+/// Releases client `id` that module-access holds until a manager sets its permissions: one
+/// update that gives it every object, which also ends the hold: "rwxm", what the default access
+/// gives, or with `restricted` "rx", what WirePlumber gives a Flatpak app.
+int earmuff_pw_release_client(earmuff_pw *pw, uint32_t id, int restricted);
+
+/// Disconnects and frees everything.
+void earmuff_pw_disconnect(earmuff_pw *pw);
+
+#endif

@@ -1,0 +1,154 @@
+// One manager connection to a PipeWire server (CPipeWireShim), driven from
+// outside: whoever owns it watches `descriptor` and calls `dispatch()` when it
+// is readable. Every call, and every event it delivers, happens on the
+// thread that made it; the owner keeps to that.
+import CPipeWireShim
+import Glibc
+
+/// What the server reports over the connection.
+public protocol PipeWireEvents: AnyObject {
+    func global(id: UInt32, type: String, properties: [String: String])
+    func globalRemoved(id: UInt32)
+    func nodeInfo(id: UInt32, properties: [String: String])
+    /// `key` nil: every key of `subject` (every subject at `UInt32.max`) is gone; `value` nil: `key` is.
+    func metadata(subject: UInt32, key: String?, value: String?)
+    /// The node made by `createNode` has this global id.
+    func created(id: UInt32)
+    /// The server refused something, or (`fatal`) the connection is gone.
+    func error(id: UInt32, code: Int32, message: String, fatal: Bool)
+}
+
+/// A failed PipeWire call: which, and the errno it gave.
+public struct PipeWireError: Error, CustomStringConvertible, Sendable {
+    public let call: String
+    public let code: Int32
+    public var description: String { "\(call): \(String(cString: strerror(abs(code))))" }
+}
+
+public final class PipeWireConnection {
+    private var handle: OpaquePointer?
+    fileprivate weak var events: PipeWireEvents?
+
+    /// Connects to `remote` (nil: libpipewire's default, $PIPEWIRE_REMOTE or pipewire-0).
+    public init(remote: String?, events: PipeWireEvents) throws(PipeWireError) {
+        self.events = events
+        var table = earmuff_pw_events()
+        table.global = { context, id, type, props in
+            eventsOwner(context)?.global(id: id, type: type.map { String(cString: $0) } ?? "", properties: propertiesDictionary(props))
+        }
+        table.global_removed = { context, id in eventsOwner(context)?.globalRemoved(id: id) }
+        table.node_info = { context, id, props in eventsOwner(context)?.nodeInfo(id: id, properties: propertiesDictionary(props)) }
+        table.metadata = { context, subject, key, _, value in
+            eventsOwner(context)?.metadata(subject: subject, key: key.map { String(cString: $0) },
+                                          value: value.map { String(cString: $0) })
+        }
+        table.created = { context, id in eventsOwner(context)?.created(id: id) }
+        table.error = { context, id, res, message, fatal in
+            eventsOwner(context)?.error(id: id, code: res, message: message.map { String(cString: $0) } ?? "", fatal: fatal != 0)
+        }
+        var code: Int32 = 0
+        let context = Unmanaged.passUnretained(self).toOpaque()
+        let made: OpaquePointer? = if let remote {
+            remote.withCString { earmuff_pw_connect($0, &table, context, &code) }
+        } else {
+            earmuff_pw_connect(nil, &table, context, &code)
+        }
+        guard let made else { throw PipeWireError(call: "pw_context_connect", code: code) }
+        handle = made
+    }
+
+    deinit { close() }
+
+    /// Disconnects (also done when the connection is released).
+    public func close() {
+        if let handle { earmuff_pw_disconnect(handle) }
+        handle = nil
+    }
+
+    /// The descriptor to watch for input (pw_loop_get_fd).
+    public var descriptor: Int32 { handle.map(earmuff_pw_fd) ?? -1 }
+
+    /// Handles whatever is ready (pw_loop_iterate with no wait).
+    public func dispatch() throws(PipeWireError) {
+        guard let handle else { return }
+        let r = earmuff_pw_dispatch(handle)
+        if r < 0 { throw PipeWireError(call: "pw_loop_iterate", code: r) }
+    }
+
+    public func bindNode(_ id: UInt32) throws(PipeWireError) {
+        try check("pw_registry_bind(node \(id))") { earmuff_pw_bind_node($0, id) }
+    }
+
+    public func bindMetadata(_ id: UInt32) throws(PipeWireError) {
+        try check("pw_registry_bind(metadata \(id))") { earmuff_pw_bind_metadata($0, id) }
+    }
+
+    /// Sets `key` of `subject` in the bound metadata (nil removes it).
+    public func setMetadata(subject: UInt32, key: String, value: String?) throws(PipeWireError) {
+        try check("pw_metadata_set_property(\(subject), \(key))") { h in
+            key.withCString { k in
+                if let value { value.withCString { earmuff_pw_metadata_set(h, subject, k, nil, $0) } } else {
+                    earmuff_pw_metadata_set(h, subject, k, nil, nil)
+                }
+            }
+        }
+    }
+
+    /// Creates a node of this connection through `factory`, with `properties`.
+    public func createNode(factory: String, properties: [(String, String)]) throws(PipeWireError) {
+        let keys = properties.map { strdup($0.0) }
+        let values = properties.map { strdup($0.1) }
+        defer { (keys + values).forEach { free($0) } }
+        try check("pw_core_create_object(\(factory))") { h in
+            keys.map { UnsafePointer($0) }.withUnsafeBufferPointer { k in
+                values.map { UnsafePointer($0) }.withUnsafeBufferPointer { v in
+                    var props = earmuff_pw_props(count: properties.count, keys: k.baseAddress, values: v.baseAddress)
+                    return factory.withCString { earmuff_pw_create_node(h, $0, &props) }
+                }
+            }
+        }
+    }
+
+    /// Links port `outputPort` of `outputNode` to port `inputPort` of `inputNode` (the link is this connection's).
+    public func link(_ outputNode: UInt32, _ outputPort: UInt32, to inputNode: UInt32, _ inputPort: UInt32) throws(PipeWireError) {
+        try check("link-factory(\(outputNode):\(outputPort) → \(inputNode):\(inputPort))") {
+            earmuff_pw_create_link($0, outputNode, outputPort, inputNode, inputPort)
+        }
+    }
+
+    /// Asks the server to destroy global `id`.
+    public func destroy(_ id: UInt32) throws(PipeWireError) {
+        try check("pw_registry_destroy(\(id))") { earmuff_pw_destroy($0, id) }
+    }
+
+    /// Makes `client` see `object` removed and then added anew (see earmuff_pw_reintroduce).
+    public func reintroduce(_ object: UInt32, to client: UInt32) throws(PipeWireError) {
+        try check("pw_client_update_permissions(\(client), \(object))") { earmuff_pw_reintroduce($0, client, object) }
+    }
+
+    /// Ends module-access's hold on client `id` with one permission update: every object
+    /// "rwxm", or "rx" when `restricted`.
+    public func releaseClient(_ id: UInt32, restricted: Bool) throws(PipeWireError) {
+        try check("pw_client_update_permissions(\(id))") { earmuff_pw_release_client($0, id, restricted ? 1 : 0) }
+    }
+
+    private func check(_ call: String, _ body: (OpaquePointer) -> Int32) throws(PipeWireError) {
+        guard let handle else { throw PipeWireError(call: call, code: -ENOTCONN) }
+        let r = body(handle)
+        if r < 0 { throw PipeWireError(call: call, code: r) }
+    }
+}
+
+private func eventsOwner(_ context: UnsafeMutableRawPointer?) -> PipeWireEvents? {
+    guard let context else { return nil }
+    return Unmanaged<PipeWireConnection>.fromOpaque(context).takeUnretainedValue().events
+}
+
+private func propertiesDictionary(_ props: UnsafePointer<earmuff_pw_props>?) -> [String: String] {
+    guard let p = props?.pointee, let keys = p.keys, let values = p.values else { return [:] }
+    var d: [String: String] = [:]
+    for i in 0..<p.count {
+        if let k = keys[i], let v = values[i] { d[String(cString: k)] = String(cString: v) }
+    }
+    return d
+}

@@ -1,0 +1,473 @@
+// The PipeWire gate: Earmuff's manager connection to the session's PipeWire.
+//
+// It mirrors the registry (PipeWireGraph), owns a silent source (a
+// `support.null-audio-sink` adapter node of media class Audio/Source/Virtual,
+// which produces exact zeros), and keeps every capture stream of a gated
+// client that may not be real on that source:
+//   - `target.object` of the stream in the `default` metadata names the
+//     silent source, so the session manager links it there (a value the
+//     client set itself is put aside, and put back once the stream may be real);
+//   - any link into the stream from another node is destroyed the moment
+//     it appears.
+// When a stream may be real, the metadata key goes (or the client's own
+// value comes back) and the session manager links it to its source again,
+// without the client reconnecting. Streams the session manager never moves
+// (`node.dont-reconnect`) are relinked by the gate after a flip; JACK
+// clients, which link their own ports, are unlinked while silenced and
+// linked again when they may record.
+//
+// With Earmuff's module-access configuration (`earmuff setup`), the server
+// holds every ordinary client at connect (`pipewire.access` = `holdAccess`)
+// until a manager sets its permissions: the gate releases each one with a
+// single permission update once the observer has identified it and the
+// silent source and the metadata are there, so no stream of it can appear
+// before the gate can route it.
+//
+// A new capture stream is held on silence from its first registry event, and
+// the observer decides it in the same dispatch once its client is known, as
+// recording from the default source; a target its full properties name comes
+// a round trip later, as a move. The session manager is shown the stream
+// again after that route, so it links it where the gate said. Everything runs
+// on the thread that drives the connection.
+import Basics
+
+/// What the observer makes of a client that connected.
+public enum PipeWireAdmission: Sendable, Equatable {
+    /// The sound system's own (the server's clients, the portal, Earmuff), checked by process,
+    /// not by name: its streams are left alone.
+    case soundSystem
+    /// The session manager (WirePlumber): left alone, and it links streams, so it meets each
+    /// new capture stream only once the gate has routed it.
+    case sessionManager
+    /// An app: its capture streams are decided.
+    case app
+    /// A sandboxed app (Flatpak): decided, and released with what WirePlumber gives one ("rx").
+    case sandboxedApp
+}
+
+/// What the gate asks of the daemon (called on the gate's thread; must not block).
+public protocol PipeWireGateObserver: AnyObject {
+    /// A client connected: whose it is (and so whether its capture streams are decided).
+    func admit(_ client: PipeWireClient) -> PipeWireAdmission
+    func clientGone(_ client: UInt32)
+    /// A capture stream of a gated client exists, recording from `origin`: may it be real?
+    func captureStarted(_ stream: UInt32, client: UInt32, origin: CaptureOrigin) -> Bool
+    /// It records from elsewhere now: may it be real?
+    func captureMoved(_ stream: UInt32, origin: CaptureOrigin) -> Bool
+    func captureEnded(_ stream: UInt32)
+    /// The silent source is there, with its ports: silenced streams can be routed to it.
+    func ready()
+    /// The connection failed; the gate does nothing more.
+    func connectionLost(_ reason: String)
+    /// The server refused a request (for the log).
+    func refused(_ reason: String)
+    /// What the gate did to the graph (for the debug log).
+    func routed(_ action: String)
+}
+
+public final class PipeWireGate: PipeWireEvents {
+    /// The silent source's node name.
+    public static let silentNodeName = "earmuff.silence"
+    /// The `pipewire.access` that Earmuff's module-access configuration (`access.force`) gives
+    /// every client it holds for Earmuff; WirePlumber's access rules leave it alone.
+    public static let holdAccess = "earmuff"
+
+    private struct Stream {
+        let client: UInt32
+        var real = false
+        /// Its full properties arrived (its own target, `stream.capture.sink`).
+        var described = false
+        /// The observer was told of it (its client and full properties are known).
+        var announced = false
+        var origin: CaptureOrigin?
+        /// What this gate last set as its metadata target (nil: nothing, or overridden since).
+        var routedTo: String?
+        /// A `target.object` someone else set while it was silenced, put back when it is real.
+        var displaced: String?
+        /// The node this gate last linked into it, and the input ports it used (streams the
+        /// session manager never moves).
+        var linkedFrom: PendingLink?
+        /// The gate links it from now on, if it is a stream the session manager never moves:
+        /// its access changed since it started, or the session manager linked it to a source
+        /// before the gate's route reached it (and the gate destroyed that link).
+        var gateLinks = false
+        /// A JACK client's links the gate destroyed while it was silenced (output port, input
+        /// port), made again when it may record: JACK clients connect their ports once.
+        var severed: [(output: UInt32, input: UInt32)] = []
+    }
+
+    /// Links this gate asked for: from which node, into which input ports. A port that is gone
+    /// before the link was made (the session manager reconfigured the stream) ends the wait.
+    private struct PendingLink {
+        let node: UInt32
+        let inputs: [UInt32]
+    }
+
+    private weak var observer: PipeWireGateObserver?
+    private var connection: PipeWireConnection!
+    private var graph = PipeWireGraph()
+    private var gated: Set<UInt32> = []
+    private var trusted: Set<UInt32> = []
+    private var sessionManagers: Set<UInt32> = []
+    private var streams: [UInt32: Stream] = [:]
+    private var destroying: Set<UInt32> = []
+    private var silentID: UInt32?
+    private var lost = false
+    private var announcedReady = false
+    private var metadataBound = false
+    /// Held clients identified and waiting for the gate to be ready, and whether each is released restricted.
+    private var held: [UInt32: Bool] = [:]
+
+    /// Connects to `remote` (nil: libpipewire's default) and creates the silent source.
+    public init(remote: String?, observer: PipeWireGateObserver) throws(PipeWireError) {
+        self.observer = observer
+        connection = try PipeWireConnection(remote: remote, events: self)
+        try createSilentSource()
+    }
+
+    /// Makes the silent source (again, when someone destroyed it).
+    private func createSilentSource() throws(PipeWireError) {
+        try connection.createNode(factory: "adapter", properties: [
+            ("factory.name", "support.null-audio-sink"),
+            ("node.name", Self.silentNodeName),
+            ("node.description", "Earmuff (silenced)"),
+            ("media.class", "Audio/Source/Virtual"),
+            ("audio.position", "[ MONO ]"),
+            // Never the session's default source.
+            ("priority.session", "0"),
+            ("priority.driver", "0"),
+        ])
+    }
+
+    /// The descriptor to watch for input.
+    public var descriptor: Int32 { connection.descriptor }
+
+    /// Handles what the server sent.
+    public func dispatch() throws(PipeWireError) { try connection.dispatch() }
+
+    public func close() { connection.close() }
+
+    /// The daemon's decision for `stream` (a flip after a grant, deny or reset).
+    public func setAccess(stream id: UInt32, real: Bool) {
+        guard var s = streams[id], s.real != real else { return }
+        s.real = real
+        s.gateLinks = true
+        streams[id] = s
+        reconcile()
+    }
+
+    // MARK: PipeWireEvents
+
+    public func global(id: UInt32, type: String, properties: [String: String]) {
+        graph.add(id: id, type: type, properties: properties)
+        switch type {
+        case "Client":
+            let client = graph.clients[id]!
+            let admission = observer?.admit(client) ?? .soundSystem
+            switch admission {
+            case .soundSystem: trusted.insert(id)
+            case .sessionManager:
+                trusted.insert(id)
+                sessionManagers.insert(id)
+            case .app, .sandboxedApp: gated.insert(id)
+            }
+            if client.properties["pipewire.access"] == Self.holdAccess { held[id] = admission == .sandboxedApp }
+            for (sid, s) in streams where s.client == id { announce(sid) }
+        case "Node":
+            // A capture stream, or perhaps a JACK client's node (its class says nothing).
+            guard let node = graph.nodes[id], !node.cannotCapture, id != silentID else { break }
+            // No client: the server's own node (a module's); a trusted client's: left alone.
+            guard let client = node.clientID, !trusted.contains(client) else { break }
+            streams[id] = Stream(client: client)
+            do { try connection.bindNode(id) } catch { observer?.refused("\(error)") }
+            // Held on the silent source first, then decided at once: a stream that may be real
+            // is let go before the session manager has configured it, so it is never linked to
+            // the silent source (a stream that does not reconnect would stay there).
+            reconcile()
+            announce(id)
+            if node.isCaptureStream { reintroduce(id) }
+        case "Port":
+            if let node = graph.ports[id]?.node, streams[node] != nil { announce(node) }
+        case "Metadata" where graph.defaultMetadataID == id:
+            do {
+                try connection.bindMetadata(id)
+                metadataBound = true
+            } catch { observer?.refused("\(error)") }
+        default:
+            break
+        }
+        reconcile()
+    }
+
+    public func globalRemoved(id: UInt32) {
+        if id == silentID {
+            // Destroyed by another client: WirePlumber moves the held streams to their sources,
+            // whose links the police destroys until the new silent source takes them.
+            silentID = nil
+            for sid in streams.keys { streams[sid]?.routedTo = nil }
+            observer?.routed("the silent source was destroyed: making it again")
+            do { try createSilentSource() } catch { observer?.connectionLost("\(error)") }
+        }
+        if let s = streams.removeValue(forKey: id), s.announced { observer?.captureEnded(id) }
+        if gated.remove(id) != nil { observer?.clientGone(id) }
+        trusted.remove(id)
+        sessionManagers.remove(id)
+        held[id] = nil
+        destroying.remove(id)
+        graph.remove(id: id)
+        reconcile()
+    }
+
+    public func nodeInfo(id: UInt32, properties: [String: String]) {
+        graph.update(node: id, properties: properties)
+        if let node = graph.nodes[id], !node.isCaptureStream, !node.isJack {
+            // Neither a capture stream nor a JACK client.
+            if streams.removeValue(forKey: id)?.announced == true { observer?.captureEnded(id) }
+        } else {
+            streams[id]?.described = true
+        }
+        announce(id)
+        reconcile()
+    }
+
+    public func metadata(subject: UInt32, key: String?, value: String?) {
+        graph.setMetadata(subject: subject, key: key, value: value)
+        if var s = streams[subject], key == nil || key == "target.object", !isSilentTarget(value) {
+            // Someone else set (or removed) the target: route again; a silenced stream's own
+            // wish is kept for when it may be real.
+            s.routedTo = nil
+            if !s.real, let value { s.displaced = value }
+            streams[subject] = s
+        }
+        reconcile()
+    }
+
+    public func created(id: UInt32) {
+        silentID = id
+        reconcile()
+    }
+
+    public func error(id: UInt32, code: Int32, message: String, fatal: Bool) {
+        if fatal {
+            guard !lost else { return }
+            lost = true
+            observer?.connectionLost(message.isEmpty ? "the PipeWire connection closed" : message)
+        } else {
+            observer?.refused("object \(id): \(message) (\(code))")
+        }
+    }
+
+    // MARK: policy
+
+    /// How the metadata names the silent source for `stream`: by node name, where it can be.
+    /// WirePlumber follows a name or a serial, but it remembers a serial target as the app's
+    /// own choice (restore-stream) and sends the app's next streams, granted or not, to the
+    /// silent source; a name it does not remember. It looks a name up among the nodes of the
+    /// direction the stream records from, though, so a stream recording a sink's monitor
+    /// (`stream.capture.sink`) can only be named the source by serial.
+    private func silentTarget(for stream: UInt32) -> String? {
+        guard let silentID, let silent = graph.nodes[silentID] else { return nil }
+        return graph.nodes[stream]?.properties["stream.capture.sink"] == "true" ? silent.serial : Self.silentNodeName
+    }
+
+    /// The silent source, by either of its names (a stream may be routed by the one, then the other).
+    private func isSilentTarget(_ value: String?) -> Bool {
+        guard let value, let silentID else { return false }
+        return value == Self.silentNodeName || value == graph.nodes[silentID]?.serial
+    }
+
+    /// A capture stream, or a JACK client with an input port.
+    private func isCapture(_ id: UInt32) -> Bool {
+        guard let node = graph.nodes[id] else { return false }
+        return node.isCaptureStream || node.isJack && graph.hasInputPort(id)
+    }
+
+    /// Tells the observer of a stream once its client is known and it is known to capture: a
+    /// capture stream from its registry class (a target its full properties name comes as a
+    /// move), a JACK client once its full properties and an input port are there.
+    private func announce(_ id: UInt32) {
+        guard var s = streams[id], !s.announced, s.described || graph.nodes[id]?.isCaptureStream == true,
+              gated.contains(s.client), isCapture(id), let observer else { return }
+        let origin = graph.origin(of: id, target: s.displaced, ignoring: silentID)
+        s.announced = true
+        s.origin = origin
+        streams[id] = s
+        let real = observer.captureStarted(id, client: s.client, origin: origin)
+        streams[id]?.real = real
+        if real && !s.described {
+            // Decided at birth: the hold goes at once, and whatever an earlier node with this id
+            // left in the metadata (the server keeps a removed node's entries, where the mirror
+            // cannot see them, and gives its id to the next node) goes with it.
+            setTarget(id, nil)
+            setTarget(id, nil, key: "target.node")
+        }
+    }
+
+    /// Brings the graph to what the decisions say: silenced streams on the silent source,
+    /// nothing else linked into them; real streams where they asked to go.
+    private func reconcile() {
+        func silentReady() -> Bool {
+            silentID.map { id in graph.ports.values.contains { $0.node == id && $0.isOutput } } ?? false
+        }
+        if !announcedReady, silentReady() {
+            announcedReady = true
+            observer?.ready()
+        }
+        // Held clients go once their streams can be routed: to the silent source, by the metadata.
+        if !held.isEmpty, metadataBound, silentReady() {
+            for (id, restricted) in held.sorted(by: { $0.key < $1.key }) {
+                observer?.routed("client \(id): released\(restricted ? " (rx)" : "")")
+                do { try connection.releaseClient(id, restricted: restricted) } catch { observer?.refused("\(error)") }
+            }
+            held = [:]
+        }
+        // The silent source is a null sink: whatever is linked into its input would come out
+        // of it into every silenced stream. Nothing may be.
+        if let silentID {
+            for link in graph.links(into: silentID) where !destroying.contains(link.id) { unlink(link, from: silentID) }
+        }
+        for id in streams.keys.sorted() {
+            guard var s = streams[id] else { continue }
+            if trusted.contains(s.client) {
+                // Held before its client was known to be the sound system's own: let go.
+                if isSilentTarget(graph.metadata[id]?["target.object"]) { setTarget(id, nil) }
+                streams[id] = nil
+                continue
+            }
+            // A node not known yet to capture (a JACK client before its ports) is not touched.
+            guard isCapture(id) else { continue }
+            if graph.nodes[id]?.isJack == true {
+                reconcileJack(id, &s)
+                streams[id] = s
+                continue
+            }
+            let target = graph.metadata[id]?["target.object"]
+            let origin = graph.origin(of: id, target: s.real ? nil : s.displaced, ignoring: silentID)
+            if s.real {
+                if isSilentTarget(target) {
+                    setTarget(id, s.displaced)
+                    s.displaced = nil
+                    s.routedTo = nil
+                }
+                // WirePlumber notes where it moved a stream as `target.node`, which it follows
+                // when `target.object` is gone: a note of the silent source goes too.
+                if let silentID, graph.metadata[id]?["target.node"] == String(silentID) {
+                    setTarget(id, nil, key: "target.node")
+                }
+            } else if let silence = silentTarget(for: id), target != silence, s.routedTo != silence {
+                setTarget(id, silence)
+                s.routedTo = silence
+            }
+            // A stream that asked not to be reconnected (GStreamer's pipewiresrc) is linked once by
+            // the session manager and never moved: after a flip the gate links it itself, and
+            // unlinks what it had only once the new link is there (left unlinked, it would end).
+            let dontReconnect = graph.nodes[id]?.properties["node.dont-reconnect"] == "true"
+            // The session manager linked it to the silent source before the route was lifted.
+            if s.real, dontReconnect, let silentID, graph.links(into: id).contains(where: { $0.outputNode == silentID }) {
+                s.gateLinks = true
+            }
+            let selfLinked = s.gateLinks && dontReconnect
+            var keepOld = false
+            if selfLinked {
+                let wanted = s.real ? origin.node : silentID
+                s.linkedFrom = link(id, from: wanted, pending: s.linkedFrom)
+                keepOld = !graph.links(into: id).contains { $0.outputNode == wanted }
+            }
+            for link in graph.links(into: id) where !destroying.contains(link.id) && !keepOld {
+                // Silenced: nothing but the silent source. Real: the session manager moves the
+                // stream off the silent source itself (reconfiguring its ports); only a stream
+                // the gate links has its silent link removed by the gate.
+                guard s.real ? selfLinked && link.outputNode == silentID : link.outputNode != silentID else { continue }
+                unlink(link, from: id)
+                // The session manager will not link it again: the gate does.
+                if dontReconnect && !s.real && !s.gateLinks {
+                    s.gateLinks = true
+                    s.linkedFrom = self.link(id, from: silentID, pending: nil)
+                }
+            }
+            streams[id] = s
+            // What it records from may have changed (a link, a target, the default source).
+            if s.announced, let observer {
+                if origin != s.origin {
+                    streams[id]?.origin = origin
+                    let real = observer.captureMoved(id, origin: origin)
+                    if real != s.real { setAccess(stream: id, real: real) }
+                }
+            }
+        }
+    }
+
+    /// A JACK client links its own ports and no session manager moves it: while it may not
+    /// record, every link into it is destroyed (its unconnected inputs read zeros) and kept, to
+    /// be made again when it may. Its kind follows what it links.
+    private func reconcileJack(_ id: UInt32, _ s: inout Stream) {
+        // What it records from: what it links (or linked, while silenced), else the default source.
+        var origin = graph.origin(of: id, target: nil, ignoring: silentID)
+        if graph.links(into: id).isEmpty, let last = s.severed.last, let port = graph.ports[last.output],
+           let n = graph.nodes[port.node], let kind = n.capturedKind {
+            origin = CaptureOrigin(kind: kind, source: n.name, node: n.id)
+        }
+        if s.announced, origin != s.origin, let observer {
+            s.origin = origin
+            let real = observer.captureMoved(id, origin: origin)
+            if real != s.real {
+                s.real = real
+                s.gateLinks = true
+            }
+        }
+        if s.real {
+            for (output, input) in s.severed {
+                guard let out = graph.ports[output], graph.ports[input] != nil else { continue }
+                observer?.routed("stream \(id): relinking port \(output) of node \(out.node)")
+                do { try connection.link(out.node, output, to: id, input) } catch { observer?.refused("\(error)") }
+            }
+            s.severed = []
+            return
+        }
+        for link in graph.links(into: id) where !destroying.contains(link.id) {
+            if let output = link.outputPort, let input = link.inputPort { s.severed.append((output, input)) }
+            unlink(link, from: id)
+        }
+    }
+
+    /// The session manager saw the stream appear at the moment the gate did, and may have
+    /// linked it to the default source before the route above reached it (a stream that never
+    /// reconnects would then be destroyed by it once the gate cut that link). Shown the stream
+    /// again after the route, it starts over: it drops what it made of it and links it where
+    /// the metadata now says.
+    private func reintroduce(_ stream: UInt32) {
+        for manager in sessionManagers.sorted() {
+            do { try connection.reintroduce(stream, to: manager) } catch { observer?.refused("\(error)") }
+        }
+    }
+
+    /// Asks the server to destroy `link` into `node` (once).
+    private func unlink(_ link: PipeWireLink, from node: UInt32) {
+        destroying.insert(link.id)
+        observer?.routed("node \(node): unlinking node \(link.outputNode) (link \(link.id))")
+        do { try connection.destroy(link.id) } catch { observer?.refused("\(error)") }
+    }
+
+    /// Links `from` into `stream` unless it is linked (nil: nothing pending) or was asked to be
+    /// (`pending`, the links are on their way to ports that are still there); returns what is
+    /// pending now.
+    private func link(_ stream: UInt32, from: UInt32?, pending: PendingLink?) -> PendingLink? {
+        guard let from else { return nil }
+        if graph.links(into: stream).contains(where: { $0.outputNode == from }) { return nil }
+        if let pending, pending.node == from, pending.inputs.allSatisfy({ graph.ports[$0] != nil }) { return pending }
+        let pairs = graph.portPairs(from: from, to: stream)
+        guard !pairs.isEmpty else { return nil } // its ports are not known yet: next event
+        observer?.routed("stream \(stream): linking node \(from) (\(pairs.count) port\(pairs.count == 1 ? "" : "s"))")
+        for (output, input) in pairs {
+            do { try connection.link(from, output, to: stream, input) } catch { observer?.refused("\(error)") }
+        }
+        return PendingLink(node: from, inputs: pairs.map(\.input))
+    }
+
+    private func setTarget(_ stream: UInt32, _ value: String?, key: String = "target.object") {
+        observer?.routed("stream \(stream): \(key) \(value ?? "removed")")
+        do { try connection.setMetadata(subject: stream, key: key, value: value) } catch {
+            observer?.refused("\(error)")
+        }
+    }
+}

@@ -1,0 +1,379 @@
+// The two direction filters: parse → classify → decide → act, per packet.
+//
+// Client → server (read by the client half): the first packet must be AUTH and there is
+// only one; its version word loses every transport flag so that no SHM, memfd
+// or srbchannel is ever negotiated. Requests whose replies matter are noted by
+// tag. Shared-memory side channels are protocol violations.
+//
+// Server → client (read by the upstream half): replies are paired with requests by tag
+// (they may come out of order); the AUTH reply loses its flags too; record
+// streams enter the channel table from their CREATE reply and leave it on
+// DELETE, KILLED or disconnect; RECORD_STREAM_MOVED has a stream decided again
+// (for its new source's capture kind) before its next memblock is looked at.
+// Every memblock is looked up once by channel: real samples pass, others are
+// overwritten with the format's silence byte, and memblocks on unknown
+// channels are dropped.
+import Basics
+import PulseWire
+
+/// Receives session events the consent layer cares about. Called on loop
+/// threads: implementations must not block (no SQLite, no prompts inline).
+public protocol SessionObserver: AnyObject, Sendable {
+    /// A client connected (identity fixed).
+    func sessionOpened(_ session: SessionState)
+    /// The client's connection is gone.
+    func sessionClosed(_ session: SessionState)
+    /// The client's self-description changed (display only).
+    func clientPropertiesChanged(_ session: SessionState)
+    /// A CREATE_RECORD_STREAM request is about to be forwarded; nil to proceed,
+    /// or the reason to close the connection.
+    func recordStreamRequested(_ session: SessionState, request: CreateRecordStreamRequest) -> String?
+    /// A record stream exists now; the observer sets its initial access.
+    func recordStreamStarted(_ session: SessionState, stream: RecordStream)
+    /// A record stream records from another source now (its placement says which); the
+    /// observer sets its access before the stream's next frame is handled.
+    func recordStreamMoved(_ session: SessionState, stream: RecordStream)
+    /// A record stream went away.
+    func recordStreamEnded(_ session: SessionState, stream: RecordStream)
+    /// The policy decision for a client request (e.g. LOAD_MODULE); nil to forward, or the reason to refuse with ERROR(ACCESS).
+    func refusal(for command: Command, payload: [UInt8], session: SessionState) -> String?
+    /// A request to Earmuff's own permission extension (never forwarded): the observer replies on
+    /// the session (now or once the person answers). Nil, or the reason to close the connection.
+    func permissionCall(_ session: SessionState, tag: UInt32, call: PermissionCall) -> String?
+}
+
+/// Writes a big-endian u32 into a packet payload.
+private func setU32(_ value: UInt32, in payload: inout [UInt8], at offset: Int) {
+    payload[offset] = UInt8(truncatingIfNeeded: value >> 24)
+    payload[offset + 1] = UInt8(truncatingIfNeeded: value >> 16)
+    payload[offset + 2] = UInt8(truncatingIfNeeded: value >> 8)
+    payload[offset + 3] = UInt8(truncatingIfNeeded: value)
+}
+
+final class ClientToServerFilter: FrameFilter {
+    private let state: SessionState
+    private let observer: SessionObserver
+    private var authSeen = false
+    /// The client's own protocol version (from AUTH).
+    private(set) var clientVersion: UInt32 = 8
+    /// Called to refuse a request: queue ERROR(tag, code) for the client.
+    let refuse: (UInt32, UInt32) -> Void
+    /// The budget the client's large packets draw on (nil: none).
+    private let budget: PacketBudget?
+    /// Bytes of the packet under way taken from `budget` (0: none).
+    private var budgeted = 0
+
+    init(state: SessionState, observer: SessionObserver, budget: PacketBudget? = nil,
+         refuse: @escaping (UInt32, UInt32) -> Void) {
+        self.state = state
+        self.observer = observer
+        self.budget = budget
+        self.refuse = refuse
+    }
+
+    func memblock(_ d: FrameDescriptor) throws(ProtocolViolation) -> FrameDisposition {
+        guard authSeen else { throw ProtocolViolation("audio data before AUTH") }
+        // Client memblocks are playback or upload data: pass.
+        return .pass
+    }
+
+    func admitPacket(_ length: Int) -> Bool {
+        guard let budget, length > PacketBudget.unbudgeted else { return true }
+        guard budget.take(length) else { return false }
+        budgeted = length
+        return true
+    }
+
+    func packetReleased(_ length: Int) { releaseBudget() }
+
+    /// Gives back what the packet under way holds of the budget (also when the connection closes).
+    func releaseBudget() {
+        if budgeted > 0 { budget?.give(budgeted) }
+        budgeted = 0
+    }
+
+    func packet(_ header: PacketHeader, body: TagStructReader,
+                payload: inout [UInt8]) throws(ProtocolViolation) -> FrameDisposition {
+        // Default deny: an opcode outside the table, or one only a server
+        // sends, is never forwarded (PulseAudio would drop the client anyway).
+        guard let command = Command(rawValue: header.command) else {
+            throw ProtocolViolation("unknown command \(header.command)")
+        }
+        switch command.info.direction {
+        case .clientToServer, .both: break
+        case .serverToClient, .none:
+            throw ProtocolViolation("\(command.info.name) is sent only by servers")
+        }
+        if !authSeen {
+            guard command == .auth else {
+                throw ProtocolViolation("first packet must be AUTH, got \(command.info.name)")
+            }
+        }
+        do {
+            return try handle(command, header: header, body: body, payload: &payload)
+        } catch let e as ProtocolViolation {
+            throw e
+        } catch {
+            throw ProtocolViolation("malformed \(command.info.name): \(error)")
+        }
+    }
+
+    /// A packet too large to buffer: answered with ERROR(TOOLARGE) when it is a request with a
+    /// tag after AUTH; before that (no reply can be paired with it) the connection closes.
+    func refusedPacket(_ header: PacketHeader?, length: Int, overLimit limit: Int?) throws(ProtocolViolation) {
+        let reason = limit.map { "it is larger than the \($0) bytes one packet may have" }
+            ?? "it does not fit in the \(budget?.limit ?? 0) bytes that the large packets being received from all clients may hold together"
+        guard authSeen, let header, let command = Command(rawValue: header.command) else {
+            throw ProtocolViolation("a packet of \(length) bytes\(authSeen ? "" : " before AUTH") was refused: \(reason)")
+        }
+        try noteRefusal(command, "its \(length) bytes were not read into memory: \(reason)")
+        refuse(header.tag, ErrorCode.tooLarge.rawValue)
+    }
+
+    /// `body` reads the fields after command and tag.
+    private func handle(_ command: Command, header: PacketHeader, body: TagStructReader,
+                        payload: inout [UInt8]) throws -> FrameDisposition {
+        let version = state.protocolVersion
+        // Replies are matched to requests by tag: a tag still waiting for its reply
+        // would let one request's reply pass for another's (a PLAY_SAMPLE index taken
+        // for the client's own index, an AUTH reply with its flags).
+        if let problem = state.tagProblem(header.tag) {
+            throw ProtocolViolation("\(command.info.name): \(problem)")
+        }
+        var expected: PendingRequest?
+        switch command {
+        case .auth:
+            guard !authSeen else { throw ProtocolViolation("second AUTH") }
+            authSeen = true
+            let at = body.position + 1 // the version word's value bytes
+            var r = body
+            // The cookie must be 256 bytes and nothing may follow.
+            let word = try AuthRequest.decode(from: &r, version: 0).versionWord
+            // Before 13 there are no transport flags to clear: SHM is negotiated from the
+            // version alone, and the server would send shared-memory references.
+            guard word & ProtocolVersion.numberMask >= ProtocolVersion.firstVersionWithFlags else {
+                throw ProtocolViolation("protocol version \(word) is older than "
+                    + "\(ProtocolVersion.firstVersionWithFlags), the first whose shared memory can be turned off; "
+                    + "the client's libpulse (before 0.9.15) is not supported")
+            }
+            let stripped = ProtocolVersion.stripTransportFlags(word)
+            setU32(stripped, in: &payload, at: at)
+            clientVersion = min(ProtocolVersion.number(of: word), Limits.protocolVersion)
+            state.version.store(clientVersion, ordering: .releasing)
+            expected = .auth
+        case .setClientName:
+            var r = body
+            let msg = try SetClientName.decode(from: &r, version: version)
+            state.properties.withLock { $0.update(from: msg.proplist) }
+            observer.clientPropertiesChanged(state)
+            state.handshakeDone.store(true, ordering: .relaxed)
+            expected = .setClientName
+        case .updateClientProplist:
+            var r = body
+            _ = try r.readU32() // update mode
+            let props = try r.readProplist()
+            state.properties.withLock { $0.update(from: props) }
+            observer.clientPropertiesChanged(state)
+        case .createRecordStream:
+            try checkSender(command)
+            var r = body
+            let req = try CreateRecordStreamRequest.decode(from: &r, version: version)
+            if let reason = observer.recordStreamRequested(state, request: req) {
+                throw ProtocolViolation(reason)
+            }
+            expected = .createRecord(source: req.sourceName, spec: req.sampleSpec,
+                                     directOnInput: req.directOnInput != invalidIndex)
+        case .createPlaybackStream:
+            expected = .createPlayback
+        case .createUploadStream:
+            expected = .createUpload
+        case .deleteRecordStream:
+            var r = body
+            expected = .deleteRecord(channel: try r.readU32())
+        case .extension:
+            var r = body
+            // Not addressed to us (or not parsable: the command policy refuses that): on to the policy.
+            guard (try? PermissionExtension.addressee(&r))?.name == PermissionExtension.moduleName else { break }
+            // Answered here, on this connection, for the process that connected.
+            try checkSender(command)
+            let call = try PermissionCall.decode(from: &r)
+            if let reason = observer.permissionCall(state, tag: header.tag, call: call) {
+                throw ProtocolViolation(reason)
+            }
+            return .drop
+        case .enableSrbchannel, .disableSrbchannel, .registerMemfdShmid:
+            throw ProtocolViolation("client tried to set up shared memory (\(command.info.name)) on a connection without SHM")
+        default:
+            break
+        }
+        if let reason = observer.refusal(for: command, payload: payload, session: state) {
+            try noteRefusal(command, reason)
+            refuse(header.tag, ErrorCode.access.rawValue)
+            return .drop
+        }
+        state.expectReply(tag: header.tag, expected)
+        return .pass
+    }
+
+    /// The identity is the process that connected; another one writing on its connection
+    /// (a child it was handed to, before or after an exec) is not it.
+    private func checkSender(_ command: Command) throws(ProtocolViolation) {
+        let sender = state.lastSenderPID.load(ordering: .relaxed)
+        if sender != 0 && sender != state.identity.pid {
+            throw ProtocolViolation("\(command.info.name) was sent by pid \(sender), not by pid "
+                                    + "\(state.identity.pid) that connected and was identified")
+        }
+    }
+
+    /// Refusals logged one by one before they are only counted.
+    static let refusalsLogged = 10
+    /// After that, one summary line per this many refusals.
+    static let refusalSummaryEvery = 10_000
+    private var refusals = 0
+
+    /// Logs a refusal (the first few, then a summary line now and then), and closes a client
+    /// that leaves too many of Earmuff's ERROR replies unread: each one waits in memory.
+    private func noteRefusal(_ command: Command, _ reason: String) throws(ProtocolViolation) {
+        refusals += 1
+        let who = "session \(state.id) (\(state.identity.appKey))"
+        if refusals <= Self.refusalsLogged {
+            Log.info("\(who): refused \(command.info.name): \(reason)"
+                     + (refusals == Self.refusalsLogged ? " (further refusals are counted, not logged one by one)" : ""))
+        } else if refusals % Self.refusalSummaryEvery == 0 {
+            Log.info("\(who): \(refusals) requests refused so far; the last: \(command.info.name): \(reason)")
+        }
+        guard state.injectionBacklog < SessionState.maximumInjections else {
+            throw ProtocolViolation("\(refusals) requests refused and \(state.injectionBacklog) of their replies "
+                                    + "unread: the client does not read what it asks for")
+        }
+    }
+}
+
+final class ServerToClientFilter: FrameFilter {
+    private let state: SessionState
+    private let observer: SessionObserver
+    private let newStreamID: () -> UInt64
+    /// Record channel → stream. Touched only on the session's loop thread.
+    private(set) var records: [UInt32: RecordStream] = [:]
+    /// The stream of the memblock under way (its byte counters).
+    private var current: RecordStream?
+
+    init(state: SessionState, observer: SessionObserver, newStreamID: @escaping () -> UInt64) {
+        self.state = state
+        self.observer = observer
+        self.newStreamID = newStreamID
+    }
+
+    /// What the server sends is buffered up to the protocol's own limit: a packet over it
+    /// breaks the connection.
+    func refusedPacket(_ header: PacketHeader?, length: Int, overLimit limit: Int?) throws(ProtocolViolation) {
+        throw ProtocolViolation("the server sent a packet of \(length) bytes, more than the \(limit ?? 0) bytes one packet may have")
+    }
+
+    func memblock(_ d: FrameDescriptor) throws(ProtocolViolation) -> FrameDisposition {
+        guard let stream = records[d.channel] else {
+            current = nil
+            return .drop
+        }
+        current = stream
+        if stream.isReal { return .pass }
+        return .silence(stream.sampleSpec.silenceByte)
+    }
+
+    func memblockPayload(_ count: Int, silenced: Bool) {
+        if silenced { current?.countSilenced(count) } else { current?.countReal(count) }
+    }
+
+    func packet(_ header: PacketHeader, body: TagStructReader,
+                payload: inout [UInt8]) throws(ProtocolViolation) -> FrameDisposition {
+        do {
+            try handle(header: header, body: body, payload: &payload)
+        } catch let e as ProtocolViolation {
+            throw e
+        } catch {
+            let name = Command(rawValue: header.command)?.info.name ?? "command \(header.command)"
+            throw ProtocolViolation("malformed \(name) from the server: \(error)")
+        }
+        return .pass
+    }
+
+    private func handle(header: PacketHeader, body: TagStructReader, payload: inout [UInt8]) throws {
+        switch Command(rawValue: header.command) {
+        case .reply:
+            guard let request = state.takePending(tag: header.tag) else { return }
+            try handleReply(request, body: body, payload: &payload)
+        case .error:
+            _ = state.takePending(tag: header.tag)
+        case .recordStreamKilled:
+            var r = body
+            endStream(channel: try r.readU32())
+        case .recordStreamMoved:
+            var r = body
+            let moved = try RecordStreamMoved.decode(from: &r, version: state.protocolVersion)
+            if let s = records[moved.channel] {
+                s.placement.withLock {
+                    $0.source = moved.sourceName ?? ""
+                    $0.sourceIndex = moved.sourceIndex
+                    $0.movedAt = monotonicNow()
+                }
+                // Decided again now, before the next memblock of this stream is looked at.
+                observer.recordStreamMoved(state, stream: s)
+            }
+        case .enableSrbchannel, .disableSrbchannel, .registerMemfdShmid:
+            throw ProtocolViolation("server tried to set up shared memory on a connection without SHM")
+        default:
+            break
+        }
+    }
+
+    private func handleReply(_ request: PendingRequest, body: TagStructReader, payload: inout [UInt8]) throws {
+        var r = body
+        switch request {
+        case .auth:
+            let at = r.position + 1 // the version word's value bytes
+            let word = try r.readU32()
+            setU32(ProtocolVersion.stripTransportFlags(word), in: &payload, at: at)
+            let server = ProtocolVersion.number(of: word)
+            let client = state.protocolVersion
+            state.version.store(min(client, server), ordering: .releasing)
+        case .createRecord(let requested, let requestedSpec, let directOnInput):
+            let reply = try CreateRecordStreamReply.decode(from: &r, version: state.protocolVersion)
+            if let old = records[reply.channel] {
+                // pipewire-pulse reuses channel numbers; a stale entry means we missed its end.
+                records[reply.channel] = nil
+                observer.recordStreamEnded(state, stream: old)
+            }
+            let stream = RecordStream(sessionID: state.id, streamID: newStreamID(), channel: reply.channel,
+                                      sourceOutputIndex: reply.sourceOutputIndex,
+                                      sampleSpec: reply.sampleSpec.isValid ? reply.sampleSpec : requestedSpec,
+                                      source: reply.sourceName ?? requested ?? "@DEFAULT_SOURCE@",
+                                      sourceIndex: reply.sourceIndex, directOnInput: directOnInput,
+                                      real: false, startedAt: wallClockNow())
+            records[reply.channel] = stream
+            observer.recordStreamStarted(state, stream: stream)
+            state.ownSourceOutputs.withLock { _ = $0.insert(reply.sourceOutputIndex) }
+        case .createPlayback:
+            let reply = try CreatePlaybackStreamReply.decode(from: &r, version: state.protocolVersion)
+            state.ownSinkInputs.withLock { _ = $0.insert(reply.sinkInputIndex) }
+        case .deleteRecord(let channel):
+            endStream(channel: channel)
+        case .setClientName:
+            if state.protocolVersion >= 13, let reply = try? SetClientNameReply.decode(from: &r, version: state.protocolVersion) {
+                state.clientIndex.withLock { $0 = reply.clientIndex }
+            }
+        case .createUpload:
+            break
+        }
+    }
+
+    private func endStream(channel: UInt32) {
+        guard let s = records.removeValue(forKey: channel) else { return }
+        state.ownSourceOutputs.withLock { _ = $0.remove(s.sourceOutputIndex) }
+        observer.recordStreamEnded(state, stream: s)
+    }
+
+    /// Ends every stream (the session closed).
+    func endAll() {
+        for channel in Array(records.keys) { endStream(channel: channel) }
+    }
+}

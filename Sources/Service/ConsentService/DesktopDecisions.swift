@@ -1,0 +1,63 @@
+// The desktop's microphone switches of Flatpak apps (the xdg permission store,
+// followed on the desktop-perms loop): a switch set there is a lasting
+// decision (reason desktop); one the engine refuses (apps.d fixes it) is
+// shown as it is in force again.
+import Consent
+import Relay
+
+final class DesktopDecisions: Sendable {
+    private let decisions: Decisions
+    private let records: any ConsentRecords
+    private let desktop: any DesktopSwitches
+
+    init(decisions: Decisions, records: any ConsentRecords, desktop: any DesktopSwitches) {
+        self.decisions = decisions
+        self.records = records
+        self.desktop = desktop
+    }
+
+    /// The desktop switched a Flatpak app's microphone: a lasting decision (reason desktop).
+    func decide(_ appID: String, _ state: PermissionState) {
+        guard let key = AppKey(parsing: "flatpak:\(appID)"), key.value == appID else {
+            Log.warn("desktop permission store: ignored app id \"\(appID)\" (not a Flatpak app id)")
+            return
+        }
+        let refused = decisions.withEngine { e -> (ConsentError?, [ConsentAction]) in
+            switch e.setDecision(key, state, reason: state == .undetermined ? .reset : .desktop, now: wallClockNow()) {
+            case .success(let actions): return (nil, actions)
+            case .failure(let err): return (err, [])
+            }
+        }
+        if let refused {
+            Log.warn("desktop permission store: \(refused)")
+            // Show the decision in force on the switch again.
+            if case let .governedByPolicy(_, fixed) = refused { desktop.mirror(appID: appID, fixed) }
+            return
+        }
+        records.logEvent(kind: "desktop-permission", app: key, detail: "the desktop's microphone switch set \(state.rawValue)",
+                         at: wallClockNow())
+    }
+
+    /// Lasting microphone decisions of Flatpak apps (apps.d policy over stored ones), by app id:
+    /// what the desktop's switches show.
+    func current() -> [String: PermissionState] {
+        decisions.engine.withLock { e in
+            var out: [String: PermissionState] = [:]
+            for d in e.storedDecisions where d.appKey.kind == "flatpak" && d.capability == .microphone {
+                out[d.appKey.value] = d.state
+            }
+            for (key, decl) in e.policy.declarations where key.kind == "flatpak" {
+                if let fixed = decl.decision { out[key.value] = fixed }
+            }
+            return out
+        }
+    }
+}
+
+extension DesktopPermissions.Handlers {
+    /// What the permission store reports, to `switches` once it is bound.
+    init(_ switches: Late<DesktopDecisions>) {
+        self.init(changed: { appID, state in switches.value?.decide(appID, state) },
+                  current: { switches.value?.current() ?? [:] })
+    }
+}

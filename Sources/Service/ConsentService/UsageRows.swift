@@ -1,0 +1,73 @@
+// The usage log's rows of live streams: each starts with the stream (or its
+// move) and ends with it, carrying the bytes counted meanwhile and the
+// decision in force at both ends. Driven by the engine's usage actions, on
+// whichever thread ran the engine call; its table has a lock of its own.
+import Consent
+import LinuxSystem
+import Relay
+import Wording
+
+final class UsageRows: Sendable {
+    /// The decision logged at a row's start (to tell a change at its end), and the stream's
+    /// byte counts when the row started (a move starts a new row).
+    private struct Row {
+        var decision: String?
+        var kind: Capability?
+        var realBefore: UInt64 = 0
+        var silencedBefore: UInt64 = 0
+    }
+    private let rows = Locked([UInt64: Row]())
+    private let engine: Locked<ConsentEngine>
+    private let registry: StreamRegistry
+    private let records: any ConsentRecords
+
+    init(engine: Locked<ConsentEngine>, registry: StreamRegistry, records: any ConsentRecords) {
+        self.engine = engine
+        self.registry = registry
+        self.records = records
+    }
+
+    func start(_ s: StreamID, _ u: UsageRecord) {
+        var u = u
+        var row = Row(kind: Capability(rawValue: u.kind))
+        if let stream = registry.stream(s.rawValue) {
+            u.bytesPerSecond = UInt32(clamping: stream.sampleSpec.frameSize * Int(stream.sampleSpec.rate))
+            u.decision = decisionText(u.appKey, row.kind, real: stream.isReal)
+            row.realBefore = stream.bytesReal.load(ordering: .relaxed)
+            row.silencedBefore = stream.bytesSilenced.load(ordering: .relaxed)
+        }
+        row.decision = u.decision
+        rows.withLock { $0[s.rawValue] = row }
+        records.startUsage(stream: s.rawValue, u)
+    }
+
+    /// Ends the usage row of `s` with the bytes counted since it started.
+    func finish(_ c: ClientID, _ s: StreamID, stream: RecordStream?, endedAt: Double) {
+        let key = registry.session(c.rawValue)?.identity.appKey
+        let row = rows.withLock { $0.removeValue(forKey: s.rawValue) } ?? Row()
+        let atEnd = key.map { decisionText($0, row.kind, real: stream?.isReal ?? false) }
+        let real = stream?.bytesReal.load(ordering: .relaxed) ?? 0
+        let silenced = stream?.bytesSilenced.load(ordering: .relaxed) ?? 0
+        records.finishUsage(stream: s.rawValue, endedAt: endedAt,
+                            bytesReal: real &- min(real, row.realBefore),
+                            bytesSilenced: silenced &- min(silenced, row.silencedBefore),
+                            decision: atEnd.flatMap { $0 == row.decision ? nil : "\(row.decision ?? "?") → \($0)" })
+    }
+
+    /// "granted (user)", "denied this session (user)", "granted until 2026-11-30 14:05 (user)",
+    /// "undetermined", or "once" for a stream real by an "allow once".
+    private func decisionText(_ app: AppKey, _ kind: Capability?, real: Bool) -> String {
+        guard let kind else { return "source not known" }
+        let d = engine.withLock { $0.effectiveDecision(for: app, kind: kind) }
+        switch d.state {
+        case .undetermined: return real ? "once" : "undetermined"
+        case .granted, .denied:
+            let lasts: String = switch d.lifespan {
+            case .always, .once: ""
+            case .session: " this session"
+            case let .until(t): " until \(TextFormat.date(t))"
+            }
+            return "\(d.state.rawValue)\(lasts) (\(d.reason.rawValue))"
+        }
+    }
+}

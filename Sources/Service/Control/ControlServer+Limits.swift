@@ -1,0 +1,59 @@
+// What one local process can take of the control socket: it must not lock out
+// `earmuff status`, `grant` or the agent.
+//
+// * A connection that did not subscribe or become an agent (a one-shot request, or a
+//   peer that sends nothing) is closed after `idleTimeout` seconds of silence.
+// * When `maxConnections` are open, a new connection takes the place of the one of those
+//   idle the longest, so a one-shot request always gets a slot.
+// * Connections that subscribed or became agents never time out; each uid may have
+//   `maxLongLivedPerUID` of them, so together they can never take every slot.
+// * Refusals and evictions are logged, at most 5 lines per 10 s.
+import Consent
+import ControlProtocol
+import Glibc
+import Relay
+
+extension ControlServer {
+    /// Frees a slot for a new connection of `pid` if all are taken; false when none can be freed.
+    func makeRoom(for pid: Int32) -> Bool {
+        guard connections.count >= options.maxConnections else { return true }
+        let idle = connections.values.filter { !$0.longLived }.min { ($0.lastActivity, $0.id) < ($1.lastActivity, $1.id) }
+        guard let victim = idle else {
+            limitLog.record(.warn, "refused pid \(pid): all \(connections.count) control connections subscribed or are agents",
+                            to: log)
+            return false
+        }
+        limitLog.record(.warn, "closed control#\(victim.id) (uid \(victim.uid)), silent for "
+                        + "\(Int(monotonicNow() - victim.lastActivity)) s, to make room for pid \(pid): "
+                        + "\(options.maxConnections) control connections were open", to: log)
+        drop(victim, reason: nil)
+        return true
+    }
+
+    /// Why `c` may not subscribe or become an agent (its uid has as many such connections as
+    /// allowed), or nil.
+    func longLivedRefusal(_ c: Connection) -> ControlError? {
+        let ofUID = connections.values.count { $0.longLived && $0.uid == c.uid }
+        guard ofUID >= options.maxLongLivedPerUID else { return nil }
+        limitLog.record(.warn, "control#\(c.id): refused to subscribe: uid \(c.uid) already has \(ofUID) "
+                        + "connections that subscribed or are agents", to: log)
+        return ControlError(.tooMany, "uid \(c.uid) already has \(ofUID) control connections that subscribed or are "
+                            + "agents, the most allowed; stop an 'earmuff watch' or 'earmuff agent' first")
+    }
+
+    /// Closes connections that are not long-lived and were silent for `idleTimeout`; runs
+    /// again while such connections remain.
+    func scheduleIdleSweep() {
+        guard !sweepScheduled else { return }
+        sweepScheduled = true
+        loop.schedule(after: max(0.05, options.idleTimeout / 4)) { [self] in
+            sweepScheduled = false
+            let now = monotonicNow()
+            for c in Array(connections.values) where !c.longLived && now - c.lastActivity >= options.idleTimeout {
+                log(.debug, "control#\(c.id): closed after \(options.idleTimeout) s without a request")
+                drop(c, reason: nil)
+            }
+            if connections.values.contains(where: { !$0.longLived }) { scheduleIdleSweep() }
+        }
+    }
+}

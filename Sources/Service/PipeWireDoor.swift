@@ -1,0 +1,303 @@
+// The second door: native PipeWire clients (`pipewire-0`), gated as the relay
+// gates Pulse clients.
+//
+// The PipeWire gate (target PipeWireGate) is a manager connection to the
+// session's PipeWire; its loop's descriptor is a handler on the `pipewire`
+// EventLoop here, which also owns everything below. Each native client the
+// gate admits becomes a `SessionState` identified from the process PipeWire
+// saw at connect (`pipewire.sec.pid`/`uid`, with the same /proc reading and
+// classification as a Pulse client), and each of its capture streams a
+// `RecordStream` whose kind the gate says; the consent service is asked the
+// relay's questions (a session opened, a stream started, moved, ended), so
+// one app has one decision whichever door it uses. A change of a stream's
+// access flag comes back here and the gate routes the stream.
+import Consent
+import ControlProtocol
+import Glibc
+import LinuxSystem
+import PipeWireGate
+import Relay
+import PulseWire
+
+/// Where the session's PipeWire listens, found as libpipewire finds it: $PIPEWIRE_REMOTE
+/// (a name or a path), else `pipewire-0`, in $PIPEWIRE_RUNTIME_DIR, else $XDG_RUNTIME_DIR.
+struct PipeWireAddress: Sendable, Equatable {
+    /// What libpipewire is given (nil: its default, which is the same socket).
+    var remote: String?
+    var path: String
+
+    static func find(environment env: [String: String]) -> PipeWireAddress {
+        let remote = env["PIPEWIRE_REMOTE"].flatMap { $0.isEmpty ? nil : $0 }
+        let runtime = [env["PIPEWIRE_RUNTIME_DIR"], env["XDG_RUNTIME_DIR"]].compactMap { $0 }.first { !$0.isEmpty }
+            ?? "/run/user/\(getuid())"
+        let name = remote ?? "pipewire-0"
+        return PipeWireAddress(remote: remote, path: name.hasPrefix("/") ? name : "\(runtime)/\(name)")
+    }
+}
+
+/// The programs whose PipeWire clients are part of the sound system, when run by the daemon's
+/// own user: told by the executable the kernel reports, never by a name the client gives (the
+/// door's `admit`), and let in unheld by `earmuff setup`'s module-access rules.
+public enum PipeWireSoundSystem {
+    /// The daemon (pipewire-pulse is a link to it) and the portal.
+    public static let executables = ["/usr/bin/pipewire", "/usr/libexec/xdg-desktop-portal"]
+    /// Session managers: trusted, and they link streams.
+    public static let sessionManagers = ["/usr/bin/wireplumber", "/usr/bin/pipewire-media-session"]
+}
+
+final class PipeWireDoor: LoopHandler, PipeWireGateObserver, @unchecked Sendable {
+    // @unchecked Sendable: everything but `published` is touched only on `loop`.
+    /// Session and stream ids of native clients start here, apart from the relay's.
+    static let firstID: UInt64 = 1 << 48
+    /// While there is no socket, the door waits for one to be created (a starting PipeWire
+    /// makes it anew), with no timer, so a daemon on a system without PipeWire never wakes
+    /// for it. A socket that is there but refuses (just created and not listening yet, or
+    /// left by a PipeWire that died) is tried again after these delays, then left to the
+    /// watch as well.
+    static let retryDelays = [0.1, 0.3, 1.0, 3.0]
+    /// Where no directory watch can be set up (the runtime directory is missing), the
+    /// door tries again this often.
+    static let unwatchedRetryDelay = 30.0
+
+    private let loop: EventLoop
+    /// The consent service's session observer: asked what the relay asks.
+    private let observer: any SessionObserver
+    let address: PipeWireAddress
+    private var gate: PipeWireGate?
+    private var token: UInt64 = 0
+    private var sessions: [UInt32: SessionState] = [:]
+    /// Capture streams by node id, with the session of their client.
+    private var streams: [UInt32: (stream: RecordStream, session: SessionState)] = [:]
+    private var nextID = firstID
+    private var stopping = false
+    /// The gate's silent source is ready (status says "gating" only then).
+    private var isReady = false
+    private let published: Locked<PipeWireInfo>
+    /// Wakes the door when an entry of the socket's name appears in its directory.
+    private var socketWatch: DirectoryWatch?
+    /// How many of `retryDelays` have been used since the last attempt that could succeed.
+    private var retries = 0
+
+    /// The door of `observer` on the session's PipeWire; `start()` connects (when the socket
+    /// answers, and again when it is created anew).
+    init(observer: any SessionObserver, environment: [String: String]) throws(SystemError) {
+        loop = try EventLoop(name: "pipewire")
+        self.observer = observer
+        let address = PipeWireAddress.find(environment: environment)
+        self.address = address
+        published = Locked(PipeWireInfo(socket: address.path, gating: false, reason: "starting"))
+    }
+
+    /// What `status` shows.
+    var info: PipeWireInfo { published.withLock { $0 } }
+
+    func start() {
+        loop.start()
+        loop.post { [self] in connect() }
+    }
+
+    func stopAndJoin() {
+        loop.post { [self] in
+            stopping = true
+            disconnect(reason: "stopped")
+            if let watch = socketWatch { loop.remove(watch.descriptor.rawValue, token: watch.token) }
+            socketWatch = nil
+        }
+        loop.stopAndJoin()
+    }
+
+    private func connect() {
+        loop.assertInLoop()
+        guard !stopping, gate == nil else { return }
+        watchForSocket()
+        guard canConnect(address.path) else { return retry("no PipeWire server answers there") }
+        retries = 0
+        do {
+            let g = try PipeWireGate(remote: address.remote, observer: self)
+            gate = g
+            token = try loop.register(g.descriptor, events: PollEvents.input, handler: self)
+            publish("connected; the silent source is not ready yet")
+        } catch {
+            disconnect(reason: "\(error)")
+        }
+    }
+
+    private func retry(_ reason: String) {
+        publish(reason)
+        guard !stopping else { return }
+        if socketWatch == nil {
+            loop.schedule(after: Self.unwatchedRetryDelay) { [self] in connect() }
+        } else if access(address.path, F_OK) != 0 {
+            return // no socket: the watch says when one is made
+        } else if retries < Self.retryDelays.count {
+            loop.schedule(after: Self.retryDelays[retries]) { [self] in connect() }
+            retries += 1
+        }
+    }
+
+    /// Watches the socket's directory (once): a PipeWire that starts creates its socket, and
+    /// the door connects then.
+    private func watchForSocket() {
+        guard socketWatch == nil else { return }
+        let slash = address.path.lastIndex(of: "/") ?? address.path.startIndex
+        let directory = String(address.path[..<slash])
+        let name = String(address.path[address.path.index(after: slash)...])
+        do throws(SystemError) {
+            let watch = try DirectoryWatch(directory: directory, name: name) { [unowned self] in
+                retries = 0
+                connect()
+            }
+            watch.token = try loop.register(watch.descriptor.rawValue, events: PollEvents.input, handler: watch)
+            socketWatch = watch
+        } catch {
+            Log.debug("pipewire: cannot watch \(directory) for \(name) (\(error)); trying every \(Int(Self.unwatchedRetryDelay)) s")
+        }
+    }
+
+    /// Ends every native session (their streams end with them) and drops the connection.
+    private func disconnect(reason: String) {
+        if let g = gate {
+            loop.remove(g.descriptor, token: token)
+            g.close()
+            gate = nil
+            isReady = false
+            Log.warn("pipewire: not gating: \(reason)")
+        }
+        for id in streams.keys.sorted() { captureEnded(id) }
+        for id in sessions.keys.sorted() { clientGone(id) }
+        retry(reason)
+    }
+
+    private func publish(_ reason: String?) {
+        let clients = gate == nil ? 0 : sessions.count
+        published.withLock { $0 = PipeWireInfo(socket: address.path, gating: reason == nil, clients: clients, reason: reason) }
+    }
+
+    func handleEvents(_ events: UInt32) {
+        loop.assertInLoop()
+        do { try gate?.dispatch() } catch { disconnect(reason: "\(error)") }
+    }
+
+    // MARK: PipeWireGateObserver (on the loop)
+
+    func admit(_ client: PipeWireClient) -> PipeWireAdmission {
+        guard let pid = client.pid, let uid = client.uid else {
+            // Without credentials it cannot be told apart from anything: gated, as an unknown process.
+            return open(client, ProcessFacts(pid: 0, uid: client.uid ?? UInt32.max, gid: 0, launcherAppID: nil, inspectable: false))
+        }
+        let facts = ProcessInspector.facts(pid: pid, uid: uid, gid: client.gid ?? 0, launcherAppID: nil)
+        // What module-access's `access.allowed` admits by argv[0], which any process can fake, is
+        // checked here by the executable the kernel reports, as every client is.
+        if uid == getuid(), facts.inspectable {
+            if pid == getpid() { return .soundSystem }
+            if let exe = facts.exe, PipeWireSoundSystem.sessionManagers.contains(exe) { return .sessionManager }
+            if let exe = facts.exe, PipeWireSoundSystem.executables.contains(exe) { return .soundSystem }
+        }
+        return open(client, facts)
+    }
+
+    private func open(_ client: PipeWireClient, _ facts: ProcessFacts) -> PipeWireAdmission {
+        let identity = IdentityClassifier.classify(facts)
+        let session = SessionState(id: takeID(), identity: identity, launcherAppID: nil, connectedAt: wallClockNow())
+        session.properties.withLock {
+            $0.applicationName = client.applicationName
+            $0.processBinary = client.processBinary
+        }
+        sessions[client.id] = session
+        observer.sessionOpened(session)
+        observer.clientPropertiesChanged(session)
+        Log.info("pipewire: client \(client.id) (pid \(client.pid.map(String.init) ?? "?")) is \(identity.appKey)")
+        if isReady { publish(nil) }
+        return identity.method == .flatpak ? .sandboxedApp : .app
+    }
+
+    func clientGone(_ client: UInt32) {
+        guard let session = sessions.removeValue(forKey: client) else { return }
+        observer.sessionClosed(session)
+        if isReady { publish(nil) }
+    }
+
+    func captureStarted(_ id: UInt32, client: UInt32, origin: CaptureOrigin) -> Bool {
+        guard let session = sessions[client] else { return false }
+        // As the relay checks at each new stream: a process that exec'd another program since
+        // it connected is not the app it was identified as. Its streams stay silent.
+        if let changed = ProcessInspector.change(since: session.identity) {
+            Log.warn("pipewire: stream \(id) of client \(client) stays silent: its identity changed since it connected: \(changed)")
+            return false
+        }
+        let stream = RecordStream(
+            sessionID: session.id, streamID: takeID(), channel: id, sourceOutputIndex: invalidIndex,
+            sampleSpec: SampleSpec(format: .float32le, channels: 1, rate: 48000), source: origin.source,
+            real: false, startedAt: monotonicNow(),
+            accessChanged: { [weak self] real in
+                // Called under the consent engine's lock: the routing happens on the loop.
+                self?.loop.post { [weak self] in self?.gate?.setAccess(stream: id, real: real) }
+            })
+        stream.placement.withLock { $0.kind = origin.kind }
+        streams[id] = (stream, session)
+        observer.recordStreamStarted(session, stream: stream)
+        return stream.isReal
+    }
+
+    func captureMoved(_ id: UInt32, origin: CaptureOrigin) -> Bool {
+        guard let (stream, session) = streams[id] else { return false }
+        stream.placement.withLock {
+            $0.kind = origin.kind
+            $0.source = origin.source
+        }
+        observer.recordStreamMoved(session, stream: stream)
+        return stream.isReal
+    }
+
+    func captureEnded(_ id: UInt32) {
+        guard let (stream, session) = streams.removeValue(forKey: id) else { return }
+        observer.recordStreamEnded(session, stream: stream)
+    }
+
+    func ready() {
+        isReady = true
+        publish(nil)
+        Log.info("pipewire: gating native clients of \(address.path)")
+    }
+
+    func connectionLost(_ reason: String) {
+        // Out of the gate's own call stack: the connection is closed from the loop.
+        loop.post { [weak self] in self?.disconnect(reason: reason) }
+    }
+
+    func refused(_ reason: String) {
+        Log.debug("pipewire: refused: \(reason)")
+    }
+
+    func routed(_ action: String) {
+        Log.debug("pipewire: \(action)")
+    }
+
+    private func takeID() -> UInt64 {
+        defer { nextID += 1 }
+        return nextID
+    }
+}
+
+/// An inotify watch of one directory, on the door's loop: calls `appeared` when an entry of
+/// `name` is created in it or moved into it.
+private final class DirectoryWatch: LoopHandler {
+    let descriptor: FileDescriptor
+    var token: UInt64 = 0
+    private let name: String
+    private let appeared: () -> Void
+
+    init(directory: String, name: String, appeared: @escaping () -> Void) throws(SystemError) {
+        do throws(Errno) {
+            descriptor = try FileDescriptor.watchingDirectory(directory)
+        } catch {
+            throw SystemError("inotify watch of \(directory)", error)
+        }
+        self.name = name
+        self.appeared = appeared
+    }
+
+    func handleEvents(_ events: UInt32) {
+        if descriptor.drainDirectoryEvents(naming: name) { appeared() }
+    }
+}

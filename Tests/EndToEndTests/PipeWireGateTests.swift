@@ -1,0 +1,485 @@
+// The second door: native PipeWire clients (`pw-record`, GStreamer's
+// `pipewiresrc`) against a real pipewire + wireplumber, with Earmuff's gate
+// connected to it: an undetermined app records exact zeros and stays alive,
+// one prompt is raised, a decision flips the same running process, and a
+// native and a Pulse client of one executable share one decision.
+//
+// These run only in the PipeWire pass (`EARMUFF_TEST_SERVER=pipewire`).
+
+import Foundation
+import Glibc
+import Testing
+import TestSupport
+
+private let pipeWireSelected = (try? ServerKind.selected()) == .pipewire
+
+extension EndToEnd {
+    @Suite(.enabled(if: pipeWireSelected, "PipeWire checks run in the EARMUFF_TEST_SERVER=pipewire pass"))
+    struct PipeWireGateTests {
+        /// A PipeWire with earmuff in front of its pulse server and gating its native socket,
+        /// its daemon holding native clients for earmuff at connect as `earmuff setup` makes it.
+        struct Setup {
+            let server: PipeWireServer
+            let earmuff: EarmuffProcess
+
+            init() async throws {
+                server = try PipeWireServer(daemonConfig: Self.holdingConfiguration)
+                do {
+                    earmuff = try EarmuffProcess(upstream: server.serverString, extraArguments: ["--log-level", "debug"],
+                                                 environment: server.nativeClientEnvironment)
+                } catch {
+                    server.stop()
+                    throw error
+                }
+                let status = try await earmuff.waitForStatus { $0.pipewire?.gating == true }
+                guard status.pipewire?.gating == true else {
+                    stop()
+                    throw TestSupportError("the PipeWire gate did not connect: \(String(describing: status.pipewire))")
+                }
+            }
+
+            func stop() {
+                earmuff.stop()
+                server.stop()
+            }
+
+            /// `earmuff setup`'s copy of the daemon configuration `config`, for this earmuff binary.
+            static func holdingConfiguration(_ config: String) throws -> String {
+                let home = try EndToEnd.SetupEndToEndTests.Home()
+                defer { home.remove() }
+                let system = "\(home.dir)/system-pipewire.conf"
+                try config.write(toFile: system, atomically: true, encoding: .utf8)
+                let r = try home.setup(.pipewire, ["--pipewire-config", system, "--binary", try EarmuffProcess.locateBinary()])
+                guard r.succeeded else { throw TestSupportError("earmuff setup failed: \(r)") }
+                return try String(contentsOfFile: "\(home.config)/pipewire/pipewire.conf", encoding: .utf8)
+            }
+
+            var logs: String { "earmuff log:\n\(earmuff.log())\nPipeWire logs:\n\(server.logs())" }
+
+            /// `pw-record` of the default source, mono s16 at the graph's rate, as raw audio on stdout.
+            func pwRecord() throws -> Recording {
+                try Tool.startRecordingCommand(
+                    "sh", args: ["-c", "exec pw-record --format s16 --rate \(PipeWireServer.toneRate) --channels 1 - > recording.raw"],
+                    server: "", purpose: nil, environment: server.nativeClientEnvironment)
+            }
+
+            /// `gst-launch-1.0` recording from `element` (pipewiresrc: the native door; pulsesrc: earmuff's socket).
+            func gstRecord(_ element: String) throws -> Recording {
+                let caps = "audio/x-raw,format=S16LE,rate=\(PipeWireServer.toneRate),channels=1"
+                return try Tool.startRecordingCommand(
+                    "gst-launch-1.0", args: ["-q", element, "!", "audioconvert", "!", "audioresample", "!", caps,
+                                             "!", "filesink", "location=recording.raw", "buffer-mode=unbuffered"],
+                    server: element == "pulsesrc" ? earmuff.serverString : "", purpose: nil,
+                    environment: server.nativeClientEnvironment)
+            }
+
+            /// The app key earmuff gave the client with `pid`, once it is connected.
+            func key(of recording: Recording) async throws -> String {
+                let pid = recording.tool.process.pid
+                let status = try await earmuff.waitForStatus { $0.clients.contains { $0.pid == pid } }
+                guard let key = status.clients.first(where: { $0.pid == pid })?.appKey else {
+                    let process = recording.tool.process
+                    let state = process.isRunning ? "running" : "exited: \(process.stderrText())"
+                    throw TestSupportError("pid \(pid) (\(state)) never showed up as a client: \(status)\n\(logs)")
+                }
+                return key
+            }
+        }
+
+        /// A recording's samples: raw, or after the `data` chunk header of a WAV file (jack_rec's).
+        static func samples(_ r: Recording) -> Data {
+            let data = r.data()
+            guard data.starts(with: Data("RIFF".utf8)), let chunk = data.range(of: Data("data".utf8)) else { return data }
+            return data.suffix(from: min(data.endIndex, chunk.upperBound + 4))
+        }
+
+        /// The last `seconds` of a recording.
+        static func tail(_ r: Recording, _ seconds: Double) -> Data {
+            let data = samples(r)
+            let n = min(data.count, Int(seconds * Double(r.bytesPerSecond))) & ~1
+            return data.suffix(n)
+        }
+
+        static func isTone(_ audio: Data) -> Bool {
+            !audio.isEmpty && Helpers.analyze(audio, format: .s16le, rate: PipeWireServer.toneRate).medianRatio >= 0.9
+        }
+
+        static func isZeros(_ audio: Data) -> Bool { !audio.isEmpty && AudioAnalysis.isUniform(audio, value: 0) }
+
+        /// How many s16 samples of `audio` are not zero.
+        static func realSamples(_ audio: Data) -> Int { AudioAnalysis.decode(audio, format: .s16le).filter { $0 != 0 }.count }
+
+        /// The most real samples a link a client makes itself may carry before the gate has
+        /// destroyed it: 0.25 s. Alone on a machine it is none; on a loaded one a few quanta of
+        /// 1024 frames were seen (the gate's thread has to run before the removal is sent).
+        static let linkLeakBound = PipeWireServer.toneRate / 4
+
+        /// Waits until the recording's last half second is the tone (or exact zeros).
+        static func waitUntil(_ r: Recording, tone: Bool, timeout: Double = 30) async -> Bool {
+            await Wait.until(timeout: timeout, interval: 0.05) {
+                let end = tail(r, 0.5)
+                return end.count >= r.bytesPerSecond / 2 && (tone ? isTone(end) : isZeros(end))
+            }
+        }
+
+        @Test func undeterminedNativeRecordingIsExactZerosAliveAndRaisesOnePrompt() async throws {
+            let s = try await Setup()
+            defer { s.stop() }
+            let rec = try s.pwRecord()
+            let key = try await s.key(of: rec)
+            #expect(await rec.waitForAudio(seconds: 1.5, timeout: 60), "\(s.logs)")
+            #expect(rec.tool.process.isRunning, "pw-record exited: \(rec.tool.process.stderrText())")
+            #expect(rec.isExactSilence(), "not silence: \(Helpers.analyze(rec.data(), format: .s16le))\n\(s.logs)")
+            let status = try await s.earmuff.waitForStatus { $0.prompts(of: key).count == 1 }
+            #expect(status.prompts(of: key).count == 1, "\(status)")
+            #expect(status.prompts(of: key).first?.kind == "microphone", "\(status)")
+            #expect(status.streams(of: key).map(\.audio) == ["silenced"], "\(status)")
+            #expect((status.pipewire?.clients ?? 0) >= 1, "\(String(describing: status.pipewire))")
+            let (_, audio) = rec.stop()
+            #expect(Self.isZeros(audio), "not silence at the end: \(Helpers.analyze(audio, format: .s16le))")
+        }
+
+        @Test func grantedNativeRecordingGetsTheTone() async throws {
+            let s = try await Setup()
+            defer { s.stop() }
+            let probe = try s.pwRecord()
+            let key = try await s.key(of: probe)
+            _ = probe.stop()
+            try s.earmuff.control("grant", key)
+            let rec = try s.pwRecord()
+            #expect(await rec.waitForAudio(seconds: 1.5, timeout: 60), "\(s.logs)")
+            #expect(await Self.waitUntil(rec, tone: true), "no tone: \(Helpers.analyze(Self.tail(rec, 1), format: .s16le))\n\(s.logs)")
+            let status = try s.earmuff.status()
+            #expect(status.streams(of: key).map(\.audio) == ["real"], "\(status)")
+            #expect(status.prompts(of: key).isEmpty, "\(status)")
+        }
+
+        /// Held at connect: while earmuff is stopped (SIGSTOP), a fresh `pw-record` and a
+        /// `pw-play` are clients of the server, held for earmuff, with no stream and no audio;
+        /// once earmuff runs it releases them: the recording is exact zeros, then the tone after
+        /// a grant, and the player plays into the sink.
+        @Test func aClientIsHeldAtConnectUntilEarmuffReleasesIt() async throws {
+            let s = try await Setup()
+            defer { s.stop() }
+            let dir = try Helpers.scratch()
+            defer { TempDir.remove(dir) }
+            let wav = "\(dir)/tone.wav"
+            let sox = try Tool.run("sox", args: ["-n", "-r", String(PipeWireServer.toneRate), "-c", "1", wav,
+                                                 "synth", "60", "sine", "440"], server: "", timeout: 60)
+            #expect(sox.succeeded, "\(sox)")
+
+            s.earmuff.process.send(SIGSTOP)
+            var stopped = true
+            defer { if stopped { s.earmuff.process.send(SIGCONT) } }
+            let rec = try s.pwRecord()
+            let player = try Tool.start("pw-play", args: ["--target", PipeWireServer.sinkName, wav], server: "",
+                                        environment: s.server.nativeClientEnvironment)
+            defer { player.process.terminate(signal: SIGTERM, grace: 5); player.cleanup() }
+            /// The server's clients as pipewire-pulse lists them, one block each.
+            func clients() throws -> [String] { try s.server.pactl("list", "clients").stdoutText.components(separatedBy: "Client #") }
+            for pid in [rec.tool.process.pid, player.process.pid] {
+                let held = await Wait.until(timeout: 30, interval: 0.05) {
+                    (try? clients())?.contains { $0.contains("pipewire.sec.pid = \"\(pid)\"") && $0.contains("pipewire.access = \"earmuff\"") } == true
+                }
+                #expect(held, "pid \(pid) is not a held client: \((try? clients()) ?? [])\n\(s.logs)")
+            }
+            let outputs = try s.server.pactl("list", "short", "source-outputs").stdoutText
+            let inputs = try s.server.pactl("list", "short", "sink-inputs").stdoutText
+            #expect(outputs.isEmpty && inputs.isEmpty, "a held client made a stream: \(outputs) \(inputs)")
+            #expect(rec.byteCount() == 0, "a held client recorded")
+
+            s.earmuff.process.send(SIGCONT)
+            stopped = false
+            let key = try await s.key(of: rec)
+            #expect(await rec.waitForAudio(seconds: 1, timeout: 60), "\(s.logs)")
+            #expect(rec.isExactSilence(), "not silence: \(Helpers.analyze(rec.data(), format: .s16le))\n\(s.logs)")
+            let playing = await Wait.until(timeout: 30, interval: 0.05) {
+                (try? s.server.pactl("list", "short", "sinks").stdoutText)?.split(separator: "\n").contains {
+                    $0.split(separator: "\t").dropFirst().first == Substring(PipeWireServer.sinkName) && $0.hasSuffix("RUNNING")
+                } == true
+            }
+            #expect(playing, "pw-play does not play: \(player.process.stderrText())\n\(s.logs)")
+            try s.earmuff.control("grant", key)
+            #expect(await Self.waitUntil(rec, tone: true), "no tone: \(Helpers.analyze(Self.tail(rec, 1), format: .s16le))\n\(s.logs)")
+            #expect(rec.tool.process.isRunning, "pw-record exited: \(rec.tool.process.stderrText())")
+            _ = rec.stop()
+        }
+
+        @Test func grantAndDenyFlipTheSameRunningProcess() async throws {
+            let s = try await Setup()
+            defer { s.stop() }
+            let rec = try s.pwRecord()
+            let key = try await s.key(of: rec)
+            #expect(await rec.waitForAudio(seconds: 1, timeout: 60), "\(s.logs)")
+            #expect(rec.isExactSilence(), "undetermined audio is not silence\n\(s.logs)")
+            try s.earmuff.control("grant", key)
+            #expect(await Self.waitUntil(rec, tone: true), "grant: no tone\n\(s.logs)")
+            try s.earmuff.control("deny", key)
+            #expect(await Self.waitUntil(rec, tone: false), "deny: not silence\n\(s.logs)")
+            try s.earmuff.control("grant", key)
+            #expect(await Self.waitUntil(rec, tone: true), "grant again: no tone\n\(s.logs)")
+            #expect(rec.tool.process.isRunning, "pw-record exited: \(rec.tool.process.stderrText())")
+            // One process, one client, one stream throughout.
+            let status = try s.earmuff.status()
+            #expect(status.clients(of: key).count == 1, "\(status)")
+            #expect(status.streams(of: key).count == 1, "\(status)")
+        }
+
+        /// GStreamer's two sources in one executable: `pipewiresrc` through the native door,
+        /// `pulsesrc` through Earmuff's socket. One app, one prompt, one decision. (A
+        /// `pipewiresrc` stream asks never to be reconnected, and in GStreamer 1.22 on
+        /// PipeWire 0.3.65 it stops receiving buffers when it is relinked to another source,
+        /// Earmuff or not; so the native side is started again after each decision, while the
+        /// Pulse side flips live.)
+        @Test func nativeAndPulseClientsOfOneExecutableShareOneDecision() async throws {
+            let s = try await Setup()
+            defer { s.stop() }
+            let native = try s.gstRecord("pipewiresrc")
+            let pulse = try s.gstRecord("pulsesrc")
+            let key = try await s.key(of: native)
+            let pulseKey = try await s.key(of: pulse)
+            #expect(pulseKey == key, "the Pulse client is \(pulseKey), the native one \(key)")
+            #expect(await native.waitForAudio(seconds: 1, timeout: 60), "\(native.tool.process.stderrText())\n\(s.logs)")
+            #expect(await pulse.waitForAudio(seconds: 1, timeout: 60), "\(pulse.tool.process.stderrText())\n\(s.logs)")
+            let status = try await s.earmuff.waitForStatus { $0.streams(of: key).count == 2 }
+            #expect(status.streams(of: key).map(\.audio) == ["silenced", "silenced"], "\(status)")
+            #expect(status.prompts(of: key).count == 1, "one prompt for both doors: \(status)")
+            #expect(native.isExactSilence() && pulse.isExactSilence(), "undetermined audio is not silence\n\(s.logs)")
+            _ = native.stop()
+
+            try s.earmuff.control("grant", key)
+            #expect(await Self.waitUntil(pulse, tone: true), "pulse: no tone after grant\n\(s.logs)")
+            let granted = try s.gstRecord("pipewiresrc")
+            #expect(await Self.waitUntil(granted, tone: true), "native: no tone once granted\n\(s.logs)")
+            _ = granted.stop()
+
+            try s.earmuff.control("deny", key)
+            #expect(await Self.waitUntil(pulse, tone: false), "pulse: not silence after deny\n\(s.logs)")
+            let denied = try s.gstRecord("pipewiresrc")
+            #expect(await denied.waitForAudio(seconds: 1, timeout: 60), "\(denied.tool.process.stderrText())\n\(s.logs)")
+            #expect(denied.isExactSilence(), "native: not silence once denied\n\(s.logs)")
+            #expect(try s.earmuff.status().prompts(of: key).isEmpty)
+        }
+
+        /// Ways around the silent source, each tried on a running non-granted recording
+        /// (the audio recorded after each must still be exact zeros): another process of the
+        /// same user links the microphone into it or into the silent source's own input
+        /// (`pw-link`), destroys the silent source (`pw-cli destroy`), or names the microphone as its
+        /// target in the metadata (`pw-metadata`); a client names the microphone as its own
+        /// target (`pw-record --target`); a client calls itself `wireplumber` (argv[0] of
+        /// `pw-cat --record`).
+        @Test func bypassAttemptsFromANonGrantedClientStaySilent() async throws {
+            let s = try await Setup()
+            defer { s.stop() }
+            let rec = try s.pwRecord()
+            let key = try await s.key(of: rec)
+            #expect(await rec.waitForAudio(seconds: 0.5, timeout: 60), "\(s.logs)")
+            let status = try await s.earmuff.waitForStatus { $0.streams(of: key).count == 1 }
+            let node = try #require(status.streams(of: key).first?.stream, "\(status)")
+            let env = s.server.nativeClientEnvironment
+
+            /// Runs `attempt`, then waits for another second of audio and checks it is zeros.
+            func staysSilent(_ what: String, tolerating allowed: Int = 0, _ attempt: () throws -> Void) async throws {
+                let before = rec.byteCount()
+                try attempt()
+                let grew = await Wait.until(timeout: 30, interval: 0.05) { rec.byteCount() >= before + rec.bytesPerSecond }
+                #expect(grew, "\(what): the recording stalled\n\(s.logs)")
+                let after = Data(rec.data().dropFirst(before))
+                let real = Self.realSamples(after)
+                if allowed > 0 { print("PipeWire gate, \(what): \(real) real samples before the link was gone") }
+                #expect(real <= allowed, "\(what): \(real) real samples got through: \(Helpers.analyze(after, format: .s16le))\n\(s.logs)")
+                #expect(Self.isZeros(Self.tail(rec, 0.5)), "\(what): not silent afterwards\n\(s.logs)")
+            }
+
+            // A link the client makes itself carries audio until the gate's removal lands: PipeWire
+            // 0.3.65 enforces no link permissions, so it cannot be refused, only destroyed.
+            try await staysSilent("pw-link mic → stream", tolerating: Self.linkLeakBound) {
+                _ = try Tool.run("pw-link", args: [PipeWireServer.sourceName, String(node)], server: "", environment: env, timeout: 30)
+            }
+            // The silent source is a null sink: feeding its input would feed every silenced stream.
+            try await staysSilent("pw-link mic → the silent source's input", tolerating: Self.linkLeakBound) {
+                _ = try Tool.run("pw-link", args: [PipeWireServer.sourceName, "earmuff.silence"], server: "", environment: env, timeout: 30)
+            }
+            /// The silent source's node id and object serial now, from `pw-cli ls Node` ("\tid 41,
+            /// type …" blocks); a new node may take a freed id, never a used serial.
+            func silentNode() throws -> (id: String, serial: String)? {
+                let nodes = try Tool.run("pw-cli", args: ["ls", "Node"], server: "", environment: env, timeout: 30).stdoutText
+                guard let block = nodes.components(separatedBy: "\tid ").dropFirst()
+                    .first(where: { $0.contains("node.name = \"earmuff.silence\"") }),
+                      let serial = block.components(separatedBy: "object.serial = \"").dropFirst().first?.prefix(while: { $0.isNumber })
+                else { return nil }
+                return (String(block.prefix { $0.isNumber }), String(serial))
+            }
+            let silent = try #require(try silentNode(), "no silent source")
+            try await staysSilent("pw-cli destroy the silent source", tolerating: Self.linkLeakBound) {
+                _ = try Tool.run("pw-cli", args: ["destroy", silent.id], server: "", environment: env, timeout: 30)
+            }
+            let again = try silentNode()
+            #expect(again != nil && again?.serial != silent.serial, "the silent source was not made again: \(String(describing: again))\n\(s.logs)")
+            try await staysSilent("pw-metadata target.object = mic") {
+                _ = try Tool.run("pw-metadata", args: [String(node), "target.object", PipeWireServer.sourceName], server: "",
+                                 environment: env, timeout: 30)
+            }
+            #expect(rec.tool.process.isRunning, "pw-record exited: \(rec.tool.process.stderrText())")
+
+            let targeted = try Tool.startRecordingCommand(
+                "sh", args: ["-c", "exec pw-record --target \(PipeWireServer.sourceName) --format s16 --rate \(PipeWireServer.toneRate) --channels 1 - > recording.raw"],
+                server: "", purpose: nil, environment: env)
+            let named = try Tool.startRecordingCommand(
+                "bash", args: ["-c", "exec -a wireplumber pw-cat --record --format s16 --rate \(PipeWireServer.toneRate) --channels 1 - > recording.raw"],
+                server: "", purpose: nil, environment: env)
+            for (what, r) in [("--target mic", targeted), ("argv[0] wireplumber", named)] {
+                #expect(await r.waitForAudio(seconds: 1, timeout: 60), "\(what): \(r.tool.process.stderrText())\n\(s.logs)")
+                #expect(r.isExactSilence(), "\(what): real samples got through: \(Helpers.analyze(r.data(), format: .s16le))\n\(s.logs)")
+            }
+            #expect(try await s.key(of: named) == key, "argv[0] does not change who it is")
+        }
+
+        /// The window between a stream's creation and its routing (WirePlumber may link it to
+        /// the microphone first): 100 fresh `pw-record` processes of an undetermined app, each
+        /// kept until 0.3 s of audio arrived; not one sample may be real.
+        @Test func aHundredFreshUndeterminedStartsRecordNoRealSample() async throws {
+            let s = try await Setup()
+            defer { s.stop() }
+            var nonZero = 0
+            var samples = 0
+            var runsWithReal = 0
+            for run in 0..<100 {
+                let rec = try s.pwRecord()
+                let arrived = await Wait.until(timeout: 30, interval: 0.01) {
+                    rec.byteCount() >= rec.bytesPerSecond * 3 / 10 || !rec.tool.process.isRunning
+                }
+                let (_, audio) = rec.stop(signal: SIGTERM)
+                #expect(arrived, "run \(run): no audio: \(rec.tool.process.stderrText())\n\(s.logs)")
+                let decoded = AudioAnalysis.decode(audio, format: .s16le)
+                let real = decoded.filter { $0 != 0 }.count
+                nonZero += real
+                samples += decoded.count
+                if real > 0 { runsWithReal += 1 }
+            }
+            print("PipeWire gate window: \(runsWithReal) of 100 fresh starts had real samples; \(nonZero) of \(samples) samples were not zero")
+            #expect(nonZero == 0, "\(runsWithReal) runs had real samples, \(nonZero) in all\n\(s.logs)")
+        }
+
+        /// Kinds are decided apart: with the microphone granted, a recording of the sink's
+        /// monitor (`stream.capture.sink`) is exact zeros and raises a system-audio prompt,
+        /// until system audio is granted too; then the same process records what the sink plays.
+        @Test func aMicrophoneGrantLeavesTheSinkMonitorSilentUntilSystemAudioIsGranted() async throws {
+            let s = try await Setup()
+            defer { s.stop() }
+            let played = 660.0
+            try s.server.playTone(sink: PipeWireServer.sinkName, frequency: played)
+            let probe = try s.pwRecord()
+            let key = try await s.key(of: probe)
+            _ = probe.stop(signal: SIGTERM)
+            try s.earmuff.control("grant", key, "--kind", "microphone")
+            let rec = try Tool.startRecordingCommand(
+                "sh", args: ["-c", "exec pw-record -P '{ stream.capture.sink = true }' --format s16 --rate \(PipeWireServer.toneRate) --channels 1 - > recording.raw"],
+                server: "", purpose: nil, environment: s.server.nativeClientEnvironment)
+            #expect(await rec.waitForAudio(seconds: 1, timeout: 60), "\(rec.tool.process.stderrText())\n\(s.logs)")
+            #expect(rec.isExactSilence(), "a sink monitor under a microphone grant: \(Helpers.analyze(rec.data(), format: .s16le, frequency: played))\n\(s.logs)")
+            let status = try await s.earmuff.waitForStatus { $0.prompts(of: key).count == 1 }
+            #expect(status.prompts(of: key).map(\.kind) == ["system-audio"], "\(status)")
+            #expect(status.streams(of: key).map(\.kind) == ["system-audio"], "\(status)")
+
+            try s.earmuff.control("grant", key, "--kind", "system-audio")
+            let heard = await Wait.until(timeout: 30, interval: 0.05) {
+                let end = Self.tail(rec, 0.5)
+                return end.count >= rec.bytesPerSecond / 2
+                    && Helpers.analyze(end, format: .s16le, rate: PipeWireServer.toneRate, frequency: played).medianRatio >= 0.9
+            }
+            let links = try Tool.run("pw-link", args: ["-l"], server: "", environment: s.server.nativeClientEnvironment, timeout: 30)
+            #expect(heard, "no sink tone after the system-audio grant: \(Helpers.analyze(Self.tail(rec, 1), format: .s16le, frequency: played)), \(rec.byteCount()) bytes\n\(links.stdoutText)\n\(s.logs)")
+        }
+
+        /// A daemon started before PipeWire (or on a system without it) waits for the socket
+        /// without a timer: its `pipewire` thread does not wake while no socket is there, and
+        /// the gate connects as soon as one is made.
+        @Test func theDoorWaitsForTheSocketWithoutWakingAndConnectsWhenItAppears() async throws {
+            let server = try PipeWireServer()
+            defer { server.stop() }
+            let runtime = try TempDir.make(prefix: "earmuff-pw-later")
+            defer { try? FileManager.default.removeItem(atPath: runtime) }
+            var environment = server.nativeClientEnvironment
+            environment["PIPEWIRE_RUNTIME_DIR"] = runtime
+            let earmuff = try EarmuffProcess(upstream: server.serverString, environment: environment)
+            defer { earmuff.stop() }
+            let waiting = try await earmuff.waitForStatus { $0.pipewire?.reason?.isEmpty == false }
+            #expect(waiting.pipewire?.gating == false, "\(String(describing: waiting.pipewire))")
+
+            // The door's thread, by name, and how often it has slept and woken.
+            let pid = earmuff.process.pid
+            func doorSwitches() -> Int? {
+                let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+                for t in tasks {
+                    let comm = (try? String(contentsOfFile: "/proc/\(pid)/task/\(t)/comm", encoding: .utf8)) ?? ""
+                    guard comm.trimmingCharacters(in: .whitespacesAndNewlines) == "pipewire",
+                          let status = try? String(contentsOfFile: "/proc/\(pid)/task/\(t)/status", encoding: .utf8),
+                          let line = status.split(separator: "\n").first(where: { $0.hasPrefix("voluntary_ctxt_switches:") }),
+                          let n = Int(line.split(separator: ":")[1].trimmingCharacters(in: .whitespaces)) else { continue }
+                    return n
+                }
+                return nil
+            }
+            let before = try #require(doorSwitches(), "no thread named pipewire in \(pid)")
+            // The window measured: long enough for a one-second retry timer to fire three times.
+            try await Task.sleep(nanoseconds: 3_500_000_000)
+            let after = try #require(doorSwitches())
+            #expect(after - before <= 1, "the pipewire thread woke \(after - before) times while no socket was there")
+
+            // PipeWire's socket appears where the daemon looks (as a starting PipeWire makes it).
+            let socket = "\(server.runtimeDir)/pipewire-0"
+            #expect(symlink(socket, "\(runtime)/pipewire-0") == 0, "symlink: errno \(errno)")
+            let status = try await earmuff.waitForStatus { $0.pipewire?.gating == true }
+            #expect(status.pipewire?.gating == true, "\(String(describing: status.pipewire))\n\(earmuff.log())")
+        }
+
+        /// A JACK client through `pw-jack` (`jack_rec`, linking itself to the microphone's
+        /// port): it has no media class and no session manager moves it, so the gate unlinks it
+        /// while it may not record (its unconnected input reads zeros) and links it again after
+        /// a grant. Undetermined: zeros (but for what its own first link carried before the gate
+        /// destroyed it) and one prompt; grant and deny flip the same process.
+        ///
+        /// pipewire-jack 0.3.65 ends its client when the gate destroys the client's own link
+        /// before `jack_connect` has let go of the link's proxy (its proxy's destroy then fails
+        /// with "unknown resource", which it takes for a broken connection: "JACK shut down").
+        /// That race is the library's and cannot be avoided without leaving the link up; when
+        /// it happens, jack_rec is started again (at most twice) and the test says so.
+        @Test func aJackClientThroughPwJackIsSilencedAndFlipsLive() async throws {
+            let s = try await Setup()
+            defer { s.stop() }
+            /// jack_rec, once it is a client of the gate or has exited.
+            func jackRec() async throws -> Recording {
+                let rec = try Tool.startRecordingCommand(
+                    "pw-jack", args: ["jack_rec", "-f", "recording.raw", "-d", "120", "-b", "16", "\(PipeWireServer.sourceName):capture_MONO"],
+                    server: "", purpose: nil, environment: s.server.nativeClientEnvironment)
+                let process = rec.tool.process
+                _ = try await s.earmuff.waitForStatus { $0.clients.contains { $0.pid == process.pid } || !process.isRunning }
+                return rec
+            }
+            var rec = try await jackRec()
+            for attempt in 1...2 {
+                let process = rec.tool.process
+                guard !process.isRunning, process.stderrText().contains("JACK shut down") else { break }
+                print("PipeWire gate, jack_rec: pipewire-jack shut its client down as the gate destroyed its link (attempt \(attempt)); starting it again")
+                _ = rec.stop()
+                rec = try await jackRec()
+            }
+            let key = try await s.key(of: rec)
+            #expect(await Wait.until(timeout: 60, interval: 0.05) { Self.samples(rec).count >= rec.bytesPerSecond },
+                    "\(rec.tool.process.stderrText())\n\(s.logs)")
+            // It links the microphone's port itself: what that link carries until the gate destroys it.
+            let leaked = Self.realSamples(Self.samples(rec))
+            print("PipeWire gate, jack_rec: \(leaked) real samples before its own link was gone")
+            #expect(leaked <= Self.linkLeakBound, "undetermined JACK client: \(Helpers.analyze(Self.samples(rec), format: .s16le))\n\(s.logs)")
+            #expect(await Self.waitUntil(rec, tone: false), "undetermined JACK client: not silent\n\(s.logs)")
+            let status = try await s.earmuff.waitForStatus { $0.prompts(of: key).count == 1 }
+            #expect(status.prompts(of: key).count == 1, "\(status)")
+            try s.earmuff.control("grant", key)
+            #expect(await Self.waitUntil(rec, tone: true), "grant: no tone\n\(s.logs)")
+            try s.earmuff.control("deny", key)
+            #expect(await Self.waitUntil(rec, tone: false), "deny: not silence\n\(s.logs)")
+            #expect(rec.tool.process.isRunning, "jack_rec exited: \(rec.tool.process.stderrText())")
+        }
+    }
+}

@@ -1,0 +1,82 @@
+// What a capture stream records from, read from registry records as PipeWire
+// 0.3.65 and WirePlumber 0.4 write them.
+import Basics
+import PipeWireGate
+import Testing
+
+@Suite struct PipeWireGraphTests {
+    /// A graph with a microphone (id 40), a sink (41), an app's playback stream (42), the gate's
+    /// silent source (43), a capture stream (50) and the defaults WirePlumber sets.
+    static func graph() -> PipeWireGraph {
+        var g = PipeWireGraph()
+        g.add(id: 30, type: "Metadata", properties: ["metadata.name": "default"])
+        g.add(id: 40, type: "Node", properties: ["media.class": "Audio/Source", "node.name": "mic", "object.serial": "140"])
+        g.add(id: 41, type: "Node", properties: ["media.class": "Audio/Sink", "node.name": "out", "object.serial": "141"])
+        g.add(id: 42, type: "Node", properties: ["media.class": "Stream/Output/Audio", "node.name": "player", "object.serial": "142"])
+        g.add(id: 43, type: "Node", properties: ["media.class": "Audio/Source/Virtual", "node.name": "earmuff.silence",
+                                                 "object.serial": "143"])
+        g.add(id: 50, type: "Node", properties: ["media.class": "Stream/Input/Audio", "node.name": "pw-record", "client.id": "49"])
+        g.setMetadata(subject: 0, key: "default.audio.source", value: #"{"name":"mic"}"#)
+        g.setMetadata(subject: 0, key: "default.audio.sink", value: #"{ "name": "out" }"#)
+        return g
+    }
+
+    @Test func aStreamWithNoLinkOrTargetRecordsTheDefaultSource() {
+        let g = Self.graph()
+        #expect(g.nodes[50]?.isCaptureStream == true)
+        #expect(g.origin(of: 50, target: nil, ignoring: 43) == CaptureOrigin(kind: .microphone, source: "mic", node: 40))
+    }
+
+    @Test func aLinkSaysWhatIsCaptured() {
+        var g = Self.graph()
+        g.add(id: 60, type: "Link", properties: ["link.output.node": "41", "link.input.node": "50"])
+        #expect(g.origin(of: 50, target: nil, ignoring: 43) == CaptureOrigin(kind: .systemAudio, source: "out", node: 41))
+        g.remove(id: 60)
+        g.add(id: 61, type: "Link", properties: ["link.output.node": "42", "link.input.node": "50"])
+        #expect(g.origin(of: 50, target: nil, ignoring: 43) == CaptureOrigin(kind: .appAudio, source: "player", node: 42))
+    }
+
+    @Test func theSilentSourceIsNotWhatAStreamCaptures() {
+        var g = Self.graph()
+        g.add(id: 62, type: "Link", properties: ["link.output.node": "43", "link.input.node": "50"])
+        #expect(g.origin(of: 50, target: nil, ignoring: 43).kind == .microphone)
+        #expect(g.origin(of: 50, target: "141", ignoring: 43) == CaptureOrigin(kind: .systemAudio, source: "out", node: 41))
+    }
+
+    @Test func targetsByNameSerialOrIdAndTheSinkCaptureFlag() {
+        var g = Self.graph()
+        #expect(g.origin(of: 50, target: "out", ignoring: 43).kind == .systemAudio)
+        #expect(g.origin(of: 50, target: "142", ignoring: 43).kind == .appAudio)
+        #expect(g.origin(of: 50, target: "40", ignoring: 43).kind == .microphone)
+        g.update(node: 50, properties: ["stream.capture.sink": "true"])
+        #expect(g.origin(of: 50, target: nil, ignoring: 43) == CaptureOrigin(kind: .systemAudio, source: "out.monitor", node: 41))
+        g.update(node: 50, properties: ["target.object": "mic"])
+        #expect(g.origin(of: 50, target: nil, ignoring: 43).kind == .microphone)
+    }
+
+    @Test func aVirtualSourceIsTheStricterKindAndRemovalForgets() {
+        var g = Self.graph()
+        g.add(id: 44, type: "Node", properties: ["media.class": "Audio/Source/Virtual", "node.name": "remapped"])
+        #expect(g.origin(of: 50, target: "remapped", ignoring: 43).kind == .systemAudio)
+        g.remove(id: 30)
+        #expect(g.defaultMetadataID == nil)
+        #expect(g.defaultNode("default.audio.source") == nil)
+        // No default named: the first capture device.
+        #expect(g.origin(of: 50, target: nil, ignoring: 43) == CaptureOrigin(kind: .microphone, source: "mic", node: 40))
+        g.remove(id: 40)
+        #expect(g.origin(of: 50, target: nil, ignoring: 43) == CaptureOrigin(kind: .microphone, source: "default source"))
+    }
+
+    @Test func portsArePairedByChannelElseTheOnlyOneElseByPosition() {
+        var g = Self.graph()
+        for (id, node, dir, ch) in [(70, "40", "out", "MONO"), (71, "41", "out", "FL"), (72, "41", "out", "FR"),
+                                    (80, "50", "in", "FR"), (81, "50", "in", "FL")] as [(UInt32, String, String, String)] {
+            g.add(id: id, type: "Port", properties: ["node.id": node, "port.direction": dir, "audio.channel": ch])
+        }
+        #expect(g.portPairs(from: 41, to: 50).map { [$0.output, $0.input] } == [[72, 80], [71, 81]])
+        #expect(g.portPairs(from: 40, to: 50).map { [$0.output, $0.input] } == [[70, 80], [70, 81]])
+        #expect(g.portPairs(from: 42, to: 50).isEmpty)
+        g.remove(id: 70)
+        #expect(g.portPairs(from: 40, to: 50).isEmpty)
+    }
+}

@@ -1,0 +1,214 @@
+// The relay's two event loops and rings, in process, against the synthetic
+// flood server: every byte of every stream arrives, in order, real or silenced
+// as the observer says, through rings small enough to wrap and park all the
+// time. Run under the thread sanitizer in CI.
+import Basics
+import Foundation
+@testable import Relay
+import PulseWire
+import Synchronization
+import TestSupport
+import Testing
+
+/// Grants streams whose session id is odd, silences the others.
+private final class AlternatingObserver: SessionObserver {
+    func sessionOpened(_ session: SessionState) {}
+    func sessionClosed(_ session: SessionState) {}
+    func clientPropertiesChanged(_ session: SessionState) {}
+    func recordStreamRequested(_ session: SessionState, request: CreateRecordStreamRequest) -> String? { nil }
+    func recordStreamStarted(_ session: SessionState, stream: RecordStream) { stream.setReal(session.id % 2 == 1) }
+    func recordStreamEnded(_ session: SessionState, stream: RecordStream) {}
+    func recordStreamMoved(_ session: SessionState, stream: RecordStream) {}
+    func refusal(for command: Command, payload: [UInt8], session: SessionState) -> String? { nil }
+    func permissionCall(_ session: SessionState, tag: UInt32, call: PermissionCall) -> String? { "no permission extension here" }
+}
+
+/// A new directory for one relay's sockets.
+private func relayDirectory(_ name: String) throws -> String {
+    let dir = FileManager.default.temporaryDirectory
+        .appendingPathComponent("earmuff-\(name)-\(getpid())-\(UInt32.random(in: 0...UInt32.max))").path
+    try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+    return dir
+}
+
+/// A started relay listening at `dir`/native in front of `dir`/upstream; every client is one app.
+private func startRelay(in dir: String, options: RelayOptions, observer: SessionObserver) throws -> Daemon {
+    let daemon = try Daemon(listenPath: dir + "/native", upstream: .unix(dir + "/upstream"), options: options,
+                            observer: observer) { pid, uid, gid, _ in
+        ClientIdentity(pid: pid, uid: uid, gid: gid, appKey: AppKey(kind: "exe", value: "relay-test"), method: .executable)
+    }
+    try daemon.start()
+    return daemon
+}
+
+@Suite(.serialized) struct SessionRelayTests {
+    @Test("flooded record streams arrive whole and in order through small rings, real or silenced per stream")
+    func floodThroughSmallRings() throws {
+        let dir = try relayDirectory("relay")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        // Odd payload size: frames straddle the ring's wrap point at ever-changing offsets.
+        let flood = try FloodServer(socketPath: dir + "/upstream", payloadBytes: 1_003)
+        defer { flood.stop() }
+        var options = RelayOptions()
+        options.ringCapacity = 4096
+        let daemon = try startRelay(in: dir, options: options, observer: AlternatingObserver())
+        defer { daemon.stop() }
+
+        let clients = 4
+        let wanted = 512 * 1024
+        let failures = Mutex<[String]>([])
+        let kinds = Mutex<[UInt8]>([])
+        DispatchQueue.concurrentPerform(iterations: clients) { i in
+            do {
+                let c = try RawClient(path: dir + "/native")
+                defer { c.close() }
+                try c.handshake(name: "relay-\(i)")
+                guard let (command, r) = try c.request(RawClient.createRecordStream(tag: 2), tag: 2),
+                      command == Command.reply.rawValue else { throw TestSupportError("no CREATE_RECORD_STREAM reply") }
+                var reader = r
+                let reply = try CreateRecordStreamReply.decode(from: &reader, version: Limits.protocolVersion)
+                var received = 0
+                var bytes: Set<UInt8> = []
+                while received < wanted {
+                    guard let frame = try c.readFrame(timeout: 30) else { throw TestSupportError("stalled after \(received) bytes") }
+                    guard !frame.descriptor.isPacket else { continue }
+                    #expect(frame.descriptor.channel == reply.channel)
+                    #expect(frame.payload.count == 1_003, "frames keep their length")
+                    bytes.formUnion(frame.payload)
+                    received += frame.payload.count
+                }
+                // Each client saw only one kind of byte: the flood pattern or silence.
+                if bytes.count != 1 || !(bytes.contains(FloodServer.payloadByte) || bytes.contains(0)) {
+                    failures.withLock { $0.append("client \(i): bytes \(bytes.sorted())") }
+                } else {
+                    kinds.withLock { $0.append(bytes.first!) } // exactly one element, checked above
+                }
+            } catch {
+                failures.withLock { $0.append("client \(i): \(error)") }
+            }
+        }
+        #expect(failures.withLock { $0 } == [])
+        // Sessions 1 and 3 are granted, 2 and 4 silenced.
+        let seen = kinds.withLock { $0 }.sorted()
+        #expect(seen == [0, 0, FloodServer.payloadByte, FloodServer.payloadByte], "\(seen)")
+    }
+}
+
+/// Grants every stream.
+private final class GrantingObserver: SessionObserver {
+    func sessionOpened(_ session: SessionState) {}
+    func sessionClosed(_ session: SessionState) {}
+    func clientPropertiesChanged(_ session: SessionState) {}
+    func recordStreamRequested(_ session: SessionState, request: CreateRecordStreamRequest) -> String? { nil }
+    func recordStreamStarted(_ session: SessionState, stream: RecordStream) { stream.setReal(true) }
+    func recordStreamMoved(_ session: SessionState, stream: RecordStream) {}
+    func recordStreamEnded(_ session: SessionState, stream: RecordStream) {}
+    func refusal(for command: Command, payload: [UInt8], session: SessionState) -> String? { nil }
+    func permissionCall(_ session: SessionState, tag: UInt32, call: PermissionCall) -> String? { "no permission extension here" }
+}
+
+@Suite(.serialized) struct CoalescingTests {
+    /// Streams at audio rate (20 ms memblocks, each stream at its own phase,
+    /// the flood server sending every 2 ms: about one memblock at a time)
+    /// through one loop: with an 8 ms batching window the loop handles several
+    /// memblocks per wake-up (without one, about one each), every byte still
+    /// arrives in order, and a request made meanwhile is answered.
+    @Test func audioRateStreamsShareWakeUps() throws {
+        let dir = try relayDirectory("coalesce")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let chunk = 3840 // 20 ms of float32 mono 48 kHz
+        let flood = try FloodServer(socketPath: dir + "/upstream", pacing: .paced(bytesPerSecond: 192_000, chunkBytes: chunk),
+                                    payloadBytes: chunk)
+        defer { flood.stop() }
+        var options = RelayOptions()
+        options.loops = 1
+        options.coalesceWindow = 0.008
+        let daemon = try startRelay(in: dir, options: options, observer: GrantingObserver())
+        defer { daemon.stop() }
+
+        var clients: [RawClient] = []
+        defer { for c in clients { c.close() } }
+        for i in 0..<10 {
+            let c = try RawClient(path: dir + "/native")
+            try c.handshake(name: "coalesce-\(i)")
+            guard let (command, _) = try c.request(RawClient.createRecordStream(tag: 2), tag: 2),
+                  command == Command.reply.rawValue else { throw TestSupportError("client \(i): no CREATE_RECORD_STREAM reply") }
+            clients.append(c)
+        }
+        // Every client's frames, read in turn until each has `wanted` memblocks.
+        let wanted = 100 // 2 s of audio per stream
+        var frames = [Int](repeating: 0, count: clients.count)
+        let loop = daemon.loops[0]
+        let wakeUpsBefore = loop.wakeUps.load(ordering: .relaxed)
+        let deadline = Wait.now() + 120
+        while frames.contains(where: { $0 < wanted }) && Wait.now() < deadline {
+            for (i, c) in clients.enumerated() where frames[i] < wanted {
+                guard let f = try c.readFrame(timeout: 0.001), !f.descriptor.isPacket else { continue }
+                #expect(f.payload.count == chunk && f.payload.allSatisfy { $0 == FloodServer.payloadByte },
+                        "client \(i): a memblock of \(f.payload.count) bytes arrived changed")
+                frames[i] += 1
+            }
+        }
+        let wakeUps = loop.wakeUps.load(ordering: .relaxed) - wakeUpsBefore
+        let moved = frames.reduce(0, +)
+        #expect(!frames.contains(where: { $0 < wanted }), "memblocks per client: \(frames)")
+        // Unbatched, each memblock costs about one wake-up (1,000 here).
+        #expect(wakeUps * 2 < moved, "\(wakeUps) wake-ups for \(moved) memblocks")
+
+        // A request is answered while the streams run.
+        let asker = try RawClient(path: dir + "/native")
+        defer { asker.close() }
+        try asker.handshake(name: "asker")
+        let info = try asker.request(RawClient.packet(.getServerInfo, tag: 3), tag: 3)
+        #expect(info?.command == Command.reply.rawValue)
+    }
+}
+
+@Suite(.serialized) struct ReplyWaitTests {
+    /// `count` GET_SERVER_INFO round trips through a fresh one-loop relay; returns the
+    /// loop's counts of empty reply polls and batching sleeps over them.
+    private func roundTrips(_ count: Int, polling: Bool, coalesceWindow: Double) throws
+        -> (emptyPolls: Int, batchingSleeps: Int)
+    {
+        let dir = try relayDirectory("replies")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let flood = try FloodServer(socketPath: dir + "/upstream")
+        defer { flood.stop() }
+        var options = RelayOptions()
+        options.loops = 1
+        options.coalesceWindow = coalesceWindow
+        let daemon = try startRelay(in: dir, options: options, observer: GrantingObserver())
+        defer { daemon.stop() }
+        let loop = daemon.loops[0]
+        loop.pollsForReplies.store(polling, ordering: .relaxed)
+        let c = try RawClient(path: dir + "/native")
+        defer { c.close() }
+        try c.handshake(name: "replies")
+        let polls = loop.emptyPolls.load(ordering: .relaxed)
+        let sleeps = loop.batchingSleeps.load(ordering: .relaxed)
+        for i in 0..<count {
+            let tag = UInt32(10 + i)
+            let answer = try c.request(RawClient.packet(.getServerInfo, tag: tag), tag: tag)
+            #expect(answer?.command == Command.reply.rawValue, "round trip \(i)")
+        }
+        return (loop.emptyPolls.load(ordering: .relaxed) - polls, loop.batchingSleeps.load(ordering: .relaxed) - sleeps)
+    }
+
+    /// A loop polls for a reply after forwarding a request (the zero-timeout waits that
+    /// find nothing are counted); one told not to (a real-time loop) sleeps until it comes.
+    @Test func aRealtimeLoopSleepsForTheReply() throws {
+        let polled = try roundTrips(200, polling: true, coalesceWindow: 0)
+        #expect(polled.emptyPolls > 0, "a polling loop found every reply at its first look, 200 times")
+        let slept = try roundTrips(200, polling: false, coalesceWindow: 0)
+        #expect(slept.emptyPolls == 0)
+    }
+
+    /// The wake-up that brings a reply is not followed by a wait for record audio to
+    /// gather: the app's next request would wait behind it.
+    @Test func noBatchingAfterAReply() throws {
+        for polling in [true, false] {
+            let r = try roundTrips(200, polling: polling, coalesceWindow: 0.008)
+            #expect(r.batchingSleeps == 0, "polling \(polling): \(r.batchingSleeps) batching sleeps in 200 round trips")
+        }
+    }
+}

@@ -1,0 +1,73 @@
+// The control socket's limits (ControlServer+Limits.swift): idle connections time out
+// unless they subscribed or became agents, a full server makes room for a new connection,
+// and long-lived connections are capped per uid.
+import Consent
+import ControlProtocol
+import EarmuffClient
+import Foundation
+import Glibc
+import Service
+import Testing
+
+@Suite struct ControlLimitTests {
+    @Test func silentConnectionsTimeOutSubscribersAndAgentsStay() throws {
+        let f = try ServerFixture(options: ControlServerOptions(idleTimeout: 0.5))
+        let idle = try f.raw()
+        _ = try idle.readMessage()  // the greeting
+        let sub = try f.connect()
+        #expect(try sub.request(.subscribe) == .ok)
+        let agent = try f.connect()
+        #expect(try agent.request(.becomeAgent) == .ok)
+        #expect(try idle.readUntilClosed().isEmpty, "the silent connection was not closed")
+        #expect(waitUntil { f.server.connectionCount == 2 })
+        // Both long-lived connections are still served well after the timeout.
+        let seen = f.server.connectionCount
+        usleep(1_200_000)
+        #expect(f.server.connectionCount == seen)
+        let event = ControlEvent.decisionChanged(AppInfo(key: "exe:/x", state: .denied, reason: .user))
+        f.server.broadcast(event)
+        #expect(try sub.receive(timeoutMs: 10000) == .event(event))
+        #expect(try agent.request(.status) != .ok)
+    }
+
+    @Test func aFullServerMakesRoomForAOneShotRequest() throws {
+        let f = try ServerFixture(options: ControlServerOptions(maxConnections: 4))
+        var idle: [RawConnection] = []
+        for _ in 0..<4 {
+            let c = try f.raw()
+            _ = try c.readMessage()
+            idle.append(c)
+        }
+        #expect(waitUntil { f.server.connectionCount == 4 })
+        let cli = try f.connect()
+        #expect(try cli.request(.apps) == .apps([AppInfo(key: "exe:/usr/bin/pacat", state: .undetermined, reason: .none)]))
+        // The one silent the longest made room.
+        #expect(try idle[0].readUntilClosed().isEmpty)
+        #expect(f.server.connectionCount == 4)
+        #expect(f.logs.contains("to make room for pid \(getpid())"))
+        // A storm of connections logs a few lines, not one per eviction.
+        for _ in 0..<40 { _ = try? f.raw() }
+        #expect(waitUntil { f.logs.lines.withLock { $0.filter { $0.contains("to make room") }.count } >= 1 })
+        #expect(f.logs.lines.withLock { $0.filter { $0.contains("to make room") }.count } <= 6)
+    }
+
+    @Test func longLivedConnectionsAreCappedPerUID() throws {
+        let f = try ServerFixture(options: ControlServerOptions(maxLongLivedPerUID: 2))
+        let a = try f.connect(), b = try f.connect(), c = try f.connect()
+        #expect(try a.request(.subscribe) == .ok)
+        #expect(try b.request(.becomeAgent) == .ok)
+        for request in [ControlRequest.subscribe, .becomeAgent] {
+            do {
+                _ = try c.request(request)
+                Issue.record("a third long-lived connection was accepted")
+            } catch {
+                #expect(error.reply?.code == .tooMany && error.message.contains("already has 2"), "\(error)")
+            }
+        }
+        // Its one-shot requests are still answered, and a slot freed lets it subscribe.
+        #expect(try c.request(.status) != .ok)
+        a.close()
+        #expect(waitUntil { f.server.subscriberCount == 0 })
+        #expect(try c.request(.subscribe) == .ok)
+    }
+}
