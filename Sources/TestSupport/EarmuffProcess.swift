@@ -76,7 +76,9 @@ public final class EarmuffProcess: Sendable {
         let ready = Wait.untilBlocking(timeout: timeout, interval: 0.02) {
             if !process.isRunning { return true }
             if printedServerLine { return true }
-            return UnixSocket.canConnect(listenPath)
+            // Not by connecting: a connection, even one that sends nothing, is a client that
+            // earmuff remembers as an app.
+            return UnixSocket.isListening(listenPath)
         }
         guard process.isRunning else {
             throw TestSupportError("earmuff exited during startup (status \(process.poll() ?? -1)); stdout: \(stdoutText())\nstderr:\n\(log())")
@@ -187,6 +189,17 @@ public enum UnixSocket {
             throw TestSupportError("bind/listen \(path): errno \(e)")
         }
         return fd
+    }
+
+    /// Whether a socket listens at `path` now, told without connecting to it: a line of
+    /// /proc/net/unix for the path with the listening flag (__SO_ACCEPTCON).
+    public static func isListening(_ path: String) -> Bool {
+        guard let table = try? String(contentsOfFile: "/proc/net/unix", encoding: .utf8) else { return false }
+        return table.split(separator: "\n").dropFirst().contains { line in
+            let fields = line.split(separator: " ", omittingEmptySubsequences: true)
+            guard fields.count >= 8, let flags = UInt32(fields[3], radix: 16) else { return false }
+            return flags & 0x10000 != 0 && fields[7...].joined(separator: " ") == path
+        }
     }
 
     /// Whether a stream connection to `path` succeeds right now.

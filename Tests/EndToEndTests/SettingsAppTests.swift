@@ -113,7 +113,7 @@ extension EndToEnd {
 
             try desktop.settings("resize", "440", "1000")
             let apps = try s.earmuff.apps()
-            #expect(apps.count == 4, "\(apps)")
+            #expect(apps.count == 4, "\(apps)\n\(o.logs)")
             let shown = try desktop.settings("show", "Allow \(Self.title(apps.first { $0.key == s.key }!))")
             let microphone = apps.filter { ($0.kind ?? "microphone") == "microphone" }
             #expect(microphone.count == 3, "\(microphone)")

@@ -9,6 +9,21 @@ import Testing
 import TestSupport
 
 extension EndToEnd {
+    /// Earmuff's start is waited for without connecting (a connection would be an app).
+    @Suite struct ListeningTests {
+        @Test func aListeningSocketIsToldWithoutConnectingAndOthersAreNot() throws {
+            let dir = try TempDir.make(prefix: "earmuff-listen")
+            defer { TempDir.remove(dir) }
+            #expect(!UnixSocket.isListening("\(dir)/s"))
+            let fd = try UnixSocket.listen("\(dir)/s")
+            #expect(UnixSocket.isListening("\(dir)/s"))
+            #expect(!UnixSocket.isListening("\(dir)/s2"))
+            #expect(!UnixSocket.isListening(dir))
+            close(fd)
+            #expect(!UnixSocket.isListening("\(dir)/s"))
+        }
+    }
+
     @Suite struct AnalysisTests {
         @Test func decodesEveryFormat() {
             #expect(AudioAnalysis.decode(Data([0x00, 0x80, 0xFF, 0x7F]), format: .s16le) == [-1, 32767.0 / 32768])
