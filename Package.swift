@@ -81,7 +81,7 @@ let package = Package(
         .target(name: "ControlSamples", dependencies: ["ControlProtocol"], path: "Tests/ControlSamples"),
         .testTarget(name: "ControlProtocolTests", dependencies: ["ControlProtocol", "ControlSamples", "Consent"]),
         .testTarget(name: "RelayTests", dependencies: ["Relay", "Basics", "PulseWire", "Ring", "LinuxSystem", "TestSupport"]),
-        .testTarget(name: "ServiceTests", dependencies: ["Service", "Relay", "EarmuffClient", "ControlProtocol", "PulseWire", "Ring", "LinuxSystem", "TestSupport"]),
+        .testTarget(name: "ServiceTests", dependencies: ["Service", "Relay", "PipeWireGate", "EarmuffClient", "ControlProtocol", "PulseWire", "Ring", "LinuxSystem", "TestSupport"]),
         .testTarget(name: "EarmuffKitTests", dependencies: ["EarmuffKit", "PulseWire", "TestSupport"]),
         .testTarget(name: "SettingsModelTests", dependencies: ["SettingsModel", "Consent", "ControlProtocol"]),
         .testTarget(name: "EarmuffCLITests", dependencies: ["EarmuffCLI", "ControlProtocol", "ControlSamples", "Wording", "Consent", "ConsentStore"]),

@@ -7,6 +7,9 @@
 
 #include <pipewire/pipewire.h>
 #include <pipewire/extensions/metadata.h>
+#include <spa/debug/types.h>
+#include <spa/param/audio/format-utils.h>
+#include <spa/param/audio/type-info.h>
 
 /// One bound node proxy, freed when its global goes or the connection closes.
 struct bound_node {
@@ -151,9 +154,31 @@ static void on_node_info(void *data, const struct pw_node_info *info) {
     WITH_PROPS(info->props, p, n->pw->events.node_info(n->pw->context_data, n->id, &p));
 }
 
+static void on_node_param(void *data, int seq, uint32_t id, uint32_t index, uint32_t next, const struct spa_pod *param) {
+    (void)seq;
+    (void)index;
+    (void)next;
+    struct bound_node *n = data;
+    uint32_t media_type, media_subtype;
+    if (id != SPA_PARAM_Format || !param || !n->pw->events.node_format) return;
+    if (spa_format_parse(param, &media_type, &media_subtype) < 0 || media_type != SPA_MEDIA_TYPE_audio) return;
+    if (media_subtype == SPA_MEDIA_SUBTYPE_raw) {
+        struct spa_audio_info_raw info = { 0 };
+        if (spa_format_audio_raw_parse(param, &info) < 0) return;
+        const char *name = spa_debug_type_find_short_name(spa_type_audio_format, info.format);
+        n->pw->events.node_format(n->pw->context_data, n->id, name ? name : "", info.channels, info.rate);
+    } else if (media_subtype == SPA_MEDIA_SUBTYPE_dsp) {
+        struct spa_audio_info_dsp info = { 0 };
+        if (spa_format_audio_dsp_parse(param, &info) < 0) return;
+        const char *name = spa_debug_type_find_short_name(spa_type_audio_format, info.format);
+        n->pw->events.node_format(n->pw->context_data, n->id, name ? name : "", 0, 0);
+    }
+}
+
 static const struct pw_node_events node_events = {
     PW_VERSION_NODE_EVENTS,
     .info = on_node_info,
+    .param = on_node_param,
 };
 
 int earmuff_pw_bind_node(earmuff_pw *pw, uint32_t id) {
@@ -167,6 +192,9 @@ int earmuff_pw_bind_node(earmuff_pw *pw, uint32_t id) {
         return -errno;
     }
     pw_node_add_listener((struct pw_node *)n->proxy, &n->listener, &node_events, n);
+    // The server sends the Format param now, if there is one, and again whenever it changes.
+    uint32_t params[] = { SPA_PARAM_Format };
+    pw_node_subscribe_params((struct pw_node *)n->proxy, params, 1);
     spa_list_append(&pw->nodes, &n->link);
     return 0;
 }

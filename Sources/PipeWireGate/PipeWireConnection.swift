@@ -10,6 +10,8 @@ public protocol PipeWireEvents: AnyObject {
     func global(id: UInt32, type: String, properties: [String: String])
     func globalRemoved(id: UInt32)
     func nodeInfo(id: UInt32, properties: [String: String])
+    /// The format a bound node negotiated (again when it changes).
+    func nodeFormat(id: UInt32, format: PipeWireAudioFormat)
     /// `key` nil: every key of `subject` (every subject at `UInt32.max`) is gone; `value` nil: `key` is.
     func metadata(subject: UInt32, key: String?, value: String?)
     /// The node made by `createNode` has this global id.
@@ -38,6 +40,10 @@ public final class PipeWireConnection {
         }
         table.global_removed = { context, id in eventsOwner(context)?.globalRemoved(id: id) }
         table.node_info = { context, id, props in eventsOwner(context)?.nodeInfo(id: id, properties: propertiesDictionary(props)) }
+        table.node_format = { context, id, format, channels, rate in
+            eventsOwner(context)?.nodeFormat(id: id, format: PipeWireAudioFormat(
+                sample: format.map { String(cString: $0) } ?? "", channels: channels == 0 ? nil : channels, rate: rate == 0 ? nil : rate))
+        }
         table.metadata = { context, subject, key, _, value in
             eventsOwner(context)?.metadata(subject: subject, key: key.map { String(cString: $0) },
                                           value: value.map { String(cString: $0) })

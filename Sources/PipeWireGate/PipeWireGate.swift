@@ -55,6 +55,8 @@ public protocol PipeWireGateObserver: AnyObject {
     /// It records from elsewhere now: may it be real?
     func captureMoved(_ stream: UInt32, origin: CaptureOrigin) -> Bool
     func captureEnded(_ stream: UInt32)
+    /// It negotiated this format (again when it changes).
+    func captureFormat(_ stream: UInt32, format: PipeWireAudioFormat)
     /// The silent source is there, with its ports: silenced streams can be routed to it.
     func ready()
     /// The connection failed; the gate does nothing more.
@@ -187,7 +189,10 @@ public final class PipeWireGate: PipeWireEvents {
             announce(id)
             if node.isCaptureStream { reintroduce(id) }
         case "Port":
-            if let node = graph.ports[id]?.node, streams[node] != nil { announce(node) }
+            if let node = graph.ports[id]?.node, streams[node] != nil {
+                announce(node)
+                reportJackFormat(node)
+            }
         case "Metadata" where graph.defaultMetadataID == id:
             do {
                 try connection.bindMetadata(id)
@@ -228,6 +233,12 @@ public final class PipeWireGate: PipeWireEvents {
         }
         announce(id)
         reconcile()
+    }
+
+    public func nodeFormat(id: UInt32, format: PipeWireAudioFormat) {
+        guard graph.nodes[id] != nil, graph.nodes[id]?.format != format else { return }
+        graph.nodes[id]?.format = format
+        if streams[id]?.announced == true { observer?.captureFormat(id, format: format) }
     }
 
     public func metadata(subject: UInt32, key: String?, value: String?) {
@@ -294,6 +305,8 @@ public final class PipeWireGate: PipeWireEvents {
         streams[id] = s
         let real = observer.captureStarted(id, client: s.client, origin: origin)
         streams[id]?.real = real
+        if let format = graph.nodes[id]?.format { observer.captureFormat(id, format: format) }
+        reportJackFormat(id)
         if real && !s.described {
             // Decided at birth: the hold goes at once, and whatever an earlier node with this id
             // left in the metadata (the server keeps a removed node's entries, where the mirror
@@ -428,6 +441,14 @@ public final class PipeWireGate: PipeWireEvents {
             if let output = link.outputPort, let input = link.inputPort { s.severed.append((output, input)) }
             unlink(link, from: id)
         }
+    }
+
+    /// A JACK client negotiates nothing: its ports carry 32-bit float, one channel each, at the
+    /// graph's rate. Its format is that, with as many channels as it has input ports.
+    private func reportJackFormat(_ id: UInt32) {
+        guard streams[id]?.announced == true, graph.nodes[id]?.isJack == true else { return }
+        let inputs = graph.ports.values.filter { $0.node == id && !$0.isOutput }.count
+        nodeFormat(id: id, format: PipeWireAudioFormat(sample: "F32P", channels: UInt32(inputs), rate: nil))
     }
 
     /// The session manager saw the stream appear at the moment the gate did, and may have

@@ -22,10 +22,28 @@ public struct PipeWireClient: Sendable, Equatable {
     public var processBinary: String? { properties["application.process.binary"] }
 }
 
+/// The audio format a node negotiated (its `Format` param).
+public struct PipeWireAudioFormat: Sendable, Equatable {
+    /// SPA's short name of the sample format: "S16LE", "F32LE", "F32P" (planar, native endian)…
+    public var sample: String
+    /// Channels and rate; nil for a JACK client's ports ("dsp" format: one channel each, at
+    /// the graph's rate).
+    public var channels: UInt32?
+    public var rate: UInt32?
+
+    public init(sample: String, channels: UInt32?, rate: UInt32?) {
+        self.sample = sample
+        self.channels = channels
+        self.rate = rate
+    }
+}
+
 /// A node: its registry properties, with its full ones once it is bound.
 public struct PipeWireNode: Sendable, Equatable {
     public let id: UInt32
     public var properties: [String: String]
+    /// What it negotiated, once it is bound and has.
+    public var format: PipeWireAudioFormat?
 
     public var mediaClass: String { properties["media.class"] ?? "" }
     public var name: String { properties["node.name"] ?? "" }

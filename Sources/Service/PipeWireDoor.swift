@@ -227,7 +227,8 @@ final class PipeWireDoor: LoopHandler, PipeWireGateObserver, @unchecked Sendable
         }
         let stream = RecordStream(
             sessionID: session.id, streamID: takeID(), channel: id, sourceOutputIndex: invalidIndex,
-            sampleSpec: SampleSpec(format: .float32le, channels: 1, rate: 48000), source: origin.source,
+            // Negotiated once the stream is linked, after this: captureFormat.
+            sampleSpec: Self.notNegotiated, source: origin.source,
             real: false, startedAt: monotonicNow(),
             accessChanged: { [weak self] real in
                 // Called under the consent engine's lock: the routing happens on the loop.
@@ -247,6 +248,31 @@ final class PipeWireDoor: LoopHandler, PipeWireGateObserver, @unchecked Sendable
         }
         observer.recordStreamMoved(session, stream: stream)
         return stream.isReal
+    }
+
+    func captureFormat(_ id: UInt32, format: PipeWireAudioFormat) {
+        guard let (stream, session) = streams[id] else { return }
+        let spec = Self.sampleSpec(format)
+        stream.negotiated(spec)
+        Log.info("session \(session.id) (\(session.identity.appKey)): stream \(id) negotiated \(specText(spec))")
+    }
+
+    /// A stream's spec until it has negotiated one.
+    static let notNegotiated = SampleSpec(format: .invalid, channels: 0, rate: 0)
+
+    /// What a PipeWire format is in Pulse's words: the same sample format (SPA's planar ones
+    /// are native-endian, little on every host Earmuff runs on), or `invalid` for one Pulse has
+    /// no name for (F64, U16…).
+    static func sampleSpec(_ f: PipeWireAudioFormat) -> SampleSpec {
+        let formats: [String: SampleFormat] = [
+            "U8": .u8, "U8P": .u8, "ALAW": .alaw, "ULAW": .ulaw,
+            "S16LE": .s16le, "S16P": .s16le, "S16BE": .s16be,
+            "F32LE": .float32le, "F32P": .float32le, "F32BE": .float32be,
+            "S32LE": .s32le, "S32P": .s32le, "S32BE": .s32be,
+            "S24LE": .s24le, "S24P": .s24le, "S24BE": .s24be,
+            "S24_32LE": .s24_32le, "S24_32P": .s24_32le, "S24_32BE": .s24_32be,
+        ]
+        return SampleSpec(format: formats[f.sample] ?? .invalid, channels: UInt8(clamping: f.channels ?? 0), rate: f.rate ?? 0)
     }
 
     func captureEnded(_ id: UInt32) {

@@ -139,7 +139,12 @@ public final class PipeWireServer: Sendable {
             try waitFor("dbus-daemon", dbusProcess) { UnixSocket.canConnect("\(dir)/run/bus") }
             pipewireProcess = try spawn(pipewire, [], log: "pipewire.log", env: env)
             try waitFor("pipewire", pipewireProcess) { UnixSocket.canConnect("\(dir)/run/pipewire-0") }
-            wireplumberProcess = try spawn(wireplumber, [], log: "wireplumber.log", env: env)
+            var wireplumberEnv = env
+            // For a diagnosis: WirePlumber's log at this level (3: what policy-node does).
+            if let level = ProcessInfo.processInfo.environment["EARMUFF_TEST_WIREPLUMBER_DEBUG"] {
+                wireplumberEnv["WIREPLUMBER_DEBUG"] = level
+            }
+            wireplumberProcess = try spawn(wireplumber, [], log: "wireplumber.log", env: wireplumberEnv)
             var pulseEnv = env
             // Info level for the protocol module only: one line per AUTH and per
             // command worth knowing about, no per-cycle noise.
@@ -346,6 +351,14 @@ public final class PipeWireServer: Sendable {
         microphone.withLock { $0 }?.terminate(signal: SIGKILL, grace: grace)
         for child in [process, wireplumberProcess, pipewireProcess, dbusProcess] {
             child.terminate(signal: SIGTERM, grace: grace)
+        }
+        // For a diagnosis: the servers' logs kept, in a directory of this server's name there.
+        if let keep = ProcessInfo.processInfo.environment["EARMUFF_TEST_KEEP_SERVER_LOGS"] {
+            let into = "\(keep)/\(directory.split(separator: "/").last ?? "pipewire")"
+            try? FileManager.default.createDirectory(atPath: into, withIntermediateDirectories: true)
+            for name in ["pipewire.log", "wireplumber.log", "pipewire-pulse.log"] {
+                try? FileManager.default.copyItem(atPath: "\(directory)/\(name)", toPath: "\(into)/\(name)")
+            }
         }
         TempDir.remove(directory)
     }

@@ -56,10 +56,11 @@ extension EndToEnd {
 
             var logs: String { "earmuff log:\n\(earmuff.log())\nPipeWire logs:\n\(server.logs())" }
 
-            /// `pw-record` of the default source, mono s16 at the graph's rate, as raw audio on stdout.
-            func pwRecord() throws -> Recording {
+            /// `pw-record` of the default source, as raw audio on stdout: mono s16 at the graph's
+            /// rate unless told otherwise.
+            func pwRecord(format: String = "s16", rate: Int = PipeWireServer.toneRate, channels: Int = 1) throws -> Recording {
                 try Tool.startRecordingCommand(
-                    "sh", args: ["-c", "exec pw-record --format s16 --rate \(PipeWireServer.toneRate) --channels 1 - > recording.raw"],
+                    "sh", args: ["-c", "exec pw-record --format \(format) --rate \(rate) --channels \(channels) - > recording.raw"],
                     server: "", purpose: nil, environment: server.nativeClientEnvironment)
             }
 
@@ -202,6 +203,18 @@ extension EndToEnd {
             try s.earmuff.control("grant", key)
             #expect(await Self.waitUntil(rec, tone: true), "no tone: \(Helpers.analyze(Self.tail(rec, 1), format: .s16le))\n\(s.logs)")
             #expect(rec.tool.process.isRunning, "pw-record exited: \(rec.tool.process.stderrText())")
+            _ = rec.stop()
+        }
+
+        /// Status shows the format each native stream negotiated, not one of Earmuff's choosing.
+        @Test func aNativeStreamShowsTheFormatItNegotiated() async throws {
+            let s = try await Setup()
+            defer { s.stop() }
+            let rec = try s.pwRecord(format: "s32", rate: 44100, channels: 2)
+            let key = try await s.key(of: rec)
+            let status = try await s.earmuff.waitForStatus { $0.streams(of: key).first?.sampleSpec == "s32le 2ch 44100Hz" }
+            #expect(status.streams(of: key).map(\.sampleSpec) == ["s32le 2ch 44100Hz"], "\(status)\n\(s.logs)")
+            #expect(s.earmuff.log().contains("negotiated s32le 2ch 44100Hz"), "\(s.logs)")
             _ = rec.stop()
         }
 
@@ -475,6 +488,8 @@ extension EndToEnd {
             #expect(await Self.waitUntil(rec, tone: false), "undetermined JACK client: not silent\n\(s.logs)")
             let status = try await s.earmuff.waitForStatus { $0.prompts(of: key).count == 1 }
             #expect(status.prompts(of: key).count == 1, "\(status)")
+            // JACK's one format: 32-bit float, a port per channel, at the graph's rate.
+            #expect(status.streams(of: key).map(\.sampleSpec) == ["float32le 1ch"], "\(status)")
             try s.earmuff.control("grant", key)
             #expect(await Self.waitUntil(rec, tone: true), "grant: no tone\n\(s.logs)")
             try s.earmuff.control("deny", key)

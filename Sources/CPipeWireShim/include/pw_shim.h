@@ -24,6 +24,10 @@ typedef struct {
     void (*global_removed)(void *context, uint32_t id);
     /// The full properties of a node bound with earmuff_pw_bind_node (sent again when they change).
     void (*node_info)(void *context, uint32_t id, const earmuff_pw_props *props);
+    /// The format a node bound with earmuff_pw_bind_node negotiated (sent again when it
+    /// changes): SPA's short name of its sample format ("S16LE", "F32P"…), channels and rate.
+    /// For a JACK node's ports ("dsp"), `channels` is 0: one per port, at the graph's rate.
+    void (*node_format)(void *context, uint32_t id, const char *format, uint32_t channels, uint32_t rate);
     /// A property of the bound metadata changed; `key` NULL clears every key of `subject`
     /// (every subject when `subject` is UINT32_MAX), `value` NULL removes `key`.
     void (*metadata)(void *context, uint32_t subject, const char *key, const char *type, const char *value);
@@ -47,7 +51,7 @@ int earmuff_pw_fd(earmuff_pw *pw);
 /// Runs what is ready, without waiting. Negative errno on failure.
 int earmuff_pw_dispatch(earmuff_pw *pw);
 
-/// Binds node `id` to receive its full properties (node_info).
+/// Binds node `id` to receive its full properties (node_info) and its negotiated format (node_format).
 int earmuff_pw_bind_node(earmuff_pw *pw, uint32_t id);
 
 /// Binds metadata `id` (one at a time) to follow and set its properties.

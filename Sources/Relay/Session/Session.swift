@@ -37,7 +37,9 @@ public final class RecordStream: Sendable {
     public let streamID: UInt64
     public let channel: UInt32
     public let sourceOutputIndex: UInt32
-    public let sampleSpec: SampleSpec
+    /// The sample spec, packed (format byte, channels, rate): fixed at creation for a Pulse
+    /// stream; a native PipeWire stream's is set once its format is negotiated, after it starts.
+    private let spec: Atomic<UInt64>
     /// Created with `direct_on_input`: it records one other app's playback (app audio).
     public let directOnInput: Bool
     /// Changed when the stream moves or its source becomes known; read when it is decided.
@@ -58,7 +60,7 @@ public final class RecordStream: Sendable {
         self.streamID = streamID
         self.channel = channel
         self.sourceOutputIndex = sourceOutputIndex
-        self.sampleSpec = sampleSpec
+        spec = Atomic(Self.pack(sampleSpec))
         self.directOnInput = directOnInput
         placement = Locked(StreamPlacement(source: source, sourceIndex: sourceIndex, kind: nil))
         self.startedAt = startedAt
@@ -67,6 +69,20 @@ public final class RecordStream: Sendable {
     }
 
     public var isReal: Bool { access.load(ordering: .acquiring) == 1 }
+
+    /// The stream's sample spec (read on the audio path: one plain load).
+    public var sampleSpec: SampleSpec {
+        let v = spec.load(ordering: .relaxed)
+        return SampleSpec(formatByte: UInt8(truncatingIfNeeded: v >> 40), channels: UInt8(truncatingIfNeeded: v >> 32),
+                          rate: UInt32(truncatingIfNeeded: v))
+    }
+
+    /// The format a native PipeWire stream negotiated.
+    public func negotiated(_ sampleSpec: SampleSpec) { spec.store(Self.pack(sampleSpec), ordering: .relaxed) }
+
+    private static func pack(_ s: SampleSpec) -> UInt64 {
+        UInt64(s.formatByte) << 40 | UInt64(s.channels) << 32 | UInt64(s.rate)
+    }
 
     /// The source's name now.
     public var sourceName: String { placement.withLock { $0.source } }

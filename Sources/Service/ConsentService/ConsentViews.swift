@@ -235,4 +235,10 @@ public func canConnect(_ path: String) -> Bool {
 }
 
 /// `s16le 2ch 44100Hz`, as pactl writes it.
-func specText(_ s: SampleSpec) -> String { "\(s.format.name) \(s.channels)ch \(s.rate)Hz" }
+/// A stream's spec as status and the log show it; a native PipeWire stream's may not be
+/// negotiated yet, or be partly known (a JACK client's rate is the graph's).
+func specText(_ s: SampleSpec) -> String {
+    if s.format == .invalid && s.channels == 0 && s.rate == 0 { return "not negotiated yet" }
+    return [s.format == .invalid ? "unknown format" : s.format.name, s.channels == 0 ? nil : "\(s.channels)ch",
+            s.rate == 0 ? nil : "\(s.rate)Hz"].compactMap { $0 }.joined(separator: " ")
+}

@@ -83,7 +83,7 @@ final class SessionEvents: SessionObserver {
         }
         Log.info("session \(session.id) (\(session.identity.appKey)): record stream on \(source) "
                  + "(\(kind?.rawValue ?? "source not known yet")), "
-                 + "\(stream.sampleSpec.format.name) \(stream.sampleSpec.channels)ch \(stream.sampleSpec.rate)Hz, "
+                 + "\(specText(stream.sampleSpec)), "
                  + (stream.isReal ? "real" : "silenced"))
     }
 
