@@ -68,6 +68,11 @@ void earmuff_pw_init(void) {
 static void on_core_error(void *data, uint32_t id, int seq, int res, const char *message) {
     (void)seq;
     earmuff_pw *pw = data;
+    // A bound node with no Format yet answers the subscription's first enumeration so: not an error.
+    struct bound_node *n;
+    spa_list_for_each(n, &pw->nodes, link) {
+        if (res == -ENOENT && pw_proxy_get_id(n->proxy) == id) return;
+    }
     int fatal = id == PW_ID_CORE && res == -EPIPE;
     if (pw->events.error) pw->events.error(pw->context_data, id, res, message ? message : "", fatal);
 }
@@ -291,6 +296,11 @@ int earmuff_pw_reintroduce(earmuff_pw *pw, uint32_t client, uint32_t object) {
     // it removed), then sees it again as new.
     const struct pw_permission updates[] = { PW_PERMISSION_INIT(object, 0), PW_PERMISSION_INIT(object, PW_PERM_ALL) };
     return update_permissions(pw, client, updates, 2);
+}
+
+int earmuff_pw_hide(earmuff_pw *pw, uint32_t client, uint32_t object) {
+    const struct pw_permission none = PW_PERMISSION_INIT(object, 0);
+    return update_permissions(pw, client, &none, 1);
 }
 
 int earmuff_pw_release_client(earmuff_pw *pw, uint32_t id, int restricted) {

@@ -132,6 +132,11 @@ public final class PipeWireConnection {
         try check("pw_client_update_permissions(\(client), \(object))") { earmuff_pw_reintroduce($0, client, object) }
     }
 
+    /// Hides `object` from `client` for good.
+    public func hide(_ object: UInt32, from client: UInt32) throws(PipeWireError) {
+        try check("pw_client_update_permissions(\(client), \(object))") { earmuff_pw_hide($0, client, object) }
+    }
+
     /// Ends module-access's hold on client `id` with one permission update: every object
     /// "rwxm", or "rx" when `restricted`.
     public func releaseClient(_ id: UInt32, restricted: Bool) throws(PipeWireError) {

@@ -65,6 +65,8 @@ public protocol PipeWireGateObserver: AnyObject {
     func refused(_ reason: String)
     /// What the gate did to the graph (for the debug log).
     func routed(_ action: String)
+    /// Calls `body` on the gate's thread after `seconds`.
+    func later(_ seconds: Double, _ body: @escaping () -> Void)
 }
 
 public final class PipeWireGate: PipeWireEvents {
@@ -96,7 +98,13 @@ public final class PipeWireGate: PipeWireEvents {
         /// A JACK client's links the gate destroyed while it was silenced (output port, input
         /// port), made again when it may record: JACK clients connect their ports once.
         var severed: [(output: UInt32, input: UInt32)] = []
+        /// The session manager left it with no link (see `watchUnlinked`): the gate links it.
+        var managerGaveUp = false
     }
+
+    /// How long a stream the session manager links may stay with no link at all after one into
+    /// it was destroyed, before the gate links it itself.
+    static let unlinkedGrace = 1.0
 
     /// Links this gate asked for: from which node, into which input ports. A port that is gone
     /// before the link was made (the session manager reconfigured the stream) ends the wait.
@@ -205,6 +213,7 @@ public final class PipeWireGate: PipeWireEvents {
     }
 
     public func globalRemoved(id: UInt32) {
+        if let link = graph.links[id] { watchUnlinked(link.inputNode) }
         if id == silentID {
             // Destroyed by another client: WirePlumber moves the held streams to their sources,
             // whose links the police destroys until the new silent source takes them.
@@ -379,7 +388,7 @@ public final class PipeWireGate: PipeWireEvents {
             if s.real, dontReconnect, let silentID, graph.links(into: id).contains(where: { $0.outputNode == silentID }) {
                 s.gateLinks = true
             }
-            let selfLinked = s.gateLinks && dontReconnect
+            let selfLinked = s.gateLinks && (dontReconnect || s.managerGaveUp)
             var keepOld = false
             if selfLinked {
                 let wanted = s.real ? origin.node : silentID
@@ -459,6 +468,30 @@ public final class PipeWireGate: PipeWireEvents {
     private func reintroduce(_ stream: UInt32) {
         for manager in sessionManagers.sorted() {
             do { try connection.reintroduce(stream, to: manager) } catch { observer?.refused("\(error)") }
+        }
+    }
+
+    /// A link into `id` is gone. A stream the session manager links is left with none only for a
+    /// moment, unless the session manager gave up on it: WirePlumber 0.4.13 does not link a
+    /// stream again when its link was destroyed by someone else, nor when the link it was making
+    /// failed (the gate cut it before the route reached it) after the stream had a format; and a
+    /// link it makes of a stream it is shown again never becomes active. A stream still unlinked
+    /// after `unlinkedGrace` is hidden from the session manager for good (it would otherwise
+    /// try to link it again later, and the same link twice fails) and linked by the gate from
+    /// then on, as a stream that never reconnects is.
+    private func watchUnlinked(_ id: UInt32) {
+        guard streams[id] != nil, let serial = graph.nodes[id]?.serial else { return }
+        observer?.later(Self.unlinkedGrace) { [weak self] in
+            guard let self, var s = streams[id], !s.managerGaveUp, graph.nodes[id]?.serial == serial, !lost,
+                  graph.nodes[id]?.isCaptureStream == true, graph.links(into: id).isEmpty else { return }
+            s.managerGaveUp = true
+            s.gateLinks = true
+            streams[id] = s
+            observer?.routed("stream \(id): left unlinked by the session manager: hidden from it, the gate links it")
+            for manager in sessionManagers.sorted() {
+                do { try connection.hide(id, from: manager) } catch { observer?.refused("\(error)") }
+            }
+            reconcile()
         }
     }
 

@@ -299,6 +299,10 @@ final class PipeWireDoor: LoopHandler, PipeWireGateObserver, @unchecked Sendable
         Log.debug("pipewire: \(action)")
     }
 
+    func later(_ seconds: Double, _ body: @escaping () -> Void) {
+        loop.schedule(after: seconds, body)
+    }
+
     private func takeID() -> UInt64 {
         defer { nextID += 1 }
         return nextID

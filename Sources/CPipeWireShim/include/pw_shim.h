@@ -76,6 +76,9 @@ int earmuff_pw_destroy(earmuff_pw *pw, uint32_t id);
 /// what this connection asked for before.
 int earmuff_pw_reintroduce(earmuff_pw *pw, uint32_t client, uint32_t object);
 
+/// Hides `object` from `client` (a manager's permission update: none on it).
+int earmuff_pw_hide(earmuff_pw *pw, uint32_t client, uint32_t object);
+
 /// Releases client `id` that module-access holds until a manager sets its permissions: one
 /// update that gives it every object, which also ends the hold: "rwxm", what the default access
 /// gives, or with `restricted` "rx", what WirePlumber gives a Flatpak app.
