@@ -456,8 +456,8 @@ public final class PipeWireGate: PipeWireEvents {
     /// graph's rate. Its format is that, with as many channels as it has input ports.
     private func reportJackFormat(_ id: UInt32) {
         guard streams[id]?.announced == true, graph.nodes[id]?.isJack == true else { return }
-        let inputs = graph.ports.values.filter { $0.node == id && !$0.isOutput }.count
-        nodeFormat(id: id, format: PipeWireAudioFormat(sample: "F32P", channels: UInt32(inputs), rate: nil))
+        let channels = UInt32(graph.inputPorts(of: id).count)
+        nodeFormat(id: id, format: PipeWireAudioFormat(sample: "F32P", channels: channels, rate: nil))
     }
 
     /// The session manager saw the stream appear at the moment the gate did, and may have

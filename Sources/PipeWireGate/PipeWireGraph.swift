@@ -167,6 +167,11 @@ public struct PipeWireGraph: Sendable {
         links.values.filter { $0.inputNode == node }.sorted { $0.id < $1.id }
     }
 
+    /// The input ports of `node`, in id order.
+    public func inputPorts(of node: UInt32) -> [PipeWirePort] {
+        ports.values.filter { $0.node == node && !$0.isOutput }.sorted { $0.id < $1.id }
+    }
+
     /// Whether `node` has an input port (a JACK client that records).
     public func hasInputPort(_ node: UInt32) -> Bool { ports.values.contains { $0.node == node && !$0.isOutput } }
 
@@ -174,7 +179,7 @@ public struct PipeWireGraph: Sendable {
     /// else the only output, else by position.
     public func portPairs(from source: UInt32, to sink: UInt32) -> [(output: UInt32, input: UInt32)] {
         let outs = ports.values.filter { $0.node == source && $0.isOutput }.sorted { $0.id < $1.id }
-        let ins = ports.values.filter { $0.node == sink && !$0.isOutput }.sorted { $0.id < $1.id }
+        let ins = inputPorts(of: sink)
         guard !outs.isEmpty else { return [] }
         return ins.enumerated().map { i, p in
             (outs.first { $0.channel == p.channel && !p.channel.isEmpty }?.id ?? outs[outs.count == 1 ? 0 : i % outs.count].id, p.id)

@@ -125,6 +125,17 @@ extension EndToEnd {
         /// 1024 frames were seen (the gate's thread has to run before the removal is sent).
         static let linkLeakBound = PipeWireServer.toneRate / 4
 
+        /// Grant, deny and grant again reach the running `pw-record`: the tone, exact zeros, the tone.
+        static func grantDenyGrant(_ s: Setup, _ rec: Recording, key: String) async throws {
+            try s.earmuff.control("grant", key)
+            #expect(await waitUntil(rec, tone: true), "grant: no tone\n\(s.logs)")
+            try s.earmuff.control("deny", key)
+            #expect(await waitUntil(rec, tone: false), "deny: not silence\n\(s.logs)")
+            try s.earmuff.control("grant", key)
+            #expect(await waitUntil(rec, tone: true), "grant again: no tone\n\(s.logs)")
+            #expect(rec.tool.process.isRunning, "pw-record exited: \(rec.tool.process.stderrText())")
+        }
+
         /// Waits until the recording's last half second is the tone (or exact zeros).
         static func waitUntil(_ r: Recording, tone: Bool, timeout: Double = 30) async -> Bool {
             await Wait.until(timeout: timeout, interval: 0.05) {
@@ -243,13 +254,7 @@ extension EndToEnd {
             #expect(await Wait.until(timeout: 30, interval: 0.05) { rec.byteCount() >= before + rec.bytesPerSecond },
                     "the recording stalled\n\(s.logs)")
             #expect(await Self.waitUntil(rec, tone: false), "not silence\n\(s.logs)")
-            try s.earmuff.control("grant", key)
-            #expect(await Self.waitUntil(rec, tone: true), "grant: no tone\n\(s.logs)")
-            try s.earmuff.control("deny", key)
-            #expect(await Self.waitUntil(rec, tone: false), "deny: not silence\n\(s.logs)")
-            try s.earmuff.control("grant", key)
-            #expect(await Self.waitUntil(rec, tone: true), "grant again: no tone\n\(s.logs)")
-            #expect(rec.tool.process.isRunning, "pw-record exited: \(rec.tool.process.stderrText())")
+            try await Self.grantDenyGrant(s, rec, key: key)
         }
 
         @Test func grantAndDenyFlipTheSameRunningProcess() async throws {
@@ -259,13 +264,7 @@ extension EndToEnd {
             let key = try await s.key(of: rec)
             #expect(await rec.waitForAudio(seconds: 1, timeout: 60), "\(s.logs)")
             #expect(rec.isExactSilence(), "undetermined audio is not silence\n\(s.logs)")
-            try s.earmuff.control("grant", key)
-            #expect(await Self.waitUntil(rec, tone: true), "grant: no tone\n\(s.logs)")
-            try s.earmuff.control("deny", key)
-            #expect(await Self.waitUntil(rec, tone: false), "deny: not silence\n\(s.logs)")
-            try s.earmuff.control("grant", key)
-            #expect(await Self.waitUntil(rec, tone: true), "grant again: no tone\n\(s.logs)")
-            #expect(rec.tool.process.isRunning, "pw-record exited: \(rec.tool.process.stderrText())")
+            try await Self.grantDenyGrant(s, rec, key: key)
             // One process, one client, one stream throughout.
             let status = try s.earmuff.status()
             #expect(status.clients(of: key).count == 1, "\(status)")
