@@ -164,6 +164,58 @@ private final class GrantingObserver: SessionObserver {
     }
 }
 
+extension CoalescingTests {
+    /// One stream faster than audio (the flood server sending as fast as the socket
+    /// takes it) is not held back: the loop does not sleep to let it gather. A relay
+    /// faster than its server reads such a stream in small pieces; judged by the
+    /// size of a wake-up's reads, the loop slept after every other read.
+    @Test func aFloodingStreamIsNotBatched() throws {
+        let dir = try relayDirectory("flood")
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let flood = try FloodServer(socketPath: dir + "/upstream")
+        defer { flood.stop() }
+        var options = RelayOptions()
+        options.loops = 1
+        options.coalesceWindow = 0.002
+        let daemon = try startRelay(in: dir, options: options, observer: GrantingObserver())
+        defer { daemon.stop() }
+        let c = try RawClient(path: dir + "/native")
+        defer { c.close() }
+        try c.handshake(name: "flood")
+        guard let (command, _) = try c.request(RawClient.createRecordStream(tag: 2), tag: 2),
+              command == Command.reply.rawValue else { throw TestSupportError("no CREATE_RECORD_STREAM reply") }
+
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 256 * 1024, alignment: 16)
+        defer { buffer.deallocate() }
+        /// Reads `bytes` of the flood (or what comes within 30 s); returns how many came.
+        func read(_ bytes: Int) -> Int {
+            var received = 0
+            let start = Wait.now()
+            while received < bytes && Wait.now() - start < 30 {
+                var pfd = pollfd(fd: c.fd, events: Int16(POLLIN), revents: 0)
+                guard poll(&pfd, 1, 5000) > 0 else { break }
+                let n = recv(c.fd, buffer.baseAddress, buffer.count, 0)
+                guard n > 0 else { break }
+                received += n
+            }
+            return received
+        }
+        // The first 20 ms period tells the loop the stream is fast; count after it.
+        #expect(read(32 << 20) >= 32 << 20, "the flood stopped")
+        let loop = daemon.loops[0]
+        let sleepsBefore = loop.batchingSleeps.load(ordering: .relaxed)
+        let start = Wait.now()
+        let received = read(256 << 20)
+        let elapsed = Wait.now() - start
+        let sleeps = loop.batchingSleeps.load(ordering: .relaxed) - sleepsBefore
+        #expect(received >= 256 << 20, "the flood stopped after \(received) bytes")
+        // Asleep, the loop lets the flood server's socket fill and stop it.
+        let asleep = Double(sleeps) * options.coalesceWindow
+        #expect(asleep < 0.05 * elapsed,
+                "\(sleeps) batching sleeps of 2 ms in \(elapsed) s, for \(received >> 20) MiB")
+    }
+}
+
 @Suite(.serialized) struct ReplyWaitTests {
     /// `count` GET_SERVER_INFO round trips through a fresh one-loop relay; returns the
     /// loop's counts of empty reply polls and batching sleeps over them.

@@ -24,7 +24,10 @@
 // to `coalesceWindow`, then collects everything that became ready with a
 // zero-timeout wait. Several streams' memblocks then share one wake-up, audio
 // is delayed by at most the window, and anything from an app ends the sleep
-// at once.
+// at once. Batching is for audio, which one connection brings at a few MB/s at
+// most: while any connection of the loop reads faster than `InputRate.bulk`,
+// the loop does not batch (a relay faster than its server reads a flooding
+// stream in small pieces, and would sleep after every other read).
 import Glibc
 import LinuxSystem
 import Synchronization
@@ -64,6 +67,11 @@ public final class EventLoop: @unchecked Sendable {
     let coalesceWindow: Double
     /// Bulk wake-ups that read at least this much do not wait (a busy stream would be throttled).
     static let coalesceMaximumBytes = 64 * 1024
+    /// When the current wake-up began (monotonic seconds; kept only while batching is on).
+    private var wakeTime: Double = 0
+    /// Monotonic time before which the loop does not batch: a connection read faster than
+    /// `InputRate.bulk` over its last period (0: none did).
+    private var batchingResumesAt: Double = 0
     /// Sessions of this loop waiting for a reply from their server: no batching while any do.
     var sessionsAwaitingReplies = 0
     /// Bytes read during the current wake-up (handlers report them with `noteRead`).
@@ -217,9 +225,12 @@ public final class EventLoop: @unchecked Sendable {
         }
     }
 
-    /// A handler read `count` bytes in the current wake-up.
-    func noteRead(_ count: Int) {
+    /// A handler read `count` bytes in the current wake-up, from the connection `rate` measures.
+    func noteRead(_ count: Int, rate: inout InputRate) {
         bytesThisWake &+= count
+        guard coalesceWindow > 0, rate.add(count, at: wakeTime) else { return }
+        // Fast over a whole period: no batching until it has had another period to slow down.
+        batchingResumesAt = wakeTime + 2 * InputRate.period
     }
 
     /// Runs `action` on this thread after `seconds`.
@@ -278,6 +289,7 @@ public final class EventLoop: @unchecked Sendable {
             let awaited = sessionsAwaitingReplies > 0
             var urgent = false
             bytesThisWake = 0
+            if n > 0 && coalesceWindow > 0 { wakeTime = monotonicNow() }
             for i in 0..<n {
                 let token = datas[i]
                 if token == 0 {
@@ -295,6 +307,7 @@ public final class EventLoop: @unchecked Sendable {
             runLocal()
             batchNext = n > 0 && !urgent && !awaited && coalesceWindow > 0 && awakeUntil == 0
                 && sessionsAwaitingReplies == 0 && bytesThisWake < Self.coalesceMaximumBytes
+                && wakeTime >= batchingResumesAt
         }
         runTasks()
         runLocal()
@@ -373,4 +386,27 @@ public func wallClockNow() -> Double {
     var ts = timespec()
     clock_gettime(CLOCK_REALTIME, &ts)
     return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+}
+
+/// How fast one connection's input runs, over periods of `period` seconds: what
+/// tells a flooding stream from audio, which batching is for.
+struct InputRate {
+    /// Bytes per second above which a connection is bulk: far above audio (a
+    /// 192 kHz 8-channel float stream is 6 MB/s), far below a flood (GB/s).
+    static let bulk = 128e6
+    /// Seconds over which the rate is measured.
+    static let period = 0.02
+    private var start: Double = 0
+    private var bytes = 0
+
+    /// Adds `count` bytes read at `now`; true when that ends a period that ran faster than `bulk`.
+    mutating func add(_ count: Int, at now: Double) -> Bool {
+        bytes &+= count
+        let elapsed = now - start
+        guard elapsed >= Self.period else { return false }
+        let fast = Double(bytes) >= Self.bulk * elapsed
+        start = now
+        bytes = 0
+        return fast
+    }
 }

@@ -154,6 +154,8 @@ final class Half: LoopHandler, Wakeable, FrameSink, @unchecked Sendable {
     private var readEOF = false
     /// The peer's hang-up (or an error) was reported: read on until EOF.
     private var hangupSeen = false
+    /// How fast our socket's input runs (the loop batches only slow ones).
+    private var inputRate = InputRate()
     private let signals = Atomic<UInt8>(0)
     private let queued = Atomic<Bool>(false)
     /// Client side: packets forwarded when the loop was last asked to poll for a reply.
@@ -294,7 +296,7 @@ final class Half: LoopHandler, Wakeable, FrameSink, @unchecked Sendable {
                 endOfInput(reason: "\(sideName) closed the connection")
                 return
             }
-            loop.noteRead(n)
+            loop.noteRead(n, rate: &inputRate)
             if closedFDs > 0 { Log.debug("session \(state.id): closed \(closedFDs) fd(s) received from the \(sideName)") }
             let chunk = UnsafeMutableRawBufferPointer(rebasing: limit[0..<n])
             do {
