@@ -180,10 +180,14 @@ public enum Server {
         return 0
     }
 
-    /// Admin file, then the user file (or `--config`), then apps.d declarations (admin, then user).
     /// Asks for real-time scheduling for the relay loops (and only them), and logs what they got.
     static func raiseAudioThreads(_ daemon: Daemon, _ c: Configuration) {
         let settings = AudioThreadSettings(realtimePriority: Int32(c.realtimePriority), niceLevel: Int32(c.niceLevel))
+        guard settings.asksForAnything else {
+            _ = AudioThreads.raise(daemon.loopThreadIDs(), settings: settings, broker: nil)
+            Log.info("audio threads: normal scheduling (realtime-priority = 0 and nice-level = 0 in the configuration)")
+            return
+        }
         let (realtimeKit, unreachable) = RealtimeKit.onSystemBus()
         let grant = AudioThreads.raise(daemon.loopThreadIDs(), settings: settings, broker: realtimeKit, brokerRefusal: unreachable)
         if grant.level != .normal { daemon.loopsRaised() }
@@ -195,6 +199,7 @@ public enum Server {
         }
     }
 
+    /// Admin file, then the user file (or `--config`), then apps.d declarations (admin, then user).
     static func loadConfiguration(_ opts: ServeOptions) throws -> (Configuration, [AppKey: AppDeclaration]) {
         let env = opts.environment
         var files: [(path: String, text: String)] = []

@@ -150,6 +150,21 @@ extension EndToEnd {
             #expect(!threads.contains { $0.policy == SCHED_RR }, "\(threads)")
         }
 
+        /// Both off in the configuration: the loops stay as they are, nobody is asked, and
+        /// neither the log nor status says that something refused.
+        @Test func offInTheConfigurationAsksNobody() async throws {
+            let server = try PulseServer()
+            defer { server.stop() }
+            let e = try Self.start(server, systemBus: Self.noBus, config: "realtime-priority = 0\nnice-level = 0\n")
+            defer { e.stop() }
+            let got = try await Self.settled(e)
+            #expect(got?.scheduling == "normal" && got?.via == nil && got?.note == nil, "\(String(describing: got))")
+            let said = await Wait.until(timeout: 30) { e.log().contains("audio threads: normal scheduling") }
+            #expect(said, "\(e.log())")
+            #expect(e.log().contains("normal scheduling (realtime-priority = 0 and nice-level = 0 in the configuration)"), "\(e.log())")
+            #expect(!Self.threads(of: e.process.pid).contains { $0.policy == SCHED_RR || $0.nice < 0 })
+        }
+
         /// An unprivileged daemon with no RealtimeKit runs normally and says what refused.
         @Test(.enabled(if: getuid() == 0 && findExecutable("setpriv") != nil)) func unprivilegedWithoutRealtimeKitSaysWhy() async throws {
             let server = try PulseServer()

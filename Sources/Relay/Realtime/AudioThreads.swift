@@ -44,6 +44,9 @@ public struct AudioThreadSettings: Sendable, Equatable {
         self.realtimePriority = realtimePriority
         self.niceLevel = niceLevel
     }
+
+    /// False when both are off: the threads stay as they are, and nobody need be asked.
+    public var asksForAnything: Bool { realtimePriority > 0 || niceLevel < 0 }
 }
 
 /// How one thread is scheduled now (read back from the kernel).
@@ -94,13 +97,14 @@ public enum AudioThreads {
     public static func raise(_ threads: [pid_t], settings: AudioThreadSettings,
                              broker: RealtimeBroker?, brokerRefusal: String? = nil) -> AudioThreadGrant {
         var refusals: [String] = []
-        if let brokerRefusal { refusals.append(brokerRefusal) }
         func done(_ level: AudioThreadGrant.Level, via: String? = nil) -> AudioThreadGrant {
             let grant = AudioThreadGrant(level: level, via: via, refusals: refusals)
             granted.withLock { $0 = grant }
             return grant
         }
-        guard !threads.isEmpty else { return done(.normal) }
+        // Nothing asked for: nothing refused either.
+        guard !threads.isEmpty, settings.asksForAnything else { return done(.normal) }
+        if let brokerRefusal { refusals.append(brokerRefusal) }
 
         if settings.realtimePriority > 0 {
             let limit = min(broker?.rtTimeMax ?? defaultRTTimeMax, defaultRTTimeMax)
