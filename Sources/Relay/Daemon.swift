@@ -344,7 +344,8 @@ public final class Daemon: @unchecked Sendable {
             nextStreamID.add(1, ordering: .relaxed).oldValue
         }
         let server = Half(.server(replies), loop: loop, state: state, produceInto: down, consumeFrom: up)
-        let requests = ClientToServerFilter(state: state, observer: observer, budget: packetBudget) { [weak server] tag, code in
+        let requests = ClientToServerFilter(state: state, observer: observer, budget: packetBudget,
+                                            handshakeFinished: { handshakes.finished() }) { [weak server] tag, code in
             state.queueInjection(ErrorReply(code: code).packet(tag: tag, version: state.protocolVersion))
             server?.notify(.inject)
         }

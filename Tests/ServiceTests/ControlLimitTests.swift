@@ -30,6 +30,35 @@ import Testing
         #expect(try agent.request(.status) != .ok)
     }
 
+    /// The idle sweep runs only while a connection it could close is open: after a one-shot
+    /// request the server's thread sleeps until the next one comes, and does not wake for it.
+    @Test func anIdleServerDoesNotWakeForTheSweep() throws {
+        // A sweep every 0.5 s while a connection is open.
+        let f = try ServerFixture(options: ControlServerOptions(idleTimeout: 2))
+        let c = try f.connect()
+        #expect(try c.request(.status) != .ok)
+        c.close()
+        #expect(waitUntil { f.server.connectionCount == 0 })
+        let tid = f.server.loopThreadID
+        func switches() -> Int? {
+            guard let s = try? String(contentsOfFile: "/proc/self/task/\(tid)/status", encoding: .utf8) else { return nil }
+            return s.split(separator: "\n").filter { $0.contains("ctxt_switches") }
+                .compactMap { $0.split(separator: "\t").last.flatMap { Int($0.trimmingCharacters(in: .whitespaces)) } }
+                .reduce(0, +)
+        }
+        // Settled: asleep, and no switch for 100 ms (it went back to sleep after the close).
+        var before = try #require(switches())
+        #expect(waitUntil {
+            usleep(100_000)
+            let now = switches()
+            defer { before = now ?? before }
+            return now == before
+        })
+        // Nothing else runs on this loop: a switch within the next sweep period would be the sweep.
+        usleep(1_000_000)
+        #expect(switches() == before, "the control thread woke while nobody was connected")
+    }
+
     @Test func aFullServerMakesRoomForAOneShotRequest() throws {
         let f = try ServerFixture(options: ControlServerOptions(maxConnections: 4))
         var idle: [RawConnection] = []

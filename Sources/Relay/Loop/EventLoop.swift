@@ -46,7 +46,7 @@ public protocol Wakeable: AnyObject, Sendable {
 
 /// A thread running an epoll loop.
 public final class EventLoop: @unchecked Sendable {
-    // @unchecked Sendable: `handlers`, `timers` and `nextToken` are touched only
+    // @unchecked Sendable: `handlers`, `timers`, `nextToken` and `nextTimer` are touched only
     // on the loop thread; `tasks` and `woken` are behind their locks; the fds are immutable.
     public let name: String
     private let epoll: FileDescriptor
@@ -94,7 +94,8 @@ public final class EventLoop: @unchecked Sendable {
     /// What the current read lets through, for one write to the other socket (on this thread only).
     let gather: WriteGather
     private let stopping = Atomic<Bool>(false)
-    private var timers: [(deadline: Double, action: () -> Void)] = []
+    private var timers: [Timer] = []
+    private var nextTimer: UInt64 = 1
     /// The earliest deadline in `timers` (infinity when there are none): what each turn of
     /// the loop looks at, so a pending timer costs no scan and no allocation per wake-up.
     private var earliestDeadline = Double.infinity
@@ -233,15 +234,39 @@ public final class EventLoop: @unchecked Sendable {
         batchingResumesAt = wakeTime + 2 * InputRate.period
     }
 
+    /// A timer set with `schedule`, for `cancel`.
+    public struct TimerID: Hashable, Sendable { fileprivate let value: UInt64 }
+
+    private struct Timer {
+        let id: UInt64
+        let deadline: Double
+        let action: () -> Void
+    }
+
     /// Runs `action` on this thread after `seconds`.
-    public func schedule(after seconds: Double, _ action: @escaping () -> Void) {
+    @discardableResult
+    public func schedule(after seconds: Double, _ action: @escaping () -> Void) -> TimerID {
         schedule(at: monotonicNow() + seconds, action)
     }
 
     /// Runs `action` on this thread once `monotonicNow()` reaches `deadline`.
-    public func schedule(at deadline: Double, _ action: @escaping () -> Void) {
-        timers.append((deadline, action))
+    @discardableResult
+    public func schedule(at deadline: Double, _ action: @escaping () -> Void) -> TimerID {
+        let id = nextTimer
+        nextTimer &+= 1
+        timers.append(Timer(id: id, deadline: deadline, action: action))
         earliestDeadline = min(earliestDeadline, deadline)
+        return TimerID(value: id)
+    }
+
+    /// Timers set and not run yet (loop thread only; for tests).
+    var pendingTimers: Int { timers.count }
+
+    /// Drops a timer that has not run yet (a no-op once it has), so the loop does not wake for it.
+    public func cancel(_ timer: TimerID) {
+        guard let i = timers.firstIndex(where: { $0.id == timer.value }) else { return }
+        let deadline = timers.remove(at: i).deadline
+        if deadline <= earliestDeadline { earliestDeadline = timers.lazy.map(\.deadline).min() ?? .infinity }
     }
 
     private func run() {
@@ -359,7 +384,7 @@ public final class EventLoop: @unchecked Sendable {
         guard earliestDeadline < .infinity else { return }
         let now = monotonicNow()
         guard earliestDeadline <= now else { return }
-        var due: [(deadline: Double, action: () -> Void)] = []
+        var due: [Timer] = []
         timers.removeAll { t in
             if t.deadline <= now {
                 due.append(t)

@@ -63,11 +63,15 @@ final class ClientToServerFilter: FrameFilter {
     /// Bytes of the packet under way taken from `budget` (0: none).
     private var budgeted = 0
 
+    /// Called (on the session's loop) once the client has sent SET_CLIENT_NAME.
+    private let handshakeFinished: () -> Void
+
     init(state: SessionState, observer: SessionObserver, budget: PacketBudget? = nil,
-         refuse: @escaping (UInt32, UInt32) -> Void) {
+         handshakeFinished: @escaping () -> Void = {}, refuse: @escaping (UInt32, UInt32) -> Void) {
         self.state = state
         self.observer = observer
         self.budget = budget
+        self.handshakeFinished = handshakeFinished
         self.refuse = refuse
     }
 
@@ -166,7 +170,10 @@ final class ClientToServerFilter: FrameFilter {
             let msg = try SetClientName.decode(from: &r, version: version)
             state.properties.withLock { $0.update(from: msg.proplist) }
             observer.clientPropertiesChanged(state)
-            state.handshakeDone.store(true, ordering: .relaxed)
+            if !state.handshakeDone.load(ordering: .relaxed) {
+                state.handshakeDone.store(true, ordering: .relaxed)
+                handshakeFinished()
+            }
             expected = .setClientName
         case .updateClientProplist:
             var r = body

@@ -3,9 +3,12 @@
 // the sessions were accepted: a queue, oldest first. When the timer fires, the
 // queue drops every session that has finished its handshake and closes every
 // one that is due and has not; then the timer is set again for the oldest
-// session still waiting. A thousand clients that connect and finish their
-// handshake cost one wake-up, not a thousand (a timer per session would wake
-// the loop once per client, five seconds after it connected).
+// session still waiting. A session that finishes its handshake says so
+// (`finished`): the sessions at the head that are done leave at once, and when
+// none is left waiting the timer is cancelled. A thousand clients that connect
+// and finish their handshake cost no wake-up at all (a timer per session would
+// wake the loop once per client, five seconds after it connected; one timer,
+// never cancelled, once per loop).
 
 /// Owned by one loop: `add` and the timer run on that loop's thread only.
 final class HandshakeDeadlines: @unchecked Sendable {
@@ -22,7 +25,7 @@ final class HandshakeDeadlines: @unchecked Sendable {
     private let loop: EventLoop
     private var queue: [Entry] = []
     private var head = 0
-    private var armed = false
+    private var timer: EventLoop.TimerID?
 
     init(loop: EventLoop) { self.loop = loop }
 
@@ -36,14 +39,27 @@ final class HandshakeDeadlines: @unchecked Sendable {
     /// Sessions still in the queue (finished ones leave at the next timer).
     var count: Int { queue.count - head }
 
+    /// A session finished its handshake: the finished ones at the head leave, and with
+    /// nobody left waiting, so does the timer.
+    func finished() {
+        loop.assertInLoop()
+        while head < queue.count && queue[head].done() { head += 1 }
+        guard head == queue.count else { return }
+        queue.removeAll(keepingCapacity: queue.capacity <= 1024)
+        head = 0
+        if let timer {
+            loop.cancel(timer)
+            self.timer = nil
+        }
+    }
+
     private func arm() {
-        guard !armed, head < queue.count else { return }
-        armed = true
-        loop.schedule(at: queue[head].deadline) { [weak self] in self?.fire() }
+        guard timer == nil, head < queue.count else { return }
+        timer = loop.schedule(at: queue[head].deadline) { [weak self] in self?.fire() }
     }
 
     private func fire() {
-        armed = false
+        timer = nil
         let now = monotonicNow()
         while head < queue.count {
             let e = queue[head]

@@ -44,16 +44,25 @@ extension ControlServer {
     /// Closes connections that are not long-lived and were silent for `idleTimeout`; runs
     /// again while such connections remain.
     func scheduleIdleSweep() {
-        guard !sweepScheduled else { return }
-        sweepScheduled = true
-        loop.schedule(after: max(0.05, options.idleTimeout / 4)) { [self] in
-            sweepScheduled = false
+        guard sweep == nil else { return }
+        sweep = loop.schedule(after: max(0.05, options.idleTimeout / 4)) { [self] in
+            sweep = nil
             let now = monotonicNow()
             for c in Array(connections.values) where !c.longLived && now - c.lastActivity >= options.idleTimeout {
                 log(.debug, "control#\(c.id): closed after \(options.idleTimeout) s without a request")
                 drop(c, reason: nil)
             }
-            if connections.values.contains(where: { !$0.longLived }) { scheduleIdleSweep() }
+            if needsIdleSweep { scheduleIdleSweep() }
         }
     }
+
+    /// With no connection left that the sweep could close, its timer goes: an idle daemon
+    /// does not wake for it (`earmuff status` would otherwise cost a wake-up seconds later).
+    func cancelIdleSweepIfUnneeded() {
+        guard let timer = sweep, !needsIdleSweep else { return }
+        loop.cancel(timer)
+        sweep = nil
+    }
+
+    private var needsIdleSweep: Bool { connections.values.contains { !$0.longLived } }
 }

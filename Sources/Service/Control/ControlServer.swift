@@ -93,8 +93,8 @@ public final class ControlServer: @unchecked Sendable {
     }
 
     var connections: [UInt64: Connection] = [:]
-    /// Whether the idle sweep is scheduled on the loop.
-    var sweepScheduled = false
+    /// The idle sweep's timer on the loop, while one is set.
+    var sweep: EventLoop.TimerID?
     /// Refusals and evictions: lines any local process can cause, so rate-limited.
     let limitLog = RateLimitedLog()
     private var nextID: UInt64 = 16
@@ -203,6 +203,9 @@ public final class ControlServer: @unchecked Sendable {
 
     /// Open connections.
     public var connectionCount: Int { withShared { $0.open.count } }
+
+    /// The kernel id of the server's loop thread (0 before it runs): what /proc knows it by.
+    public var loopThreadID: Int32 { loop.kernelThreadID.load(ordering: .acquiring) }
 
     /// Hands `bytes` for `target` to the loop, in order with every other message.
     private func enqueue(_ target: Target, _ bytes: [UInt8]) {
@@ -398,7 +401,10 @@ public final class ControlServer: @unchecked Sendable {
                 c.subscriber = true
                 withShared { _ = $0.subscribers.insert(c.id) }
             }
-            if staysOpen && !response.isError { c.longLived = true }
+            if staysOpen && !response.isError {
+                c.longLived = true
+                cancelIdleSweepIfUnneeded()
+            }
             write(ControlCodec.encodeLine(ServerMessage.response(id: message.id, response)), to: c)
         }
     }
@@ -469,6 +475,7 @@ public final class ControlServer: @unchecked Sendable {
             $0.open.remove(c.id)
         }
         handler?.connectionClosed(ControlConnectionID(rawValue: c.id))
+        cancelIdleSweepIfUnneeded()
     }
 
     private func shutdownAll() {
