@@ -183,19 +183,16 @@ public enum Server {
     /// Asks for real-time scheduling for the relay loops (and only them), and logs what they got.
     static func raiseAudioThreads(_ daemon: Daemon, _ c: Configuration) {
         let settings = AudioThreadSettings(realtimePriority: Int32(c.realtimePriority), niceLevel: Int32(c.niceLevel))
-        guard settings.asksForAnything else {
-            _ = AudioThreads.raise(daemon.loopThreadIDs(), settings: settings, broker: nil)
-            Log.info("audio threads: normal scheduling (realtime-priority = 0 and nice-level = 0 in the configuration)")
-            return
-        }
-        let (realtimeKit, unreachable) = RealtimeKit.onSystemBus()
+        // Nothing asked for: RealtimeKit is not asked either.
+        let (realtimeKit, unreachable) = settings.asksForAnything ? RealtimeKit.onSystemBus() : (nil, nil)
         let grant = AudioThreads.raise(daemon.loopThreadIDs(), settings: settings, broker: realtimeKit, brokerRefusal: unreachable)
         if grant.level != .normal { daemon.loopsRaised() }
-        let refused = grant.refusals.isEmpty ? "" : " (refused: \(grant.refusals.joined(separator: "; ")))"
+        let why = !settings.asksForAnything ? " (realtime-priority = 0 and nice-level = 0 in the configuration)"
+            : grant.refusals.isEmpty ? "" : " (refused: \(grant.refusals.joined(separator: "; ")))"
         switch grant.level {
-        case .realtime(let p): Log.info("audio threads: SCHED_RR priority \(p) via \(grant.via ?? "?")\(refused)")
-        case .highPriority(let n): Log.info("audio threads: nice \(n) via \(grant.via ?? "?")\(refused)")
-        case .normal: Log.info("audio threads: normal scheduling\(refused)")
+        case .realtime(let p): Log.info("audio threads: SCHED_RR priority \(p) via \(grant.via ?? "?")\(why)")
+        case .highPriority(let n): Log.info("audio threads: nice \(n) via \(grant.via ?? "?")\(why)")
+        case .normal: Log.info("audio threads: normal scheduling\(why)")
         }
     }
 

@@ -265,8 +265,11 @@ public final class EventLoop: @unchecked Sendable {
     /// Drops a timer that has not run yet (a no-op once it has), so the loop does not wake for it.
     public func cancel(_ timer: TimerID) {
         guard let i = timers.firstIndex(where: { $0.id == timer.value }) else { return }
-        let deadline = timers.remove(at: i).deadline
-        if deadline <= earliestDeadline { earliestDeadline = timers.lazy.map(\.deadline).min() ?? .infinity }
+        if timers.remove(at: i).deadline == earliestDeadline { findEarliestDeadline() }
+    }
+
+    private func findEarliestDeadline() {
+        earliestDeadline = timers.lazy.map(\.deadline).min() ?? .infinity
     }
 
     private func run() {
@@ -392,7 +395,7 @@ public final class EventLoop: @unchecked Sendable {
             }
             return false
         }
-        earliestDeadline = timers.lazy.map(\.deadline).min() ?? .infinity
+        findEarliestDeadline()
         // Earliest first (the list is kept in the order timers were set).
         due.sort { $0.deadline < $1.deadline }
         for t in due { t.action() }

@@ -44,10 +44,8 @@ final class HandshakeDeadlines: @unchecked Sendable {
     func finished() {
         loop.assertInLoop()
         while head < queue.count && queue[head].done() { head += 1 }
-        guard head == queue.count else { return }
-        queue.removeAll(keepingCapacity: queue.capacity <= 1024)
-        head = 0
-        if let timer {
+        compact()
+        if count == 0, let timer {
             loop.cancel(timer)
             self.timer = nil
         }
@@ -72,6 +70,13 @@ final class HandshakeDeadlines: @unchecked Sendable {
                 break
             }
         }
+        compact()
+        arm()
+    }
+
+    /// Lets go of the entries before `head`: all of them once the queue is empty, else once
+    /// they are most of it.
+    private func compact() {
         if head == queue.count {
             queue.removeAll(keepingCapacity: queue.capacity <= 1024)
             head = 0
@@ -79,6 +84,5 @@ final class HandshakeDeadlines: @unchecked Sendable {
             queue.removeFirst(head)
             head = 0
         }
-        arm()
     }
 }
