@@ -20,6 +20,15 @@ struct bound_node {
     struct spa_hook listener;
 };
 
+/// A node this connection made, under the caller's tag; it lives as long as its proxy.
+struct owned_node {
+    struct spa_list link;
+    earmuff_pw *pw;
+    uint32_t tag;
+    struct pw_proxy *proxy;
+    struct spa_hook listener;
+};
+
 /// A link this connection made (its proxy is kept until the connection closes).
 struct owned_link {
     struct spa_list link;
@@ -35,8 +44,7 @@ struct earmuff_pw {
     struct spa_hook registry_listener;
     struct pw_metadata *metadata;
     struct spa_hook metadata_listener;
-    struct pw_proxy *created;
-    struct spa_hook created_listener;
+    struct spa_list created;
     struct spa_list nodes;
     struct spa_list links;
     earmuff_pw_events events;
@@ -123,6 +131,7 @@ earmuff_pw *earmuff_pw_connect(const char *remote, const earmuff_pw_events *even
     }
     spa_list_init(&pw->nodes);
     spa_list_init(&pw->links);
+    spa_list_init(&pw->created);
     pw->events = *events;
     pw->context_data = context;
     pw->loop = pw_loop_new(NULL);
@@ -229,8 +238,8 @@ int earmuff_pw_metadata_set(earmuff_pw *pw, uint32_t subject, const char *key, c
 }
 
 static void on_created_bound(void *data, uint32_t id) {
-    earmuff_pw *pw = data;
-    pw->events.created(pw->context_data, id);
+    struct owned_node *n = data;
+    n->pw->events.created(n->pw->context_data, n->tag, id);
 }
 
 static const struct pw_proxy_events created_events = {
@@ -238,19 +247,38 @@ static const struct pw_proxy_events created_events = {
     .bound = on_created_bound,
 };
 
-int earmuff_pw_create_node(earmuff_pw *pw, const char *factory, const earmuff_pw_props *props) {
-    if (pw->created) {
-        // The node made before is gone (destroyed by someone): its proxy makes way for the new one.
-        spa_hook_remove(&pw->created_listener);
-        pw_proxy_destroy(pw->created);
-        pw->created = NULL;
+static void free_created(struct owned_node *n) {
+    spa_list_remove(&n->link);
+    spa_hook_remove(&n->listener);
+    pw_proxy_destroy(n->proxy);
+    free(n);
+}
+
+int earmuff_pw_destroy_node(earmuff_pw *pw, uint32_t tag) {
+    struct owned_node *n, *t;
+    spa_list_for_each_safe(n, t, &pw->created, link) {
+        if (n->tag == tag) free_created(n);
     }
+    return 0;
+}
+
+int earmuff_pw_create_node(earmuff_pw *pw, uint32_t tag, const char *factory, const earmuff_pw_props *props) {
+    // A node made before under this tag is gone or unwanted: its proxy makes way for the new one.
+    earmuff_pw_destroy_node(pw, tag);
+    struct owned_node *n = calloc(1, sizeof *n);
+    if (!n) return -ENOMEM;
     struct spa_dict_item items[props->count ? props->count : 1];
     for (size_t i = 0; i < props->count; i++) items[i] = SPA_DICT_ITEM_INIT(props->keys[i], props->values[i]);
     struct spa_dict dict = SPA_DICT_INIT(items, (uint32_t)props->count);
-    pw->created = pw_core_create_object(pw->core, factory, PW_TYPE_INTERFACE_Node, PW_VERSION_NODE, &dict, 0);
-    if (!pw->created) return -errno;
-    pw_proxy_add_listener(pw->created, &pw->created_listener, &created_events, pw);
+    n->proxy = pw_core_create_object(pw->core, factory, PW_TYPE_INTERFACE_Node, PW_VERSION_NODE, &dict, 0);
+    if (!n->proxy) {
+        free(n);
+        return -errno;
+    }
+    n->pw = pw;
+    n->tag = tag;
+    pw_proxy_add_listener(n->proxy, &n->listener, &created_events, n);
+    spa_list_append(&pw->created, &n->link);
     return 0;
 }
 
@@ -318,10 +346,8 @@ void earmuff_pw_disconnect(earmuff_pw *pw) {
         pw_proxy_destroy(l->proxy);
         free(l);
     }
-    if (pw->created) {
-        spa_hook_remove(&pw->created_listener);
-        pw_proxy_destroy(pw->created);
-    }
+    struct owned_node *c, *ct;
+    spa_list_for_each_safe(c, ct, &pw->created, link) free_created(c);
     if (pw->metadata) {
         spa_hook_remove(&pw->metadata_listener);
         pw_proxy_destroy((struct pw_proxy *)pw->metadata);

@@ -14,8 +14,8 @@ public protocol PipeWireEvents: AnyObject {
     func nodeFormat(id: UInt32, format: PipeWireAudioFormat)
     /// `key` nil: every key of `subject` (every subject at `UInt32.max`) is gone; `value` nil: `key` is.
     func metadata(subject: UInt32, key: String?, value: String?)
-    /// The node made by `createNode` has this global id.
-    func created(id: UInt32)
+    /// The node made by `createNode` under `tag` has this global id.
+    func created(tag: UInt32, id: UInt32)
     /// The server refused something, or (`fatal`) the connection is gone.
     func error(id: UInt32, code: Int32, message: String, fatal: Bool)
 }
@@ -48,7 +48,7 @@ public final class PipeWireConnection {
             eventsOwner(context)?.metadata(subject: subject, key: key.map { String(cString: $0) },
                                           value: value.map { String(cString: $0) })
         }
-        table.created = { context, id in eventsOwner(context)?.created(id: id) }
+        table.created = { context, tag, id in eventsOwner(context)?.created(tag: tag, id: id) }
         table.error = { context, id, res, message, fatal in
             eventsOwner(context)?.error(id: id, code: res, message: message.map { String(cString: $0) } ?? "", fatal: fatal != 0)
         }
@@ -100,8 +100,9 @@ public final class PipeWireConnection {
         }
     }
 
-    /// Creates a node of this connection through `factory`, with `properties`.
-    public func createNode(factory: String, properties: [(String, String)]) throws(PipeWireError) {
+    /// Creates a node of this connection through `factory`, with `properties`, under `tag` (a
+    /// node made before under it is destroyed).
+    public func createNode(tag: UInt32, factory: String, properties: [(String, String)]) throws(PipeWireError) {
         let keys = properties.map { strdup($0.0) }
         let values = properties.map { strdup($0.1) }
         defer { (keys + values).forEach { free($0) } }
@@ -109,10 +110,16 @@ public final class PipeWireConnection {
             keys.map { UnsafePointer($0) }.withUnsafeBufferPointer { k in
                 values.map { UnsafePointer($0) }.withUnsafeBufferPointer { v in
                     var props = earmuff_pw_props(count: properties.count, keys: k.baseAddress, values: v.baseAddress)
-                    return factory.withCString { earmuff_pw_create_node(h, $0, &props) }
+                    return factory.withCString { earmuff_pw_create_node(h, tag, $0, &props) }
                 }
             }
         }
+    }
+
+    /// Destroys the node made under `tag`.
+    public func destroyNode(tag: UInt32) {
+        guard let handle else { return }
+        _ = earmuff_pw_destroy_node(handle, tag)
     }
 
     /// Links port `outputPort` of `outputNode` to port `inputPort` of `inputNode` (the link is this connection's).

@@ -11,10 +11,15 @@
 //     it appears.
 // When a stream may be real, the metadata key goes (or the client's own
 // value comes back) and the session manager links it to its source again,
-// without the client reconnecting. Streams the session manager never moves
-// (`node.dont-reconnect`) are relinked by the gate after a flip; JACK
-// clients, which link their own ports, are unlinked while silenced and
-// linked again when they may record.
+// without the client reconnecting. A stream the session manager never moves
+// (`node.dont-reconnect`: GStreamer's pipewiresrc, which also stops for good
+// when it is relinked) records from a valve of its own for as long as it
+// lives: another null sink of the gate's, into which the gate links the
+// stream's source while it may be real and nothing while it may not, so a
+// flip never touches the stream's own link. A spare valve is kept ready, so
+// the stream is pinned to one the moment its full properties say it never
+// reconnects. JACK clients, which link their own ports, are unlinked while
+// silenced and linked again when they may record.
 //
 // With Earmuff's module-access configuration (`earmuff setup`), the server
 // holds every ordinary client at connect (`pipewire.access` = `holdAccess`)
@@ -100,7 +105,25 @@ public final class PipeWireGate: PipeWireEvents {
         var severed: [(output: UInt32, input: UInt32)] = []
         /// The session manager left it with no link (see `watchUnlinked`): the gate links it.
         var managerGaveUp = false
+        /// The tag of its valve (a stream that never reconnects), which it records from.
+        var valve: UInt32?
     }
+
+    /// A null sink of the gate's own, like the silent source, that one stream which never
+    /// reconnects records from: the gate links the stream's source into it while the stream
+    /// may be real, nothing while it may not. Made under its tag (the silent source's is 0).
+    private struct Valve {
+        let name: String
+        /// Its global id, once the server made it.
+        var id: UInt32?
+        /// The stream it serves (nil: the spare).
+        var stream: UInt32?
+        /// What the gate last linked into it.
+        var feed: PendingLink?
+    }
+
+    /// The tag the silent source is made under.
+    private static let silentTag: UInt32 = 0
 
     /// How long a stream the session manager links may stay with no link at all after one into
     /// it was destroyed, before the gate links it itself.
@@ -122,6 +145,10 @@ public final class PipeWireGate: PipeWireEvents {
     private var streams: [UInt32: Stream] = [:]
     private var destroying: Set<UInt32> = []
     private var silentID: UInt32?
+    private var valves: [UInt32: Valve] = [:]
+    private var nextValveTag: UInt32 = 1
+    /// The valve kept ready for the next stream that never reconnects.
+    private var spare: UInt32?
     private var lost = false
     private var announcedReady = false
     private var metadataBound = false
@@ -137,16 +164,69 @@ public final class PipeWireGate: PipeWireEvents {
 
     /// Makes the silent source (again, when someone destroyed it).
     private func createSilentSource() throws(PipeWireError) {
-        try connection.createNode(factory: "adapter", properties: [
+        try createNullSource(tag: Self.silentTag, name: Self.silentNodeName, description: "Earmuff (silenced)", channels: ["MONO"])
+    }
+
+    /// A node of the gate's own that records as a source and plays nothing: a null sink whose
+    /// output is what is linked into its input, exact zeros when nothing is.
+    private func createNullSource(tag: UInt32, name: String, description: String, channels: [String]) throws(PipeWireError) {
+        try connection.createNode(tag: tag, factory: "adapter", properties: [
             ("factory.name", "support.null-audio-sink"),
-            ("node.name", Self.silentNodeName),
-            ("node.description", "Earmuff (silenced)"),
+            ("node.name", name),
+            ("node.description", description),
             ("media.class", "Audio/Source/Virtual"),
-            ("audio.position", "[ MONO ]"),
+            ("audio.position", "[ \(channels.joined(separator: " ")) ]"),
             // Never the session's default source.
             ("priority.session", "0"),
             ("priority.driver", "0"),
         ])
+    }
+
+    /// Makes a spare valve, unless one is there, with the channels of the default source (so a
+    /// stream recording through it loses none of them).
+    private func makeSpareValve() {
+        guard spare == nil, silentID != nil, !lost else { return }
+        let tag = nextValveTag
+        nextValveTag += 1
+        let name = "earmuff.valve.\(tag)"
+        var channels = graph.defaultSource().map { source in
+            graph.ports.values.filter { $0.node == source.id && $0.isOutput && !$0.channel.isEmpty }
+                .sorted { $0.id < $1.id }.map(\.channel)
+        } ?? []
+        if channels.isEmpty { channels = ["FL", "FR"] }
+        do {
+            try createNullSource(tag: tag, name: name, description: "Earmuff", channels: channels)
+            valves[tag] = Valve(name: name)
+            spare = tag
+        } catch { observer?.refused("\(error)") }
+    }
+
+    /// Gives `stream`, a capture stream that never reconnects and is not linked yet, the spare
+    /// valve (once it has its ports), and makes the next spare.
+    private func assignValve(_ stream: UInt32, _ s: inout Stream) {
+        guard s.valve == nil, s.described, let node = graph.nodes[stream], node.isCaptureStream,
+              node.properties["node.dont-reconnect"] == "true", graph.links(into: stream).isEmpty,
+              let tag = spare, let id = valves[tag]?.id,
+              graph.ports.values.contains(where: { $0.node == id && $0.isOutput }) else { return }
+        s.valve = tag
+        s.routedTo = nil
+        valves[tag]?.stream = stream
+        spare = nil
+        observer?.routed("stream \(stream): records through valve \(id)")
+        makeSpareValve()
+    }
+
+    /// Destroys the valve under `tag` (its stream is gone).
+    private func dropValve(_ tag: UInt32) {
+        valves[tag] = nil
+        connection.destroyNode(tag: tag)
+    }
+
+    /// The ids of the gate's own nodes: the silent source and the valves.
+    private var gateNodes: Set<UInt32> {
+        var ids = Set(valves.values.compactMap(\.id))
+        if let silentID { ids.insert(silentID) }
+        return ids
     }
 
     /// The descriptor to watch for input.
@@ -214,6 +294,18 @@ public final class PipeWireGate: PipeWireEvents {
 
     public func globalRemoved(id: UInt32) {
         if let link = graph.links[id] { watchUnlinked(link.inputNode) }
+        if let (tag, valve) = valves.first(where: { $0.value.id == id }) {
+            // Destroyed by another client (the gate destroys one only once its stream is gone):
+            // its stream is routed as one without a valve from now on.
+            observer?.routed("valve \(id) was destroyed")
+            if let stream = valve.stream, streams[stream] != nil {
+                streams[stream]?.valve = nil
+                streams[stream]?.routedTo = nil
+                streams[stream]?.gateLinks = true
+            }
+            if spare == tag { spare = nil }
+            dropValve(tag)
+        }
         if id == silentID {
             // Destroyed by another client: WirePlumber moves the held streams to their sources,
             // whose links the police destroys until the new silent source takes them.
@@ -222,7 +314,10 @@ public final class PipeWireGate: PipeWireEvents {
             observer?.routed("the silent source was destroyed: making it again")
             do { try createSilentSource() } catch { observer?.connectionLost("\(error)") }
         }
-        if let s = streams.removeValue(forKey: id), s.announced { observer?.captureEnded(id) }
+        if let s = streams.removeValue(forKey: id) {
+            if let tag = s.valve { dropValve(tag) }
+            if s.announced { observer?.captureEnded(id) }
+        }
         if gated.remove(id) != nil { observer?.clientGone(id) }
         trusted.remove(id)
         sessionManagers.remove(id)
@@ -252,18 +347,18 @@ public final class PipeWireGate: PipeWireEvents {
 
     public func metadata(subject: UInt32, key: String?, value: String?) {
         graph.setMetadata(subject: subject, key: key, value: value)
-        if var s = streams[subject], key == nil || key == "target.object", !isSilentTarget(value) {
+        if var s = streams[subject], key == nil || key == "target.object", !isGateTarget(value) {
             // Someone else set (or removed) the target: route again; a silenced stream's own
-            // wish is kept for when it may be real.
+            // wish is kept for when it may be real (a valve's stream's, for what feeds its valve).
             s.routedTo = nil
-            if !s.real, let value { s.displaced = value }
+            if s.valve != nil { s.displaced = value } else if !s.real, let value { s.displaced = value }
             streams[subject] = s
         }
         reconcile()
     }
 
-    public func created(id: UInt32) {
-        silentID = id
+    public func created(tag: UInt32, id: UInt32) {
+        if tag == Self.silentTag { silentID = id } else { valves[tag]?.id = id }
         reconcile()
     }
 
@@ -286,14 +381,25 @@ public final class PipeWireGate: PipeWireEvents {
     /// direction the stream records from, though, so a stream recording a sink's monitor
     /// (`stream.capture.sink`) can only be named the source by serial.
     private func silentTarget(for stream: UInt32) -> String? {
-        guard let silentID, let silent = graph.nodes[silentID] else { return nil }
-        return graph.nodes[stream]?.properties["stream.capture.sink"] == "true" ? silent.serial : Self.silentNodeName
+        silentID.flatMap { target(for: stream, at: $0) }
+    }
+
+    /// How the metadata names `node`, one of the gate's own, for `stream` (see `silentTarget`).
+    private func target(for stream: UInt32, at node: UInt32) -> String? {
+        guard let n = graph.nodes[node] else { return nil }
+        return graph.nodes[stream]?.properties["stream.capture.sink"] == "true" ? n.serial : n.name
     }
 
     /// The silent source, by either of its names (a stream may be routed by the one, then the other).
     private func isSilentTarget(_ value: String?) -> Bool {
         guard let value, let silentID else { return false }
         return value == Self.silentNodeName || value == graph.nodes[silentID]?.serial
+    }
+
+    /// One of the gate's own nodes (the silent source, a valve), by either of its names.
+    private func isGateTarget(_ value: String?) -> Bool {
+        guard let value else { return false }
+        return gateNodes.contains { graph.nodes[$0].map { $0.name == value || $0.serial == value } ?? false }
     }
 
     /// A capture stream, or a JACK client with an input port.
@@ -308,7 +414,7 @@ public final class PipeWireGate: PipeWireEvents {
     private func announce(_ id: UInt32) {
         guard var s = streams[id], !s.announced, s.described || graph.nodes[id]?.isCaptureStream == true,
               gated.contains(s.client), isCapture(id), let observer else { return }
-        let origin = graph.origin(of: id, target: s.displaced, ignoring: silentID)
+        let origin = graph.origin(of: id, target: s.displaced, ignoring: gateNodes)
         s.announced = true
         s.origin = origin
         streams[id] = s
@@ -348,6 +454,16 @@ public final class PipeWireGate: PipeWireEvents {
         if let silentID {
             for link in graph.links(into: silentID) where !destroying.contains(link.id) { unlink(link, from: silentID) }
         }
+        // Nor may anything be linked into the spare valve; a valve whose stream is no capture
+        // stream of a gated client after all goes.
+        if announcedReady { makeSpareValve() }
+        for (tag, valve) in valves.sorted(by: { $0.key < $1.key }) {
+            if let stream = valve.stream, streams[stream]?.valve != tag {
+                dropValve(tag)
+            } else if valve.stream == nil, let id = valve.id {
+                for link in graph.links(into: id) where !destroying.contains(link.id) { unlink(link, from: id) }
+            }
+        }
         for id in streams.keys.sorted() {
             guard var s = streams[id] else { continue }
             if trusted.contains(s.client) {
@@ -363,8 +479,16 @@ public final class PipeWireGate: PipeWireEvents {
                 streams[id] = s
                 continue
             }
+            assignValve(id, &s)
+            if let tag = s.valve, let valveID = valves[tag]?.id {
+                let origin = graph.origin(of: id, target: s.displaced, ignoring: gateNodes)
+                reconcileValved(id, &s, valve: tag, valveID: valveID, origin: origin)
+                streams[id] = s
+                noteOrigin(id, s, origin)
+                continue
+            }
             let target = graph.metadata[id]?["target.object"]
-            let origin = graph.origin(of: id, target: s.real ? nil : s.displaced, ignoring: silentID)
+            let origin = graph.origin(of: id, target: s.real ? nil : s.displaced, ignoring: gateNodes)
             if s.real {
                 if isSilentTarget(target) {
                     setTarget(id, s.displaced)
@@ -408,14 +532,44 @@ public final class PipeWireGate: PipeWireEvents {
                 }
             }
             streams[id] = s
-            // What it records from may have changed (a link, a target, the default source).
-            if s.announced, let observer {
-                if origin != s.origin {
-                    streams[id]?.origin = origin
-                    let real = observer.captureMoved(id, origin: origin)
-                    if real != s.real { setAccess(stream: id, real: real) }
-                }
-            }
+            noteOrigin(id, s, origin)
+        }
+    }
+
+    /// What `id` records from may have changed (a link, a target, the default source): the
+    /// observer decides it again.
+    private func noteOrigin(_ id: UInt32, _ s: Stream, _ origin: CaptureOrigin) {
+        guard s.announced, origin != s.origin, let observer else { return }
+        streams[id]?.origin = origin
+        let real = observer.captureMoved(id, origin: origin)
+        if real != s.real { setAccess(stream: id, real: real) }
+    }
+
+    /// A stream that never reconnects records from its valve whatever it may: its target is the
+    /// valve and nothing else stays linked into it; into the valve goes what the stream records
+    /// from while it may be real, nothing while it may not.
+    private func reconcileValved(_ id: UInt32, _ s: inout Stream, valve tag: UInt32, valveID: UInt32, origin: CaptureOrigin) {
+        if let pin = target(for: id, at: valveID), graph.metadata[id]?["target.object"] != pin, s.routedTo != pin {
+            setTarget(id, pin)
+            s.routedTo = pin
+        }
+        let links = graph.links(into: id)
+        let fromValve = links.contains { $0.outputNode == valveID }
+        // The session manager linked it elsewhere before the pin reached it, or gave up on it:
+        // the gate links the valve.
+        if !fromValve, !links.isEmpty || s.managerGaveUp {
+            s.linkedFrom = link(id, from: valveID, pending: s.linkedFrom)
+        }
+        for link in links where link.outputNode != valveID && !destroying.contains(link.id) {
+            // What it may record from stays until the valve's link is there (left unlinked, it would end).
+            if !fromValve, s.real || link.outputNode == silentID { continue }
+            unlink(link, from: id)
+        }
+        let feed = s.real ? origin.node : nil
+        let pending = valves[tag]?.feed
+        valves[tag]?.feed = link(valveID, from: feed, pending: pending)
+        for link in graph.links(into: valveID) where link.outputNode != feed && !destroying.contains(link.id) {
+            unlink(link, from: valveID)
         }
     }
 
@@ -424,7 +578,7 @@ public final class PipeWireGate: PipeWireEvents {
     /// be made again when it may. Its kind follows what it links.
     private func reconcileJack(_ id: UInt32, _ s: inout Stream) {
         // What it records from: what it links (or linked, while silenced), else the default source.
-        var origin = graph.origin(of: id, target: nil, ignoring: silentID)
+        var origin = graph.origin(of: id, target: nil, ignoring: gateNodes)
         if graph.links(into: id).isEmpty, let last = s.severed.last, let port = graph.ports[last.output],
            let n = graph.nodes[port.node], let kind = n.capturedKind {
             origin = CaptureOrigin(kind: kind, source: n.name, node: n.id)

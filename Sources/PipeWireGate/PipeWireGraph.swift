@@ -210,16 +210,16 @@ public struct PipeWireGraph: Sendable {
     }
 
     /// What capture stream `stream` records from: the first node linked into it (other than
-    /// `ignoring`, the gate's silent source), else where it asks to go (`target`: its own
+    /// those `ignoring` names: the gate's own silent source and valves), else where it asks to go (`target`: its own
     /// `target.object`, or what it set in the metadata), a sink's monitor when it says
     /// `stream.capture.sink`, else the default source.
-    public func origin(of stream: UInt32, target: String?, ignoring silent: UInt32?) -> CaptureOrigin {
-        for link in links(into: stream) where link.outputNode != silent {
+    public func origin(of stream: UInt32, target: String?, ignoring gate: Set<UInt32>) -> CaptureOrigin {
+        for link in links(into: stream) where !gate.contains(link.outputNode) {
             if let n = nodes[link.outputNode], let kind = n.capturedKind { return CaptureOrigin(kind: kind, source: n.name, node: n.id) }
         }
         let props = nodes[stream]?.properties ?? [:]
         let asked = target ?? props["target.object"] ?? props["node.target"]
-        if let asked, let n = node(named: asked), n.id != silent, let kind = n.capturedKind {
+        if let asked, let n = node(named: asked), !gate.contains(n.id), let kind = n.capturedKind {
             return CaptureOrigin(kind: kind, source: n.name, node: n.id)
         }
         if props["stream.capture.sink"] == "true" {

@@ -24,47 +24,47 @@ import Testing
     @Test func aStreamWithNoLinkOrTargetRecordsTheDefaultSource() {
         let g = Self.graph()
         #expect(g.nodes[50]?.isCaptureStream == true)
-        #expect(g.origin(of: 50, target: nil, ignoring: 43) == CaptureOrigin(kind: .microphone, source: "mic", node: 40))
+        #expect(g.origin(of: 50, target: nil, ignoring: [43]) == CaptureOrigin(kind: .microphone, source: "mic", node: 40))
     }
 
     @Test func aLinkSaysWhatIsCaptured() {
         var g = Self.graph()
         g.add(id: 60, type: "Link", properties: ["link.output.node": "41", "link.input.node": "50"])
-        #expect(g.origin(of: 50, target: nil, ignoring: 43) == CaptureOrigin(kind: .systemAudio, source: "out", node: 41))
+        #expect(g.origin(of: 50, target: nil, ignoring: [43]) == CaptureOrigin(kind: .systemAudio, source: "out", node: 41))
         g.remove(id: 60)
         g.add(id: 61, type: "Link", properties: ["link.output.node": "42", "link.input.node": "50"])
-        #expect(g.origin(of: 50, target: nil, ignoring: 43) == CaptureOrigin(kind: .appAudio, source: "player", node: 42))
+        #expect(g.origin(of: 50, target: nil, ignoring: [43]) == CaptureOrigin(kind: .appAudio, source: "player", node: 42))
     }
 
     @Test func theSilentSourceIsNotWhatAStreamCaptures() {
         var g = Self.graph()
         g.add(id: 62, type: "Link", properties: ["link.output.node": "43", "link.input.node": "50"])
-        #expect(g.origin(of: 50, target: nil, ignoring: 43).kind == .microphone)
-        #expect(g.origin(of: 50, target: "141", ignoring: 43) == CaptureOrigin(kind: .systemAudio, source: "out", node: 41))
+        #expect(g.origin(of: 50, target: nil, ignoring: [43]).kind == .microphone)
+        #expect(g.origin(of: 50, target: "141", ignoring: [43]) == CaptureOrigin(kind: .systemAudio, source: "out", node: 41))
     }
 
     @Test func targetsByNameSerialOrIdAndTheSinkCaptureFlag() {
         var g = Self.graph()
-        #expect(g.origin(of: 50, target: "out", ignoring: 43).kind == .systemAudio)
-        #expect(g.origin(of: 50, target: "142", ignoring: 43).kind == .appAudio)
-        #expect(g.origin(of: 50, target: "40", ignoring: 43).kind == .microphone)
+        #expect(g.origin(of: 50, target: "out", ignoring: [43]).kind == .systemAudio)
+        #expect(g.origin(of: 50, target: "142", ignoring: [43]).kind == .appAudio)
+        #expect(g.origin(of: 50, target: "40", ignoring: [43]).kind == .microphone)
         g.update(node: 50, properties: ["stream.capture.sink": "true"])
-        #expect(g.origin(of: 50, target: nil, ignoring: 43) == CaptureOrigin(kind: .systemAudio, source: "out.monitor", node: 41))
+        #expect(g.origin(of: 50, target: nil, ignoring: [43]) == CaptureOrigin(kind: .systemAudio, source: "out.monitor", node: 41))
         g.update(node: 50, properties: ["target.object": "mic"])
-        #expect(g.origin(of: 50, target: nil, ignoring: 43).kind == .microphone)
+        #expect(g.origin(of: 50, target: nil, ignoring: [43]).kind == .microphone)
     }
 
     @Test func aVirtualSourceIsTheStricterKindAndRemovalForgets() {
         var g = Self.graph()
         g.add(id: 44, type: "Node", properties: ["media.class": "Audio/Source/Virtual", "node.name": "remapped"])
-        #expect(g.origin(of: 50, target: "remapped", ignoring: 43).kind == .systemAudio)
+        #expect(g.origin(of: 50, target: "remapped", ignoring: [43]).kind == .systemAudio)
         g.remove(id: 30)
         #expect(g.defaultMetadataID == nil)
         #expect(g.defaultNode("default.audio.source") == nil)
         // No default named: the first capture device.
-        #expect(g.origin(of: 50, target: nil, ignoring: 43) == CaptureOrigin(kind: .microphone, source: "mic", node: 40))
+        #expect(g.origin(of: 50, target: nil, ignoring: [43]) == CaptureOrigin(kind: .microphone, source: "mic", node: 40))
         g.remove(id: 40)
-        #expect(g.origin(of: 50, target: nil, ignoring: 43) == CaptureOrigin(kind: .microphone, source: "default source"))
+        #expect(g.origin(of: 50, target: nil, ignoring: [43]) == CaptureOrigin(kind: .microphone, source: "default source"))
     }
 
     @Test func portsArePairedByChannelElseTheOnlyOneElseByPosition() {

@@ -31,8 +31,8 @@ typedef struct {
     /// A property of the bound metadata changed; `key` NULL clears every key of `subject`
     /// (every subject when `subject` is UINT32_MAX), `value` NULL removes `key`.
     void (*metadata)(void *context, uint32_t subject, const char *key, const char *type, const char *value);
-    /// The node made by earmuff_pw_create_node has this global id.
-    void (*created)(void *context, uint32_t id);
+    /// The node made by earmuff_pw_create_node under `tag` has this global id.
+    void (*created)(void *context, uint32_t tag, uint32_t id);
     /// The server reported an error; `fatal` when the connection is gone.
     void (*error)(void *context, uint32_t id, int res, const char *message, int fatal);
 } earmuff_pw_events;
@@ -60,9 +60,12 @@ int earmuff_pw_bind_metadata(earmuff_pw *pw, uint32_t id);
 /// Sets `key` of `subject` in the bound metadata; `value` NULL removes it.
 int earmuff_pw_metadata_set(earmuff_pw *pw, uint32_t subject, const char *key, const char *type, const char *value);
 
-/// Creates a node owned by this connection with `factory` ("adapter") and the properties given
-/// (one at a time: a second call replaces the proxy of the first, whose node must be gone).
-int earmuff_pw_create_node(earmuff_pw *pw, const char *factory, const earmuff_pw_props *props);
+/// Creates a node owned by this connection with `factory` ("adapter") and the properties given,
+/// under the caller's `tag`; a node made before under the same tag is destroyed.
+int earmuff_pw_create_node(earmuff_pw *pw, uint32_t tag, const char *factory, const earmuff_pw_props *props);
+
+/// Destroys the node made under `tag` (its proxy goes, and with it the node).
+int earmuff_pw_destroy_node(earmuff_pw *pw, uint32_t tag);
 
 /// Links output port `out_port` of node `out_node` to input port `in_port` of `in_node`; the link
 /// belongs to this connection (it goes when the connection does).
