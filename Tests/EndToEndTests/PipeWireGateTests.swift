@@ -481,6 +481,39 @@ extension EndToEnd {
             #expect(heard, "no sink tone after the system-audio grant: \(Helpers.analyze(Self.tail(rec, 1), format: .s16le, frequency: played)), \(rec.byteCount()) bytes\n\(links.stdoutText)\n\(s.logs)")
         }
 
+        /// Another app's output is app audio, decided apart from the microphone and system
+        /// audio: with both of those granted, a recording that names a player's stream as its
+        /// target is exact zeros and raises an app-audio prompt, until app audio is granted;
+        /// then the same process records what the player plays.
+        @Test func anotherAppsOutputIsAppAudioDecidedApart() async throws {
+            let s = try await Setup()
+            defer { s.stop() }
+            let played = 660.0
+            try s.server.playTone(sink: PipeWireServer.sinkName, frequency: played)
+            let probe = try s.pwRecord()
+            let key = try await s.key(of: probe)
+            _ = probe.stop(signal: SIGTERM)
+            try s.earmuff.control("grant", key, "--kind", "microphone")
+            try s.earmuff.control("grant", key, "--kind", "system-audio")
+            let player = try #require(try s.node(matching: "media.class = \"Stream/Output/Audio\""), "no player stream")
+            let rec = try Tool.startRecordingCommand(
+                "sh", args: ["-c", "exec pw-record --target \(player.serial) --format s16 --rate \(PipeWireServer.toneRate) --channels 1 - > recording.raw"],
+                server: "", purpose: nil, environment: s.server.nativeClientEnvironment)
+            #expect(await rec.waitForAudio(seconds: 1, timeout: 60), "\(rec.tool.process.stderrText())\n\(s.logs)")
+            #expect(rec.isExactSilence(), "another app's output under microphone and system-audio grants: \(Helpers.analyze(rec.data(), format: .s16le, frequency: played))\n\(s.logs)")
+            let status = try await s.earmuff.waitForStatus { $0.prompts(of: key).count == 1 }
+            #expect(status.prompts(of: key).map(\.kind) == ["app-audio"], "\(status)")
+            #expect(status.streams(of: key).map(\.kind) == ["app-audio"], "\(status)")
+
+            try s.earmuff.control("grant", key, "--kind", "app-audio")
+            let heard = await Wait.until(timeout: 30, interval: 0.05) {
+                let end = Self.tail(rec, 0.5)
+                return end.count >= rec.bytesPerSecond / 2
+                    && Helpers.analyze(end, format: .s16le, rate: PipeWireServer.toneRate, frequency: played).medianRatio >= 0.9
+            }
+            #expect(heard, "no player tone after the app-audio grant: \(Helpers.analyze(Self.tail(rec, 1), format: .s16le, frequency: played))\n\(s.logs)")
+        }
+
         /// A daemon started before PipeWire (or on a system without it) waits for the socket
         /// without a timer: its `pipewire` thread does not wake while no socket is there, and
         /// the gate connects as soon as one is made.
