@@ -113,7 +113,6 @@ public final class PipeWireGate: PipeWireEvents {
     /// reconnects records from: the gate links the stream's source into it while the stream
     /// may be real, nothing while it may not. Made under its tag (the silent source's is 0).
     private struct Valve {
-        let name: String
         /// Its global id, once the server made it.
         var id: UInt32?
         /// The stream it serves (nil: the spare).
@@ -188,15 +187,11 @@ public final class PipeWireGate: PipeWireEvents {
         guard spare == nil, silentID != nil, !lost else { return }
         let tag = nextValveTag
         nextValveTag += 1
-        let name = "earmuff.valve.\(tag)"
-        var channels = graph.defaultSource().map { source in
-            graph.ports.values.filter { $0.node == source.id && $0.isOutput && !$0.channel.isEmpty }
-                .sorted { $0.id < $1.id }.map(\.channel)
-        } ?? []
+        var channels = graph.defaultSource().map { graph.outputPorts(of: $0.id).map(\.channel).filter { !$0.isEmpty } } ?? []
         if channels.isEmpty { channels = ["FL", "FR"] }
         do {
-            try createNullSource(tag: tag, name: name, description: "Earmuff", channels: channels)
-            valves[tag] = Valve(name: name)
+            try createNullSource(tag: tag, name: "earmuff.valve.\(tag)", description: "Earmuff", channels: channels)
+            valves[tag] = Valve()
             spare = tag
         } catch { observer?.refused("\(error)") }
     }
@@ -206,8 +201,7 @@ public final class PipeWireGate: PipeWireEvents {
     private func assignValve(_ stream: UInt32, _ s: inout Stream) {
         guard s.valve == nil, s.described, let node = graph.nodes[stream], node.isCaptureStream,
               node.properties["node.dont-reconnect"] == "true", graph.links(into: stream).isEmpty,
-              let tag = spare, let id = valves[tag]?.id,
-              graph.ports.values.contains(where: { $0.node == id && $0.isOutput }) else { return }
+              let tag = spare, let id = valves[tag]?.id, graph.hasOutputPort(id) else { return }
         s.valve = tag
         s.routedTo = nil
         valves[tag]?.stream = stream
@@ -435,7 +429,7 @@ public final class PipeWireGate: PipeWireEvents {
     /// nothing else linked into them; real streams where they asked to go.
     private func reconcile() {
         func silentReady() -> Bool {
-            silentID.map { id in graph.ports.values.contains { $0.node == id && $0.isOutput } } ?? false
+            silentID.map(graph.hasOutputPort) ?? false
         }
         if !announcedReady, silentReady() {
             announcedReady = true

@@ -172,13 +172,21 @@ public struct PipeWireGraph: Sendable {
         ports.values.filter { $0.node == node && !$0.isOutput }.sorted { $0.id < $1.id }
     }
 
+    /// The output ports of `node`, in id order.
+    public func outputPorts(of node: UInt32) -> [PipeWirePort] {
+        ports.values.filter { $0.node == node && $0.isOutput }.sorted { $0.id < $1.id }
+    }
+
     /// Whether `node` has an input port (a JACK client that records).
     public func hasInputPort(_ node: UInt32) -> Bool { ports.values.contains { $0.node == node && !$0.isOutput } }
+
+    /// Whether `node` has an output port (a node of the gate's own that is ready to be linked).
+    public func hasOutputPort(_ node: UInt32) -> Bool { ports.values.contains { $0.node == node && $0.isOutput } }
 
     /// Which output port of `source` should feed each input port of `sink`: the same channel,
     /// else the only output, else by position.
     public func portPairs(from source: UInt32, to sink: UInt32) -> [(output: UInt32, input: UInt32)] {
-        let outs = ports.values.filter { $0.node == source && $0.isOutput }.sorted { $0.id < $1.id }
+        let outs = outputPorts(of: source)
         let ins = inputPorts(of: sink)
         guard !outs.isEmpty else { return [] }
         return ins.enumerated().map { i, p in
