@@ -155,6 +155,26 @@ extension EndToEnd {
             }
         }
 
+        /// Waits until the recording's last half second is a tone of `frequency`.
+        static func waitUntil(_ r: Recording, hearing frequency: Double, timeout: Double = 30) async -> Bool {
+            await Wait.until(timeout: timeout, interval: 0.05) {
+                let end = tail(r, 0.5)
+                return end.count >= r.bytesPerSecond / 2
+                    && Helpers.analyze(end, format: .s16le, rate: PipeWireServer.toneRate, frequency: frequency).medianRatio >= 0.9
+            }
+        }
+
+        /// Plays a tone of `frequency` into the sink, learns the app key of `pw-record` from one
+        /// short recording, and grants it the `kinds` given.
+        static func playingAndProbed(_ s: Setup, frequency: Double, granting kinds: [String]) async throws -> String {
+            try s.server.playTone(sink: PipeWireServer.sinkName, frequency: frequency)
+            let probe = try s.pwRecord()
+            let key = try await s.key(of: probe)
+            _ = probe.stop(signal: SIGTERM)
+            for kind in kinds { try s.earmuff.control("grant", key, "--kind", kind) }
+            return key
+        }
+
         @Test func undeterminedNativeRecordingIsExactZerosAliveAndRaisesOnePrompt() async throws {
             let s = try await Setup()
             defer { s.stop() }
@@ -457,11 +477,7 @@ extension EndToEnd {
             let s = try await Setup()
             defer { s.stop() }
             let played = 660.0
-            try s.server.playTone(sink: PipeWireServer.sinkName, frequency: played)
-            let probe = try s.pwRecord()
-            let key = try await s.key(of: probe)
-            _ = probe.stop(signal: SIGTERM)
-            try s.earmuff.control("grant", key, "--kind", "microphone")
+            let key = try await Self.playingAndProbed(s, frequency: played, granting: ["microphone"])
             let rec = try Tool.startRecordingCommand(
                 "sh", args: ["-c", "exec pw-record -P '{ stream.capture.sink = true }' --format s16 --rate \(PipeWireServer.toneRate) --channels 1 - > recording.raw"],
                 server: "", purpose: nil, environment: s.server.nativeClientEnvironment)
@@ -472,11 +488,7 @@ extension EndToEnd {
             #expect(status.streams(of: key).map(\.kind) == ["system-audio"], "\(status)")
 
             try s.earmuff.control("grant", key, "--kind", "system-audio")
-            let heard = await Wait.until(timeout: 30, interval: 0.05) {
-                let end = Self.tail(rec, 0.5)
-                return end.count >= rec.bytesPerSecond / 2
-                    && Helpers.analyze(end, format: .s16le, rate: PipeWireServer.toneRate, frequency: played).medianRatio >= 0.9
-            }
+            let heard = await Self.waitUntil(rec, hearing: played)
             let links = try Tool.run("pw-link", args: ["-l"], server: "", environment: s.server.nativeClientEnvironment, timeout: 30)
             #expect(heard, "no sink tone after the system-audio grant: \(Helpers.analyze(Self.tail(rec, 1), format: .s16le, frequency: played)), \(rec.byteCount()) bytes\n\(links.stdoutText)\n\(s.logs)")
         }
@@ -489,12 +501,7 @@ extension EndToEnd {
             let s = try await Setup()
             defer { s.stop() }
             let played = 660.0
-            try s.server.playTone(sink: PipeWireServer.sinkName, frequency: played)
-            let probe = try s.pwRecord()
-            let key = try await s.key(of: probe)
-            _ = probe.stop(signal: SIGTERM)
-            try s.earmuff.control("grant", key, "--kind", "microphone")
-            try s.earmuff.control("grant", key, "--kind", "system-audio")
+            let key = try await Self.playingAndProbed(s, frequency: played, granting: ["microphone", "system-audio"])
             let player = try #require(try s.node(matching: "media.class = \"Stream/Output/Audio\""), "no player stream")
             let rec = try Tool.startRecordingCommand(
                 "sh", args: ["-c", "exec pw-record --target \(player.serial) --format s16 --rate \(PipeWireServer.toneRate) --channels 1 - > recording.raw"],
@@ -506,11 +513,7 @@ extension EndToEnd {
             #expect(status.streams(of: key).map(\.kind) == ["app-audio"], "\(status)")
 
             try s.earmuff.control("grant", key, "--kind", "app-audio")
-            let heard = await Wait.until(timeout: 30, interval: 0.05) {
-                let end = Self.tail(rec, 0.5)
-                return end.count >= rec.bytesPerSecond / 2
-                    && Helpers.analyze(end, format: .s16le, rate: PipeWireServer.toneRate, frequency: played).medianRatio >= 0.9
-            }
+            let heard = await Self.waitUntil(rec, hearing: played)
             #expect(heard, "no player tone after the app-audio grant: \(Helpers.analyze(Self.tail(rec, 1), format: .s16le, frequency: played))\n\(s.logs)")
         }
 
