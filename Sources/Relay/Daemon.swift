@@ -225,12 +225,6 @@ public final class Daemon: @unchecked Sendable {
         }
     }
 
-    /// The loops now run above normal priority: they stop polling for replies, which would
-    /// keep the server they wait for off their CPU (`EventLoop.pollsForReplies`).
-    public func loopsRaised() {
-        for loop in loops { loop.pollsForReplies.store(false, ordering: .relaxed) }
-    }
-
     /// Stops accepting, closes every session and joins the loops.
     public func stop() {
         acceptLoop.post { [self] in

@@ -186,7 +186,6 @@ public enum Server {
         // Nothing asked for: RealtimeKit is not asked either.
         let (realtimeKit, unreachable) = settings.asksForAnything ? RealtimeKit.onSystemBus() : (nil, nil)
         let grant = AudioThreads.raise(daemon.loopThreadIDs(), settings: settings, broker: realtimeKit, brokerRefusal: unreachable)
-        if grant.level != .normal { daemon.loopsRaised() }
         let why = !settings.asksForAnything ? " (realtime-priority = 0 and nice-level = 0 in the configuration)"
             : grant.refusals.isEmpty ? "" : " (refused: \(grant.refusals.joined(separator: "; ")))"
         switch grant.level {

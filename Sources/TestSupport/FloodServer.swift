@@ -48,6 +48,9 @@ public final class FloodServer: @unchecked Sendable {
     /// The protocol version the server announces.
     public static let serverVersion: UInt32 = 35
 
+    /// How long the server takes to answer GET_SERVER_INFO, in microseconds (0 by default;
+    /// set from any thread): a server that answers later than a relay polls.
+    public let serverInfoDelayMicroseconds = Atomic<Int>(0)
     private let connections = Atomic<Int>(0)
     private let streams = Atomic<Int>(0)
     private let sent = Atomic<UInt64>(0)
@@ -244,6 +247,8 @@ public final class FloodServer: @unchecked Sendable {
             for s in conn.streams where s.channel == channel { s.corked = cork }
             conn.queue(Reply(tag: tag).packet)
         case .getServerInfo:
+            let delay = serverInfoDelayMicroseconds.load(ordering: .relaxed)
+            if delay > 0 { usleep(UInt32(delay)) }
             var w = TagStructWriter(reservingCapacity: 128)
             PacketHeader(command: .reply, tag: tag).encode(into: &w)
             w.writeString("pulseaudio")

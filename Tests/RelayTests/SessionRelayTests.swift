@@ -217,50 +217,92 @@ extension CoalescingTests {
 }
 
 @Suite(.serialized) struct ReplyWaitTests {
-    /// `count` GET_SERVER_INFO round trips through a fresh one-loop relay; returns the
-    /// loop's counts of empty reply polls and batching sleeps over them.
-    private func roundTrips(_ count: Int, polling: Bool, coalesceWindow: Double) throws
-        -> (emptyPolls: Int, batchingSleeps: Int)
-    {
-        let dir = try relayDirectory("replies")
-        defer { try? FileManager.default.removeItem(atPath: dir) }
-        let flood = try FloodServer(socketPath: dir + "/upstream")
-        defer { flood.stop() }
-        var options = RelayOptions()
-        options.loops = 1
-        options.coalesceWindow = coalesceWindow
-        let daemon = try startRelay(in: dir, options: options, observer: GrantingObserver())
-        defer { daemon.stop() }
-        let loop = daemon.loops[0]
-        loop.pollsForReplies.store(polling, ordering: .relaxed)
-        let c = try RawClient(path: dir + "/native")
-        defer { c.close() }
-        try c.handshake(name: "replies")
-        let polls = loop.emptyPolls.load(ordering: .relaxed)
-        let sleeps = loop.batchingSleeps.load(ordering: .relaxed)
-        for i in 0..<count {
-            let tag = UInt32(10 + i)
-            let answer = try c.request(RawClient.packet(.getServerInfo, tag: tag), tag: tag)
-            #expect(answer?.command == Command.reply.rawValue, "round trip \(i)")
-        }
-        return (loop.emptyPolls.load(ordering: .relaxed) - polls, loop.batchingSleeps.load(ordering: .relaxed) - sleeps)
+    /// One loop's counts over some round trips.
+    struct Polls {
+        var empty = 0, found = 0, ranOut = 0, batchingSleeps = 0
     }
 
-    /// A loop polls for a reply after forwarding a request (the zero-timeout waits that
-    /// find nothing are counted); one told not to (a real-time loop) sleeps until it comes.
-    @Test func aRealtimeLoopSleepsForTheReply() throws {
-        let polled = try roundTrips(200, polling: true, coalesceWindow: 0)
-        #expect(polled.emptyPolls > 0, "a polling loop found every reply at its first look, 200 times")
-        let slept = try roundTrips(200, polling: false, coalesceWindow: 0)
-        #expect(slept.emptyPolls == 0)
+    /// A fresh one-loop relay in front of a flood server, and a client handshaken through it.
+    private final class Rig {
+        let dir: String
+        let flood: FloodServer
+        let daemon: Daemon
+        let client: RawClient
+        private var tag: UInt32 = 10
+
+        init(coalesceWindow: Double) throws {
+            dir = try relayDirectory("replies")
+            flood = try FloodServer(socketPath: dir + "/upstream")
+            var options = RelayOptions()
+            options.loops = 1
+            options.coalesceWindow = coalesceWindow
+            daemon = try startRelay(in: dir, options: options, observer: GrantingObserver())
+            client = try RawClient(path: dir + "/native")
+            try client.handshake(name: "replies")
+        }
+
+        /// `count` GET_SERVER_INFO round trips; the loop's counts over them.
+        func roundTrips(_ count: Int) throws -> Polls {
+            let loop = daemon.loops[0]
+            func now() -> Polls {
+                Polls(empty: loop.emptyPolls.load(ordering: .relaxed), found: loop.pollsFound.load(ordering: .relaxed),
+                      ranOut: loop.pollsRanOut.load(ordering: .relaxed),
+                      batchingSleeps: loop.batchingSleeps.load(ordering: .relaxed))
+            }
+            let before = now()
+            for _ in 0..<count {
+                tag += 1
+                let answer = try client.request(RawClient.packet(.getServerInfo, tag: tag), tag: tag)
+                #expect(answer?.command == Command.reply.rawValue, "round trip \(tag)")
+            }
+            let after = now()
+            return Polls(empty: after.empty - before.empty, found: after.found - before.found,
+                         ranOut: after.ranOut - before.ranOut, batchingSleeps: after.batchingSleeps - before.batchingSleeps)
+        }
+
+        func stop() {
+            client.close()
+            daemon.stop()
+            flood.stop()
+            try? FileManager.default.removeItem(atPath: dir)
+        }
+    }
+
+    /// A loop polls for a reply after forwarding a request, and the poll ends at the reply.
+    /// Once its polls keep running out (a server slower than the window, as one queued
+    /// behind the loop on its CPU is), it sleeps at once, trying a short poll now and then;
+    /// polls that catch replies again bring the window back.
+    @Test func aLoopPollsForRepliesWhilePollingFindsThem() throws {
+        let rig = try Rig(coalesceWindow: 0)
+        defer { rig.stop() }
+        let fast = try rig.roundTrips(200)
+        #expect(fast.found > 0, "no reply poll found its reply: \(fast)")
+        #expect(fast.empty > 0, "a polling loop found every reply at its first look, 200 times: \(fast)")
+
+        rig.flood.serverInfoDelayMicroseconds.store(2_000, ordering: .relaxed)
+        let learning = try rig.roundTrips(20)
+        #expect(learning.ranOut >= 1 && learning.ranOut <= 4, "halving from 200 µs to nothing: \(learning)")
+        let slow = try rig.roundTrips(2 * ReplyPoll.probeInterval)
+        #expect(slow.ranOut <= 2, "\(slow.ranOut) polls ran out in \(2 * ReplyPoll.probeInterval) slow round trips: \(slow)")
+
+        rig.flood.serverInfoDelayMicroseconds.store(0, ordering: .relaxed)
+        _ = try rig.roundTrips(ReplyPoll.probeInterval + 10)
+        let again = try rig.roundTrips(100)
+        #expect(again.found > 0 && again.ranOut <= again.found, "polling did not come back: \(again)")
     }
 
     /// The wake-up that brings a reply is not followed by a wait for record audio to
     /// gather: the app's next request would wait behind it.
+    /// Whether the loop polled for the reply or slept until it came.
     @Test func noBatchingAfterAReply() throws {
-        for polling in [true, false] {
-            let r = try roundTrips(200, polling: polling, coalesceWindow: 0.008)
-            #expect(r.batchingSleeps == 0, "polling \(polling): \(r.batchingSleeps) batching sleeps in 200 round trips")
-        }
+        let rig = try Rig(coalesceWindow: 0.008)
+        defer { rig.stop() }
+        let polled = try rig.roundTrips(200)
+        #expect(polled.batchingSleeps == 0, "polling: \(polled.batchingSleeps) batching sleeps in 200 round trips")
+        rig.flood.serverInfoDelayMicroseconds.store(1_000, ordering: .relaxed)
+        _ = try rig.roundTrips(20)
+        let slept = try rig.roundTrips(100)
+        #expect(slept.found == 0 && slept.ranOut == 0, "still polling: \(slept)")
+        #expect(slept.batchingSleeps == 0, "sleeping: \(slept.batchingSleeps) batching sleeps in 100 round trips")
     }
 }

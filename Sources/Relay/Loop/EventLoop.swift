@@ -9,12 +9,11 @@
 // that the loop runs after the handler that asked for it.
 //
 // After forwarding a request that expects a reply, a loop may stay awake
-// briefly (`stayAwake(for:)`), polling with a zero timeout instead of sleeping,
-// so the reply is forwarded without waiting for the scheduler to wake it. A
-// loop raised above normal priority does not (`pollsForReplies` off): the
-// server it waits for is usually queued on its CPU (woken by the request, on
-// the waker's CPU), and cannot run there while the loop polls, so its reply
-// would come late. Woken, a raised loop runs at once.
+// briefly (`stayAwake()`), polling with a zero timeout instead of sleeping,
+// so the reply is forwarded without waiting for the scheduler to wake it.
+// How long is learned from what the polls found (`ReplyPoll`): where the
+// server cannot answer while the loop polls (queued on the loop's CPU), the
+// loop soon sleeps at once.
 //
 // The opposite case, record audio trickling in from many servers' sockets,
 // one memblock at a time, is batched: after a wake-up that only read a little
@@ -82,8 +81,11 @@ public final class EventLoop: @unchecked Sendable {
     let emptyPolls = Atomic<Int>(0)
     /// Sleeps on the urgent set to let record audio gather (read by tests).
     let batchingSleeps = Atomic<Int>(0)
-    /// Whether `stayAwake(for:)` polls (off for a loop above normal priority; set from any thread).
-    let pollsForReplies = Atomic<Bool>(true)
+    /// Reply polls that an event ended, and reply polls whose window ran out (read by tests).
+    let pollsFound = Atomic<Int>(0)
+    let pollsRanOut = Atomic<Int>(0)
+    /// How long the next reply poll lasts.
+    private var replyPoll = ReplyPoll()
     /// The loop thread's id once it runs (0 before).
     private let threadID = Atomic<UInt>(0)
     /// The loop thread's kernel id (gettid) once it runs (0 before): what
@@ -182,11 +184,12 @@ public final class EventLoop: @unchecked Sendable {
 
     // MARK: loop-thread only
 
-    /// Keeps polling instead of sleeping for up to `seconds`, or until the next
-    /// event arrives: used after forwarding a request whose reply is due soon.
-    func stayAwake(for seconds: Double) {
-        guard pollsForReplies.load(ordering: .relaxed) else { return }
-        awakeUntil = monotonicNow() + seconds
+    /// Keeps polling instead of sleeping, until the next event arrives or the
+    /// reply poll's window runs out: used after forwarding a request.
+    func stayAwake() {
+        let window = replyPoll.windowForRequest()
+        guard window > 0 else { return }
+        awakeUntil = monotonicNow() + window
     }
 
     /// Registers `fd` for `events`; returns the token used for `modify`/`remove`.
@@ -306,10 +309,16 @@ public final class EventLoop: @unchecked Sendable {
                 Log.error("\(name): epoll_wait: \(error)")
                 continue
             }
-            if polling && (n > 0 || monotonicNow() >= awakeUntil) {
-                // The awaited event came (or the window passed): sleep normally again,
-                // unless what is handled now forwards another request.
+            if polling && n > 0 {
+                // The awaited event came: sleep normally again, unless what is
+                // handled now forwards another request.
                 awakeUntil = 0
+                replyPoll.found()
+                Self.count(pollsFound)
+            } else if polling && monotonicNow() >= awakeUntil {
+                awakeUntil = 0
+                replyPoll.ranOut()
+                Self.count(pollsRanOut)
             }
             if n > 0 { Self.count(wakeUps) } else if polling { Self.count(emptyPolls) }
             // A wake-up that began with a reply awaited brought that reply, most likely: the

@@ -7,12 +7,6 @@ import PulseWire
 import Ring
 
 extension Half {
-    /// How long the loop polls for a reply after forwarding a request. A reply
-    /// from a local server takes tens of microseconds; sleeping and being woken
-    /// for it costs about as much again. Never after audio: only requests
-    /// (packets, which all carry a tag) start the window.
-    static let replyPollSeconds = 0.000_2
-
     /// After each processed chunk.
     func afterProcessing() {
         switch side {
@@ -20,7 +14,8 @@ extension Half {
             let forwarded = packetsForwarded
             if forwarded != requestsSeen {
                 requestsSeen = forwarded
-                loop.stayAwake(for: Self.replyPollSeconds)
+                // Never after audio: only requests (packets, which all carry a tag) start a reply poll.
+                loop.stayAwake()
                 peer?.updateAwaitingReply()
             }
         case .server:
