@@ -270,7 +270,7 @@ extension CoalescingTests {
 
     /// A loop polls for a reply after forwarding a request, and the poll ends at the reply.
     /// Once its polls keep running out (a server slower than the window, as one queued
-    /// behind the loop on its CPU is), it sleeps at once, trying a short poll now and then;
+    /// behind the loop on its CPU is), it sleeps at once, polling the whole window once in a while;
     /// polls that catch replies again bring the window back.
     @Test func aLoopPollsForRepliesWhilePollingFindsThem() throws {
         let rig = try Rig(coalesceWindow: 0)
