@@ -268,27 +268,27 @@ extension CoalescingTests {
         }
     }
 
-    /// A loop polls for a reply after forwarding a request, and the poll ends at the reply.
-    /// Once its polls keep running out (a server slower than the window, as one queued
-    /// behind the loop on its CPU is), it sleeps at once, polling the whole window once in a while;
-    /// polls that catch replies again bring the window back.
+    /// Once a loop's reply polls keep running out (a server slower than the window, as one
+    /// queued behind the loop on its CPU is), it sleeps at once and polls once in
+    /// `probeInterval` requests; once polls catch replies again, it polls again. (When a
+    /// reply comes is up to the scheduler: only the count of polls is checked, and the
+    /// fast server is given as many round trips as a probe needs to catch a reply.)
     @Test func aLoopPollsForRepliesWhilePollingFindsThem() throws {
         let rig = try Rig(coalesceWindow: 0)
         defer { rig.stop() }
-        let fast = try rig.roundTrips(200)
-        #expect(fast.found > 0, "no reply poll found its reply: \(fast)")
-        #expect(fast.empty > 0, "a polling loop found every reply at its first look, 200 times: \(fast)")
-
         rig.flood.serverInfoDelayMicroseconds.store(2_000, ordering: .relaxed)
         let learning = try rig.roundTrips(20)
-        #expect(learning.ranOut >= 1 && learning.ranOut <= 4, "halving from 200 µs to nothing: \(learning)")
+        #expect(learning.ranOut >= 1 && learning.ranOut + learning.found <= 8, "halving from 200 µs to nothing: \(learning)")
         let slow = try rig.roundTrips(2 * ReplyPoll.probeInterval)
-        #expect(slow.ranOut <= 2, "\(slow.ranOut) polls ran out in \(2 * ReplyPoll.probeInterval) slow round trips: \(slow)")
+        #expect(slow.ranOut >= 1 && slow.ranOut + slow.found <= 8,
+                "\(slow.ranOut + slow.found) polls in \(2 * ReplyPoll.probeInterval) slow round trips: \(slow)")
 
         rig.flood.serverInfoDelayMicroseconds.store(0, ordering: .relaxed)
-        _ = try rig.roundTrips(ReplyPoll.probeInterval + 10)
-        let again = try rig.roundTrips(100)
-        #expect(again.found > 0 && again.ranOut <= again.found, "polling did not come back: \(again)")
+        var found = 0
+        for _ in 0..<40 where found == 0 {
+            found += try rig.roundTrips(ReplyPoll.probeInterval / 2).found
+        }
+        #expect(found > 0, "no reply poll found its reply in \(20 * ReplyPoll.probeInterval) fast round trips")
     }
 
     /// The wake-up that brings a reply is not followed by a wait for record audio to
@@ -302,7 +302,7 @@ extension CoalescingTests {
         rig.flood.serverInfoDelayMicroseconds.store(1_000, ordering: .relaxed)
         _ = try rig.roundTrips(20)
         let slept = try rig.roundTrips(100)
-        #expect(slept.found == 0 && slept.ranOut == 0, "still polling: \(slept)")
+        #expect(slept.found + slept.ranOut <= 4, "still polling: \(slept)")
         #expect(slept.batchingSleeps == 0, "sleeping: \(slept.batchingSleeps) batching sleeps in 100 round trips")
     }
 }
