@@ -219,7 +219,11 @@ extension CoalescingTests {
 @Suite(.serialized) struct ReplyWaitTests {
     /// One loop's counts over some round trips.
     struct Polls {
-        var empty = 0, found = 0, ranOut = 0, batchingSleeps = 0
+        var found = 0, ranOut = 0, batchingSleeps = 0
+
+        static func - (a: Polls, b: Polls) -> Polls {
+            Polls(found: a.found - b.found, ranOut: a.ranOut - b.ranOut, batchingSleeps: a.batchingSleeps - b.batchingSleeps)
+        }
     }
 
     /// A fresh one-loop relay in front of a flood server, and a client handshaken through it.
@@ -245,8 +249,7 @@ extension CoalescingTests {
         func roundTrips(_ count: Int) throws -> Polls {
             let loop = daemon.loops[0]
             func now() -> Polls {
-                Polls(empty: loop.emptyPolls.load(ordering: .relaxed), found: loop.pollsFound.load(ordering: .relaxed),
-                      ranOut: loop.pollsRanOut.load(ordering: .relaxed),
+                Polls(found: loop.pollsFound.load(ordering: .relaxed), ranOut: loop.pollsRanOut.load(ordering: .relaxed),
                       batchingSleeps: loop.batchingSleeps.load(ordering: .relaxed))
             }
             let before = now()
@@ -255,9 +258,7 @@ extension CoalescingTests {
                 let answer = try client.request(RawClient.packet(.getServerInfo, tag: tag), tag: tag)
                 #expect(answer?.command == Command.reply.rawValue, "round trip \(tag)")
             }
-            let after = now()
-            return Polls(empty: after.empty - before.empty, found: after.found - before.found,
-                         ranOut: after.ranOut - before.ranOut, batchingSleeps: after.batchingSleeps - before.batchingSleeps)
+            return now() - before
         }
 
         func stop() {

@@ -77,8 +77,6 @@ public final class EventLoop: @unchecked Sendable {
     private var bytesThisWake = 0
     /// Returns from epoll_wait with at least one event (read by tests from other threads).
     public let wakeUps = Atomic<Int>(0)
-    /// Zero-timeout waits of a reply poll that found nothing (read by tests).
-    let emptyPolls = Atomic<Int>(0)
     /// Sleeps on the urgent set to let record audio gather (read by tests).
     let batchingSleeps = Atomic<Int>(0)
     /// Reply polls that an event ended, and reply polls whose window ran out (read by tests).
@@ -320,7 +318,7 @@ public final class EventLoop: @unchecked Sendable {
                 replyPoll.ranOut()
                 Self.count(pollsRanOut)
             }
-            if n > 0 { Self.count(wakeUps) } else if polling { Self.count(emptyPolls) }
+            if n > 0 { Self.count(wakeUps) }
             // A wake-up that began with a reply awaited brought that reply, most likely: the
             // app's next request follows it, and waiting for audio to gather would delay it.
             let awaited = sessionsAwaitingReplies > 0

@@ -22,7 +22,7 @@ struct ReplyPoll {
     static let probeInterval = 256
 
     /// The current window in seconds (0: sleep at once).
-    private(set) var window = Self.longest
+    private var window = Self.longest
     private var requestsWithout = 0
     private var probing = false
 
