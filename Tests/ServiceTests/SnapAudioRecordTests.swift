@@ -14,13 +14,19 @@ import Testing
 
 @Suite(.serialized) struct SnapAudioRecordTests {
     private func scratch() throws -> String { try TempDir.make(prefix: "earmuff-snap") }
+    /// A client of a fake snapd that does answer: patient, so that a loaded machine is not taken for a silent snapd.
+    private func patientClient(_ socketPath: String) -> SnapdClient {
+        var c = SnapdClient(socketPath: socketPath)
+        c.timeout = 60
+        return c
+    }
 
     @Test func answersFromSnapd() throws {
         let dir = try scratch()
         defer { TempDir.remove(dir) }
         let fake = try FakeSnapd(socketPath: "\(dir)/snapd.socket", connected: ["recorder"])
         defer { fake.stop() }
-        let client = SnapdClient(socketPath: fake.socketPath)
+        let client = patientClient(fake.socketPath)
         #expect(client.audioRecordConnected(snap: "recorder") == .connected)
         #expect(client.audioRecordConnected(snap: "other") == .notConnected)
         #expect(fake.requestLines.first == "GET /v2/connections?snap=recorder&interface=audio-record HTTP/1.1")
@@ -33,10 +39,10 @@ import Testing
         defer { TempDir.remove(dir) }
         let chunked = try FakeSnapd(socketPath: "\(dir)/chunked.socket", connected: ["recorder"], mode: .chunked)
         defer { chunked.stop() }
-        #expect(SnapdClient(socketPath: chunked.socketPath).audioRecordConnected(snap: "recorder") == .connected)
+        #expect(patientClient(chunked.socketPath).audioRecordConnected(snap: "recorder") == .connected)
         let failing = try FakeSnapd(socketPath: "\(dir)/failing.socket", connected: ["recorder"], mode: .failing)
         defer { failing.stop() }
-        #expect(SnapdClient(socketPath: failing.socketPath).audioRecordConnected(snap: "recorder")
+        #expect(patientClient(failing.socketPath).audioRecordConnected(snap: "recorder")
                 == .unavailable("snapd: cannot read state"))
         if case .unavailable(let why) = SnapdClient(socketPath: "\(dir)/absent.socket").audioRecordConnected(snap: "recorder") {
             #expect(why.contains("cannot connect to \(dir)/absent.socket"))
@@ -63,7 +69,7 @@ import Testing
         let clients = Late<any ClientLink>()
         let service = try ConsentService(configuration: Configuration(), declarations: [:], store: store, paths: paths,
                                          clients: clients, control: FakeControl(), catalog: FixedSources(sources),
-                                         snapGate: SnapRecordGate(snapd: SnapdClient(socketPath: snapd)))
+                                         snapGate: SnapRecordGate(snapd: patientClient(snapd)))
         let daemon = try Daemon(listenPath: paths.listen, upstream: .unix("\(dir)/upstream"), options: RelayOptions(),
                                 observer: service.parts.observer) { pid, uid, gid, _ in
             ClientIdentity(pid: pid, uid: uid, gid: gid, appKey: AppKey(kind: "snap", value: "recorder"), method: .snap)
