@@ -227,6 +227,28 @@ int earmuff_epoll_sleep(int ep, int64_t timeout_ns) {
     return n;
 }
 
+int earmuff_pipe(int fds[2], int size) {
+    if (pipe2(fds, O_NONBLOCK | O_CLOEXEC) != 0) return -1;
+    (void)fcntl(fds[1], F_SETPIPE_SZ, size);
+    int capacity = fcntl(fds[1], F_GETPIPE_SZ);
+    if (capacity < 0) {
+        int e = errno;
+        close(fds[0]);
+        close(fds[1]);
+        errno = e;
+        return -1;
+    }
+    return capacity;
+}
+
+ssize_t earmuff_splice(int in, int out, size_t len) {
+    ssize_t n;
+    do {
+        n = splice(in, NULL, out, NULL, len, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+    } while (n < 0 && errno == EINTR);
+    return n;
+}
+
 int earmuff_eventfd(void) { return eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); }
 
 int earmuff_eventfd_signal(int fd) {

@@ -192,6 +192,14 @@ extension FileDescriptor {
         _ = earmuff_eventfd_drain(rawValue)
     }
 
+    /// Moves up to `count` bytes from `source` to `destination` (one of them a pipe) with
+    /// splice(2): pages change hands, no byte enters this process. Never waits on the pipe;
+    /// returns the bytes moved, 0 at end of file.
+    @inline(__always)
+    public static func splice(from source: Int32, to destination: Int32, count: Int) throws(Errno) -> Int {
+        try Errno.check(earmuff_splice(source, destination, count))
+    }
+
     /// An inotify descriptor (non-blocking, close-on-exec) that becomes readable when an
     /// entry is created in, or moved into, `directory`.
     public static func watchingDirectory(_ directory: String) throws(Errno) -> FileDescriptor {
@@ -235,5 +243,21 @@ extension FileDescriptor {
     /// A descriptor of process `pid` (pidfd_open): readable once the process exits.
     public static func process(_ pid: Int32) throws(Errno) -> FileDescriptor {
         FileDescriptor(taking: try Errno.check(earmuff_pidfd_open(pid)))
+    }
+}
+
+/// A pipe, both ends non-blocking and close-on-exec.
+public struct Pipe: ~Copyable {
+    public let readEnd: FileDescriptor
+    public let writeEnd: FileDescriptor
+    /// The bytes it holds at most.
+    public let capacity: Int
+
+    /// A pipe asked to hold `size` bytes (it keeps the kernel's default when that is refused).
+    public init(size: Int) throws(Errno) {
+        var fds: [Int32] = [-1, -1]
+        capacity = Int(try Errno.check(earmuff_pipe(&fds, Int32(clamping: size))))
+        readEnd = FileDescriptor(taking: fds[0])
+        writeEnd = FileDescriptor(taking: fds[1])
     }
 }

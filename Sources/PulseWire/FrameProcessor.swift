@@ -16,7 +16,8 @@
 //     bytes (command and tag) are kept, the rest is skipped, and the filter is
 //     told (`refusedPacket`) so that it can answer it with an error.
 // Frames are never split, merged or reordered: the output is the input minus
-// dropped frames, with silenced payloads.
+// dropped frames, with silenced payloads. A relay may move the rest of a passing
+// memblock's payload on by itself (`passingPayloadRemaining`, `passedOn`).
 
 /// What to do with one frame: the one answer a `FrameFilter` gives.
 public enum FrameDisposition: Equatable, Sendable {
@@ -110,6 +111,8 @@ public struct FrameProcessor {
     private var packet: [UInt8] = []
     /// Packets forwarded so far.
     public private(set) var packetsForwarded = 0
+    /// The length of the latest frame if it was a memblock that passes unchanged, else 0.
+    public private(set) var lastPassingMemblockLength = 0
 
     /// `packetLimit`: the longest packet buffered whole (the protocol's own limit by default).
     public init(packetLimit: Int = Int(Limits.maxFrameLength)) {
@@ -120,6 +123,29 @@ public struct FrameProcessor {
     public var isAtFrameBoundary: Bool {
         if case .descriptor = state { return headerCount == 0 }
         return false
+    }
+
+    /// The payload bytes still to come of a memblock that passes unchanged; nil in any other
+    /// state. A relay may move them on without reading them, and says so with `passedOn`.
+    public var passingPayloadRemaining: Int? {
+        if case .memblock(let remaining, .pass) = state { return remaining }
+        return nil
+    }
+
+    /// The bytes the descriptor being collected still lacks; nil inside a frame.
+    public var descriptorBytesMissing: Int? {
+        if case .descriptor = state { return Limits.descriptorSize - headerCount }
+        return nil
+    }
+
+    /// `count` payload bytes of the passing memblock (at most `passingPayloadRemaining`)
+    /// went on without coming through `process`.
+    public mutating func passedOn(_ count: Int, filter: some FrameFilter) {
+        guard case .memblock(let remaining, .pass) = state, count > 0, count <= remaining else {
+            preconditionFailure("passedOn(\(count)) outside a passing memblock's payload")
+        }
+        filter.memblockPayload(count, silenced: false)
+        state = remaining == count ? .descriptor : .memblock(remaining: remaining - count, action: .pass)
     }
 
     /// Processes `input`, which may be overwritten in place (silence).
@@ -199,6 +225,7 @@ public struct FrameProcessor {
             throw ProtocolViolation("invalid frame descriptor: \(error)")
         }
         if d.isPacket {
+            lastPassingMemblockLength = 0
             packetDescriptor = d
             if packet.capacity > 1 << 20 { packet = [] } else { packet.removeAll(keepingCapacity: true) }
             let length = Int(d.length)
@@ -214,6 +241,7 @@ public struct FrameProcessor {
         }
         let action = try filter.memblock(d)
         state = .memblock(remaining: Int(d.length), action: action)
+        lastPassingMemblockLength = action == .pass ? Int(d.length) : 0
         if action != .drop {
             header.withUnsafeBytes { sink.emit($0) }
         }

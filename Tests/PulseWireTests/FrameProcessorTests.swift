@@ -237,3 +237,40 @@ let goldenStreams: [(name: String, bytes: [UInt8])] = {
         #expect(handler.refused.count == 1 && handler.output.isEmpty && processor.isAtFrameBoundary)
     }
 }
+
+extension FrameProcessorTests {
+    /// A relay that moves a passing memblock's payload on by itself (splicing) and reads the
+    /// rest: the filter hears every payload byte once, and the frames after it are processed
+    /// as if the payload had come through `process`.
+    @Test func payloadPassedOnOutsideTheProcessor() throws {
+        let handler = RecordingHandler()
+        handler.silenced = [2]
+        var processor = FrameProcessor()
+        #expect(processor.descriptorBytesMissing == Limits.descriptorSize)
+        var first = FrameDescriptor(length: 1000, channel: 1).bytes
+        try feed([Array(first[0..<8])], into: handler, processor: &processor)
+        #expect(processor.descriptorBytesMissing == Limits.descriptorSize - 8)
+        first.removeFirst(8)
+        try feed([first, [UInt8](repeating: 9, count: 100)], into: handler, processor: &processor)
+        #expect(processor.passingPayloadRemaining == 900)
+        #expect(processor.descriptorBytesMissing == nil)
+        #expect(processor.lastPassingMemblockLength == 1000)
+        processor.passedOn(600, filter: handler)
+        #expect(processor.passingPayloadRemaining == 300)
+        processor.passedOn(300, filter: handler)
+        #expect(processor.isAtFrameBoundary && processor.passingPayloadRemaining == nil)
+        #expect(handler.passedBytes == 1000)
+        #expect(handler.output.count == Limits.descriptorSize + 100, "spliced bytes are not emitted")
+
+        // A silenced memblock's payload is never left to pass on, nor is a packet's.
+        let silenced = Frame(descriptor: FrameDescriptor(length: 50, channel: 2), payload: [UInt8](repeating: 9, count: 50))
+        try feed([silenced.descriptor.bytes], into: handler, processor: &processor)
+        #expect(processor.passingPayloadRemaining == nil)
+        #expect(processor.lastPassingMemblockLength == 0)
+        try feed([silenced.payload], into: handler, processor: &processor)
+        #expect(handler.silencedBytes == 50)
+        try feed([Array(bytes(hex: Golden.request).prefix(Limits.descriptorSize + 3))], into: handler, processor: &processor)
+        #expect(processor.passingPayloadRemaining == nil && processor.descriptorBytesMissing == nil)
+        #expect(processor.lastPassingMemblockLength == 0)
+    }
+}

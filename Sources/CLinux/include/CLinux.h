@@ -80,6 +80,15 @@ int earmuff_eventfd(void);
 int earmuff_eventfd_signal(int fd);
 int earmuff_eventfd_drain(int fd);
 
+/// A pipe (both ends non-blocking, close-on-exec) asked to hold `size` bytes: fds[0] reads,
+/// fds[1] writes. Returns the capacity it got (the default when the size is refused), or -1
+/// with errno set.
+int earmuff_pipe(int fds[2], int size);
+/// splice(2) of up to `len` bytes from `in` to `out` (one of them a pipe), moving pages
+/// rather than copying and never waiting on the pipe. Returns bytes moved, 0 at end of
+/// file, or -1 with errno set. Retries EINTR. A socket it writes to may raise SIGPIPE.
+ssize_t earmuff_splice(int in, int out, size_t len);
+
 /// An inotify descriptor (non-blocking, close-on-exec) watching `directory` for entries
 /// created or moved in; -1 with errno on failure.
 int earmuff_watch_directory(const char *directory);

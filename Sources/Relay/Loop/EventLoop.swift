@@ -93,6 +93,13 @@ public final class EventLoop: @unchecked Sendable {
     public let scratch: UnsafeMutableRawBufferPointer
     /// What the current read lets through, for one write to the other socket (on this thread only).
     let gather: WriteGather
+    /// The pipe large passing payloads move through (made at first use; nil once the
+    /// system gave none, or one broke: then every byte is read and written).
+    private(set) lazy var splicePipe: SplicePipe? = SplicePipe(readBufferSize: scratch.count)
+    /// Payload bytes moved through `splicePipe` to their destination (read by tests).
+    let splicedBytes = Atomic<Int>(0)
+    /// Payload bytes a full destination left in the pipe, read back to wait in a ring (read by tests).
+    let splicedBack = Atomic<Int>(0)
     private let stopping = Atomic<Bool>(false)
     private var timers: [Timer] = []
     private var nextTimer: UInt64 = 1
@@ -188,6 +195,13 @@ public final class EventLoop: @unchecked Sendable {
         let window = replyPoll.windowForRequest()
         guard window > 0 else { return }
         awakeUntil = monotonicNow() + window
+    }
+
+    /// A splice that moved bytes into the pipe could not take them all out again: the pipe
+    /// may hold stray bytes, so it is never used again.
+    func stopSplicing() {
+        Log.warn("\(name): the splice pipe lost bytes; audio is copied through the relay from now on")
+        splicePipe = nil
     }
 
     /// Registers `fd` for `events`; returns the token used for `modify`/`remove`.

@@ -279,7 +279,14 @@ final class Half: LoopHandler, Wakeable, FrameSink, @unchecked Sendable {
             }
             var closedFDs: Int32 = 0
             var sender: Int32 = 0
-            let limit = UnsafeMutableRawBufferPointer(rebasing: scratch[0..<min(scratch.count, max(space, 4096))])
+            var want = min(scratch.count, max(space, 4096))
+            // After a large payload that passed, read only the next descriptor: if the payload
+            // after it passes too, it is spliced whole rather than read.
+            if frames.lastPassingMemblockLength >= SplicePipe.minimumPayload, let missing = frames.descriptorBytesMissing,
+               loop.splicePipe != nil {
+                want = min(want, missing)
+            }
+            let limit = UnsafeMutableRawBufferPointer(rebasing: scratch[0..<want])
             let n: Int
             do throws(Errno) {
                 n = try socket.receiveClosingDescriptors(into: limit, closedCount: &closedFDs, senderPID: &sender)
@@ -326,12 +333,96 @@ final class Half: LoopHandler, Wakeable, FrameSink, @unchecked Sendable {
                 pauseReading()
                 return
             }
+            if let remaining = frames.passingPayloadRemaining, remaining >= SplicePipe.minimumPayload, !closed {
+                switch splicePayload(remaining) {
+                case .frameDone:
+                    afterProcessing()
+                    continue
+                case .sourceEmpty:
+                    return
+                case .readOn:
+                    continue
+                case .notNow:
+                    break
+                }
+            }
             // A short read emptied the stream socket: new data (or a hang-up
             // arriving later) raises a new edge, so skip the read that would
             // only say EAGAIN. Not when the hang-up was already reported
             // (EOF must still be read), nor when descriptors ended the read.
             if n < limit.count && closedFDs == 0 && !hangupSeen { return }
         }
+    }
+
+    // MARK: Splicing
+
+    private enum SpliceEnd {
+        /// The payload went on whole.
+        case frameDone
+        /// Our socket is empty (edge-triggered: its next bytes raise a new event).
+        case sourceEmpty
+        /// Some of it was not spliced: the next read takes it (or reports why our socket failed).
+        case readOn
+        /// Nothing was spliced.
+        case notNow
+    }
+
+    /// Moves the `remaining` bytes of a passing memblock's payload from our socket to the
+    /// peer's through the loop's pipe, while nothing of ours waits to go out before them.
+    /// What the peer's socket does not take is read back and kept like any bytes we read.
+    private func splicePayload(_ remaining: Int) -> SpliceEnd {
+        guard let pipe = loop.splicePipe, let consumer = peer, backlog.isEmpty, loop.gather.isEmpty,
+              producerRing.readableCount() == 0, consumer.acceptsWriteThrough else { return .notNow }
+        var left = remaining
+        while left > 0 {
+            let moved: Int
+            do throws(Errno) {
+                moved = try pipe.fill(from: socket.rawValue, upTo: min(left, producerRing.freeSpace()))
+            } catch {
+                // Any other error (and end of file, below) is the next read's to report.
+                return error == .wouldBlock ? .sourceEmpty : .readOn
+            }
+            if moved == 0 { return .readOn }
+            loop.noteRead(moved, rate: &inputRate)
+            switch side {
+            case .client(let requests): frames.passedOn(moved, filter: requests)
+            case .server(let replies): frames.passedOn(moved, filter: replies)
+            }
+            left -= moved
+            let taken = consumer.spliceThrough(pipe, moved)
+            loop.splicedBytes.add(taken, ordering: .relaxed)
+            if taken < moved {
+                let back = pipe.takeBack(moved - taken, into: loop.scratch)
+                guard back == moved - taken else {
+                    loop.stopSplicing()
+                    close(reason: "lost \(moved - taken - back) payload bytes in the splice pipe")
+                    return .notNow
+                }
+                loop.splicedBack.add(back, ordering: .relaxed)
+                _ = store(UnsafeRawBufferPointer(rebasing: loop.scratch[0..<back]))
+                consumer.drainConsumerRing()
+                return .readOn
+            }
+        }
+        return .frameDone
+    }
+
+    /// Moves `count` bytes from the loop's pipe to our socket, as far as it takes them
+    /// without waiting; returns how many it took. (A full socket is watched for output; after
+    /// any other error the rest goes to the ring, and the next drain reports the error.)
+    func spliceThrough(_ pipe: SplicePipe, _ count: Int) -> Int {
+        var sent = 0
+        while sent < count {
+            do throws(Errno) {
+                let n = try pipe.drain(to: socket.rawValue, upTo: count - sent)
+                if n == 0 { break }
+                sent += n
+            } catch {
+                if error == .wouldBlock { waitForOutput() }
+                break
+            }
+        }
+        return sent
     }
 
     // MARK: FrameSink
