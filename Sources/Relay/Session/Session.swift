@@ -272,6 +272,20 @@ final class Half: LoopHandler, Wakeable, FrameSink, @unchecked Sendable {
                 pauseReading()
                 return
             }
+            // In a large payload that passes (its descriptor read, and gone out): splice it
+            // rather than read it. PulseAudio writes a memblock's descriptor and payload
+            // separately, so the payload may come after the read that took the descriptor.
+            if let remaining = frames.passingPayloadRemaining, remaining >= SplicePipe.minimumPayload {
+                switch splicePayload(remaining) {
+                case .frameDone:
+                    afterProcessing()
+                    continue
+                case .sourceEmpty:
+                    return
+                case .read:
+                    if closed { return }
+                }
+            }
             let space = producerRing.freeSpace()
             if space == 0 {
                 pauseReading()
@@ -333,19 +347,6 @@ final class Half: LoopHandler, Wakeable, FrameSink, @unchecked Sendable {
                 pauseReading()
                 return
             }
-            if let remaining = frames.passingPayloadRemaining, remaining >= SplicePipe.minimumPayload, !closed {
-                switch splicePayload(remaining) {
-                case .frameDone:
-                    afterProcessing()
-                    continue
-                case .sourceEmpty:
-                    return
-                case .readOn:
-                    continue
-                case .notNow:
-                    break
-                }
-            }
             // A short read emptied the stream socket: new data (or a hang-up
             // arriving later) raises a new edge, so skip the read that would
             // only say EAGAIN. Not when the hang-up was already reported
@@ -361,10 +362,8 @@ final class Half: LoopHandler, Wakeable, FrameSink, @unchecked Sendable {
         case frameDone
         /// Our socket is empty (edge-triggered: its next bytes raise a new event).
         case sourceEmpty
-        /// Some of it was not spliced: the next read takes it (or reports why our socket failed).
-        case readOn
-        /// Nothing was spliced.
-        case notNow
+        /// Not all of it was spliced: a read takes the rest (or reports why our socket failed).
+        case read
     }
 
     /// Moves the `remaining` bytes of a passing memblock's payload from our socket to the
@@ -372,7 +371,7 @@ final class Half: LoopHandler, Wakeable, FrameSink, @unchecked Sendable {
     /// What the peer's socket does not take is read back and kept like any bytes we read.
     private func splicePayload(_ remaining: Int) -> SpliceEnd {
         guard let pipe = loop.splicePipe, let consumer = peer, backlog.isEmpty, loop.gather.isEmpty,
-              producerRing.readableCount() == 0, consumer.acceptsWriteThrough else { return .notNow }
+              producerRing.readableCount() == 0, consumer.acceptsWriteThrough else { return .read }
         var left = remaining
         while left > 0 {
             let moved: Int
@@ -380,9 +379,9 @@ final class Half: LoopHandler, Wakeable, FrameSink, @unchecked Sendable {
                 moved = try pipe.fill(from: socket.rawValue, upTo: min(left, producerRing.freeSpace()))
             } catch {
                 // Any other error (and end of file, below) is the next read's to report.
-                return error == .wouldBlock ? .sourceEmpty : .readOn
+                return error == .wouldBlock ? .sourceEmpty : .read
             }
-            if moved == 0 { return .readOn }
+            if moved == 0 { return .read }
             loop.noteRead(moved, rate: &inputRate)
             switch side {
             case .client(let requests): frames.passedOn(moved, filter: requests)
@@ -396,12 +395,12 @@ final class Half: LoopHandler, Wakeable, FrameSink, @unchecked Sendable {
                 guard back == moved - taken else {
                     loop.stopSplicing()
                     close(reason: "lost \(moved - taken - back) payload bytes in the splice pipe")
-                    return .notNow
+                    return .read
                 }
                 loop.splicedBack.add(back, ordering: .relaxed)
                 _ = store(UnsafeRawBufferPointer(rebasing: loop.scratch[0..<back]))
                 consumer.drainConsumerRing()
-                return .readOn
+                return .read
             }
         }
         return .frameDone
