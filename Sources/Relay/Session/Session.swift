@@ -154,6 +154,9 @@ final class Half: LoopHandler, Wakeable, FrameSink, @unchecked Sendable {
     private var readEOF = false
     /// The peer's hang-up (or an error) was reported: read on until EOF.
     private var hangupSeen = false
+    /// Reading waits, at a large passing payload, until the peer's ring is empty and its
+    /// socket takes writes, so the payload can be spliced rather than read and copied.
+    private var waitsToSplice = false
     /// How fast our socket's input runs (the loop batches only slow ones).
     private var inputRate = InputRate()
     private let signals = Atomic<UInt8>(0)
@@ -282,6 +285,9 @@ final class Half: LoopHandler, Wakeable, FrameSink, @unchecked Sendable {
                     continue
                 case .sourceEmpty:
                     return
+                case .peerBusy:
+                    waitToSplice()
+                    return
                 case .read:
                     if closed { return }
                 }
@@ -362,6 +368,8 @@ final class Half: LoopHandler, Wakeable, FrameSink, @unchecked Sendable {
         case frameDone
         /// Our socket is empty (edge-triggered: its next bytes raise a new event).
         case sourceEmpty
+        /// The peer has bytes of ours still to write, or its socket is full: wait for it.
+        case peerBusy
         /// Not all of it was spliced: a read takes the rest (or reports why our socket failed).
         case read
     }
@@ -371,7 +379,10 @@ final class Half: LoopHandler, Wakeable, FrameSink, @unchecked Sendable {
     /// What the peer's socket does not take is read back and kept like any bytes we read.
     private func splicePayload(_ remaining: Int) -> SpliceEnd {
         guard let pipe = loop.splicePipe, let consumer = peer, backlog.isEmpty, loop.gather.isEmpty,
-              producerRing.readableCount() == 0, consumer.acceptsWriteThrough else { return .read }
+              consumer.takesPeerBytes else { return .read }
+        // Bytes the peer cannot write now stay in our socket, not in the ring: read, they would
+        // cost two copies; once the peer has caught up they are spliced.
+        if producerRing.readableCount() > 0 || consumer.wantWrite { return .peerBusy }
         var left = remaining
         while left > 0 {
             let moved: Int
@@ -404,6 +415,21 @@ final class Half: LoopHandler, Wakeable, FrameSink, @unchecked Sendable {
             }
         }
         return .frameDone
+    }
+
+    /// Stops reading until the peer has written what our ring holds and its socket takes
+    /// more (`drainConsumerRing` resumes us then).
+    private func waitToSplice() {
+        reading = false
+        waitsToSplice = true
+        if let consumer = peer, !consumer.wantWrite { consumer.drainConsumerRing() }
+    }
+
+    /// Resumes a peer that waits to splice, once our ring is empty and our socket takes writes.
+    private func resumePeerWaitingToSplice() {
+        guard let producer = peer, producer.waitsToSplice else { return }
+        producer.waitsToSplice = false
+        producer.notify(.space)
     }
 
     /// Moves `count` bytes from the loop's pipe to our socket, as far as it takes them
@@ -490,8 +516,12 @@ final class Half: LoopHandler, Wakeable, FrameSink, @unchecked Sendable {
 
     /// Whether `writeThrough` may write to our socket now (not closed, not waiting for
     /// output, and on the server side not before the first bytes went out with credentials).
-    private var acceptsWriteThrough: Bool {
-        guard !closed, socket.isOpen, !wantWrite else { return false }
+    private var acceptsWriteThrough: Bool { !wantWrite && takesPeerBytes }
+
+    /// Whether our socket may take the peer's bytes directly, now or once it drains (open,
+    /// and on the server side the first bytes went out with credentials).
+    private var takesPeerBytes: Bool {
+        guard !closed, socket.isOpen else { return false }
         if case .server = side { return credentialsSent }
         return true
     }
@@ -552,7 +582,7 @@ final class Half: LoopHandler, Wakeable, FrameSink, @unchecked Sendable {
         while true {
             let finished = consumerRing.isProducerFinished
             if consumerRing.readableCount() == 0 {
-                if finished { close(reason: nil) }
+                if finished { close(reason: nil) } else { resumePeerWaitingToSplice() }
                 return
             }
             let result = consumerRing.withReadableRegions { a, b in
