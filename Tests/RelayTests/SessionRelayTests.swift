@@ -308,25 +308,46 @@ extension CoalescingTests {
     }
 }
 
+/// A flood server of 64 KiB memblocks and a one-loop relay in front of it, whose odd
+/// sessions are granted and even ones silenced (AlternatingObserver).
+private struct SpliceRelay {
+    let dir: String
+    let flood: FloodServer
+    let daemon: Daemon
+    var loop: EventLoop { daemon.loops[0] }
+
+    init(_ name: String, pacing: FloodServer.Pacing) throws {
+        dir = try relayDirectory(name)
+        flood = try FloodServer(socketPath: dir + "/upstream", pacing: pacing, payloadBytes: 64 * 1024)
+        var options = RelayOptions()
+        options.loops = 1
+        do {
+            daemon = try startRelay(in: dir, options: options, observer: AlternatingObserver())
+        } catch {
+            flood.stop()
+            try? FileManager.default.removeItem(atPath: dir)
+            throw error
+        }
+    }
+
+    func stop() {
+        daemon.stop()
+        flood.stop()
+        try? FileManager.default.removeItem(atPath: dir)
+    }
+}
+
 @Suite(.serialized) struct SpliceTests {
     /// Large memblocks whose samples pass go from the server's socket to the app's through
     /// the loop's pipe, unread; silenced ones are read and overwritten as always. Every frame
     /// arrives whole, with the right bytes, also for an app that stopped reading for a while
     /// (its socket and ring full) and then reads again.
     @Test func largePassingPayloadsAreSpliced() throws {
-        let dir = try relayDirectory("splice")
-        defer { try? FileManager.default.removeItem(atPath: dir) }
         let payload = 64 * 1024
-        // Paced, so that apps which read keep up (a flood keeps their sockets full, and a
-        // full socket takes no splice).
-        let flood = try FloodServer(socketPath: dir + "/upstream",
-                                    pacing: .paced(bytesPerSecond: 1 << 20, chunkBytes: payload))
-        defer { flood.stop() }
-        var options = RelayOptions()
-        options.loops = 1
-        let daemon = try startRelay(in: dir, options: options, observer: AlternatingObserver())
-        defer { daemon.stop() }
-        let loop = daemon.loops[0]
+        // Paced, so that apps which read keep up (apps that do not read keep their sockets full).
+        let relay = try SpliceRelay("splice", pacing: .paced(bytesPerSecond: 1 << 20, chunkBytes: payload))
+        defer { relay.stop() }
+        let (dir, loop) = (relay.dir, relay.loop)
 
         // Sessions 1 and 3 (clients 0 and 2) are granted, 2 and 4 silenced (AlternatingObserver).
         var clients: [RawClient] = []
@@ -370,18 +391,12 @@ extension CoalescingTests {
     /// passing payloads wait in the server's socket until the app's socket takes them, and
     /// are then spliced; they are not read into the ring to be copied twice.
     @Test func payloadsForAFullSocketWaitAndAreSpliced() throws {
-        let dir = try relayDirectory("splice-wait")
-        defer { try? FileManager.default.removeItem(atPath: dir) }
         let payload = 64 * 1024
-        let flood = try FloodServer(socketPath: dir + "/upstream", pacing: .flood, payloadBytes: payload)
-        defer { flood.stop() }
-        var options = RelayOptions()
-        options.loops = 1
-        // Session 1 is granted (AlternatingObserver).
-        let daemon = try startRelay(in: dir, options: options, observer: AlternatingObserver())
-        defer { daemon.stop() }
-        let loop = daemon.loops[0]
-        let client = try RawClient(path: dir + "/native")
+        let relay = try SpliceRelay("splice-wait", pacing: .flood)
+        defer { relay.stop() }
+        let loop = relay.loop
+        // Session 1 is granted.
+        let client = try RawClient(path: relay.dir + "/native")
         defer { client.close() }
         try client.handshake(name: "splice-wait")
         guard let (command, _) = try client.request(RawClient.createRecordStream(tag: 2), tag: 2),

@@ -422,7 +422,7 @@ final class Half: LoopHandler, Wakeable, FrameSink, @unchecked Sendable {
     private func waitToSplice() {
         reading = false
         waitsToSplice = true
-        if let consumer = peer, !consumer.wantWrite { consumer.drainConsumerRing() }
+        peer?.drainConsumerRing()
     }
 
     /// Resumes a peer that waits to splice, once our ring is empty and our socket takes writes.
