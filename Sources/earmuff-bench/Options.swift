@@ -64,7 +64,8 @@ struct Options {
       -h, --help            this text
 
     environment: EARMUFF_BENCH_LOG_LEVEL (earmuff's --log-level, default warn),
-    EARMUFF_BENCH_SERVE_ARGS (more `earmuff serve` arguments, e.g. "--coalesce-ms 0")
+    EARMUFF_BENCH_SERVE_ARGS (more `earmuff serve` arguments, e.g. "--coalesce-ms 0"),
+    EARMUFF_BENCH_CONFIG (more configuration lines, e.g. "realtime-priority = 0")
     """
 
     static func parse(_ args: [String]) -> Options {

@@ -244,8 +244,11 @@ final class Relay {
             args += ["--log-level", ProcessInfo.processInfo.environment["EARMUFF_BENCH_LOG_LEVEL"] ?? "warn"]
         }
         // The memory part connects 1,000 clients of one app: lift the client limits.
+        // EARMUFF_BENCH_CONFIG: more configuration lines, e.g. "realtime-priority = 0".
         let config = "\(workDir)/earmuff-bench.conf"
-        if FileManager.default.createFile(atPath: config, contents: Data("max-clients = 4096\nmax-clients-per-app = 4096\n".utf8)) {
+        var lines = "max-clients = 4096\nmax-clients-per-app = 4096\n"
+        if let more = ProcessInfo.processInfo.environment["EARMUFF_BENCH_CONFIG"] { lines += more + "\n" }
+        if FileManager.default.createFile(atPath: config, contents: Data(lines.utf8)) {
             args += ["--config", config]
         }
         // EARMUFF_BENCH_SERVE_ARGS: more `earmuff serve` arguments, e.g. "--coalesce-ms 0".

@@ -220,9 +220,12 @@ extension CoalescingTests {
     /// One loop's counts over some round trips.
     struct Polls {
         var found = 0, ranOut = 0, batchingSleeps = 0
+        /// Polls for the app's next request.
+        var requestFound = 0, requestRanOut = 0
 
         static func - (a: Polls, b: Polls) -> Polls {
-            Polls(found: a.found - b.found, ranOut: a.ranOut - b.ranOut, batchingSleeps: a.batchingSleeps - b.batchingSleeps)
+            Polls(found: a.found - b.found, ranOut: a.ranOut - b.ranOut, batchingSleeps: a.batchingSleeps - b.batchingSleeps,
+                  requestFound: a.requestFound - b.requestFound, requestRanOut: a.requestRanOut - b.requestRanOut)
         }
     }
 
@@ -245,15 +248,18 @@ extension CoalescingTests {
             try client.handshake(name: "replies")
         }
 
-        /// `count` GET_SERVER_INFO round trips; the loop's counts over them.
-        func roundTrips(_ count: Int) throws -> Polls {
+        /// `count` GET_SERVER_INFO round trips, `pause` seconds apart; the loop's counts over them.
+        func roundTrips(_ count: Int, pause: Double = 0) throws -> Polls {
             let loop = daemon.loops[0]
             func now() -> Polls {
                 Polls(found: loop.pollsFound.load(ordering: .relaxed), ranOut: loop.pollsRanOut.load(ordering: .relaxed),
-                      batchingSleeps: loop.batchingSleeps.load(ordering: .relaxed))
+                      batchingSleeps: loop.batchingSleeps.load(ordering: .relaxed),
+                      requestFound: loop.requestPollsFound.load(ordering: .relaxed),
+                      requestRanOut: loop.requestPollsRanOut.load(ordering: .relaxed))
             }
             let before = now()
             for _ in 0..<count {
+                if pause > 0 { usleep(useconds_t(pause * 1e6)) }
                 tag += 1
                 let answer = try client.request(RawClient.packet(.getServerInfo, tag: tag), tag: tag)
                 #expect(answer?.command == Command.reply.rawValue, "round trip \(tag)")
@@ -290,6 +296,24 @@ extension CoalescingTests {
             found += try rig.roundTrips(ReplyPoll.probeInterval / 2).found
         }
         #expect(found > 0, "no reply poll found its reply in \(20 * ReplyPoll.probeInterval) fast round trips")
+    }
+
+    /// After the last reply an app waited for, the loop polls for the app's next request,
+    /// learned apart from the reply polls: for an app that thinks longer than the window
+    /// between requests the polls run out and stop (but for a probe once in
+    /// `probeInterval` replies); for one that sends its next request at once they find it.
+    /// (When the app runs is up to the scheduler: only the count of polls is checked.)
+    @Test func aLoopPollsForAnAppsNextRequestWhilePollingFindsIt() throws {
+        let rig = try Rig(coalesceWindow: 0)
+        defer { rig.stop() }
+        let thinking = try rig.roundTrips(2 * ReplyPoll.probeInterval, pause: 0.002)
+        #expect(thinking.requestRanOut >= 1 && thinking.requestRanOut + thinking.requestFound <= 10,
+                "\(thinking.requestRanOut + thinking.requestFound) request polls in \(2 * ReplyPoll.probeInterval) round trips 2 ms apart: \(thinking)")
+        var found = 0
+        for _ in 0..<40 where found == 0 {
+            found += try rig.roundTrips(ReplyPoll.probeInterval / 2).requestFound
+        }
+        #expect(found > 0, "no request poll found the next request in \(20 * ReplyPoll.probeInterval) back-to-back round trips")
     }
 
     /// The wake-up that brings a reply is not followed by a wait for record audio to

@@ -13,7 +13,9 @@
 // so the reply is forwarded without waiting for the scheduler to wake it.
 // How long is learned from what the polls found (`ReplyPoll`): where the
 // server cannot answer while the loop polls (queued on the loop's CPU), the
-// loop soon sleeps at once.
+// loop soon sleeps at once. After forwarding the last reply an app waited for,
+// it polls in the same way for the app's next request
+// (`stayAwakeForNextRequest()`), with a window learned apart.
 //
 // The opposite case, record audio trickling in from many servers' sockets,
 // one memblock at a time, is batched: after a wake-up that only read a little
@@ -82,8 +84,16 @@ public final class EventLoop: @unchecked Sendable {
     /// Reply polls that an event ended, and reply polls whose window ran out (read by tests).
     let pollsFound = Atomic<Int>(0)
     let pollsRanOut = Atomic<Int>(0)
+    /// Polls for an app's next request after its reply went out that an event ended, and
+    /// those whose window ran out (read by tests).
+    let requestPollsFound = Atomic<Int>(0)
+    let requestPollsRanOut = Atomic<Int>(0)
     /// How long the next reply poll lasts.
     private var replyPoll = ReplyPoll()
+    /// How long the next poll for an app's next request lasts.
+    private var requestPoll = ReplyPoll()
+    /// Whether the current poll waits for an app's next request (else for a reply).
+    private var pollingForRequest = false
     /// The loop thread's id once it runs (0 before).
     private let threadID = Atomic<UInt>(0)
     /// The loop thread's kernel id (gettid) once it runs (0 before): what
@@ -195,6 +205,18 @@ public final class EventLoop: @unchecked Sendable {
         let window = replyPoll.windowForRequest()
         guard window > 0 else { return }
         awakeUntil = monotonicNow() + window
+        pollingForRequest = false
+    }
+
+    /// Keeps polling for a while after forwarding the last reply an app waited for: an app
+    /// that waits for each reply sends its next request at once. Learned like the reply
+    /// poll (`ReplyPoll`), apart from it; a reply poll under way goes on.
+    func stayAwakeForNextRequest() {
+        guard awakeUntil == 0 else { return }
+        let window = requestPoll.windowForRequest()
+        guard window > 0 else { return }
+        awakeUntil = monotonicNow() + window
+        pollingForRequest = true
     }
 
     /// A splice that moved bytes into the pipe could not take them all out again: the pipe
@@ -323,14 +345,24 @@ public final class EventLoop: @unchecked Sendable {
             }
             if polling && n > 0 {
                 // The awaited event came: sleep normally again, unless what is
-                // handled now forwards another request.
+                // handled now forwards another request or reply.
                 awakeUntil = 0
-                replyPoll.found()
-                Self.count(pollsFound)
+                if pollingForRequest {
+                    requestPoll.found()
+                    Self.count(requestPollsFound)
+                } else {
+                    replyPoll.found()
+                    Self.count(pollsFound)
+                }
             } else if polling && monotonicNow() >= awakeUntil {
                 awakeUntil = 0
-                replyPoll.ranOut()
-                Self.count(pollsRanOut)
+                if pollingForRequest {
+                    requestPoll.ranOut()
+                    Self.count(requestPollsRanOut)
+                } else {
+                    replyPoll.ranOut()
+                    Self.count(pollsRanOut)
+                }
             }
             if n > 0 { Self.count(wakeUps) }
             // A wake-up that began with a reply awaited brought that reply, most likely: the

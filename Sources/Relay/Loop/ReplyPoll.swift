@@ -1,5 +1,6 @@
-// How long a loop polls for a reply after forwarding a request, learned from
-// what its polls found (as the kernel's halt-polling learns its window).
+// How long a loop polls for a reply after forwarding a request (and, learned
+// apart, for an app's next request after its reply), learned from what its
+// polls found (as the kernel's halt-polling learns its window).
 //
 // Polling pays when the server answers on another CPU: the reply is relayed
 // without the loop being put to sleep and woken, which on an idle CPU (and

@@ -57,6 +57,8 @@ extension Half {
         guard awaits != countedAsAwaiting else { return }
         countedAsAwaiting = awaits
         loop.sessionsAwaitingReplies += awaits ? 1 : -1
+        // The last reply the app waited for went out: its next request may follow at once.
+        if !awaits && !closed { loop.stayAwakeForNextRequest() }
     }
 
     /// Connects to the server at `path` (on the session's loop) and starts watching it.
