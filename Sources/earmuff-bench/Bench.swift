@@ -334,7 +334,7 @@ final class Bench {
             out.append(row("  relay CPU s/GB", cells(digits: 2) { $0 == .direct ? nil : self.realThroughput[$0]?.cpuPerGB }))
             if let rr = realRecorders {
                 out.append("  \(rr.count) recorders through earmuff (4 per connection): earmuff "
-                           + "\(fmt(rr.result.cpuPercent, 1)) % of a core, PulseAudio \(fmt(rr.serverPercent, 1)) %, "
+                           + "\(fmt(rr.result.cpuPercent, 2)) % of a core, PulseAudio \(fmt(rr.serverPercent, 2)) %, "
                            + "\(fmt(rr.result.megabytesPerSecond * 1000, 0)) kB/s received")
             }
         }
@@ -420,6 +420,9 @@ final class Bench {
             if let d = t[.direct]?.megabytesPerSecond {
                 target("throughput ≥ 0.6x direct, \(n) stream(s)", e >= 0.6 * d, ratio(e, d))
             }
+            if let s = t[.socat]?.megabytesPerSecond {
+                target("throughput ≥ 1.5x socat's, \(n) stream(s)", e >= 1.5 * s, ratio(e, s))
+            }
             if let ec = t[.earmuff]?.cpuPerGB, let sc = t[.socat]?.cpuPerGB {
                 target("relay CPU per GB ≤ 0.5x socat's, \(n) stream(s)", ec <= 0.5 * sc, ratio(ec, sc))
             }
@@ -427,7 +430,7 @@ final class Bench {
         if let rr = realRecorders {
             let e = rr.result.cpuPercent, p = rr.serverPercent
             target("\(rr.count) recorders: earmuff CPU ≤ 0.5x the server's", e.flatMap { e in p.map { e <= 0.5 * $0 } },
-                   "earmuff \(fmt(e, 1)) %, PulseAudio \(fmt(p, 1)) %")
+                   "earmuff \(fmt(e, 2)) %, PulseAudio \(fmt(p, 2)) % (\(ratio(e, p)))")
         }
         if let r = recording {
             target("\(r.clients) clients at audio rate ≤ 5 % of a core", r.result.cpuPercent.map { $0 <= 5 },
