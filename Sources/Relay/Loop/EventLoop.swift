@@ -346,23 +346,9 @@ public final class EventLoop: @unchecked Sendable {
             if polling && n > 0 {
                 // The awaited event came: sleep normally again, unless what is
                 // handled now forwards another request or reply.
-                awakeUntil = 0
-                if pollingForRequest {
-                    requestPoll.found()
-                    Self.count(requestPollsFound)
-                } else {
-                    replyPoll.found()
-                    Self.count(pollsFound)
-                }
+                endPoll(found: true)
             } else if polling && monotonicNow() >= awakeUntil {
-                awakeUntil = 0
-                if pollingForRequest {
-                    requestPoll.ranOut()
-                    Self.count(requestPollsRanOut)
-                } else {
-                    replyPoll.ranOut()
-                    Self.count(pollsRanOut)
-                }
+                endPoll(found: false)
             }
             if n > 0 { Self.count(wakeUps) }
             // A wake-up that began with a reply awaited brought that reply, most likely: the
@@ -392,6 +378,18 @@ public final class EventLoop: @unchecked Sendable {
         }
         runTasks()
         runLocal()
+    }
+
+    /// Ends the poll under way, telling its learner whether an event came before its window
+    /// ran out, and counts it.
+    private func endPoll(found: Bool) {
+        awakeUntil = 0
+        switch (pollingForRequest, found) {
+        case (false, true): replyPoll.found(); Self.count(pollsFound)
+        case (false, false): replyPoll.ranOut(); Self.count(pollsRanOut)
+        case (true, true): requestPoll.found(); Self.count(requestPollsFound)
+        case (true, false): requestPoll.ranOut(); Self.count(requestPollsRanOut)
+        }
     }
 
     /// Adds one to a counter only this thread writes (no read-modify-write instruction needed).
