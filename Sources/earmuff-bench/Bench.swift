@@ -76,7 +76,7 @@ final class Bench {
             defer { relays.forEach { $0.stop() } }
             if options.parts.contains(.latency) {
                 say("round trips: \(options.requests) GET_SERVER_INFO per mode")
-                latency = try measurer.latency(relays, requests: options.requests)
+                latency = try measurer.latency(relays, requests: options.requests, server: "synthetic")
                 quiesce()
             }
             if options.parts.contains(.throughput) {
@@ -235,7 +235,7 @@ final class Bench {
         let relays = try makeRelays(upstream: socket, binary: binary, work: work)
         defer { relays.forEach { $0.stop() } }
         say("real PulseAudio: round trips")
-        realLatency = try measurer.latency(relays, requests: options.requests)
+        realLatency = try measurer.latency(relays, requests: options.requests, server: "real")
         say("real PulseAudio: \(options.paStreams) streams at audio rate")
         let req = Self.realRequest
         // PulseAudio's sine source has a fixed 2 s latency: it hands out audio in

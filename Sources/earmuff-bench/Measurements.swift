@@ -93,20 +93,39 @@ final class Measurer {
     }
 
     /// GET_SERVER_INFO round trips over one connection per relay, interleaved in 10 rounds.
-    func latency(_ relays: [Relay], requests: Int) throws -> [Mode: LatencyResult] {
+    /// With EARMUFF_BENCH_SAMPLES=DIR each mode's are also written to DIR/SERVER-MODE.txt
+    /// (`server` names the server), a line each: when it began
+    /// (CLOCK_MONOTONIC ns, as `perf record -k CLOCK_MONOTONIC` stamps events) and µs.
+    func latency(_ relays: [Relay], requests: Int, server: String) throws -> [Mode: LatencyResult] {
         let trippers = try relays.map { RoundTripper(client: try connect($0)) }
         for t in trippers { for _ in 0..<200 { _ = try t.once() } }
         var samples = Array(repeating: [Double](), count: relays.count)
         for i in samples.indices { samples[i].reserveCapacity(requests) }
+        let dumpTo = ProcessInfo.processInfo.environment["EARMUFF_BENCH_SAMPLES"]
+        var times = Array(repeating: [UInt64](), count: relays.count)
         let rounds = 10
         for round in 0..<rounds {
             let n = requests / rounds + (round < requests % rounds ? 1 : 0)
             for (i, t) in trippers.enumerated() {
-                for _ in 0..<n { samples[i].append(try t.once()) }
+                for _ in 0..<n {
+                    if dumpTo != nil { times[i].append(Clock.nanoseconds()) }
+                    samples[i].append(try t.once())
+                }
             }
         }
         var out: [Mode: LatencyResult] = [:]
         for (i, r) in relays.enumerated() { out[r.mode] = LatencyResult(samples: samples[i]) }
+        if let dir = dumpTo {
+            for (i, r) in relays.enumerated() {
+                let path = "\(dir)/\(server)-\(r.mode).txt"
+                do {
+                    try zip(times[i], samples[i]).map { "\($0) \($1)\n" }.joined()
+                        .write(toFile: path, atomically: true, encoding: .utf8)
+                } catch {
+                    problems.append("EARMUFF_BENCH_SAMPLES: could not write \(path): \(error)")
+                }
+            }
+        }
         return out
     }
 

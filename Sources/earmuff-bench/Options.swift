@@ -65,7 +65,9 @@ struct Options {
 
     environment: EARMUFF_BENCH_LOG_LEVEL (earmuff's --log-level, default warn),
     EARMUFF_BENCH_SERVE_ARGS (more `earmuff serve` arguments, e.g. "--coalesce-ms 0"),
-    EARMUFF_BENCH_CONFIG (more configuration lines, e.g. "realtime-priority = 0")
+    EARMUFF_BENCH_CONFIG (more configuration lines, e.g. "realtime-priority = 0"),
+    EARMUFF_BENCH_SAMPLES (a directory: every round trip, with when it began, to
+    DIR/{synthetic,real}-MODE.txt)
     """
 
     static func parse(_ args: [String]) -> Options {
