@@ -51,6 +51,8 @@ public final class FloodServer: @unchecked Sendable {
     /// How long the server takes to answer GET_SERVER_INFO, in microseconds (0 by default;
     /// set from any thread): a server that answers later than a relay polls.
     public let serverInfoDelayMicroseconds = Atomic<Int>(0)
+    /// The loop thread's kernel id (gettid) once it runs (0 before), for tests that pin it.
+    public let kernelThreadID = Atomic<Int32>(0)
     private let connections = Atomic<Int>(0)
     private let streams = Atomic<Int>(0)
     private let sent = Atomic<UInt64>(0)
@@ -124,6 +126,7 @@ public final class FloodServer: @unchecked Sendable {
     // MARK: - Loop
 
     private func run() {
+        kernelThreadID.store(earmuff_gettid(), ordering: .releasing)
         let maxEvents: Int32 = 256
         var events = [UInt32](repeating: 0, count: Int(maxEvents))
         var datas = [UInt64](repeating: 0, count: Int(maxEvents))

@@ -8,6 +8,7 @@
 // passes. `AudioAnalysis` judges recorded audio by content: exact silence, or
 // the share of energy at the test tone's frequency.
 
+import CLinux
 import Foundation
 import Glibc
 
@@ -42,5 +43,29 @@ public enum TempDir {
     /// Removes `path` recursively, ignoring errors.
     public static func remove(_ path: String) {
         try? FileManager.default.removeItem(atPath: path)
+    }
+}
+
+/// Whether this process runs under the thread sanitizer, which makes every instrumented
+/// thread several times slower (tests that time a thread's answer cannot hold there).
+public let threadSanitizerIsRunning: Bool = {
+    let process = dlopen(nil, RTLD_NOW)
+    defer { if let process { dlclose(process) } }
+    return dlsym(process, "__tsan_init") != nil
+}()
+
+/// How a thread of this process is scheduled, for tests that put two threads in each
+/// other's way (root only: SCHED_FIFO).
+public enum ThreadScheduling {
+    /// Runs thread `tid` SCHED_FIFO at `fifo` on this process's lowest CPU, or (`fifo`
+    /// nil) SCHED_OTHER on every CPU the process may use again.
+    public static func set(_ tid: Int32, fifo: Int32?) throws {
+        var param = sched_param(sched_priority: fifo ?? 0)
+        guard sched_setscheduler(tid, fifo == nil ? SCHED_OTHER : SCHED_FIFO, &param) == 0 else {
+            throw TestSupportError("sched_setscheduler(\(tid)): errno \(errno)")
+        }
+        guard earmuff_pin_thread(tid, fifo == nil ? 0 : 1) == 0 else {
+            throw TestSupportError("sched_setaffinity(\(tid)): errno \(errno)")
+        }
     }
 }

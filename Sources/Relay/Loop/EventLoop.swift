@@ -12,8 +12,9 @@
 // briefly (`stayAwake()`), polling with a zero timeout instead of sleeping,
 // so the reply is forwarded without waiting for the scheduler to wake it.
 // How long is learned from what the polls found (`ReplyPoll`): where the
-// server cannot answer while the loop polls (queued on the loop's CPU), the
-// loop soon sleeps at once. After forwarding the last reply an app waited for,
+// server cannot answer while the loop polls (queued on the loop's CPU), its
+// reply comes right after a window runs out, and the loop sleeps at once from
+// then on. After forwarding the last reply an app waited for,
 // it polls in the same way for the app's next request
 // (`stayAwakeForNextRequest()`), with a window learned apart.
 //
@@ -94,6 +95,9 @@ public final class EventLoop: @unchecked Sendable {
     private var requestPoll = ReplyPoll()
     /// Whether the current poll waits for an app's next request (else for a reply).
     private var pollingForRequest = false
+    /// A poll whose window ran out and whose learner waits to hear how late the next event
+    /// came: whether it polled for a request, and when it ran out.
+    private var ranOut: (forRequest: Bool, at: Double)?
     /// The loop thread's id once it runs (0 before).
     private let threadID = Atomic<UInt>(0)
     /// The loop thread's kernel id (gettid) once it runs (0 before): what
@@ -202,6 +206,7 @@ public final class EventLoop: @unchecked Sendable {
     /// Keeps polling instead of sleeping, until the next event arrives or the
     /// reply poll's window runs out: used after forwarding a request.
     func stayAwake() {
+        learnHowLate(now: .infinity)
         let window = replyPoll.windowForRequest()
         guard window > 0 else { return }
         awakeUntil = monotonicNow() + window
@@ -213,6 +218,7 @@ public final class EventLoop: @unchecked Sendable {
     /// poll (`ReplyPoll`), apart from it; a reply poll under way goes on.
     func stayAwakeForNextRequest() {
         guard awakeUntil == 0 else { return }
+        learnHowLate(now: .infinity)
         let window = requestPoll.windowForRequest()
         guard window > 0 else { return }
         awakeUntil = monotonicNow() + window
@@ -350,7 +356,10 @@ public final class EventLoop: @unchecked Sendable {
             } else if polling && monotonicNow() >= awakeUntil {
                 endPoll(found: false)
             }
-            if n > 0 { Self.count(wakeUps) }
+            if n > 0 {
+                Self.count(wakeUps)
+                learnHowLate(now: monotonicNow())
+            }
             // A wake-up that began with a reply awaited brought that reply, most likely: the
             // app's next request follows it, and waiting for audio to gather would delay it.
             let awaited = sessionsAwaitingReplies > 0
@@ -380,16 +389,25 @@ public final class EventLoop: @unchecked Sendable {
         runLocal()
     }
 
-    /// Ends the poll under way, telling its learner whether an event came before its window
-    /// ran out, and counts it.
+    /// Ends the poll under way and counts it; tells its learner an event came before its
+    /// window ran out, or, once the next event comes, how late.
     private func endPoll(found: Bool) {
         awakeUntil = 0
         switch (pollingForRequest, found) {
         case (false, true): replyPoll.found(); Self.count(pollsFound)
-        case (false, false): replyPoll.ranOut(); Self.count(pollsRanOut)
+        case (false, false): Self.count(pollsRanOut)
         case (true, true): requestPoll.found(); Self.count(requestPollsFound)
-        case (true, false): requestPoll.ranOut(); Self.count(requestPollsRanOut)
+        case (true, false): Self.count(requestPollsRanOut)
         }
+        if !found { ranOut = (pollingForRequest, monotonicNow()) }
+    }
+
+    /// Tells the learner of a poll that ran out how late the next event came (`now` is when
+    /// it woke the loop; `.infinity`: none came before the next poll).
+    private func learnHowLate(now: Double) {
+        guard let poll = ranOut else { return }
+        ranOut = nil
+        if poll.forRequest { requestPoll.ranOut(late: now - poll.at) } else { replyPoll.ranOut(late: now - poll.at) }
     }
 
     /// Adds one to a counter only this thread writes (no read-modify-write instruction needed).

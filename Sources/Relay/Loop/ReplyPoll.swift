@@ -6,21 +6,36 @@
 // without the loop being put to sleep and woken, which on an idle CPU (and
 // most of all on a virtual one, whose idle is a halt) costs more than the
 // server's whole answer. It costs when the server cannot run until the loop
-// stops: woken by the request onto the loop's CPU, it waits there while the
-// loop polls (behind a real-time loop, for the whole window). No rule on
-// priority tells the two apart; what the polls find does. A window that ran
-// out halves, one that caught an event doubles; below `shortest` the loop
-// sleeps at once, and polls the longest window again once in `probeInterval`
-// requests (well under 1 %, so a server that never answers in time costs no
-// round trip of the 99th percentile); a probe that runs out turns polling off
-// again at once.
+// stops: woken by the request onto the loop's CPU (the sync hint of a socket
+// write queues the wakee on the waker's CPU when the others are busy), it
+// waits there while the loop polls (behind a real-time loop, for the whole
+// window). No rule on priority tells the two apart; what the polls find, and
+// when the event comes after a window ran out, do:
+//
+// * a poll that catches an event doubles the window, up to `longest`;
+// * one whose event comes within `peerWaited` of its end was most likely
+//   waiting for the peer it kept off the CPU: the loop sleeps at once from
+//   then on, and that peer runs as soon as it does;
+// * one whose event comes later (a slow server, an app that thinks) halves
+//   it, and below `shortest` the loop sleeps at once (so does a peer kept
+//   waiting that needs longer than `peerWaited` to answer once it runs).
+//
+// While it sleeps at once, every `probeInterval`-th request is a probe that
+// polls the shortest window; one that catches its event brings the longest
+// window back. The scheduler moves threads between CPUs often (an app, its
+// server and the loop are three threads on what may be two CPUs), so probes
+// come often, and are short, so that one the peer waits behind costs that
+// round trip only the shortest window.
 struct ReplyPoll {
     /// The longest window: a local server answers within tens of microseconds.
     static let longest = 0.000_2
-    /// The shortest window polled; half of it is not polled at all.
+    /// The shortest window polled, and a probe's; half of it is not polled at all.
     static let shortest = 0.000_025
-    /// Requests forwarded without polling before the longest window is tried again.
-    static let probeInterval = 256
+    /// An event that comes this soon after a window ran out came from a peer that could not
+    /// run until the loop stopped polling.
+    static let peerWaited = 0.000_05
+    /// While the loop sleeps at once, one request in this many is a probe.
+    static let probeInterval = 16
 
     /// The current window in seconds (0: sleep at once).
     private var window = Self.longest
@@ -34,7 +49,7 @@ struct ReplyPoll {
         guard requestsWithout >= Self.probeInterval else { return 0 }
         requestsWithout = 0
         probing = true
-        return Self.longest
+        return Self.shortest
     }
 
     /// The poll found an event (the reply, most likely) before its window ran out.
@@ -43,9 +58,14 @@ struct ReplyPoll {
         probing = false
     }
 
-    /// The window ran out with nothing to read.
-    mutating func ranOut() {
-        window = probing || window / 2 < Self.shortest ? 0 : window / 2
+    /// The window ran out with nothing to read; the next event came `late` seconds after
+    /// (`.infinity`: none before the next poll).
+    mutating func ranOut(late: Double) {
+        if probing || late < Self.peerWaited || window / 2 < Self.shortest {
+            window = 0
+        } else {
+            window /= 2
+        }
         probing = false
         requestsWithout = 0
     }
