@@ -319,11 +319,9 @@ static int update_permissions(earmuff_pw *pw, uint32_t id, const struct pw_permi
     return r < 0 ? r : 0;
 }
 
-int earmuff_pw_reintroduce(earmuff_pw *pw, uint32_t client, uint32_t object) {
-    // Handled in order by the server: the client loses sight of `object` (its registry reports
-    // it removed), then sees it again as new.
-    const struct pw_permission updates[] = { PW_PERMISSION_INIT(object, 0), PW_PERMISSION_INIT(object, PW_PERM_ALL) };
-    return update_permissions(pw, client, updates, 2);
+int earmuff_pw_show(earmuff_pw *pw, uint32_t client, uint32_t object) {
+    const struct pw_permission all = PW_PERMISSION_INIT(object, PW_PERM_ALL);
+    return update_permissions(pw, client, &all, 1);
 }
 
 int earmuff_pw_hide(earmuff_pw *pw, uint32_t client, uint32_t object) {

@@ -134,12 +134,12 @@ public final class PipeWireConnection {
         try check("pw_registry_destroy(\(id))") { earmuff_pw_destroy($0, id) }
     }
 
-    /// Makes `client` see `object` removed and then added anew (see earmuff_pw_reintroduce).
-    public func reintroduce(_ object: UInt32, to client: UInt32) throws(PipeWireError) {
-        try check("pw_client_update_permissions(\(client), \(object))") { earmuff_pw_reintroduce($0, client, object) }
+    /// Shows `object`, hidden before, to `client` again.
+    public func show(_ object: UInt32, to client: UInt32) throws(PipeWireError) {
+        try check("pw_client_update_permissions(\(client), \(object))") { earmuff_pw_show($0, client, object) }
     }
 
-    /// Hides `object` from `client` for good.
+    /// Hides `object` from `client` (until `show`).
     public func hide(_ object: UInt32, from client: UInt32) throws(PipeWireError) {
         try check("pw_client_update_permissions(\(client), \(object))") { earmuff_pw_hide($0, client, object) }
     }

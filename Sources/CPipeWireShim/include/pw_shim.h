@@ -74,10 +74,9 @@ int earmuff_pw_create_link(earmuff_pw *pw, uint32_t out_node, uint32_t out_port,
 /// Asks the server to destroy global `id` (a link).
 int earmuff_pw_destroy(earmuff_pw *pw, uint32_t id);
 
-/// Hides `object` from `client` and shows it again (a manager's permission update, twice): the
-/// client sees it removed and then added anew, so whatever it does with it starts over after
-/// what this connection asked for before.
-int earmuff_pw_reintroduce(earmuff_pw *pw, uint32_t client, uint32_t object);
+/// Shows `object` to `client` again (a manager's permission update: all on it); the client's
+/// registry reports it as new.
+int earmuff_pw_show(earmuff_pw *pw, uint32_t client, uint32_t object);
 
 /// Hides `object` from `client` (a manager's permission update: none on it).
 int earmuff_pw_hide(earmuff_pw *pw, uint32_t client, uint32_t object);
