@@ -96,7 +96,7 @@ public final class EventLoop: @unchecked Sendable {
     /// Whether the current poll waits for an app's next request (else for a reply).
     private var pollingForRequest = false
     /// A poll whose window ran out and whose learner waits to hear how late the next event
-    /// came: whether it polled for a request, and when it ran out.
+    /// came: whether it polled for a request, and when its window ended.
     private var ranOut: (forRequest: Bool, at: Double)?
     /// The loop thread's id once it runs (0 before).
     private let threadID = Atomic<UInt>(0)
@@ -206,7 +206,7 @@ public final class EventLoop: @unchecked Sendable {
     /// Keeps polling instead of sleeping, until the next event arrives or the
     /// reply poll's window runs out: used after forwarding a request.
     func stayAwake() {
-        learnHowLate(now: .infinity)
+        learnHowLate(eventCame: false)
         let window = replyPoll.windowForRequest()
         guard window > 0 else { return }
         awakeUntil = monotonicNow() + window
@@ -218,7 +218,7 @@ public final class EventLoop: @unchecked Sendable {
     /// poll (`ReplyPoll`), apart from it; a reply poll under way goes on.
     func stayAwakeForNextRequest() {
         guard awakeUntil == 0 else { return }
-        learnHowLate(now: .infinity)
+        learnHowLate(eventCame: false)
         let window = requestPoll.windowForRequest()
         guard window > 0 else { return }
         awakeUntil = monotonicNow() + window
@@ -358,7 +358,7 @@ public final class EventLoop: @unchecked Sendable {
             }
             if n > 0 {
                 Self.count(wakeUps)
-                learnHowLate(now: monotonicNow())
+                learnHowLate(eventCame: true)
             }
             // A wake-up that began with a reply awaited brought that reply, most likely: the
             // app's next request follows it, and waiting for audio to gather would delay it.
@@ -392,6 +392,7 @@ public final class EventLoop: @unchecked Sendable {
     /// Ends the poll under way and counts it; tells its learner an event came before its
     /// window ran out, or, once the next event comes, how late.
     private func endPoll(found: Bool) {
+        if !found { ranOut = (pollingForRequest, awakeUntil) }
         awakeUntil = 0
         switch (pollingForRequest, found) {
         case (false, true): replyPoll.found(); Self.count(pollsFound)
@@ -399,15 +400,16 @@ public final class EventLoop: @unchecked Sendable {
         case (true, true): requestPoll.found(); Self.count(requestPollsFound)
         case (true, false): Self.count(requestPollsRanOut)
         }
-        if !found { ranOut = (pollingForRequest, monotonicNow()) }
     }
 
-    /// Tells the learner of a poll that ran out how late the next event came (`now` is when
-    /// it woke the loop; `.infinity`: none came before the next poll).
-    private func learnHowLate(now: Double) {
+    /// Tells the learner of a poll that ran out how late the next event came: now, when it
+    /// woke the loop, or (`eventCame` false) not before the next poll. The clock is read only
+    /// after a poll ran out, not on every wake-up.
+    private func learnHowLate(eventCame: Bool) {
         guard let poll = ranOut else { return }
         ranOut = nil
-        if poll.forRequest { requestPoll.ranOut(late: now - poll.at) } else { replyPoll.ranOut(late: now - poll.at) }
+        let late = eventCame ? monotonicNow() - poll.at : .infinity
+        if poll.forRequest { requestPoll.ranOut(late: late) } else { replyPoll.ranOut(late: late) }
     }
 
     /// Adds one to a counter only this thread writes (no read-modify-write instruction needed).
