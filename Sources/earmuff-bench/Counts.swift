@@ -26,7 +26,7 @@ struct UnitCounts {
 
 enum Counts {
     /// The system calls counted, in the order printed (the relays make no others on these paths).
-    static let syscalls = ["recvmsg", "sendmsg", "read", "write", "recvfrom", "sendto", "epoll_wait", "epoll_pwait2", "epoll_ctl", "futex"]
+    static let syscalls = ["recvmsg", "sendmsg", "read", "write", "recvfrom", "sendto", "epoll_wait", "epoll_pwait2", "epoll_ctl", "futex", "sched_yield"]
     /// Every system call, and the wake-ups the relay's threads gave other threads.
     static let totals = ["raw_syscalls:sys_enter", "sched:sched_wakeup"]
     static var eventNames: [String] { totals + syscalls.map { "syscalls:sys_enter_\($0)" } }

@@ -11,6 +11,10 @@
 // After forwarding a request that expects a reply, a loop may stay awake
 // briefly (`stayAwake()`), polling with a zero timeout instead of sleeping,
 // so the reply is forwarded without waiting for the scheduler to wake it.
+// Between zero-timeout waits it yields its CPU (`sched_yield`): at normal
+// priority a peer queued behind the loop on its CPU (the server the request
+// woke) runs then, and the poll catches its answer; a real-time loop yields
+// only to its own priority, so there the peer waits for the poll to end.
 // How long is learned from what the polls found (`ReplyPoll`): where the
 // server cannot answer while the loop polls (queued on the loop's CPU), its
 // reply comes right after a window runs out, and the loop sleeps at once from
@@ -349,12 +353,12 @@ public final class EventLoop: @unchecked Sendable {
                 Log.error("\(name): epoll_wait: \(error)")
                 continue
             }
-            if polling && n > 0 {
-                // The awaited event came: sleep normally again, unless what is
-                // handled now forwards another request or reply.
-                endPoll(found: true)
-            } else if polling && monotonicNow() >= awakeUntil {
-                endPoll(found: false)
+            if polling {
+                // The awaited event came in time: sleep normally again, unless what is handled
+                // now forwards another request or reply. One seen only after the window ran out
+                // (the yield below gave the CPU away for longer) was not found by the poll.
+                let over = monotonicNow() >= awakeUntil
+                if n > 0 || over { endPoll(found: !over) }
             }
             if n > 0 {
                 Self.count(wakeUps)
@@ -378,7 +382,11 @@ public final class EventLoop: @unchecked Sendable {
                 }
                 runLocal()
             }
-            if polling && n == 0 && awakeUntil != 0 { continue }
+            if polling && n == 0 && awakeUntil != 0 {
+                // A peer the request woke onto this CPU runs now, if it is waiting for it.
+                sched_yield()
+                continue
+            }
             runTimers()
             runLocal()
             batchNext = n > 0 && !urgent && !awaited && coalesceWindow > 0 && awakeUntil == 0

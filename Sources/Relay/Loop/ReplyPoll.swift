@@ -8,9 +8,11 @@
 // server's whole answer. It costs when the server cannot run until the loop
 // stops: woken by the request onto the loop's CPU (the sync hint of a socket
 // write queues the wakee on the waker's CPU when the others are busy), it
-// waits there while the loop polls (behind a real-time loop, for the whole
-// window). No rule on priority tells the two apart; what the polls find, and
-// when the event comes after a window ran out, do:
+// waits there while the loop polls. A loop at normal priority yields its CPU
+// between zero-timeout waits, so the wakee runs; behind a real-time loop it
+// waits for the whole window. No rule on priority tells the cases apart (a
+// loop may be made real-time or demoted at any time, from outside); what the
+// polls find, and when the event comes after a window ran out, do:
 //
 // * a poll that catches an event doubles the window, up to `longest`;
 // * one whose event comes within `peerWaited` of its end was most likely
