@@ -203,7 +203,7 @@ public final class PipeWireGate: PipeWireEvents {
     /// valve (once it has its ports), and makes the next spare.
     private func assignValve(_ stream: UInt32, _ s: inout Stream) {
         guard s.valve == nil, s.described, let node = graph.nodes[stream], node.isCaptureStream,
-              node.properties["node.dont-reconnect"] == "true", graph.links(into: stream).isEmpty,
+              node.neverReconnects, graph.links(into: stream).isEmpty,
               let tag = spare, let id = valves[tag]?.id, graph.hasOutputPort(id) else { return }
         s.valve = tag
         s.routedTo = nil
@@ -508,7 +508,7 @@ public final class PipeWireGate: PipeWireEvents {
             // A stream that asked not to be reconnected (GStreamer's pipewiresrc) is linked once by
             // the session manager and never moved: after a flip the gate links it itself, and
             // unlinks what it had only once the new link is there (left unlinked, it would end).
-            let dontReconnect = graph.nodes[id]?.properties["node.dont-reconnect"] == "true"
+            let dontReconnect = graph.nodes[id]?.neverReconnects == true
             // The session manager linked it to the silent source before the route was lifted.
             if s.real, dontReconnect, let silentID, graph.links(into: id).contains(where: { $0.outputNode == silentID }) {
                 s.gateLinks = true
@@ -545,7 +545,7 @@ public final class PipeWireGate: PipeWireEvents {
     /// stream after all (nothing to route).
     private func isRouted(_ id: UInt32) -> Bool {
         guard let s = streams[id] else { return true }
-        return s.described && (s.valve != nil || graph.nodes[id]?.properties["node.dont-reconnect"] != "true")
+        return s.described && (s.valve != nil || graph.nodes[id]?.neverReconnects != true)
     }
 
     /// What `id` records from may have changed (a link, a target, the default source): the

@@ -53,6 +53,9 @@ public struct PipeWireNode: Sendable, Equatable {
     public var isCaptureStream: Bool { mediaClass == "Stream/Input/Audio" }
     /// A JACK client's node (pipewire-jack gives it no media class): it links its ports itself.
     public var isJack: Bool { properties["client.api"] == "jack" }
+    /// A stream that asked never to be reconnected (`node.dont-reconnect`, GStreamer's
+    /// `pipewiresrc`), known once its full properties are there.
+    public var neverReconnects: Bool { properties["node.dont-reconnect"] == "true" }
     /// Known from the registry alone to be no capture stream (JACK nodes have no class there).
     public var cannotCapture: Bool { !mediaClass.isEmpty && !isCaptureStream }
 
