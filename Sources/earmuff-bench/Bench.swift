@@ -20,8 +20,9 @@ final class Bench {
     private var recording: RecordingMemory?
     private var silence: SilenceResult?
     private var glitches: [GlitchResult] = []
-    /// Recorders on the real server through earmuff: count, earmuff's figures, the server's CPU %.
-    private var realRecorders: (count: Int, result: ThroughputResult, serverPercent: Double?)?
+    /// Recorders on the real server, one window per mode: the relay's figures and
+    /// the server's own CPU % in the same window.
+    private var realRecorders: [Mode: (result: ThroughputResult, serverPercent: Double?)] = [:]
     private var consent = ConsentSupport(available: false, note: "not checked")
     /// Counts per unit of work (a round trip, a chunk), by what was counted.
     private var counts: [(title: String, byMode: [Mode: UnitCounts])] = []
@@ -243,16 +244,20 @@ final class Bench {
         realThroughput = try measurer.throughput(relays, streams: options.paStreams, request: req,
                                                  duration: 4, rounds: 1, quiesce: { usleep(100_000) })
 
-        // The recorders at audio rate against the real server: earmuff's CPU
-        // beside the server's own for the same streams, in the same window.
-        if let pa, let e = relays.first(where: { $0.mode == .earmuff }) {
+        // The recorders at audio rate against the real server, through each way in
+        // in turn: the relay's CPU beside the server's own for the same streams, in
+        // the same window (direct gives what the server spends with no relay at all).
+        if let pa {
             let n = options.recordingClients
-            say("real PulseAudio: \(n) recorders through earmuff, 4 per connection")
-            let (w, cpu) = try measurer.window(e, streams: n, perConnection: 4, request: req, duration: 4, warmup: 0.5,
-                                               also: { Proc.cpuSeconds(pa.process.pid) })
-            var r = ThroughputResult()
-            r.add(w, cpu: cpu)
-            realRecorders = (n, r, measurer.otherCPU.map { $0 / w.seconds * 100 })
+            for relay in relays {
+                say("real PulseAudio: \(n) recorders, 4 per connection, \(relay.mode)")
+                let (w, cpu) = try measurer.window(relay, streams: n, perConnection: 4, request: req, duration: 4,
+                                                   warmup: 0.5, also: { Proc.cpuSeconds(pa.process.pid) })
+                var r = ThroughputResult()
+                r.add(w, cpu: cpu)
+                realRecorders[relay.mode] = (r, measurer.otherCPU.map { $0 / w.seconds * 100 })
+                usleep(100_000)
+            }
         }
     }
 
@@ -332,11 +337,17 @@ final class Bench {
             out.append(row("  relay CPU % of a core", Array(cells(digits: 2) {
                 $0 == .direct ? nil : self.realThroughput[$0]?.cpuPercent }.prefix(4))))
             out.append(row("  relay CPU s/GB", cells(digits: 2) { $0 == .direct ? nil : self.realThroughput[$0]?.cpuPerGB }))
-            if let rr = realRecorders {
-                out.append("  \(rr.count) recorders through earmuff (4 per connection): earmuff "
-                           + "\(fmt(rr.result.cpuPercent, 2)) % of a core, PulseAudio \(fmt(rr.serverPercent, 2)) %, "
-                           + "\(fmt(rr.result.megabytesPerSecond * 1000, 0)) kB/s received")
-            }
+        }
+        if !realRecorders.isEmpty {
+            let rr = realRecorders
+            out.append("Real PulseAudio, \(options.recordingClients) recorders of the sine source (4 per connection), "
+                       + "one window per mode")
+            out.append(row("  kB/s received", cells(digits: 0) { rr[$0].map { $0.result.megabytesPerSecond * 1000 } }))
+            out.append(row("  relay CPU % of a core", cells(digits: 2) { rr[$0]?.result.cpuPercent }))
+            out.append(row("  server CPU % of a core", cells(digits: 2) { rr[$0]?.serverPercent }))
+            out.append(row("  relay CPU / server's", Array(cells(digits: 2) { m in
+                rr[m].flatMap { r in r.result.cpuPercent.flatMap { c in r.serverPercent.map { c / $0 } } }
+            }.prefix(4))))
         }
         for (title, byMode) in counts {
             out.append("Counts \(title)")
@@ -427,10 +438,15 @@ final class Bench {
                 target("relay CPU per GB ≤ 0.5x socat's, \(n) stream(s)", ec <= 0.5 * sc, ratio(ec, sc))
             }
         }
-        if let rr = realRecorders {
+        if let rr = realRecorders[.earmuff] {
             let e = rr.result.cpuPercent, p = rr.serverPercent
-            target("\(rr.count) recorders: earmuff CPU ≤ 0.5x the server's", e.flatMap { e in p.map { e <= 0.5 * $0 } },
-                   "earmuff \(fmt(e, 2)) %, PulseAudio \(fmt(p, 2)) % (\(ratio(e, p)))")
+            let budget = realRecorders[.relay].map { r in
+                ", calibration relay \(fmt(r.result.cpuPercent, 2)) % beside \(fmt(r.serverPercent, 2)) % "
+                    + "(\(ratio(r.result.cpuPercent, r.serverPercent)))"
+            } ?? ""
+            target("\(options.recordingClients) recorders: earmuff CPU ≤ 0.5x the server's",
+                   e.flatMap { e in p.map { e <= 0.5 * $0 } },
+                   "earmuff \(fmt(e, 2)) %, PulseAudio \(fmt(p, 2)) % (\(ratio(e, p)))\(budget)")
         }
         if let r = recording {
             target("\(r.clients) clients at audio rate ≤ 5 % of a core", r.result.cpuPercent.map { $0 <= 5 },
