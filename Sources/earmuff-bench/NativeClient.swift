@@ -32,7 +32,7 @@ struct FrameCounter {
     private(set) var silentFrames = 0
     /// Memblock frames whose first payload byte is the flood server's pattern.
     private(set) var patternFrames = 0
-    /// Memblock frames started.
+    /// Memblock frames whose first payload byte has come.
     private(set) var frames = 0
 
     mutating func consume(_ bytes: UnsafeRawBufferPointer) throws {
@@ -56,7 +56,6 @@ struct FrameCounter {
                     packet = []
                     packet.reserveCapacity(remaining)
                 } else {
-                    frames += 1
                     firstByteSeen = false
                 }
             } else {
@@ -65,7 +64,10 @@ struct FrameCounter {
                     packet.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[i..<(i + take)]))
                 } else {
                     if !firstByteSeen {
+                        // A frame is counted with its first byte, not its descriptor, so a
+                        // window that ends between the two counts it neither way.
                         firstByteSeen = true
+                        frames += 1
                         if bytes[i] == 0 { silentFrames += 1 } else if bytes[i] == FloodPattern.byte { patternFrames += 1 }
                     }
                     memblockBytes &+= UInt64(take)
