@@ -93,14 +93,31 @@ import TestSupport
     private func listeningSocket(_ path: String) throws -> Int32 { try UnixSocket.listen(path, backlog: 8) }
 
     /// Moves `fds` to consecutive free descriptor numbers (as systemd lays
-    /// them out from 3) and returns the first.
+    /// them out from 3) and returns the first. Each number is taken with
+    /// `F_DUPFD`, which picks the lowest free one at or above its argument in one
+    /// step: a check-then-`dup2` would race the other tests of this process,
+    /// which open descriptors at the same time, and could close one of theirs.
     private func placeConsecutively(_ fds: [Int32]) throws -> Int32 {
-        var base: Int32 = 700 + Int32.random(in: 0..<200)
-        while (0..<Int32(fds.count)).contains(where: { fcntl(base + $0, F_GETFD) >= 0 }) { base += Int32(fds.count) }
-        for (i, fd) in fds.enumerated() {
-            guard dup2(fd, base + Int32(i)) == base + Int32(i) else { throw TestSupportError("dup2: errno \(errno)") }
-            close(fd)
+        var minimum: Int32 = 700
+        while true {
+            var placed: [Int32] = []
+            for fd in fds {
+                let wanted = placed.first.map { $0 + Int32(placed.count) } ?? minimum
+                let got = fcntl(fd, F_DUPFD, wanted)
+                guard got >= 0 else {
+                    placed.forEach { close($0) }
+                    throw TestSupportError("F_DUPFD: errno \(errno)")
+                }
+                placed.append(got)
+                if got != wanted && placed.count > 1 { break }
+            }
+            // All of them in a row: the originals are no longer needed.
+            if placed.count == fds.count, let first = placed.first, placed.last == first + Int32(fds.count) - 1 {
+                fds.forEach { close($0) }
+                return first
+            }
+            placed.forEach { close($0) }
+            minimum = (placed.last ?? minimum) + 1
         }
-        return base
     }
 }
