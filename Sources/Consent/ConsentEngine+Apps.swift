@@ -2,6 +2,8 @@
 // last called itself, its executable and how it was identified, kept the way the
 // store keeps them (a name or executable not given keeps the one known), so that
 // replies and name lookups are answered from memory, never by reading the store back.
+// Every app that connected is known (status, names), but only those that recorded, asked or
+// have a decision are listed (`listedApps`).
 
 extension ConsentEngine {
     /// Notes `r` and returns the action that stores it.
@@ -25,6 +27,35 @@ extension ConsentEngine {
         decisions[Subject(app: app, kind: kind)]
     }
 
+    /// The rows `earmuff apps` lists (and the settings window, from the same reply), by app and
+    /// kind: each decision the engine holds (lasting ones, including the undetermined ones kept
+    /// for an app that recorded or asked, and temporary ones), each kind apps.d fixes, and a
+    /// microphone row for an app capturing now from a source not known yet. An app that only
+    /// connected (pactl, pw-cli, pw-metadata) never recorded nor asked: it is known, not listed.
+    public var listedApps: [ListedApp] {
+        var rows = Set(decisions.keys.map { ListedApp(app: $0.app, kind: $0.kind) })
+        rows.formUnion(temporary.keys.map { ListedApp(app: $0.app, kind: $0.kind) })
+        for (app, declaration) in policy.declarations {
+            rows.formUnion(declaration.decisions.keys.map { ListedApp(app: app, kind: $0) })
+        }
+        let listed = Set(rows.map(\.app))
+        for c in clients.values where !c.streams.isEmpty && !listed.contains(c.identity.appKey) {
+            rows.insert(ListedApp(app: c.identity.appKey, kind: .microphone))
+        }
+        return rows.sorted()
+    }
+
+    /// Notes that the client's app asked for `kind` (the permission API): as for a capture, an
+    /// undetermined decision is kept (with the purpose it gave), so `apps` lists it after a
+    /// prompt that nobody answered, and after a restart.
+    mutating func noteAsked(_ s: ClientState, _ kind: Capability) -> [ConsentAction] {
+        let subject = Subject(app: s.identity.appKey, kind: kind)
+        guard decisions[subject] == nil, !s.identity.isUninspectable else { return [] }
+        let d = Decision(appKey: subject.app, capability: kind, state: .undetermined, reason: .none, purpose: purpose(of: s))
+        decisions[subject] = d
+        return [.persistDecision(d)]
+    }
+
     /// Every app a person may name: seen, decided (lasting or for a while), or declared in apps.d;
     /// with the connected clients' own names. Each app once, by key; live clients after.
     public var nameableApps: [AppNameResolver.Candidate] {
@@ -40,4 +71,17 @@ extension ConsentEngine {
         }
         return known + live
     }
+}
+
+/// One row of `earmuff apps`: an app and a capture kind.
+public struct ListedApp: Hashable, Comparable, Sendable {
+    public var app: AppKey
+    public var kind: Capability
+
+    public init(app: AppKey, kind: Capability) {
+        self.app = app
+        self.kind = kind
+    }
+
+    public static func < (a: ListedApp, b: ListedApp) -> Bool { (a.app, a.kind) < (b.app, b.kind) }
 }

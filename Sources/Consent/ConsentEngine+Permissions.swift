@@ -55,8 +55,10 @@ extension ConsentEngine {
         }
         let state = permission(s, kind)
         guard state == .undetermined else { return (.answered(state), []) }
-        let (proceed, actions) = applyMissingPurpose(c, s, kind: kind, asking: "for permission", now: now)
-        guard proceed else { return (.refused, actions) }
+        let (proceed, refusal) = applyMissingPurpose(c, s, kind: kind, asking: "for permission", now: now)
+        guard proceed else { return (.refused, refusal) }
+        // Listed from now on (`apps`), as an app that recorded is.
+        let actions = refusal + noteAsked(s, kind)
         guard let after = clients[c], permission(after, kind) == .undetermined else {
             return (.answered(permission(of: c, kind: kind) ?? .denied), actions)
         }

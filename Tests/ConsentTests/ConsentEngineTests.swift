@@ -612,3 +612,42 @@ private func closed(in actions: [ConsentAction]) -> [(PromptID, PromptOutcome, [
         #expect(ConsentEngine.clean(nil, limit: 5) == nil)
     }
 }
+
+/// `earmuff apps` lists apps that recorded, asked or have a decision; tools that only connect
+/// (pactl, pw-cli, pw-metadata) are known, never listed.
+@Suite struct ListedApps {
+    private let pactl = AppKey(kind: "exe", value: "/usr/bin/pactl")
+    private let asker = AppKey(kind: "exe", value: "/usr/bin/asker")
+    private let declared = AppKey(kind: "exe", value: "/usr/bin/declared")
+    private let described = AppKey(kind: "exe", value: "/usr/bin/described")
+
+    @Test func onlyAppsThatRecordedAskedOrAreDecidedAreListed() throws {
+        let policy = ConsentPolicy(declarations: [declared: AppDeclaration(decisions: [.systemAudio: .denied]),
+                                                  described: AppDeclaration(purpose: "Only a purpose")])
+        var e = engine(policy, decisions: [Decision(appKey: notes, state: .granted, reason: .user)])
+        e.connect(c1, pactl)
+        #expect(e.knownApp(pactl) != nil, "a client that connected is known")
+        #expect(e.listedApps == [ListedApp(app: declared, kind: .systemAudio), ListedApp(app: notes, kind: .microphone)])
+
+        // A capture from a source not known yet lists the app as soon as it starts.
+        e.connect(c2, recorder)
+        _ = e.recordStreamStarted(c2, stream: s1, source: "usb-mic", kind: nil, now: 2)
+        #expect(e.listedApps.map(\.app).contains(recorder))
+        _ = e.recordStreamMoved(c2, stream: s1, source: "mic", kind: .microphone, now: 3)
+        _ = e.clientDisconnected(c2, now: 4)
+        #expect(e.listedApps.contains(ListedApp(app: recorder, kind: .microphone)), "it recorded: kept")
+
+        // Asking through the permission API lists the app, and keeps it for the next start.
+        e.connect(c3, asker, purpose: nil)
+        let asked = e.permissionRequested(c3, tag: 1, kind: .appAudio, purpose: "Meeting notes", now: 5)
+        let kept = try #require(persisted(in: asked.actions).first)
+        #expect(kept.appKey == asker && kept.capability == .appAudio && kept.state == .undetermined && kept.purpose == "Meeting notes")
+        _ = e.promptTimedOut(try #require(prompts(in: asked.actions).first).id, now: 40)
+        _ = e.clientDisconnected(c3, now: 41)
+        #expect(e.listedApps.contains(ListedApp(app: asker, kind: .appAudio)))
+        let restarted = ConsentEngine(policy: policy, decisions: e.storedDecisions)
+        #expect(restarted.listedApps.contains(ListedApp(app: asker, kind: .appAudio)))
+
+        #expect(!e.listedApps.contains { $0.app == pactl || $0.app == described }, "\(e.listedApps)")
+    }
+}

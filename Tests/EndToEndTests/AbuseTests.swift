@@ -49,7 +49,10 @@ extension EndToEnd {
             #expect(try s.earmuff.app("exe:/usr/bin/earmuff-abuse-probe")?.state == "granted")
             let grown = ProcessStats.peakResidentKiB(pid) - peakBefore
             #expect(grown < 24 * 1024, "earmuff's peak memory grew by \(grown) KiB during the renames")
-            // The last name is the one the store keeps.
+            // The last name is the one the store keeps (an app is listed once it has a decision).
+            let named = try await s.earmuff.waitForStatus { $0.clients.contains { $0.displayName == "renamer 299-999" } }
+            let renamer = try #require(named.clients.first { $0.displayName == "renamer 299-999" }?.appKey, "\(s.logs)")
+            try s.earmuff.control("deny", renamer)
             let shown = await Wait.until(timeout: 60) {
                 (try? s.earmuff.apps().contains { $0.displayName == "renamer 299-999" }) == true
             }

@@ -201,7 +201,8 @@ private let other = AppKey(kind: "exe", value: "/usr/bin/arecord")
 @Suite struct ConsentViewsTests {
     @Test func appsListWhatTheEngineHolds() {
         let f = PartsFixture(decisions: [Decision(appKey: recorder, state: .granted, reason: .user, decidedAt: 5),
-                                         Decision(appKey: recorder, capability: .systemAudio, state: .denied, reason: .user)],
+                                         Decision(appKey: recorder, capability: .systemAudio, state: .denied, reason: .user),
+                                         Decision(appKey: other, state: .undetermined, reason: .none, lastUsedAt: 3)],
                              apps: [AppRecord(appKey: other, displayName: "Arecord", executable: other.value, method: .executable,
                                               firstSeenAt: 1, lastSeenAt: 2)])
         let rows = f.parts.views.apps()
@@ -209,6 +210,22 @@ private let other = AppKey(kind: "exe", value: "/usr/bin/arecord")
         #expect(rows.map(\.kind) == [.microphone, .microphone, .systemAudio])
         #expect(rows.map(\.state) == [.undetermined, .granted, .denied])
         #expect(rows.first?.displayName == "Arecord" && rows[1].decidedAt == 5)
+    }
+
+    /// Tools that only connect (pactl, pw-cli, pw-metadata) are not listed; an app is once it records.
+    @Test func appsThatOnlyConnectedAreNotListed() {
+        let pactl = AppKey(kind: "exe", value: "/usr/bin/pactl")
+        let f = PartsFixture(apps: [AppRecord(appKey: pactl, displayName: "pactl", executable: pactl.value, method: .executable,
+                                              firstSeenAt: 1, lastSeenAt: 2)])
+        f.connect(pactl, id: 1)
+        let session = f.connect(recorder, id: 2)
+        #expect(f.parts.views.apps().isEmpty)
+        #expect(f.parts.views.status(relay: nil).clients.count == 2, "both are still shown as clients")
+        let stream = f.startStream(session, on: 1, name: "mic")
+        #expect(f.parts.views.apps().map(\.key) == [recorder.description])
+        f.parts.observer.recordStreamEnded(session, stream: stream)
+        f.parts.observer.sessionClosed(session)
+        #expect(f.parts.views.apps().map(\.key) == [recorder.description], "it recorded: still listed")
     }
 
     @Test func statusListsTheClientsStreamsAndPromptsTheEngineHolds() {

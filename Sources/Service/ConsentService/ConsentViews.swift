@@ -103,20 +103,11 @@ final class ConsentViews: Sendable {
         return Capability.allCases.map { AccessInfo(kind: $0, enabled: !off.contains($0)) }
     }
 
-    /// One row per app and kind that has a decision (or a use) stored, and a microphone row for
-    /// every other known app; from what the engine holds (it keeps what it stores).
+    /// One row per app and kind the engine lists (`ConsentEngine.listedApps`: apps that recorded,
+    /// asked or have a decision; not those that only connected), from what the engine holds (it
+    /// keeps what it stores).
     func apps() -> [AppInfo] {
-        struct Row: Hashable, Comparable {
-            var app: AppKey
-            var kind: Capability
-            static func < (a: Row, b: Row) -> Bool { (a.app, a.kind) < (b.app, b.kind) }
-        }
-        return engine.withLock { e in
-            let decided = Set((e.storedDecisions + e.temporaryDecisions).map { Row(app: $0.appKey, kind: $0.capability) })
-            let others = Set(e.nameableApps.map(\.key)).subtracting(decided.map(\.app))
-            let rows = decided.union(others.map { Row(app: $0, kind: .microphone) })
-            return rows.sorted().map { appInfo($0.app, $0.kind, in: e) }
-        }
+        engine.withLock { e in e.listedApps.map { appInfo($0.app, $0.kind, in: e) } }
     }
 
     /// What the engine holds of `app` and `kind`: the decision in force, the stored one's purpose
