@@ -323,19 +323,30 @@ extension CoalescingTests {
     /// the server waits out. (Under the thread sanitizer the server takes longer than
     /// `ReplyPoll.peerWaited` to answer once it runs.)
     @Test(.enabled(if: getuid() == 0 && !threadSanitizerIsRunning)) func aServerKeptWaitingByThePollTurnsItOffAtOnce() throws {
-        let rig = try Rig(coalesceWindow: 0)
-        defer { rig.stop() }
-        let loop = rig.daemon.loops[0].kernelThreadID.load(ordering: .acquiring)
-        let server = rig.flood.kernelThreadID.load(ordering: .acquiring)
-        try #require(loop != 0 && server != 0)
-        try ThreadScheduling.set(server, fifo: 1)
-        try ThreadScheduling.set(loop, fifo: 2)
-        defer {
-            try? ThreadScheduling.set(loop, fifo: nil)
-            try? ThreadScheduling.set(server, fifo: nil)
+        // An interrupt or the host taking the vCPU for more than `ReplyPoll.peerWaited`
+        // (50 µs) makes the server look slow rather than kept waiting, and costs one
+        // more ran-out poll; so each attempt has a fresh relay, and one of three must
+        // show a single ran-out poll. A loop that halved its window instead would run
+        // out four times in every attempt.
+        var attempts: [Polls] = []
+        for _ in 0..<3 {
+            let rig = try Rig(coalesceWindow: 0)
+            defer { rig.stop() }
+            let loop = rig.daemon.loops[0].kernelThreadID.load(ordering: .acquiring)
+            let server = rig.flood.kernelThreadID.load(ordering: .acquiring)
+            try #require(loop != 0 && server != 0)
+            try ThreadScheduling.set(server, fifo: 1)
+            try ThreadScheduling.set(loop, fifo: 2)
+            defer {
+                try? ThreadScheduling.set(loop, fifo: nil)
+                try? ThreadScheduling.set(server, fifo: nil)
+            }
+            let polls = try rig.roundTrips(ReplyPoll.probeInterval - 1)
+            attempts.append(polls)
+            if polls.ranOut == 1 && polls.found == 0 { break }
         }
-        let polls = try rig.roundTrips(ReplyPoll.probeInterval - 1)
-        #expect(polls.ranOut == 1 && polls.found == 0, "reply polls while the server waits behind them: \(polls)")
+        #expect(attempts.contains { $0.ranOut == 1 && $0.found == 0 },
+                "reply polls while the server waits behind them, in each attempt: \(attempts)")
     }
 
     /// The wake-up that brings a reply is not followed by a wait for record audio to
