@@ -97,6 +97,43 @@ public enum AppNameResolver {
         }
     }
 
+    // MARK: the name people see
+
+    /// Key kinds whose value is an ID the app's sandbox or launcher gave it (not chosen by the app).
+    static let ownIDKinds: Set<String> = ["flatpak", "snap", "launcher"]
+
+    /// The one name every view gives an app: prompts, `earmuff status`, `earmuff apps` and the
+    /// settings window all call this, with what they know of the app:
+    /// 1. the name of its desktop entry (`systemName`);
+    /// 2. for an app with an ID of its own (Flatpak, snap, `earmuff run --app-id`), that ID; for a
+    ///    script, the script's file name (its executable is the interpreter, alike for every script);
+    /// 3. the command it was started as, when that is a link to its executable (`commandName`:
+    ///    pw-record, a link to pw-cat; parecord, a link to pacat), the name the person typed;
+    /// 4. its executable's file name;
+    /// 5. the last part of its app key.
+    /// What an app calls itself (application.name) is never its name, as any app can claim any;
+    /// views show it apart, as what it "calls itself".
+    public static func shownName(appKey: String, systemName: String?, commandName: String?, executable: String?) -> String {
+        if let n = nonEmpty(systemName) { return n }
+        let key = AppKey(parsing: appKey)
+        if let key, ownIDKinds.contains(key.kind), !key.value.isEmpty { return key.value }
+        if let key, key.kind == "script", let name = nonEmpty(lastComponent(withoutFindings(key.value))) { return name }
+        if let n = nonEmpty(commandName) { return n }
+        if let n = nonEmpty(executable.map(lastComponent)) { return n }
+        let value = key.map { ["exe", "script"].contains($0.kind) ? withoutFindings($0.value) : $0.value } ?? appKey
+        return nonEmpty(lastComponent(value)) ?? appKey
+    }
+
+    private static func nonEmpty(_ s: String?) -> String? { s.flatMap { $0.isEmpty ? nil : $0 } }
+
+    private static func lastComponent(_ path: String) -> String { path.split(separator: "/").last.map(String.init) ?? path }
+
+    /// An exe or script key's path without the `?NAME=VALUE&…` the classifier appends when code is
+    /// loaded from outside the program (`IdentityClassifier`).
+    private static func withoutFindings(_ value: String) -> String {
+        value.firstIndex(of: "?").map { String(value[..<$0]) } ?? value
+    }
+
     // MARK: step 1, on the command line
 
     /// The key for `text`, or nil to send it as typed (the daemon matches it with the apps it knows).

@@ -1,5 +1,6 @@
 // What the consent engine knows of each app besides its decisions: the name it
-// last called itself, its executable and how it was identified, kept the way the
+// last called itself, the command it was last started as (a link to its executable),
+// its executable and how it was identified, kept the way the
 // store keeps them (a name or executable not given keeps the one known), so that
 // replies and name lookups are answered from memory, never by reading the store back.
 // Every app that connected is known (status, names), but only those that recorded, asked or
@@ -13,6 +14,7 @@ extension ConsentEngine {
         if let known = apps[r.appKey] {
             merged.displayName = r.displayName ?? known.displayName
             merged.executable = r.executable ?? known.executable
+            merged.commandName = r.commandName ?? known.commandName
             merged.firstSeenAt = known.firstSeenAt
         }
         apps[r.appKey] = merged
@@ -21,6 +23,11 @@ extension ConsentEngine {
 
     /// What is known of `app` besides its decisions, or nil when it was never seen.
     public func knownApp(_ app: AppKey) -> AppRecord? { apps[app] }
+
+    /// The command `app` was last started as, when that is a link to its executable (pw-record
+    /// for exe:/usr/bin/pw-cat), which its name is shown from (`AppNameResolver.shownName`);
+    /// kept as the store keeps it, so the name survives a restart.
+    public func commandName(of app: AppKey) -> String? { apps[app]?.commandName }
 
     /// The lasting decision stored for `app` and `kind` (undetermined ones kept for their use too).
     public func storedDecision(for app: AppKey, kind: Capability) -> Decision? {

@@ -91,7 +91,8 @@ extension ConsentEngine {
                 guard let s = liveRecorder(of: subject),
                       effectiveDecision(for: subject.app, kind: subject.kind).state == .undetermined else { return nil }
                 return WaitingCaptureSnapshot(appKey: subject.app, kind: subject.kind, displayName: displayName(of: s),
-                                              uid: w.uid, source: w.source, since: w.since)
+                                              uid: w.uid, source: w.source, since: w.since,
+                                              executable: s.identity.executable, commandName: s.commandName)
             }
     }
 }
@@ -104,4 +105,7 @@ public struct WaitingCaptureSnapshot: Sendable, Equatable {
     public var uid: UInt32
     public var source: String
     public var since: Double
+    /// What the app's name is shown from (`AppNameResolver.shownName`).
+    public var executable: String?
+    public var commandName: String?
 }

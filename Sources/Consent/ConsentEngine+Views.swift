@@ -29,7 +29,7 @@ extension ConsentEngine {
     public var clientSnapshots: [ClientSnapshot] {
         clients.keys.sorted().compactMap { id in
             clients[id].map {
-                ClientSnapshot(id: id, identity: $0.identity, displayName: displayName(of: $0),
+                ClientSnapshot(id: id, identity: $0.identity, displayName: displayName(of: $0), commandName: $0.commandName,
                                purpose: purpose(of: $0), once: $0.once, connectedAt: $0.connectedAt)
             }
         }

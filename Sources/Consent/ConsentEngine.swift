@@ -47,6 +47,8 @@ public struct ConsentEngine: Sendable {
     struct ClientState: Sendable {
         var identity: ClientIdentity
         var launcherPurpose: String?
+        /// The command it was started as, when that is a link to its executable (display only).
+        var commandName: String?
         var applicationName: String?
         var processBinary: String?
         var propertyPurpose: String?
@@ -124,15 +126,18 @@ public struct ConsentEngine: Sendable {
 
     // MARK: Clients
 
-    /// A client was accepted and identified. `launcherPurpose` comes from `earmuff run --purpose`.
+    /// A client was accepted and identified. `launcherPurpose` comes from `earmuff run --purpose`;
+    /// `commandName` is the command it was started as when that is a link to its executable
+    /// (`ProcessInspector.linkName`), for the name it is shown by.
     public mutating func clientConnected(_ c: ClientID, identity: ClientIdentity, launcherPurpose: String?,
-                                         now: Double) -> [ConsentAction] {
+                                         commandName: String? = nil, now: Double) -> [ConsentAction] {
+        let command = Self.clean(commandName, limit: Self.maximumNameLength)
         clients[c] = ClientState(identity: identity,
                                  launcherPurpose: Self.clean(launcherPurpose, limit: Self.maximumPurposeLength),
-                                 connectedAt: now)
+                                 commandName: command, connectedAt: now)
         return [
             remember(AppRecord(appKey: identity.appKey, displayName: nil, executable: identity.executable,
-                               method: identity.method, firstSeenAt: now, lastSeenAt: now)),
+                               method: identity.method, firstSeenAt: now, lastSeenAt: now, commandName: command)),
             .emit(.clientConnected(c, identity)),
         ]
     }
@@ -409,7 +414,8 @@ public struct ConsentEngine: Sendable {
         let prompt = Prompt(id: id, appKey: s.identity.appKey, method: s.identity.method,
                             strength: s.identity.strength, caveat: s.identity.caveat,
                             displayName: displayName(of: s), executable: s.identity.executable,
-                            pid: s.identity.pid, purpose: purpose(of: s), source: source, raisedAt: now, kind: kind)
+                            pid: s.identity.pid, purpose: purpose(of: s), source: source, raisedAt: now, kind: kind,
+                            commandName: s.commandName)
         var actions: [ConsentAction] = [.emit(.promptRaised(prompt))]
         var commandStarted = false
         if !agents.isEmpty {

@@ -63,6 +63,8 @@ public struct Prompt: Sendable, Equatable {
     public var raisedAt: Double
     /// What the app wants to capture; the answer applies to this kind only.
     public var kind: Capability = .microphone
+    /// The command the client was started as, when that is a link to its executable.
+    public var commandName: String?
 }
 
 /// How a prompt was closed.
@@ -250,6 +252,8 @@ public struct ClientSnapshot: Sendable, Equatable {
     public var id: ClientID
     public var identity: ClientIdentity
     public var displayName: String
+    /// The command it was started as, when that is a link to its executable.
+    public var commandName: String?
     public var purpose: String?
     /// "Once" decisions covering this client (granted or denied), by kind.
     public var once: [Capability: PermissionState]

@@ -121,9 +121,13 @@ public struct AppRecord: Sendable, Equatable, Codable {
     public var method: IdentificationMethod
     public var firstSeenAt: Double
     public var lastSeenAt: Double
+    /// The command it was last started as, when that is a link to its executable (pw-record for
+    /// /usr/bin/pw-cat): what it is shown by (`AppNameResolver.shownName`).
+    public var commandName: String?
 
     public init(appKey: AppKey, displayName: String?, executable: String?, method: IdentificationMethod,
-                firstSeenAt: Double, lastSeenAt: Double) {
+                firstSeenAt: Double, lastSeenAt: Double, commandName: String? = nil) {
+        self.commandName = commandName
         self.appKey = appKey
         self.displayName = displayName
         self.executable = executable

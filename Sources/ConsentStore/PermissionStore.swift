@@ -45,7 +45,7 @@ public struct StoreEvent: Sendable, Equatable {
 /// path, e.g. on one serial store queue.
 public final class PermissionStore: Sendable {
     /// The schema version this build writes and understands.
-    public static let schemaVersion = 4
+    public static let schemaVersion = 5
 
     /// The database file.
     public let path: String
@@ -241,20 +241,21 @@ public final class PermissionStore: Sendable {
     // MARK: - Apps
 
     /// Inserts or updates `r`: the first `firstSeenAt` is kept; last seen, method and the
-    /// non-nil display name and executable are updated.
+    /// non-nil display name, executable and command name are updated.
     public func recordApp(_ r: AppRecord) throws {
         try checkKey(r.appKey)
         try withDatabase { db in
             try db.run("""
-                INSERT INTO apps (app_key, display_name, executable, method, first_seen_at, last_seen_at)
-                VALUES (?, ?, ?, ?, ?, ?)
+                INSERT INTO apps (app_key, display_name, executable, method, first_seen_at, last_seen_at, command_name)
+                VALUES (?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT (app_key) DO UPDATE SET
                     display_name = coalesce(excluded.display_name, apps.display_name),
                     executable = coalesce(excluded.executable, apps.executable),
+                    command_name = coalesce(excluded.command_name, apps.command_name),
                     method = excluded.method,
                     last_seen_at = excluded.last_seen_at
                 """, [.text(r.appKey.description), .text(r.displayName), .text(r.executable),
-                      .text(r.method.rawValue), .real(r.firstSeenAt), .real(r.lastSeenAt)])
+                      .text(r.method.rawValue), .real(r.firstSeenAt), .real(r.lastSeenAt), .text(r.commandName)])
         }
     }
 
@@ -262,7 +263,7 @@ public final class PermissionStore: Sendable {
     public func apps() throws -> [AppRecord] {
         try withDatabase { db in
             try db.query("""
-                SELECT app_key, display_name, executable, method, first_seen_at, last_seen_at
+                SELECT app_key, display_name, executable, method, first_seen_at, last_seen_at, command_name
                 FROM apps ORDER BY app_key
                 """).map(appRecord(from:))
         }
@@ -272,7 +273,7 @@ public final class PermissionStore: Sendable {
     public func app(_ key: AppKey) throws -> AppRecord? {
         try withDatabase { db in
             try db.query("""
-                SELECT app_key, display_name, executable, method, first_seen_at, last_seen_at
+                SELECT app_key, display_name, executable, method, first_seen_at, last_seen_at, command_name
                 FROM apps WHERE app_key = ?
                 """, [.text(key.description)]).first.map(appRecord(from:))
         }
@@ -443,6 +444,11 @@ public final class PermissionStore: Sendable {
             changed_at REAL NOT NULL
         ) WITHOUT ROWID;
         """,
+        // 5: the command an app was last started as, when a link to its executable (pw-record
+        // for pw-cat): the name it is shown by, kept across restarts.
+        """
+        ALTER TABLE apps ADD COLUMN command_name TEXT;
+        """,
     ]
 
     private static func userVersion(_ db: SQLiteDatabase) throws -> Int {
@@ -520,6 +526,6 @@ public final class PermissionStore: Sendable {
         AppRecord(appKey: try appKey(row, 0), displayName: try row.optionalString(1),
                   executable: try row.optionalString(2),
                   method: try parse(IdentificationMethod.self, row, 3, name: "method"),
-                  firstSeenAt: try row.double(4), lastSeenAt: try row.double(5))
+                  firstSeenAt: try row.double(4), lastSeenAt: try row.double(5), commandName: try row.optionalString(6))
     }
 }

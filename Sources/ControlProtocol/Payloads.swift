@@ -158,9 +158,17 @@ public struct ClientInfo: Codable, Sendable, Equatable {
     public var strength: IdentityStrength?
     /// Why the identity is weaker than its method suggests, when it is.
     public var caveat: String?
+    /// The app's name from the system (its desktop entry), as a prompt shows it.
+    public var systemName: String?
+    /// The command the client was started as, when it is a link to `executable` under another
+    /// name (`pw-record` for /usr/bin/pw-cat).
+    public var commandName: String?
 
     public init(id: UInt64, appKey: String, displayName: String? = nil, pid: Int32? = nil, identifiedBy: String,
-                executable: String? = nil, strength: IdentityStrength? = nil, caveat: String? = nil) {
+                executable: String? = nil, strength: IdentityStrength? = nil, caveat: String? = nil,
+                systemName: String? = nil, commandName: String? = nil) {
+        self.systemName = systemName
+        self.commandName = commandName
         self.id = id
         self.appKey = appKey
         self.displayName = displayName
@@ -326,8 +334,17 @@ public struct WaitingCaptureInfo: Codable, Sendable, Equatable {
     public var source: String
     /// When it started waiting (seconds since 1970).
     public var since: Double
+    /// What its name is shown from, as for a client: its executable, the command it was started
+    /// as (a link to the executable) and its desktop entry's name.
+    public var executable: String?
+    public var commandName: String?
+    public var systemName: String?
 
-    public init(appKey: String, kind: Capability, displayName: String?, uid: UInt32, source: String, since: Double) {
+    public init(appKey: String, kind: Capability, displayName: String?, uid: UInt32, source: String, since: Double,
+                executable: String? = nil, commandName: String? = nil, systemName: String? = nil) {
+        self.executable = executable
+        self.commandName = commandName
+        self.systemName = systemName
         self.appKey = appKey
         self.kind = kind
         self.displayName = displayName
@@ -369,12 +386,16 @@ public struct AppInfo: Codable, Sendable, Equatable {
     public var systemName: String?
     /// The icon of that desktop entry (a theme name or an absolute path).
     public var icon: String?
+    /// The command the app was last started as, when it is a link to `executable` under another
+    /// name (`pw-record` for /usr/bin/pw-cat).
+    public var commandName: String?
 
     public init(key: String, displayName: String? = nil, state: PermissionState, reason: DecisionReason, purpose: String? = nil,
                 identifiedBy: IdentificationMethod? = nil, decidedAt: Double? = nil, lastUsed: Double? = nil,
                 executable: String? = nil, kind: Capability? = nil, lifespan: LifespanKind? = nil, expiresAt: Double? = nil,
                 afterwards: PermissionState? = nil, strength: IdentityStrength? = nil, systemName: String? = nil,
-                icon: String? = nil) {
+                icon: String? = nil, commandName: String? = nil) {
+        self.commandName = commandName
         self.systemName = systemName
         self.icon = icon
         self.kind = kind
@@ -416,5 +437,36 @@ public struct AccessInfo: Codable, Sendable, Equatable {
     public init(kind: Capability, enabled: Bool) {
         self.kind = kind
         self.enabled = enabled
+    }
+}
+
+// The name each payload's app is shown by: the one rule of `AppNameResolver.shownName`, so that a
+// prompt, `status`, `apps` and the settings window never name an app two ways.
+
+extension AppInfo {
+    /// The name this app is shown by everywhere.
+    public var shownName: String {
+        AppNameResolver.shownName(appKey: key, systemName: systemName, commandName: commandName, executable: executable)
+    }
+}
+
+extension ClientInfo {
+    /// The name this client's app is shown by everywhere.
+    public var shownName: String {
+        AppNameResolver.shownName(appKey: appKey, systemName: systemName, commandName: commandName, executable: executable)
+    }
+}
+
+extension PromptInfo {
+    /// The name this prompt's app is shown by everywhere.
+    public var shownName: String {
+        AppNameResolver.shownName(appKey: appKey, systemName: systemName, commandName: commandName, executable: executable)
+    }
+}
+
+extension WaitingCaptureInfo {
+    /// The name this capture's app is shown by everywhere.
+    public var shownName: String {
+        AppNameResolver.shownName(appKey: appKey, systemName: systemName, commandName: commandName, executable: executable)
     }
 }

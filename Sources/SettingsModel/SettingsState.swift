@@ -106,6 +106,7 @@ public struct SettingsState: Sendable, Equatable {
         var a = new
         a.displayName = new.displayName ?? old.displayName
         a.systemName = new.systemName ?? old.systemName
+        a.commandName = new.commandName ?? old.commandName
         a.icon = new.icon ?? old.icon
         a.identifiedBy = new.identifiedBy ?? old.identifiedBy
         a.strength = new.strength ?? old.strength

@@ -206,7 +206,7 @@ public struct SettingsView: Sendable, Equatable {
             let kind = SettingsKind(p.kind) ?? .microphone
             var lines = [p.purpose.map { "“\($0)”" } ?? "It did not say why."]
             if p.accessOff == true { lines.append("\(kind.accessTitle) is off: it records silence whatever you answer.") }
-            return PromptRowView(id: p.id, kind: kind, title: "\(names[p.appKey] ?? Self.fallbackName(p.appKey, p.executable)) wants to use \(kind.shortPhrase)",
+            return PromptRowView(id: p.id, kind: kind, title: "\(p.shownName) wants to use \(kind.shortPhrase)",
                                  subtitle: lines.joined(separator: "\n"))
         }
     }
@@ -229,31 +229,13 @@ public struct SettingsView: Sendable, Equatable {
         }
     }
 
-    /// Names from the system (the desktop entry's, as apps and prompts carry it), else what
-    /// apps call themselves, except for apps with an ID of their own (Flatpak, Snap, launcher):
-    /// the ID, which their sandbox cannot choose, rather than a name the app can.
+    /// The name of each app key, as prompts, `status` and `apps` show it (`shownName`, one rule
+    /// for all): from a pending prompt (what the app runs as now), else from the app list.
     static func names(_ state: SettingsState) -> [String: String] {
-        var claimed: [String: String] = [:]
-        var system: [String: String] = [:]
-        for a in state.apps {
-            if !Self.hasOwnID(a.key), let n = a.displayName, !n.isEmpty { claimed[a.key] = n }
-            if let n = a.systemName, !n.isEmpty { system[a.key] = n }
-        }
-        for p in state.prompts {
-            if !Self.hasOwnID(p.appKey), let n = p.displayName, !n.isEmpty { claimed[p.appKey] = n }
-            if let n = p.systemName, !n.isEmpty { system[p.appKey] = n }
-        }
-        return claimed.merging(system) { $1 }
-    }
-
-    static func hasOwnID(_ key: String) -> Bool {
-        ["flatpak:", "snap:", "launcher:"].contains { key.hasPrefix($0) }
-    }
-
-    static func fallbackName(_ key: String, _ executable: String?) -> String {
-        if !hasOwnID(key), let e = executable, let last = e.split(separator: "/").last { return String(last) }
-        let tail = key.split(separator: ":", maxSplits: 1).last.map(String.init) ?? key
-        return tail.split(separator: "/").last.map(String.init) ?? tail
+        var names: [String: String] = [:]
+        for a in state.apps { names[a.key] = a.shownName }
+        for p in state.prompts { names[p.appKey] = p.shownName }
+        return names
     }
 
     static func row(_ a: AppInfo, kind: SettingsKind, streams: [StreamInfo], names: [String: String], now: Double) -> AppRowView {
@@ -278,7 +260,7 @@ public struct SettingsView: Sendable, Equatable {
         details.append(("How", Self.method(a.identifiedBy)))
         if let s = a.strength { details.append(("How sure", Self.strength(s))) }
         if let e = a.executable { details.append(("Program", e)) }
-        return AppRowView(key: a.key, kind: kind, title: names[a.key] ?? Self.fallbackName(a.key, a.executable),
+        return AppRowView(key: a.key, kind: kind, title: names[a.key] ?? a.shownName,
                           subtitle: lines.joined(separator: "\n"), icon: a.icon.flatMap { $0.isEmpty ? nil : $0 } ?? Self.icon(a),
                           fallbackIcon: Self.icon(a), choice: choice,
                           lifespanNote: note, live: live, details: details)
@@ -313,7 +295,7 @@ public struct SettingsView: Sendable, Equatable {
 
     static func history(_ u: UsageInfo, names: [String: String], now: Double) -> HistoryRowView {
         let kind = SettingsKind(u.kind) ?? .microphone
-        let name = names[u.appKey] ?? Self.fallbackName(u.appKey, nil)
+        let name = names[u.appKey] ?? AppNameResolver.shownName(appKey: u.appKey, systemName: nil, commandName: nil, executable: nil)
         let span = "\(TimeText.clock(u.startedAt)) – \(u.endedAt.map(TimeText.clock) ?? "now")"
         var parts = [span, u.source]
         let real = u.realSeconds ?? 0, silenced = u.silencedSeconds ?? 0

@@ -150,6 +150,10 @@ public struct AppView: Decodable, Sendable, Equatable {
     public var systemName: String?
     /// The icon of its desktop entry.
     public var icon: String?
+    /// Its executable.
+    public var executable: String?
+    /// The command it was last started as, when a link to its executable.
+    public var commandName: String?
 }
 
 /// How a prompt was closed (`prompt-resolved`).

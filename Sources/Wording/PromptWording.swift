@@ -1,6 +1,6 @@
 // What a prompt says, the same on every channel (terminal agent, desktop
 // dialog, notification): the name the system gives the app (its desktop
-// entry, else its executable), how it was identified and how far that can be
+// entry, else its ID or executable: AppNameResolver.shownName), how it was identified and how far that can be
 // trusted, the purpose or the fact that it gave none, and what it records.
 // A name the app chose itself appears only as "calls itself ...".
 
@@ -12,14 +12,10 @@ public enum PromptWording {
     /// Shown instead of a purpose when the app declared none.
     public static let noReason = "gave no reason"
 
-    /// The name to show: the desktop entry's, else the command's the app was started as (a
-    /// link to its executable), else the executable's file name, else the app key.
-    public static func name(_ p: PromptInfo) -> String {
-        if let n = p.systemName, !n.isEmpty { return n }
-        if let n = p.commandName, !n.isEmpty { return n }
-        if let exe = p.executable, let last = exe.split(separator: "/").last { return String(last) }
-        return p.appKey
-    }
+    /// The name to show, the one `status`, `apps` and the settings window show too
+    /// (`AppNameResolver.shownName`): the desktop entry's, else the app's own ID or script,
+    /// else the command it was started as (a link to its executable), else the executable's name.
+    public static func name(_ p: PromptInfo) -> String { p.shownName }
 
     /// "Firefox wants to use the microphone" (or to record system audio, or another app's audio).
     public static func title(_ p: PromptInfo) -> String {

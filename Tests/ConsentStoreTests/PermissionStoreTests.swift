@@ -250,6 +250,19 @@ extension StoreTests {
         #expect(try store.app(pacat) == nil)
     }
 
+    /// The command an app was last started as (a link to its executable) is its name after a restart.
+    @Test func appsKeepTheCommandTheyWereLastStartedAs() throws {
+        let dir = try TemporaryDirectory()
+        let pwcat = AppKey(kind: "exe", value: "/usr/bin/pw-cat")
+        let store = try PermissionStore(path: dir.path + "/p.sqlite")
+        try store.recordApp(AppRecord(appKey: pwcat, displayName: nil, executable: pwcat.value, method: .executable,
+                                      firstSeenAt: 1, lastSeenAt: 1, commandName: "pw-record"))
+        try store.recordApp(AppRecord(appKey: pwcat, displayName: "pw-cat", executable: nil, method: .executable,
+                                      firstSeenAt: 2, lastSeenAt: 2))
+        store.close()
+        #expect(try PermissionStore(path: dir.path + "/p.sqlite").app(pwcat)?.commandName == "pw-record")
+    }
+
     @Test func appsRoundTripEveryMethod() throws {
         let dir = try TemporaryDirectory()
         let store = try PermissionStore(path: dir.path + "/p.sqlite")

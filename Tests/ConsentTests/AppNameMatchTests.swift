@@ -87,3 +87,47 @@ extension Result {
         #expect(e.storedDecision(for: decided, kind: .systemAudio) == nil)
     }
 }
+
+/// The one name every view gives an app (`AppNameResolver.shownName`).
+@Suite struct ShownNameTests {
+    private func name(_ key: String, system: String? = nil, command: String? = nil, exe: String? = nil) -> String {
+        AppNameResolver.shownName(appKey: key, systemName: system, commandName: command, executable: exe)
+    }
+
+    @Test func theDesktopEntryThenTheIDOrScriptThenTheLinkThenTheExecutable() {
+        // pw-record is a link to pw-cat: named as it was started, not by the file the kernel reports.
+        #expect(name("exe:/usr/bin/pw-cat", command: "pw-record", exe: "/usr/bin/pw-cat") == "pw-record")
+        #expect(name("exe:/usr/bin/pw-cat", exe: "/usr/bin/pw-cat") == "pw-cat")
+        #expect(name("exe:/usr/bin/pacat", system: "Sound Recorder", command: "parecord", exe: "/usr/bin/pacat") == "Sound Recorder")
+        // An ID the sandbox gave, rather than whatever binary runs inside it.
+        #expect(name("flatpak:org.mozilla.firefox", exe: "/app/lib/firefox/firefox") == "org.mozilla.firefox")
+        #expect(name("launcher:memo", command: "rec", exe: "/usr/bin/pacat") == "memo")
+        // A script, not its interpreter (nor what was preloaded into it).
+        #expect(name("script:/home/u/bin/memo.py?LD_PRELOAD=/tmp/x.so", command: "python3", exe: "/usr/bin/python3.11") == "memo.py")
+        #expect(name("exe:/usr/bin/pacat?LD_PRELOAD=/tmp/x.so") == "pacat")
+        // Never empty, and never "-": the key names it when nothing else does.
+        #expect(name("exe:/usr/bin/pacat", system: "", command: "", exe: "") == "pacat")
+        #expect(name("unknown:pid-7-42") == "pid-7-42")
+        #expect(name("nonsense") == "nonsense")
+    }
+
+    @Test func theEngineKeepsTheCommandEachAppWasLastStartedAs() throws {
+        let pwcat = AppKey(kind: "exe", value: "/usr/bin/pw-cat")
+        var e = ConsentEngine(policy: ConsentPolicy(), decisions: [])
+        let identity = ClientIdentity(pid: 5, uid: 1000, gid: 1000, appKey: pwcat, method: .executable, executable: pwcat.value)
+        _ = e.clientConnected(ClientID(1), identity: identity, launcherPurpose: "memo", commandName: "pw-record", now: 1)
+        #expect(e.clientSnapshots.first?.commandName == "pw-record")
+        #expect(e.commandName(of: pwcat) == "pw-record")
+        let started = e.recordStreamStarted(ClientID(1), stream: StreamID(1), source: "mic", kind: .microphone, now: 2)
+        let prompt = try #require(prompts(in: started.actions).first)
+        #expect(prompt.commandName == "pw-record", "the prompt names it as status and apps do")
+        _ = e.clientDisconnected(ClientID(1), now: 3)
+        #expect(e.commandName(of: pwcat) == "pw-record", "still its name once it is gone")
+        _ = e.clientConnected(ClientID(2), identity: identity, launcherPurpose: "memo", commandName: "pw-play", now: 4)
+        #expect(e.commandName(of: pwcat) == "pw-play", "the command it was last started as")
+        _ = e.clientConnected(ClientID(3), identity: identity, launcherPurpose: "memo", commandName: nil, now: 5)
+        #expect(e.commandName(of: pwcat) == "pw-play", "kept as the store keeps it")
+        let restarted = ConsentEngine(policy: ConsentPolicy(), decisions: [], apps: [try #require(e.knownApp(pwcat))])
+        #expect(restarted.commandName(of: pwcat) == "pw-play")
+    }
+}

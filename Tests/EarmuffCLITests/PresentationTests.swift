@@ -4,6 +4,7 @@ import ControlProtocol
 import EarmuffCLI
 import Foundation
 import Testing
+import Wording
 
 @Suite struct PrintableOutput {
     @Test func controlCharactersAreShownNotObeyed() {
@@ -30,6 +31,51 @@ import Testing
         for text in outputs {
             #expect(!text.unicodeScalars.contains { $0.value == 0x1B }, "\(text)")
         }
+    }
+}
+
+/// pw-record (a link to pw-cat) is named alike by the prompt, `status`, `apps`, `watch` and
+/// the reply of `grant`; a table never shows "-" for an app whose name is known.
+@Suite struct OneNamePerApp {
+    static let key = "exe:/usr/bin/pw-cat"
+
+    @Test func promptStatusAndAppsNameTheAppAlike() {
+        let client = ClientInfo(id: 1, appKey: Self.key, displayName: nil, pid: 7, identifiedBy: "exe",
+                                executable: "/usr/bin/pw-cat", commandName: "pw-record")
+        let prompt = PromptInfo(id: 2, appKey: Self.key, displayName: "pw-cat", identifiedBy: .executable, pid: 7,
+                                executable: "/usr/bin/pw-cat", commandName: "pw-record")
+        let app = AppInfo(key: Self.key, state: .undetermined, reason: .none, identifiedBy: .executable,
+                          executable: "/usr/bin/pw-cat", commandName: "pw-record")
+        let waiting = WaitingCaptureInfo(appKey: Self.key, kind: .microphone, displayName: nil, uid: 1000, source: "mic",
+                                         since: 0, executable: "/usr/bin/pw-cat", commandName: "pw-record")
+        var status = StatusPayload(
+            daemon: DaemonInfo(pid: 1, version: "1", listenPath: "/l", controlPath: "/c", storePath: "/s", uptimeSeconds: 1),
+            upstream: UpstreamInfo(server: "unix:/u", reachable: true), clients: [client], streams: [], prompts: [prompt])
+        status.waiting = [waiting]
+        #expect(PromptWording.title(prompt) == "pw-record wants to use the microphone")
+        let statusNames = Self.names(ClientFormat.status(status))
+        #expect(statusNames == ["pw-record", "pw-record", "pw-record"], "clients, prompts, waiting: \(statusNames)")
+        #expect(Self.names(ClientFormat.apps([app])) == ["pw-record"])
+        #expect(ClientFormat.event(.clientConnected(client), at: 0).contains("(pw-record, pid 7"))
+        #expect(ClientFormat.decision(app) == "\(Self.key) (pw-record, identified by exe): microphone undetermined (none)\n")
+        // Nothing but the key: still named, never "-".
+        #expect(Self.names(ClientFormat.apps([AppInfo(key: Self.key, state: .granted, reason: .user)])) == ["pw-cat"])
+    }
+
+    /// The NAME cell of every row of every table in `text`.
+    static func names(_ text: String) -> [String] {
+        var column: Int?
+        var names: [String] = []
+        for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
+            if let r = line.range(of: " NAME ") {
+                column = line.distance(from: line.startIndex, to: r.lowerBound) + 1
+            } else if line.isEmpty {
+                column = nil
+            } else if let c = column, line.count > c {
+                names.append(String(line.dropFirst(c).prefix { $0 != " " }))
+            }
+        }
+        return names
     }
 }
 

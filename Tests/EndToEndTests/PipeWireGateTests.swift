@@ -188,6 +188,13 @@ extension EndToEnd {
             #expect(status.prompts(of: key).first?.kind == "microphone", "\(status)")
             #expect(status.streams(of: key).map(\.audio) == ["silenced"], "\(status)")
             #expect((status.pipewire?.clients ?? 0) >= 1, "\(String(describing: status.pipewire))")
+            // One name everywhere: pw-record, the link to pw-cat it was started as, in the client's
+            // and the prompt's rows of status and in its row of apps.
+            let statusText = try s.earmuff.runCLI(["status"]).stdoutText
+            #expect(statusText.components(separatedBy: " pw-record ").count == 3, "\(statusText)")
+            let appsText = try s.earmuff.runCLI(["apps"]).stdoutText
+            #expect(appsText.split(separator: "\n").filter { $0.contains(key) && $0.contains(" pw-record ") }.count == 1,
+                    "\(appsText)")
             let (_, audio) = rec.stop()
             #expect(Self.isZeros(audio), "not silence at the end: \(Helpers.analyze(audio, format: .s16le))")
         }

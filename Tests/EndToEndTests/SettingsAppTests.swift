@@ -57,13 +57,15 @@ extension EndToEnd {
             var logs: String { "\(s.logs)\nearmuff-settings:\n\(desktop.settingsLog)" }
         }
 
-        /// The title a row shows for an app of `earmuff apps --json`.
-        /// (Its desktop entry's name, else what the app calls itself, but the ID for apps that have one.)
+        /// The title a row shows for an app of `earmuff apps --json`, the name its prompt shows.
+        /// (Its desktop entry's name, else the ID of an app that has one, else the command it was
+        /// started as, else its executable's name; never what the app calls itself.)
         static func title(_ app: AppView) -> String {
             if let n = app.systemName, !n.isEmpty { return n }
-            let ownID = ["flatpak:", "snap:", "launcher:"].contains { app.key.hasPrefix($0) }
-            if !ownID, let n = app.displayName, !n.isEmpty { return n }
             let tail = app.key.split(separator: ":", maxSplits: 1).last.map(String.init) ?? app.key
+            if ["flatpak:", "snap:", "launcher:"].contains(where: { app.key.hasPrefix($0) }) { return tail }
+            if let n = app.commandName, !n.isEmpty { return n }
+            if let e = app.executable, let n = e.split(separator: "/").last { return String(n) }
             return tail.split(separator: "/").last.map(String.init) ?? tail
         }
 

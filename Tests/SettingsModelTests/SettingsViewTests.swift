@@ -31,7 +31,7 @@ import Testing
         #expect(v.pages.map(\.kind) == [.microphone, .systemAudio, .appAudio])
         #expect(v.pages[0].rows.map(\.title) == ["org.mozilla.firefox", "pacat"], "a Flatpak is not named by its ID")
         #expect(v.pages[0].rows.map(\.choice) == [.allow, .ask])
-        #expect(v.pages[1].rows.map(\.title) == ["OBS"], "a program is not named as it calls itself")
+        #expect(v.pages[1].rows.map(\.title) == ["obs"], "a program is not named as it calls itself")
         #expect(v.pages[0].rows[0].subtitle == "“Video calls”\nLast recorded 5 minutes ago")
         #expect(v.pages[0].rows[0].icon == "org.mozilla.firefox")
         #expect(v.pages[0].rows[1].subtitle == "Never recorded")
@@ -104,6 +104,22 @@ import Testing
         rows = SettingsView(s, now: Self.now).pages[0].rows
         #expect(rows[1].title == "Sound Recorder" && rows[1].icon == "org.gnome.SoundRecorder" && rows[1].choice == .allow)
         #expect(rows[1].details.map(\.0) == ["Identified as", "How", "How sure", "Program"])
+    }
+
+    /// The window names an app as its prompt, `status` and `apps` do: pw-record, a link to pw-cat.
+    @Test func rowsPromptsAndHistoryNameAnAppAsEverythingElseDoes() {
+        let key = "exe:/usr/bin/pw-cat"
+        let app = AppInfo(key: key, displayName: "PipeWire Record", state: .undetermined, reason: .none,
+                          identifiedBy: .executable, executable: "/usr/bin/pw-cat", kind: .microphone, commandName: "pw-record")
+        let prompt = PromptInfo(id: 3, appKey: key, displayName: "PipeWire Record", identifiedBy: .executable,
+                                executable: "/usr/bin/pw-cat", kind: .microphone, commandName: "pw-record")
+        var s = Self.state(apps: [app], prompts: [prompt])
+        s.usage = [UsageInfo(appKey: key, kind: "microphone", source: "mic", startedAt: Self.now - 60, endedAt: Self.now - 30)]
+        let v = SettingsView(s, now: Self.now)
+        #expect(v.pages[0].rows.map(\.title) == ["pw-record"])
+        #expect(v.prompts.map(\.title) == ["pw-record wants to use the microphone"])
+        #expect(v.history.first?.title == "pw-record · Microphone")
+        #expect(v.pages[0].rows[0].title == app.shownName && prompt.shownName == app.shownName)
     }
 
     @Test func theMasterSwitchIsShownPerKind() {

@@ -194,7 +194,7 @@ public enum ClientFormat {
         if !s.clients.isEmpty {
             var t = TextTable(["ID", "APP", "NAME", "PID", "IDENTIFIED"])
             for c in s.clients {
-                t.add([String(c.id), c.appKey, cell(c.displayName, max: 30), c.pid.map(String.init) ?? "-",
+                t.add([String(c.id), c.appKey, cell(c.shownName, max: 30), c.pid.map(String.init) ?? "-",
                        c.identifiedBy + (PromptWording.strengthLabel(c.strength).map { ", \($0)" } ?? "")])
             }
             out += t.render()
@@ -220,7 +220,7 @@ public enum ClientFormat {
         if !s.prompts.isEmpty {
             var t = TextTable(["PROMPT", "APP", "KIND", "NAME", "PID", "SOURCE", "PURPOSE"])
             for p in s.prompts {
-                t.add([String(p.id), p.appKey, PromptWording.kind(p).rawValue, cell(p.displayName, max: 30), p.pid.map(String.init) ?? "-",
+                t.add([String(p.id), p.appKey, PromptWording.kind(p).rawValue, cell(PromptWording.name(p), max: 30), p.pid.map(String.init) ?? "-",
                        cell(p.source, max: 40), cell(p.purpose)])
             }
             out += t.render()
@@ -229,7 +229,7 @@ public enum ClientFormat {
             out += "\nwaiting for a prompt (silenced; decide them with earmuff grant or deny): \(waiting.count)\n"
             var t = TextTable(["APP", "KIND", "NAME", "UID", "SOURCE", "SINCE"])
             for w in waiting {
-                t.add([w.appKey, w.kind.rawValue, cell(w.displayName ?? "-", max: 30), String(w.uid), cell(w.source, max: 40),
+                t.add([w.appKey, w.kind.rawValue, cell(w.shownName, max: 30), String(w.uid), cell(w.source, max: 40),
                        ClientFormat.date(w.since)])
             }
             out += t.render()
@@ -242,7 +242,7 @@ public enum ClientFormat {
         if apps.isEmpty { return "no known apps\n" }
         var t = TextTable(["APP", "KIND", "NAME", "STATE", "REASON", "IDENTIFIED", "LAST USED", "PURPOSE", "EXECUTABLE"])
         for a in apps {
-            t.add([a.key, (a.kind ?? .microphone).rawValue, cell(a.displayName, max: 30), state(a, timeZone: timeZone), a.reason.rawValue,
+            t.add([a.key, (a.kind ?? .microphone).rawValue, cell(a.shownName, max: 30), state(a, timeZone: timeZone), a.reason.rawValue,
                    a.identifiedBy.map { $0.rawValue + (PromptWording.strengthLabel(a.strength).map { ", \($0)" } ?? "") } ?? "-",
                    date(a.lastUsed, timeZone: timeZone), cell(a.purpose, max: 50), cell(a.executable, max: 50)])
         }
@@ -266,10 +266,13 @@ public enum ClientFormat {
         return "\(a.state) \(lasts)" + (a.afterwards.map { ", then \($0)" } ?? "")
     }
 
-    /// One line for `grant`/`deny`/`reset`: "exe:/usr/bin/parecord (parecord): microphone granted (user)",
+    /// One line for `grant`/`deny`/`reset`: "exe:/usr/bin/pacat (parecord, identified by exe): microphone granted (user)",
     /// with its lifespan when it is not lasting: "microphone granted this session (user), then undetermined".
     public static func decision(_ a: AppInfo, timeZone: TimeZone = .current) -> String {
-        let details = [a.displayName.map { cell($0, max: 40) }, a.identifiedBy.map { "identified by \($0)" }].compactMap { $0 }
+        // The app's name when it says more than its key does (pw-record for exe:/usr/bin/pw-cat).
+        let byKey = AppNameResolver.shownName(appKey: a.key, systemName: nil, commandName: nil, executable: nil)
+        let details = [a.shownName == byKey ? nil : cell(a.shownName, max: 40),
+                       a.identifiedBy.map { "identified by \($0)" }].compactMap { $0 }
         let name = details.isEmpty ? "" : " (\(details.joined(separator: ", ")))"
         let lasting = lasts(a, timeZone: timeZone)
         let then = lasting != nil ? (a.afterwards.map { ", then \($0)" } ?? "") : ""
@@ -324,7 +327,7 @@ public enum ClientFormat {
         let text: String
         switch e {
         case .clientConnected(let c):
-            text = "client \(c.id) \(c.appKey) (\(cell(c.displayName, max: 40)), pid \(c.pid.map(String.init) ?? "-"), by \(c.identifiedBy)\(PromptWording.strengthLabel(c.strength).map { ", \($0)" } ?? ""))"
+            text = "client \(c.id) \(c.appKey) (\(cell(c.shownName, max: 40)), pid \(c.pid.map(String.init) ?? "-"), by \(c.identifiedBy)\(PromptWording.strengthLabel(c.strength).map { ", \($0)" } ?? ""))"
         case .clientDisconnected(let c):
             text = "client \(c.id) \(c.appKey)"
         case .streamStarted(let s):
@@ -334,7 +337,7 @@ public enum ClientFormat {
         case .streamEnded(let s):
             text = "client \(s.client) stream \(s.stream) \(s.appKey) real \(bytes(s.bytesReal)), silenced \(bytes(s.bytesSilenced))"
         case .promptRaised(let p):
-            text = "prompt \(p.id) \(p.appKey) \(PromptWording.kind(p)) (\(cell(p.displayName, max: 40)), pid \(p.pid.map(String.init) ?? "-")) purpose: \(p.purpose.map { cell($0) } ?? PromptWording.noReason)"
+            text = "prompt \(p.id) \(p.appKey) \(PromptWording.kind(p)) (\(cell(PromptWording.name(p), max: 40)), pid \(p.pid.map(String.init) ?? "-")) purpose: \(p.purpose.map { cell($0) } ?? PromptWording.noReason)"
         case .promptResolved(let r):
             text = "prompt \(r.prompt) \(r.appKey) \(r.outcome.rawValue)" + (r.by.map { " by \($0)" } ?? "")
         case .decisionChanged(let a):

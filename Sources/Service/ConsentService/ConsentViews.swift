@@ -40,7 +40,9 @@ final class ConsentViews: Sendable {
         let clientInfos = clients.map { c in
             ClientInfo(id: c.id.rawValue, appKey: c.identity.appKey.description, displayName: c.displayName,
                        pid: c.identity.pid, identifiedBy: c.identity.method.rawValue, executable: c.identity.executable,
-                       strength: c.identity.strength, caveat: c.identity.caveat)
+                       strength: c.identity.strength, caveat: c.identity.caveat,
+                       systemName: entries.entry(for: c.identity.appKey, executable: c.identity.executable)?.name,
+                       commandName: c.commandName)
         }
         let streamInfos: [StreamInfo] = streams.compactMap { s in
             guard let r = live[s.stream.rawValue] else { return nil }
@@ -68,7 +70,9 @@ final class ConsentViews: Sendable {
             },
             waiting: waiting.map { w in
                 WaitingCaptureInfo(appKey: w.appKey.description, kind: w.kind, displayName: w.displayName,
-                                   uid: w.uid, source: w.source, since: w.since)
+                                   uid: w.uid, source: w.source, since: w.since, executable: w.executable,
+                                   commandName: w.commandName,
+                                   systemName: entries.entry(for: w.appKey, executable: w.executable)?.name)
             },
             access: accessInfos(), pipewire: pipewire)
     }
@@ -123,7 +127,8 @@ final class ConsentViews: Sendable {
                        identifiedBy: r?.method, decidedAt: d?.decidedAt, lastUsed: d?.lastUsedAt,
                        executable: r?.executable, kind: kind, lifespan: eff.lifespan.kind,
                        expiresAt: eff.lifespan.expiresAt, afterwards: eff.afterwards,
-                       strength: r?.method.defaultStrength, systemName: entry?.name, icon: entry?.icon)
+                       strength: r?.method.defaultStrength, systemName: entry?.name, icon: entry?.icon,
+                       commandName: e.commandName(of: app))
     }
 
     func promptInfo(_ p: Prompt) -> PromptInfo {
@@ -132,7 +137,7 @@ final class ConsentViews: Sendable {
                           identifiedBy: p.method, pid: p.pid, purpose: p.purpose, source: p.source,
                           executable: p.executable, raisedAt: p.raisedAt, systemName: entry?.name, icon: entry?.icon,
                           strength: p.strength, caveat: p.caveat, kind: p.kind,
-                          commandName: ProcessInspector.linkName(pid: p.pid, executable: p.executable),
+                          commandName: p.commandName,
                           accessOff: engine.withLock { $0.accessOff.contains(p.kind) } ? true : nil)
     }
 
@@ -142,7 +147,8 @@ final class ConsentViews: Sendable {
         return ClientInfo(id: c.rawValue, appKey: id?.appKey.description ?? "unknown",
                           displayName: session?.properties.withLock { $0.displayName }, pid: id?.pid,
                           identifiedBy: id?.method.rawValue ?? "unknown", executable: id?.executable,
-                          strength: id?.strength, caveat: id?.caveat)
+                          strength: id?.strength, caveat: id?.caveat,
+                          commandName: id.flatMap { i in engine.withLock { $0.commandName(of: i.appKey) } })
     }
 
     /// `stream`: the record stream, when it has already left the registry (it ended).

@@ -30,9 +30,14 @@ final class SessionEvents: SessionObserver {
         // client's first record stream, which stays silent until its source is known.
         kinds.catalog.wake()
         let purpose = session.properties.withLock { $0.launcherPurpose }
+        // The name it was started by when that is a link to its executable (pw-record, parecord):
+        // the name the person typed, which every view shows it by.
+        let identity = session.identity
+        let command = identity.isUninspectable || identity.pid <= 0 ? nil
+            : ProcessInspector.linkName(pid: identity.pid, executable: identity.executable)
         decisions.withEngine { e in
-            ((), e.clientConnected(ClientID(session.id), identity: session.identity, launcherPurpose: purpose,
-                                   now: wallClockNow()))
+            ((), e.clientConnected(ClientID(session.id), identity: identity, launcherPurpose: purpose,
+                                   commandName: command, now: wallClockNow()))
         }
         snap?.sessionOpened(id: session.id, identity: session.identity) { [decisions] in
             decisions.reapplyAccess(session: session.id)
