@@ -16,6 +16,12 @@ enum ClientCommands {
         given ?? ClientPaths.controlSocket(environment: environment, uid: getuid())
     }
 
+    /// A connection to the control socket (`given`, else the default one), whose message when
+    /// nothing answers says how this session starts the daemon.
+    static func connect(_ given: String?, environment env: [String: String] = environment) throws(ControlClientError) -> ControlClient {
+        try ControlClient(path: controlPath(given), startHint: SessionTakeover.startHint(environment: env))
+    }
+
     static func fail(_ message: String) -> Int32 {
         Terminal.error("earmuff: \(message)")
         return 1
@@ -33,7 +39,7 @@ enum ClientCommands {
 
     static func status(_ o: ClientOptions) -> Int32 {
         do {
-            let client = try ControlClient(path: controlPath(o.controlPath))
+            let client = try connect(o.controlPath)
             guard case .status(let s) = try client.request(.status) else { return unexpected("status") }
             Terminal.out(o.json ? json(s) : ClientFormat.status(s) + "\n" + SessionTakeover.describe(s) + "\n")
             return 0
@@ -45,7 +51,7 @@ enum ClientCommands {
 
     static func apps(_ o: ClientOptions) -> Int32 {
         do {
-            let client = try ControlClient(path: controlPath(o.controlPath))
+            let client = try connect(o.controlPath)
             guard case .apps(let apps) = try client.request(.apps) else { return unexpected("apps") }
             Terminal.out(o.json ? json(apps) : ClientFormat.apps(apps.sorted { $0.key < $1.key }))
             return 0
@@ -56,7 +62,7 @@ enum ClientCommands {
 
     static func decide(_ request: ControlRequest, _ o: ClientOptions) -> Int32 {
         do {
-            let client = try ControlClient(path: controlPath(o.controlPath))
+            let client = try connect(o.controlPath)
             switch try client.request(request) {
             case .app(let app):
                 Terminal.out(o.json ? json(app) : ClientFormat.decision(app))
@@ -75,7 +81,7 @@ enum ClientCommands {
     /// `earmuff access on|off`: prints the switch as the daemon now has it.
     static func access(enabled: Bool, kind: Capability, _ o: ClientOptions) -> Int32 {
         do {
-            let client = try ControlClient(path: controlPath(o.controlPath))
+            let client = try connect(o.controlPath)
             guard case .status(let s) = try client.request(.setAccess(kind: kind, enabled: enabled)),
                   let now = s.access?.first(where: { $0.kind == kind }) else { return unexpected("set-access") }
             Terminal.out(o.json ? json(now) : ClientFormat.accessLine(now) + "\n")
@@ -89,7 +95,7 @@ enum ClientCommands {
 
     static func log(app: String?, since: Double?, _ o: ClientOptions) -> Int32 {
         do {
-            let client = try ControlClient(path: controlPath(o.controlPath))
+            let client = try connect(o.controlPath)
             guard case .usage(let sessions) = try client.request(.log(app: app, since: since, limit: nil)) else {
                 return unexpected("log")
             }
@@ -104,7 +110,7 @@ enum ClientCommands {
 
     static func watch(_ o: ClientOptions) -> Int32 {
         do {
-            let client = try ControlClient(path: controlPath(o.controlPath))
+            let client = try connect(o.controlPath)
             _ = try client.request(.subscribe)
             if !o.json { Terminal.out("watching \(client.path) (daemon pid \(client.greeting.pid)); interrupt to stop\n") }
             while true {
@@ -134,7 +140,7 @@ enum ClientCommands {
 
     static func agent(answer fixed: PromptAnswer?, lifespan: RequestedLifespan?, _ o: ClientOptions) -> Int32 {
         do {
-            let client = try ControlClient(path: controlPath(o.controlPath))
+            let client = try connect(o.controlPath)
             var agent = Agent(client: client, fixed: fixed.map { ($0, lifespan) }, json: o.json)
             return try agent.run()
         } catch {
@@ -307,7 +313,7 @@ enum ClientCommands {
         var server: String
         if let appID = o.appID {
             do {
-                let client = try ControlClient(path: controlPath(o.controlPath))
+                let client = try connect(o.controlPath)
                 guard case .launcher(let l) = try client.request(.registerLauncher(appID: appID, purpose: o.purpose)) else {
                     return unexpected("register-launcher")
                 }
@@ -322,7 +328,8 @@ enum ClientCommands {
                 ?? ClientPaths.clientSocket(environment: environment, uid: getuid())
             var st = stat()
             if stat(server, &st) != 0 {
-                return fail("cannot reach the daemon's client socket at \(server) (\(Errno.current)); start it with 'earmuff serve'")
+                let e = Errno.current
+                return fail("cannot reach the daemon's client socket at \(server) (\(e)); \(SessionTakeover.startHint(environment: environment))")
             }
             if st.st_mode & S_IFMT != S_IFSOCK {
                 return fail("\(server) is not a socket; point --listen at the socket 'earmuff serve' listens on")

@@ -55,7 +55,7 @@ enum SandboxRun {
             return ClientCommands.fail(error.message)
         }
         do {
-            let client = try ControlClient(path: ClientCommands.controlPath(o.controlPath))
+            let client = try ClientCommands.connect(o.controlPath)
             guard case .launcher(let l) = try client.request(.registerLauncher(appID: appID, purpose: o.purpose)) else {
                 return ClientCommands.unexpected("register-launcher")
             }

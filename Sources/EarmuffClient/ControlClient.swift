@@ -51,10 +51,17 @@ public final class ControlClient {
     private var queued: [ServerMessage] = []
     private var nextID = 1
     private var closed = false
+    /// How to start the daemon, for the message when nothing answers.
+    private let startHint: String
 
-    /// Connects and reads the greeting (waiting at most `timeoutMs`).
-    public init(path: String, timeoutMs: Int32 = 5000) throws(ControlClientError) {
+    /// What an unreachable daemon's message advises by default.
+    public static let serveHint = "start it with 'earmuff serve'"
+
+    /// Connects and reads the greeting (waiting at most `timeoutMs`). `startHint` ends the
+    /// message when nothing answers: how to start the daemon where this client runs.
+    public init(path: String, timeoutMs: Int32 = 5000, startHint: String = ControlClient.serveHint) throws(ControlClientError) {
         self.path = path
+        self.startHint = startHint
         let socket: FileDescriptor
         do throws(Errno) {
             // Blocking connect: it waits while the daemon's backlog is full instead of failing.
@@ -65,7 +72,7 @@ public final class ControlClient {
         do throws(Errno) {
             try socket.connect(to: path)
         } catch {
-            throw Self.unreachable(path, error)
+            throw Self.unreachable(path, error, startHint: startHint)
         }
         self.fd = socket.release()
         greeting = ServerHello(daemonVersion: "", pid: 0)
@@ -88,10 +95,10 @@ public final class ControlClient {
         }
     }
 
-    private static func unreachable(_ path: String, _ e: Errno) -> ControlClientError {
+    private static func unreachable(_ path: String, _ e: Errno, startHint: String) -> ControlClientError {
         let hint = e == .permissionDenied || e == .operationNotPermitted
             ? "the control socket belongs to another user; run earmuff as the daemon's user"
-            : "start it with 'earmuff serve'"
+            : startHint
         return ControlClientError(.unreachable, errno: e, "cannot reach the daemon at \(path) (\(e)); \(hint)")
     }
 
@@ -192,7 +199,7 @@ public final class ControlClient {
                 if try !waitFor(Int16(POLLIN), timeoutMs: timeoutMs) { return false }
                 continue
             }
-            if waitForConnect { throw Self.unreachable(path, e) }
+            if waitForConnect { throw Self.unreachable(path, e, startHint: startHint) }
             throw ControlClientError(.closed, errno: e, "lost the connection to the daemon at \(path) (\(e)); check that it is running with 'earmuff status'")
         }
     }

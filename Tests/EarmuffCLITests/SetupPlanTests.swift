@@ -98,3 +98,40 @@ import Testing
         #expect(DoctorCommand.unitProblems(environment: env, setUpFor: .pipewire, setup: options).isEmpty)
     }
 }
+
+/// What a command says when no daemon answers: after `earmuff setup` the session starts it
+/// (earmuff.socket), so 'earmuff serve' is advised only where setup's units are not in place.
+@Suite struct DaemonStartHintTests {
+    @Test func theAdviceFollowsWhetherSetupsUnitsAreInPlace() throws {
+        #expect(SessionTakeover.startHint(setUp: false) == "start it with 'earmuff serve'")
+        let setUp = SessionTakeover.startHint(setUp: true)
+        #expect(setUp.contains("systemctl --user start earmuff.socket") && setUp.contains("when an app connects"), "\(setUp)")
+        #expect(!setUp.contains("earmuff serve"), "\(setUp)")
+
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("earmuff-hint-\(UInt32.random(in: 0...UInt32.max))").path
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let env = ["HOME": "\(dir)/home", "XDG_CONFIG_HOME": "\(dir)/config", "XDG_RUNTIME_DIR": "\(dir)/run", "PATH": "/usr/bin:/bin"]
+        func message() -> String {
+            do {
+                _ = try ClientCommands.connect("\(dir)/run/earmuff/control", environment: env)
+                return "connected"
+            } catch {
+                return error.message
+            }
+        }
+        #expect(message().hasSuffix("; start it with 'earmuff serve'"), "\(message())")
+
+        var options = SetupCommand.Options()
+        options.server = .pipewire
+        options.noSystemctl = true
+        options.packagedUnitDirectory = "\(dir)/packaged"
+        #expect(try SetupRunner(options: options, environment: env).setup() == 0)
+        #expect(SessionTakeover.startHint(environment: env) == setUp)
+        #expect(message().hasPrefix("cannot reach the daemon at \(dir)/run/earmuff/control") && message().hasSuffix("; " + setUp),
+                "\(message())")
+
+        options.undo = true
+        #expect(try SetupRunner(options: options, environment: env).undo() == 0)
+        #expect(SessionTakeover.startHint(environment: env) == SessionTakeover.startHint(setUp: false))
+    }
+}

@@ -38,7 +38,7 @@ enum DoctorCommand {
         var status: StatusPayload?
         var daemonError: String?
         do {
-            let client = try ControlClient(path: controlPath)
+            let client = try ControlClient(path: controlPath, startHint: SessionTakeover.startHint(environment: env))
             if case .status(let s) = try client.request(.status) { status = s } else { daemonError = "it sent an unexpected reply" }
         } catch {
             daemonError = error.message

@@ -2,6 +2,7 @@
 // sound socket ($XDG_RUNTIME_DIR/pulse/native, after `earmuff setup`) and
 // where the real server is.
 import ControlProtocol
+import EarmuffClient
 import Foundation
 import Glibc
 
@@ -47,6 +48,20 @@ enum SessionTakeover {
         guard installedSocketUnit(environment: environment) != nil,
               let runtime = environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/") else { return nil }
         return "\(runtime)/\(SetupPlan.sessionSocket)"
+    }
+
+    /// How to start the daemon, for a message that finds it not running. After `earmuff setup`
+    /// (`setUp`: its earmuff.socket is in place) the session starts it: systemd, when an app
+    /// connects to the session's socket; 'earmuff serve' by hand would be wrong advice there.
+    static func startHint(setUp: Bool) -> String {
+        guard setUp else { return ControlClient.serveHint }
+        return "the session starts it when an app connects to $XDG_RUNTIME_DIR/\(SetupPlan.sessionSocket) (earmuff.socket, from earmuff setup): "
+            + "'systemctl --user start earmuff.socket' if that is stopped, 'systemctl --user start earmuff.service' to start it now"
+    }
+
+    /// `startHint` for the session of `environment`.
+    static func startHint(environment: [String: String]) -> String {
+        startHint(setUp: installedSocketUnit(environment: environment) != nil)
     }
 
     /// When the daemon cannot be reached but `earmuff setup` installed the
