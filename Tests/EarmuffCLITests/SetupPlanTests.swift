@@ -135,3 +135,61 @@ import Testing
         #expect(SessionTakeover.startHint(environment: env) == SessionTakeover.startHint(setUp: false))
     }
 }
+
+/// The directories setup makes are recorded in the files it writes, and `--undo` removes them
+/// once empty: never one that was there before, nor one that holds anything else.
+@Suite struct MadeDirectoriesTests {
+    @Test func eachFileRecordsTheDirectoriesAboveItThatSetupMade() {
+        let f = SetupFile(path: "/h/.config/systemd/user/pipewire-pulse.socket.d/earmuff.conf", contents: SetupPlan.marker + "\n[Socket]\n")
+        #expect(SetupPlan.ancestors(of: f.path) == ["/h/.config/systemd/user/pipewire-pulse.socket.d", "/h/.config/systemd/user",
+                                                     "/h/.config/systemd", "/h/.config", "/h"])
+        let made: Set = ["/h/.config/systemd", "/h/.config/systemd/user", "/h/.config/systemd/user/pipewire-pulse.socket.d",
+                         "/h/.config/pipewire"]
+        let text = SetupPlan.recording(f, made: made)
+        #expect(text.hasPrefix(f.contents), "the file as setup writes it comes first: \(text)")
+        #expect(SetupPlan.madeDirectories(in: text) == ["/h/.config/systemd", "/h/.config/systemd/user",
+                                                        "/h/.config/systemd/user/pipewire-pulse.socket.d"])
+        #expect(SetupPlan.withoutRecord(text) == f.contents)
+        #expect(SetupPlan.recording(f, made: []) == f.contents)
+        #expect(SetupPlan.madeDirectories(in: SetupPlan.marker + "\n# earmuff setup made the directory relative; x\n").isEmpty)
+    }
+
+    @Test func undoRemovesTheEmptyDirectoriesSetupMadeAndNoOther() throws {
+        let fm = FileManager.default
+        let dir = fm.temporaryDirectory.appendingPathComponent("earmuff-dirs-\(UInt32.random(in: 0...UInt32.max))").path
+        defer { try? fm.removeItem(atPath: dir) }
+        let config = "\(dir)/config"
+        let env = ["HOME": "\(dir)/home", "XDG_CONFIG_HOME": config, "XDG_RUNTIME_DIR": "\(dir)/run", "PATH": "/usr/bin:/bin"]
+        // There before setup: the config directory, and the user's own PipeWire directory with a file.
+        try fm.createDirectory(atPath: "\(config)/pipewire", withIntermediateDirectories: true)
+        try "context.properties = { }\n".write(toFile: "\(config)/pipewire/mine.conf", atomically: true, encoding: .utf8)
+        var options = SetupCommand.Options()
+        options.server = .pipewire
+        options.noSystemctl = true
+        options.packagedUnitDirectory = "\(dir)/packaged"
+        #expect(try SetupRunner(options: options, environment: env).setup() == 0)
+        let units = "\(config)/systemd/user"
+        #expect(fm.fileExists(atPath: "\(units)/earmuff.socket"))
+        // A second run changes nothing: the record is not a difference.
+        let socket = try String(contentsOfFile: "\(units)/earmuff.socket", encoding: .utf8)
+        #expect(SetupPlan.madeDirectories(in: socket) == ["\(config)/systemd", units], "\(socket)")
+        #expect(try SetupRunner(options: options, environment: env).setup() == 0)
+        #expect(try String(contentsOfFile: "\(units)/earmuff.socket", encoding: .utf8) == socket)
+
+        options.undo = true
+        #expect(try SetupRunner(options: options, environment: env).undo() == 0)
+        #expect(!fm.fileExists(atPath: "\(config)/systemd"), "left: \(String(describing: try? fm.subpathsOfDirectory(atPath: config)))")
+        #expect(!fm.fileExists(atPath: "\(config)/pipewire/pipewire-pulse.conf.d"))
+        #expect(try fm.contentsOfDirectory(atPath: "\(config)/pipewire") == ["mine.conf"], "the user's directory and file stay")
+        #expect(fm.fileExists(atPath: config), "there before setup")
+
+        // A directory setup made that now holds another file stays, with that file.
+        options.undo = false
+        #expect(try SetupRunner(options: options, environment: env).setup() == 0)
+        try "[Unit]\n".write(toFile: "\(units)/mine.service", atomically: true, encoding: .utf8)
+        options.undo = true
+        #expect(try SetupRunner(options: options, environment: env).undo() == 0)
+        #expect(try fm.contentsOfDirectory(atPath: units) == ["mine.service"])
+        #expect(!fm.fileExists(atPath: "\(units)/pipewire-pulse.socket.d"), "made and emptied: removed")
+    }
+}

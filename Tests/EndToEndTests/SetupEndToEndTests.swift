@@ -87,7 +87,7 @@ extension EndToEnd {
             // five header lines; each moved line is preceded by a comment with the original.
             let native = "load-module module-native-protocol-unix"
             let body = written.split(separator: "\n", omittingEmptySubsequences: false).dropFirst(5)
-                .filter { !$0.hasPrefix("# earmuff setup: was ") && !$0.hasPrefix(native) }
+                .filter { !$0.hasPrefix("# earmuff setup: was ") && !$0.hasPrefix(native) && !$0.hasPrefix("# earmuff setup made the directory ") }
             let expected = original.split(separator: "\n", omittingEmptySubsequences: false).filter { !$0.hasPrefix(native) }
             #expect(Array(body) == expected, "\(written)")
             #expect(written.contains("# earmuff setup: was \"\(native)\"\n"))
@@ -121,6 +121,31 @@ extension EndToEnd {
             let dryAgain = try home.setup(.pipewire, ["--dry-run"])
             #expect(!dryAgain.stdoutText.contains("would write"), "\(dryAgain)")
             #expect(!dryAgain.stdoutText.contains("would run: systemctl --user stop"), "\(dryAgain)")
+        }
+
+        /// `--undo` removes the directories setup made once they are empty (a fresh account has no
+        /// ~/.config/systemd/user), never one that was there before or that holds anything else.
+        @Test(arguments: [ServerKind.pipewire, .pulseaudio])
+        func undoRemovesTheDirectoriesSetupMadeAndNoOther(_ server: ServerKind) throws {
+            let home = try Home()
+            defer { home.remove() }
+            let fm = FileManager.default
+            // The user's own directory, with a file of theirs, is there before setup.
+            try TempDir.makeDirectory("\(home.config)/pipewire")
+            try "context.properties = { }\n".write(toFile: "\(home.config)/pipewire/mine.conf", atomically: true, encoding: .utf8)
+            let before = Set(try fm.subpathsOfDirectory(atPath: home.dir))
+            let r = try home.setup(server)
+            #expect(r.succeeded, "\(r)")
+            #expect(fm.fileExists(atPath: home.units))
+            let dry = try home.earmuff(["setup", "--undo", "--no-systemctl", "--dry-run"])
+            #expect(dry.stdoutText.contains("would remove \(home.dir)/config/systemd if nothing else is in it"), "\(dry)")
+            let undo = try home.earmuff(["setup", "--undo", "--no-systemctl"])
+            #expect(undo.succeeded, "\(undo)")
+            #expect(undo.stdoutText.contains("removed \(home.units) (made by earmuff setup, now empty)\n"), "\(undo)")
+            // (pactl, asked about module-x11-publish, may leave its runtime directory.)
+            let after = Set(try fm.subpathsOfDirectory(atPath: home.dir))
+                .filter { !$0.hasPrefix("cli-") && $0 != "client.conf" && !$0.hasPrefix("run/") }
+            #expect(after == before, "left: \(after.subtracting(before).sorted()); gone: \(before.subtracting(after).sorted())")
         }
 
         /// Every file under `roots`, with its contents.

@@ -133,7 +133,7 @@ public enum CommandTable {
                 When the package installed earmuff.socket and earmuff.service in /usr/lib/systemd/user, setup uses those and writes only the server's drop-ins; otherwise it writes the two units under $XDG_CONFIG_HOME/systemd/user. Exit status: 0 done (or nothing to do), 1 refused or failed (nothing written when refused), 64 usage error.
                 """,
             options: [
-                OptionSpec(["--undo"], "remove exactly what setup wrote; the real server goes back to pulse/native"),
+                OptionSpec(["--undo"], "remove exactly what setup wrote (and the directories it made, once empty); the real server goes back to pulse/native"),
                 OptionSpec(["--dry-run", "-n"], "print every file and systemctl command, change nothing"),
                 OptionSpec(["--server"], value: "NAME", "pipewire or pulseaudio (default: detected from 'pactl info' and the enabled systemd user units)", completion: .words(["pipewire", "pulseaudio"])),
                 OptionSpec(["--no-systemctl"], "write the files but run no 'systemctl --user' command (they are printed instead)"),

@@ -132,9 +132,12 @@ struct SetupRunner {
             say("note: the service will run \(c.binary), a build directory; install earmuff first (scripts/install) and run setup again with that binary, or a clean build breaks the session's sound")
         }
         var changed = false
+        // The directories setup made before, as its files record them, and those it makes now.
+        var made = Set(SetupPlan.allPaths(c).filter(ownedByUs).flatMap(madeDirectories))
+        let staleMade = Set(stale.flatMap(madeDirectories))
         for f in files {
             let current = try? String(contentsOfFile: f.path, encoding: .utf8)
-            if current == f.contents {
+            if let current, SetupPlan.withoutRecord(current) == f.contents {
                 say("unchanged \(f.path)")
                 continue
             }
@@ -143,7 +146,8 @@ struct SetupRunner {
                 say("would write \(f.path):")
                 say(f.contents.split(separator: "\n", omittingEmptySubsequences: false).map { "    " + $0 }.joined(separator: "\n"))
             } else {
-                try write(f)
+                made.formUnion(SetupPlan.ancestors(of: f.path).filter { !exists($0) })
+                try write(SetupFile(path: f.path, contents: SetupPlan.recording(f, made: made)))
                 say("wrote \(f.path)")
             }
         }
@@ -151,6 +155,7 @@ struct SetupRunner {
             changed = true
             if options.dryRun { say("would remove \(path)") } else { try remove(path); say("removed \(path)") }
         }
+        if !options.dryRun { removeEmpty(staleMade) }
         if !options.dryRun && !changed { say("nothing to change: the session is already set up") }
         if server == .pipewire && changed {
             say("PipeWire holds each native client (pipewire-0) until Earmuff has identified it; pipewire must be restarted to load that (systemctl --user restart pipewire.service, below)")
@@ -199,8 +204,14 @@ struct SetupRunner {
         }
         let (before, after) = SetupPlan.undoCommands(server)
         if !ours.isEmpty { try systemctl(before) }
+        let made = Set(ours.flatMap(madeDirectories))
         for path in ours {
             if options.dryRun { say("would remove \(path)") } else { try remove(path); say("removed \(path)") }
+        }
+        if options.dryRun {
+            for dir in made.sorted() { say("would remove \(dir) if nothing else is in it (made by earmuff setup)") }
+        } else {
+            removeEmpty(made)
         }
         for path in foreign { say("left \(path): not written by earmuff setup") }
         if !ours.isEmpty {
@@ -336,12 +347,25 @@ struct SetupRunner {
         try f.contents.write(toFile: f.path, atomically: true, encoding: .utf8)
     }
 
-    /// Removes `path` and then its directory if setup's `.d` directory is left empty.
     func remove(_ path: String) throws {
         try FileManager.default.removeItem(atPath: path)
-        let dir = (path as NSString).deletingLastPathComponent
-        if dir.hasSuffix(".d"), ((try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? ["x"]).isEmpty {
-            try? FileManager.default.removeItem(atPath: dir)
+    }
+
+    /// The directories the file setup wrote at `path` records as made by setup.
+    func madeDirectories(_ path: String) -> [String] {
+        (try? String(contentsOfFile: path, encoding: .utf8)).map(SetupPlan.madeDirectories) ?? []
+    }
+
+    /// Removes each of `made` (directories setup made) that is empty, innermost first, so that
+    /// a parent emptied by its child goes too. One that holds anything else stays: rmdir(2)
+    /// removes only an empty directory, and decides that itself.
+    func removeEmpty(_ made: Set<String>) {
+        let deepestFirst = made.sorted { a, b in
+            let (da, db) = (a.split(separator: "/").count, b.split(separator: "/").count)
+            return da != db ? da > db : a < b
+        }
+        for dir in deepestFirst where rmdir(dir) == 0 {
+            say("removed \(dir) (made by earmuff setup, now empty)")
         }
     }
 }

@@ -60,6 +60,49 @@ enum SetupPlan {
 
     /// The first line of every file setup writes; `--undo` removes only files that carry it.
     static let marker = "# Written by earmuff setup; 'earmuff setup --undo' removes this file."
+
+    // The directories setup made (a fresh account has no ~/.config/systemd/user) are recorded
+    // the same way, in the files themselves: each file ends with a line for every directory
+    // above it that setup made, so whichever of its files are left, `--undo` knows them, and
+    // removes each once it is empty. A directory that was there before is never recorded.
+
+    /// The line recording that setup made `directory`.
+    static func madeLine(_ directory: String) -> String { madePrefix + directory + madeSuffix }
+    private static let madePrefix = "# earmuff setup made the directory "
+    private static let madeSuffix = "; 'earmuff setup --undo' removes it when it is empty."
+
+    /// The directories above `path`, innermost first (`/a/b/c` → `/a/b`, `/a`).
+    static func ancestors(of path: String) -> [String] {
+        var out: [String] = []
+        var dir = (path as NSString).deletingLastPathComponent
+        while dir.count > 1 {
+            out.append(dir)
+            dir = (dir as NSString).deletingLastPathComponent
+        }
+        return out
+    }
+
+    /// `f`'s contents with a line for each directory of `made` above it, outermost first.
+    /// (A path with a line break cannot be written on one comment line; it is not recorded.)
+    static func recording(_ f: SetupFile, made: Set<String>) -> String {
+        let lines = ancestors(of: f.path).reversed().filter { made.contains($0) && !$0.contains("\n") }.map(madeLine)
+        return f.contents + lines.map { $0 + "\n" }.joined()
+    }
+
+    /// The directories `text` (a file setup wrote) records as made by setup.
+    static func madeDirectories(in text: String) -> [String] {
+        text.split(separator: "\n").compactMap { line in
+            guard line.hasPrefix(madePrefix), line.hasSuffix(madeSuffix) else { return nil }
+            let dir = String(line.dropFirst(madePrefix.count).dropLast(madeSuffix.count))
+            return dir.hasPrefix("/") ? dir : nil
+        }
+    }
+
+    /// `text` without its record of made directories: what setup compares with what it would write.
+    static func withoutRecord(_ text: String) -> String {
+        text.split(separator: "\n", omittingEmptySubsequences: false)
+            .filter { !($0.hasPrefix(madePrefix) && $0.hasSuffix(madeSuffix)) }.joined(separator: "\n")
+    }
     /// The socket apps connect to (Earmuff's, after setup), relative to `$XDG_RUNTIME_DIR`.
     static let sessionSocket = "pulse/native"
     /// Where the real server listens after setup, relative to `$XDG_RUNTIME_DIR`.
