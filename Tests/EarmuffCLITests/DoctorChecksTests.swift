@@ -45,6 +45,16 @@ private func check(_ name: String, _ f: DoctorFacts) -> DoctorCheck? {
         #expect(c?.message.contains("/run/user/7/earmuff/native") == true)
     }
 
+    /// The package removed under a session setup moved: no earmuff.socket, and how to get the sound back.
+    @Test func setUpWithoutEarmuffsUnitsSaysHowToUndo() {
+        var f = facts(nil)
+        f.socketUnit = nil
+        let c = check("session", f)
+        #expect(c?.outcome == .fail)
+        #expect(c?.message.contains("no earmuff.socket unit is installed (was the earmuff package removed?)") == true, "\(String(describing: c))")
+        #expect(c?.fix?.hasPrefix("'earmuff setup --undo' gives the session back to pipewire-pulse") == true, "\(String(describing: c))")
+    }
+
     @Test func setUpButNoDaemonSaysHowToStartIt() {
         let f = facts(nil)
         #expect(check("daemon", f)?.outcome == .fail)
@@ -142,5 +152,14 @@ private func check(_ name: String, _ f: DoctorFacts) -> DoctorCheck? {
         case .damaged, .unreadable: break
         case let other: Issue.record("a file of garbage is \(other)")
         }
+    }
+}
+
+extension DoctorFacts {
+    /// Facts of a session set up and running well, but for `unitProblems`.
+    static func sample(unitProblems: [UnitProblem]) -> DoctorFacts {
+        var f = facts()
+        f.unitProblems = unitProblems
+        return f
     }
 }

@@ -81,10 +81,12 @@ import Testing
         #expect(FileManager.default.fileExists(atPath: "\(units)/earmuff.socket"))
         #expect(DoctorCommand.unitProblems(environment: env, setUpFor: .pipewire, setup: options).isEmpty)
 
-        // The package installs its units: setup's own now hide them.
+        // The package installs its units (running its binary, here a copy of true): setup's own now hide them.
         try FileManager.default.createDirectory(atPath: options.packagedUnitDirectory, withIntermediateDirectories: true)
+        let packagedBinary = "\(options.packagedUnitDirectory)/earmuff"
+        try FileManager.default.copyItem(atPath: "/bin/true", toPath: packagedBinary)
         try SetupPlan.socketUnit(nil).write(toFile: "\(options.packagedUnitDirectory)/earmuff.socket", atomically: true, encoding: .utf8)
-        try SetupPlan.serviceUnit(nil, binary: SetupPlan.packagedBinary)
+        try SetupPlan.serviceUnit(nil, binary: packagedBinary)
             .write(toFile: "\(options.packagedUnitDirectory)/earmuff.service", atomically: true, encoding: .utf8)
         let stale = DoctorCommand.unitProblems(environment: env, setUpFor: .pipewire, setup: options)
         #expect(stale.count == 2 && stale.allSatisfy { $0.problem.contains("hides the packaged") }, "\(stale)")
@@ -96,6 +98,22 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: "\(units)/earmuff.service"))
         #expect(FileManager.default.fileExists(atPath: "\(units)/pipewire-pulse.socket.d/earmuff.conf"))
         #expect(DoctorCommand.unitProblems(environment: env, setUpFor: .pipewire, setup: options).isEmpty)
+
+        // The package's binary is gone while setup has the session: it says so, and how to undo.
+        try FileManager.default.removeItem(atPath: packagedBinary)
+        let gone = DoctorCommand.unitProblems(environment: env, setUpFor: .pipewire, setup: options)
+        #expect(gone.map(\.problem) == ["\(options.packagedUnitDirectory)/earmuff.service runs \(packagedBinary), which is not there any more: nothing answers behind the session's sound socket"])
+        #expect(gone.first?.fix.hasPrefix("'earmuff setup --undo' gives the session back to pipewire-pulse;") == true, "\(gone)")
+        #expect(DoctorChecks.units(DoctorFacts.sample(unitProblems: gone)).outcome == .fail)
+        // Not set up: the package's units are nobody's business.
+        #expect(DoctorCommand.unitProblems(environment: env, setUpFor: nil, setup: options).isEmpty)
+
+        // Setup's own units running a program that is gone: the same.
+        options.binary = "\(dir)/gone/earmuff"
+        #expect(try SetupRunner(options: options, environment: env).setup() == 0)
+        let own = DoctorCommand.unitProblems(environment: env, setUpFor: .pipewire, setup: options)
+        #expect(own.map(\.problem) == ["\(units)/earmuff.service runs \(dir)/gone/earmuff, which is not there any more: nothing answers behind the session's sound socket"])
+        #expect(own.first?.fix.contains("earmuff setup --undo") == true)
     }
 }
 

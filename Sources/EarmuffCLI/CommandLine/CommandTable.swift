@@ -146,7 +146,7 @@ public enum CommandTable {
             synopsis: ["[--json] [--control PATH]"],
             summary: "check the session: daemon, socket, server, prompts, bypasses, units, store",
             description: """
-                Checks the session and prints one line per check, with what to do about each that fails: the daemon answers; the session socket ($XDG_RUNTIME_DIR/pulse/native) is Earmuff's and the real server is behind it; the upstream server answers; a prompt channel exists, and which one a prompt would use now; the pipewire-0 socket and /dev/snd devices this user can open (the ways around Earmuff); stale or foreign systemd units and drop-ins; the permission store's integrity.
+                Checks the session and prints one line per check, with what to do about each that fails: the daemon answers; the session socket ($XDG_RUNTIME_DIR/pulse/native) is Earmuff's and the real server is behind it; the upstream server answers; a prompt channel exists, and which one a prompt would use now; the pipewire-0 socket and /dev/snd devices this user can open (the ways around Earmuff); stale or foreign systemd units and drop-ins, and an earmuff.service whose program is gone; the permission store's integrity.
 
                 Exit status: 0 when every check passes, 1 when one fails (warnings do not fail), 64 usage error.
                 """,

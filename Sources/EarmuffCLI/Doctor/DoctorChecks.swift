@@ -105,7 +105,8 @@ enum DoctorChecks {
                                fix: "run 'earmuff setup' (see 'earmuff setup --dry-run' first)")
         }
         guard f.socketUnit != nil else {
-            return DoctorCheck(name: "session", outcome: .fail, message: "\(server.displayName)'s socket is moved to \(SetupPlan.upstreamSocket), but no earmuff.socket unit is installed, so nothing listens on \(native)", fix: "run 'earmuff setup' again (or 'earmuff setup --undo')")
+            return DoctorCheck(name: "session", outcome: .fail, message: "\(server.displayName)'s socket is moved to \(SetupPlan.upstreamSocket), but no earmuff.socket unit is installed (was the earmuff package removed?), so nothing listens on \(native): apps find no sound server",
+                               fix: "'earmuff setup --undo' gives the session back to \(server.displayName); or install earmuff again and run 'earmuff setup'")
         }
         if let s = f.status {
             guard s.daemon.sessionSocket == true else {
@@ -193,6 +194,14 @@ enum DoctorChecks {
             return DoctorCheck(name: "devices", outcome: .ok, message: "no /dev/snd capture device this user can open", fix: nil)
         }
         return DoctorCheck(name: "devices", outcome: .warn, message: "this user can open \(f.captureDevices.joined(separator: ", ")): an app can record from the hardware directly (seat access or the audio group)", fix: bypassAnswer)
+    }
+
+    /// The problem of an earmuff.service (`service`) whose program (`binary`) is gone while
+    /// setup has the session's socket: nothing starts behind it, so apps get no sound.
+    static func missingProgram(service: String, binary: String, server: SessionServer?) -> DoctorFacts.UnitProblem {
+        DoctorFacts.UnitProblem(
+            problem: "\(service) runs \(binary), which is not there any more: nothing answers behind the session's sound socket",
+            fix: "'earmuff setup --undo' gives the session back to \(server?.displayName ?? "its sound server"); or install earmuff again and run 'earmuff setup' with it")
     }
 
     static func units(_ f: DoctorFacts) -> DoctorCheck {

@@ -86,14 +86,18 @@ enum DoctorCommand {
         guard let c = try? runner.context() else { return [] }
         var problems: [DoctorFacts.UnitProblem] = []
         let units = SetupPlan.unitDirectory(c)
-        for name in SetupPlan.unitNames where runner.ownedByUs("\(units)/\(name)") {
-            if c.packagedUnits {
-                problems.append(.init(problem: "\(units)/\(name), written by an earlier earmuff setup, hides the packaged \(options.packagedUnitDirectory)/\(name)",
-                                      fix: "run 'earmuff setup' again: it removes its own copy and uses the packaged unit"))
-            } else if name == "earmuff.service", let binary = execBinary(of: "\(units)/\(name)"), access(binary, X_OK) != 0 {
-                problems.append(.init(problem: "\(units)/\(name) runs \(binary), which is not there any more",
-                                      fix: "install earmuff and run 'earmuff setup' again with it"))
-            }
+        for name in SetupPlan.unitNames where c.packagedUnits && runner.ownedByUs("\(units)/\(name)") {
+            problems.append(.init(problem: "\(units)/\(name), written by an earlier earmuff setup, hides the packaged \(options.packagedUnitDirectory)/\(name)",
+                                  fix: "run 'earmuff setup' again: it removes its own copy and uses the packaged unit"))
+        }
+        // The earmuff.service the session starts (setup's own, which systemd prefers, else the
+        // package's once setup moved the server) must run a program that is there; one that is
+        // gone (the package removed, a copy deleted) leaves the session without sound.
+        let own = "\(units)/earmuff.service"
+        let service = runner.ownedByUs(own) ? own
+            : setUpFor != nil && c.packagedUnits ? "\(options.packagedUnitDirectory)/earmuff.service" : nil
+        if let service, let binary = execBinary(of: service), access(binary, X_OK) != 0 {
+            problems.append(DoctorChecks.missingProgram(service: service, binary: binary, server: setUpFor))
         }
         if let setUpFor {
             for other in SessionServer.allCases where other != setUpFor && runner.ownedByUs(SetupPlan.socketDropIn(c, other)) {
