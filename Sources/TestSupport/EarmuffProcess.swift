@@ -78,7 +78,7 @@ public final class EarmuffProcess: Sendable {
             if printedServerLine { return true }
             // Not by connecting: a connection, even one that sends nothing, is a client that
             // earmuff remembers as an app.
-            return UnixSocket.isListening(listenPath)
+            return UnixSocket.isListening(listenPath, heldBy: process.pid)
         }
         guard process.isRunning else {
             throw TestSupportError("earmuff exited during startup (status \(process.poll() ?? -1)); stdout: \(stdoutText())\nstderr:\n\(log())")
@@ -191,14 +191,109 @@ public enum UnixSocket {
         return fd
     }
 
-    /// Whether a socket listens at `path` now, told without connecting to it: a line of
-    /// /proc/net/unix for the path with the listening flag (__SO_ACCEPTCON).
-    public static func isListening(_ path: String) -> Bool {
+    /// Whether a socket that process `pid` holds listens at `path` now, told without connecting
+    /// to it (a connection, even one that sends nothing, is a client earmuff remembers).
+    ///
+    /// Not by finding the path in /proc/net/unix: reading that file walks the kernel's table of
+    /// Unix sockets a page at a time, each read resuming at a bucket and a position in it saved
+    /// by the one before, so a socket closed meanwhile ahead of ours in its bucket moves ours
+    /// back past the resume point and the walk skips it. With sockets coming and going (a test
+    /// run's servers and clients) a socket listening all along was now and then not found.
+    /// Instead, the sockets `pid` holds (its descriptors, `socket:[INODE]` in /proc/PID/fd) are
+    /// each asked about by inode through sock_diag (NETLINK_SOCK_DIAG, UNIX_DIAG for one inode):
+    /// an exact lookup under the table's lock, which cannot skip a socket that exists, and
+    /// which gives its state and bound path. Only where the kernel has no unix_diag is the
+    /// table read instead, for those inodes.
+    public static func isListening(_ path: String, heldBy pid: pid_t) -> Bool {
+        let inodes = socketInodes(of: pid)
+        guard !inodes.isEmpty else { return false }
+        let diag = socket(AF_NETLINK, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), netlinkSockDiag)
+        guard diag >= 0 else { return listedAsListening(path, inodes: inodes) }
+        defer { close(diag) }
+        for inode in inodes {
+            switch unixSocket(inode: inode, via: diag) {
+            case .socket(let listening, let bound): if listening && bound == path { return true }
+            case .none: continue
+            case .unanswered: return listedAsListening(path, inodes: inodes)
+            }
+        }
+        return false
+    }
+
+    /// The inodes of the sockets among `pid`'s descriptors.
+    static func socketInodes(of pid: pid_t) -> [UInt32] {
+        let dir = "/proc/\(pid)/fd"
+        let fds = (try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []
+        return fds.compactMap { fd in
+            guard let link = try? FileManager.default.destinationOfSymbolicLink(atPath: "\(dir)/\(fd)"),
+                  link.hasPrefix("socket:["), link.hasSuffix("]") else { return nil }
+            return UInt32(link.dropFirst("socket:[".count).dropLast())
+        }
+    }
+
+    private static let netlinkSockDiag: Int32 = 4   // NETLINK_SOCK_DIAG
+    private static let sockDiagByFamily: UInt16 = 20   // SOCK_DIAG_BY_FAMILY
+    private static let tcpListen: UInt8 = 10   // the state of a listening Unix socket
+
+    /// What sock_diag says of one Unix socket.
+    enum DiagAnswer: Equatable {
+        /// It exists: whether it listens, and the path it is bound to (nil: none).
+        case socket(listening: Bool, path: String?)
+        /// No Unix socket has that inode.
+        case none
+        /// No answer to read (no unix_diag in this kernel).
+        case unanswered
+    }
+
+    /// Asks sock_diag (the netlink socket `diag`) about the Unix socket with `inode`.
+    static func unixSocket(inode: UInt32, via diag: Int32) -> DiagAnswer {
+        var request: [UInt8] = []
+        func put<T: FixedWidthInteger>(_ v: T) { withUnsafeBytes(of: v) { request += $0 } }
+        // struct nlmsghdr: length, SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST, sequence, port (the kernel's).
+        put(UInt32(40)); put(sockDiagByFamily); put(UInt16(1)); put(UInt32(1)); put(UInt32(0))
+        // struct unix_diag_req: AF_UNIX, protocol, pad, every state, the inode, UDIAG_SHOW_NAME,
+        // and no cookie (INET_DIAG_NOCOOKIE twice).
+        put(UInt8(AF_UNIX)); put(UInt8(0)); put(UInt16(0)); put(UInt32.max); put(inode); put(UInt32(1))
+        put(UInt32.max); put(UInt32.max)
+        guard send(diag, request, request.count, 0) == request.count else { return .unanswered }
+        // The kernel answers within send(): the reply is queued by now.
+        var reply = [UInt8](repeating: 0, count: 8192)
+        let n = recv(diag, &reply, reply.count, Int32(MSG_DONTWAIT))
+        guard n >= 16 else { return .unanswered }
+        func u16(_ at: Int) -> UInt16 { reply.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: at, as: UInt16.self) } }
+        func u32(_ at: Int) -> UInt32 { reply.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: at, as: UInt32.self) } }
+        let length = min(Int(u32(0)), n)
+        switch u16(4) {
+        case 2:  // NLMSG_ERROR: -ENOENT for an inode that is no Unix socket
+            return length >= 20 && Int32(bitPattern: u32(16)) == -ENOENT ? .none : .unanswered
+        case sockDiagByFamily where length >= 32 && u32(20) == inode:
+            // struct unix_diag_msg (family, type, state, pad, inode, cookie), then attributes.
+            var path: String?
+            var at = 32
+            while at + 4 <= length {
+                let size = Int(u16(at)), type = u16(at + 2)
+                guard size >= 4, at + size <= length else { break }
+                if type == 0 {  // UNIX_DIAG_NAME: sun_path as bound, with its NUL
+                    path = String(decoding: reply[(at + 4)..<(at + size)].prefix { $0 != 0 }, as: UTF8.self)
+                }
+                at += (size + 3) & ~3
+            }
+            return .socket(listening: reply[18] == tcpListen, path: path)
+        default:
+            return .unanswered
+        }
+    }
+
+    /// The fallback where sock_diag does not answer: a line of /proc/net/unix for one of
+    /// `inodes`, bound to `path`, with the listening flag (__SO_ACCEPTCON). It can miss a
+    /// line while other sockets come and go (see `isListening`).
+    private static func listedAsListening(_ path: String, inodes: [UInt32]) -> Bool {
         guard let table = try? String(contentsOfFile: "/proc/net/unix", encoding: .utf8) else { return false }
+        let wanted = Set(inodes)
         return table.split(separator: "\n").dropFirst().contains { line in
             let fields = line.split(separator: " ", omittingEmptySubsequences: true)
-            guard fields.count >= 8, let flags = UInt32(fields[3], radix: 16) else { return false }
-            return flags & 0x10000 != 0 && fields[7...].joined(separator: " ") == path
+            guard fields.count >= 8, let flags = UInt32(fields[3], radix: 16), let inode = UInt32(fields[6]) else { return false }
+            return flags & 0x10000 != 0 && wanted.contains(inode) && fields[7...].joined(separator: " ") == path
         }
     }
 

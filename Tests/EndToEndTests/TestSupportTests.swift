@@ -5,6 +5,7 @@
 
 import Foundation
 import Glibc
+import Synchronization
 import Testing
 import TestSupport
 
@@ -14,13 +15,47 @@ extension EndToEnd {
         @Test func aListeningSocketIsToldWithoutConnectingAndOthersAreNot() throws {
             let dir = try TempDir.make(prefix: "earmuff-listen")
             defer { TempDir.remove(dir) }
-            #expect(!UnixSocket.isListening("\(dir)/s"))
+            let me = getpid()
+            #expect(!UnixSocket.isListening("\(dir)/s", heldBy: me))
             let fd = try UnixSocket.listen("\(dir)/s")
-            #expect(UnixSocket.isListening("\(dir)/s"))
-            #expect(!UnixSocket.isListening("\(dir)/s2"))
-            #expect(!UnixSocket.isListening(dir))
+            #expect(UnixSocket.isListening("\(dir)/s", heldBy: me))
+            #expect(!UnixSocket.isListening("\(dir)/s2", heldBy: me))
+            #expect(!UnixSocket.isListening(dir, heldBy: me))
+            // Another process's socket at that path is not this one's.
+            #expect(!UnixSocket.isListening("\(dir)/s", heldBy: getppid()))
             close(fd)
-            #expect(!UnixSocket.isListening("\(dir)/s"))
+            #expect(!UnixSocket.isListening("\(dir)/s", heldBy: me))
+        }
+
+        /// A socket listening all along is found every time while other sockets come and go
+        /// (a walk of /proc/net/unix could skip it then), and one bound but not listening is not.
+        @Test func aListeningSocketIsNeverMissedWhileOthersComeAndGo() throws {
+            let dir = try TempDir.make(prefix: "earmuff-listen")
+            defer { TempDir.remove(dir) }
+            let fd = try UnixSocket.listen("\(dir)/s")
+            defer { close(fd) }
+            let stop = Atomic<Bool>(false)
+            let churn = Thread {
+                while !stop.load(ordering: .relaxed) {
+                    let others = (0..<64).map { _ in socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0) }
+                    for o in others where o >= 0 { close(o) }
+                }
+            }
+            churn.start()
+            defer { stop.store(true, ordering: .relaxed) }
+            let missed = (0..<2000).filter { _ in !UnixSocket.isListening("\(dir)/s", heldBy: getpid()) }.count
+            #expect(missed == 0, "missed \(missed) of 2000 times")
+
+            let bound = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            defer { close(bound) }
+            var addr = sockaddr_un()
+            addr.sun_family = sa_family_t(AF_UNIX)
+            withUnsafeMutableBytes(of: &addr.sun_path) { $0.copyBytes(from: Array("\(dir)/b".utf8) + [0]) }
+            let rc = withUnsafePointer(to: &addr) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(bound, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            }
+            #expect(rc == 0)
+            #expect(!UnixSocket.isListening("\(dir)/b", heldBy: getpid()), "bound, not listening")
         }
     }
 
