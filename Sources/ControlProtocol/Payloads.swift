@@ -443,30 +443,27 @@ public struct AccessInfo: Codable, Sendable, Equatable {
 // The name each payload's app is shown by: the one rule of `AppNameResolver.shownName`, so that a
 // prompt, `status`, `apps` and the settings window never name an app two ways.
 
-extension AppInfo {
+/// A payload about an app that carries what its shown name is made from.
+public protocol AppNamed {
+    /// The app key (`kind:value`).
+    var appKey: String { get }
+    /// The name of the app's desktop entry.
+    var systemName: String? { get }
+    /// The command it was started as, when that is a link to `executable`.
+    var commandName: String? { get }
+    var executable: String? { get }
+}
+
+extension AppNamed {
     /// The name this app is shown by everywhere.
     public var shownName: String {
-        AppNameResolver.shownName(appKey: key, systemName: systemName, commandName: commandName, executable: executable)
-    }
-}
-
-extension ClientInfo {
-    /// The name this client's app is shown by everywhere.
-    public var shownName: String {
         AppNameResolver.shownName(appKey: appKey, systemName: systemName, commandName: commandName, executable: executable)
     }
 }
 
-extension PromptInfo {
-    /// The name this prompt's app is shown by everywhere.
-    public var shownName: String {
-        AppNameResolver.shownName(appKey: appKey, systemName: systemName, commandName: commandName, executable: executable)
-    }
-}
-
-extension WaitingCaptureInfo {
-    /// The name this capture's app is shown by everywhere.
-    public var shownName: String {
-        AppNameResolver.shownName(appKey: appKey, systemName: systemName, commandName: commandName, executable: executable)
-    }
+extension ClientInfo: AppNamed {}
+extension PromptInfo: AppNamed {}
+extension WaitingCaptureInfo: AppNamed {}
+extension AppInfo: AppNamed {
+    public var appKey: String { key }
 }
