@@ -54,11 +54,17 @@ public enum ProcessInspector {
         return facts
     }
 
+    /// The system's command directories, the only places `linkName` looks a name up.
+    static let commandDirectories = ["/usr/local/bin", "/usr/bin", "/bin", "/usr/local/sbin", "/usr/sbin", "/sbin"]
+
     /// The name `pid` was started as, when that is another name for `executable`: its
-    /// `argv[0]` names (as a path, or found in the standard command directories) a symbolic
-    /// link that resolves to the executable the kernel reports, as `parecord` does to
+    /// `argv[0]` names (by its name, or as a path in one of `commandDirectories`) a symbolic
+    /// link there that resolves to the executable the kernel reports, as `parecord` does to
     /// /usr/bin/pacat. Nil for the executable's own name, a name that is no such link, or a
     /// process that no longer runs `executable`. For display only: it decides nothing.
+    /// Called on the accept loop for every client: it looks only in the system's directories,
+    /// never in one the app chose (its argv[0]'s own directory or its working directory), where
+    /// a FUSE file system could leave the lookup waiting for ever.
     public static func linkName(pid: Int32, executable: String?) -> String? {
         guard let executable, readLink("/proc/\(pid)/exe") == executable,
               let raw = readSmallFile("/proc/\(pid)/cmdline"),
@@ -67,9 +73,9 @@ public enum ProcessInspector {
         let argv0 = String(decoding: first, as: UTF8.self)
         let name = argv0.split(separator: "/").last.map(String.init) ?? argv0
         guard name != executable.split(separator: "/").last.map(String.init) else { return nil }
-        let candidates = argv0.hasPrefix("/") ? [argv0]
-            : argv0.contains("/") ? readLink("/proc/\(pid)/cwd").map { ["\($0)/\(argv0)"] } ?? []
-            : ["/usr/local/bin", "/usr/bin", "/bin", "/usr/local/sbin", "/usr/sbin", "/sbin"].map { "\($0)/\(name)" }
+        let directory = argv0.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
+        let candidates = !argv0.contains("/") ? commandDirectories.map { "\($0)/\(name)" }
+            : commandDirectories.contains(directory) ? [argv0] : []
         for path in candidates {
             var st = stat()
             guard lstat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFLNK,
