@@ -34,6 +34,29 @@ import Testing
         #expect(throws: SetupError.self) { try SetupPlan.pipewireHoldConfig(from: system + system, path: "/s", binary: "/e") }
     }
 
+    /// The silent source is the first of the configuration's objects, or in a section of its own.
+    @Test func theSilentSourceIsOneOfTheServersOwnObjects() throws {
+        let objects = "context.objects = [\n    { factory = spa-node-factory args = { node.name = Dummy-Driver } }\n]\n"
+        let module = "context.modules = [ { name = libpipewire-module-access } ]\n"
+        let out = try SetupPlan.pipewireHoldConfig(from: module + objects, path: "/s", binary: "/e")
+        let at = try #require(out.range(of: "context.objects = [\n"))
+        let silent = try #require(out.range(of: "node.name = \"earmuff.silence\""))
+        let driver = try #require(out.range(of: "Dummy-Driver"))
+        #expect(at.upperBound < silent.lowerBound && silent.upperBound < driver.lowerBound, "\(out)")
+        for line in ["{ factory = adapter", "factory.name = \"support.null-audio-sink\"", "media.class = \"Audio/Source/Virtual\"",
+                     "audio.position = [ MONO ]", "object.linger = \"true\"", "node.description = \"Earmuff (silenced)\""] {
+            #expect(out.contains(line), "\(line): \(out)")
+        }
+        #expect(out.components(separatedBy: "earmuff.silence").count == 2, "one silent source: \(out)")
+        // A configuration with no objects gets a section.
+        let bare = try SetupPlan.pipewireHoldConfig(from: module, path: "/s", binary: "/e")
+        #expect(bare.hasSuffix("]\n") && bare.contains("\ncontext.objects = [\n    # earmuff setup: the silent source"), "\(bare)")
+        // PipeWire starts Earmuff: its service is wanted by PipeWire's.
+        for server in [SessionServer.pipewire, .pulseaudio, nil] {
+            #expect(SetupPlan.serviceUnit(server, binary: "/b").contains("WantedBy=pipewire.service\nAlso=earmuff.socket\n"))
+        }
+    }
+
     @Test func withPackagedUnitsSetupWritesOnlyTheServersFiles() throws {
         var packaged = context
         packaged.packagedUnits = true
@@ -79,6 +102,11 @@ import Testing
         // Before the package: setup writes units of its own.
         #expect(try SetupRunner(options: options, environment: env).setup() == 0)
         #expect(FileManager.default.fileExists(atPath: "\(units)/earmuff.socket"))
+        // Without systemctl nothing enabled earmuff.service: PipeWire does not start it.
+        let unstarted = DoctorCommand.unitProblems(environment: env, setUpFor: .pipewire, setup: options)
+        #expect(unstarted.map(\.fix) == ["systemctl --user enable earmuff.service"], "\(unstarted)")
+        try FileManager.default.createDirectory(atPath: "\(units)/pipewire.service.wants", withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(atPath: "\(units)/pipewire.service.wants/earmuff.service", withDestinationPath: "../earmuff.service")
         #expect(DoctorCommand.unitProblems(environment: env, setUpFor: .pipewire, setup: options).isEmpty)
 
         // The package installs its units (running its binary, here a copy of true): setup's own now hide them.

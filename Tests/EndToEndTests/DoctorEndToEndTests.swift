@@ -44,6 +44,13 @@ extension EndToEnd {
             let idle = try earmuff.cli(["doctor"])
             #expect(idle.status == 1, "\(idle)")
             #expect(idle.stdoutText.contains("systemctl --user start earmuff.socket"), "\(idle)")
+            if kind == .pipewire {
+                // Setup ran without systemctl: nothing starts Earmuff with PipeWire yet.
+                let units = try DoctorView.decode(earmuff.cli(["doctor", "--json"]))["units"]
+                #expect(units?.outcome == "fail" && units?.message.contains("not started with PipeWire") == true, "\(String(describing: units))")
+                #expect(units?.fix == "systemctl --user enable earmuff.service", "\(String(describing: units))")
+                try home.enableAsSystemctlWould()
+            }
 
             // The first app starts it.
             let info = try Tool.run("pactl", args: ["info"], server: "", environment: ["XDG_RUNTIME_DIR": session.runtimeDir], timeout: 60)

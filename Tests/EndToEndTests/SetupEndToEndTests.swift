@@ -101,7 +101,7 @@ extension EndToEnd {
             #expect(home.files().isEmpty, "dry run wrote \(home.files().keys)")
             for f in Self.pipewireFiles { #expect(dry.stdoutText.contains("would write \(home.config)/\(f):"), "\(dry)") }
             for cmd in ["daemon-reload", "stop pipewire-pulse.service pipewire-pulse.socket", "restart pipewire.service", "start pipewire-pulse.socket",
-                        "enable --now earmuff.socket"] {
+                        "enable --now earmuff.socket earmuff.service"] {
                 #expect(dry.stdoutText.contains("would run: systemctl --user \(cmd)\n"), "\(dry)")
             }
 
@@ -283,12 +283,12 @@ extension EndToEnd {
             #expect(first.succeeded, "\(first)")
             #expect(ran == ["--user is-enabled pipewire-pulse.socket", "--user daemon-reload",
                             "--user stop pipewire-pulse.service pipewire-pulse.socket", "--user restart pipewire.service",
-                            "--user start pipewire-pulse.socket", "--user enable --now earmuff.socket"], "\(ran)")
+                            "--user start pipewire-pulse.socket", "--user enable --now earmuff.socket earmuff.service"], "\(ran)")
             #expect(Set(home.files().keys) == Self.pipewireFiles)
 
             let (second, again) = try withFakeManager(home, ["setup", "--server", "pipewire"])
             #expect(second.succeeded, "\(second)")
-            #expect(again == ["--user enable --now earmuff.socket"], "a second run restarted the server: \(again)")
+            #expect(again == ["--user enable --now earmuff.socket earmuff.service"], "a second run restarted the server: \(again)")
 
             let before = home.files()
             let (dryUndo, ranDry) = try withFakeManager(home, ["setup", "--undo", "--dry-run"])

@@ -38,6 +38,14 @@ extension EndToEnd.SetupEndToEndTests {
                          "--pulse-script", systemScript] + more)
         }
 
+        /// What `systemctl --user enable earmuff.service` leaves (setup ran with --no-systemctl):
+        /// PipeWire's service wants Earmuff's.
+        func enableAsSystemctlWould() throws {
+            try TempDir.makeDirectory("\(units)/pipewire.service.wants")
+            try FileManager.default.createSymbolicLink(atPath: "\(units)/pipewire.service.wants/earmuff.service",
+                                                       withDestinationPath: "\(units)/earmuff.service")
+        }
+
         /// `$HOME/.config/pulse`, where PulseAudio reads the user's default.pa.
         var pulseConfig: String { "\(dir)/home/.config/pulse" }
 

@@ -99,6 +99,12 @@ enum DoctorCommand {
         if let service, let binary = execBinary(of: service), access(binary, X_OK) != 0 {
             problems.append(DoctorChecks.missingProgram(service: service, binary: binary, server: setUpFor))
         }
+        // systemd finds the unit by the link's name: where it points does not matter.
+        var link = stat()
+        if setUpFor == .pipewire, lstat(SetupPlan.startedWithPipeWire(c), &link) != 0 {
+            problems.append(.init(problem: "earmuff.service is not started with PipeWire: after login, a native PipeWire client waits until some Pulse app starts Earmuff",
+                                  fix: "systemctl --user enable earmuff.service"))
+        }
         if let setUpFor {
             for other in SessionServer.allCases where other != setUpFor && runner.ownedByUs(SetupPlan.socketDropIn(c, other)) {
                 problems.append(.init(problem: "\(SetupPlan.socketDropIn(c, other)) is left from setting up for \(other.displayName)",

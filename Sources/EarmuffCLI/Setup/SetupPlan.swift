@@ -196,9 +196,21 @@ enum SetupPlan {
         Slice=session.slice
 
         [Install]
+        # Started with PipeWire, too: its native clients wait for Earmuff at connect.
+        WantedBy=\(pipewireService)
         Also=earmuff.socket
 
         """
+    }
+
+    /// The PipeWire daemon's user unit, with which Earmuff starts: it holds its native clients
+    /// until Earmuff releases them, and socket activation of pipewire.socket starts it for
+    /// the first one, Pulse client or not.
+    static let pipewireService = "pipewire.service"
+
+    /// Where `systemctl --user enable earmuff.service` records that PipeWire wants it.
+    static func startedWithPipeWire(_ c: SetupContext) -> String {
+        "\(unitDirectory(c))/\(pipewireService).wants/earmuff.service"
     }
 
     /// The drop-in that moves the real server's socket unit to `pulse/upstream`.
@@ -297,14 +309,42 @@ enum SetupPlan {
                     }
                 }
             """
+        let held = String(chars[..<open]) + "# earmuff setup: module-access's entry, replaced\n    " + entry + String(chars[(close + 1)...])
         return """
         \(marker)
         # PipeWire's configuration, copied from \(path) with module-access holding
-        # native clients until Earmuff has identified them (restart pipewire to load it).
+        # native clients until Earmuff has identified them, and Earmuff's silent
+        # source among its objects (restart pipewire to load it).
         # Run 'earmuff setup' again after the system configuration changes.
 
 
-        """ + String(chars[..<open]) + "# earmuff setup: module-access's entry, replaced\n    " + entry + String(chars[(close + 1)...])
+        """ + withSilentSource(held)
+    }
+
+    /// `config` with Earmuff's silent source first among its `context.objects` (a section of
+    /// its own when it has none): a node of the server itself, there from its start and whatever
+    /// happens to Earmuff, on which the gate keeps every stream that may not record.
+    static func withSilentSource(_ config: String) -> String {
+        let args = PipeWireGate.silentSourceArguments.map { key, value in
+            "\(key) = \(value.hasPrefix("[") ? value : "\"" + value.replacingOccurrences(of: "\"", with: "\\\"") + "\"")"
+        }.joined(separator: "\n            ")
+        let object = """
+                # earmuff setup: the silent source, which holds what may not be heard.
+                { factory = adapter
+                    args = {
+                        \(args)
+                    }
+                }
+            """
+        var lines = config.components(separatedBy: "\n")
+        if let at = lines.firstIndex(where: { line in
+            let words = line.split(whereSeparator: { $0 == " " || $0 == "\t" })
+            return words.first == "context.objects" && words.last == "[" && words.count <= 3
+        }) {
+            lines.insert(object, at: at + 1)
+            return lines.joined(separator: "\n")
+        }
+        return config + (config.hasSuffix("\n") ? "" : "\n") + "\ncontext.objects = [\n" + object + "]\n"
     }
 
     /// The index of the `}` that closes the `{` at `open`, past strings and `#` comments.
@@ -328,15 +368,19 @@ enum SetupPlan {
 
     /// The `systemctl --user` commands that switch the session over, in order.
     static func takeoverCommands(_ server: SessionServer, filesChanged: Bool) -> [[String]] {
-        guard filesChanged else { return [["enable", "--now", "earmuff.socket"]] }
+        guard filesChanged else { return [enableCommand] }
         return [
             ["daemon-reload"],
             ["stop", server.serviceUnit, server.socketUnit],
         ] + pipewireRestart(server) + [
             ["start", server.socketUnit],
-            ["enable", "--now", "earmuff.socket"],
+            enableCommand,
         ]
     }
+
+    /// Enables and starts Earmuff's socket and service: it runs from now on, and is started
+    /// again by its socket and with PipeWire.
+    static let enableCommand = ["enable", "--now", "earmuff.socket", "earmuff.service"]
 
     /// The `systemctl --user` commands of `--undo`: before and after the files go.
     static func undoCommands(_ server: SessionServer?) -> (before: [[String]], after: [[String]]) {
