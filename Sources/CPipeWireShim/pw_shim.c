@@ -295,6 +295,9 @@ int earmuff_pw_create_link(earmuff_pw *pw, uint32_t out_node, uint32_t out_port,
         SPA_DICT_ITEM_INIT(PW_KEY_LINK_OUTPUT_PORT, values[1]),
         SPA_DICT_ITEM_INIT(PW_KEY_LINK_INPUT_NODE, values[2]),
         SPA_DICT_ITEM_INIT(PW_KEY_LINK_INPUT_PORT, values[3]),
+        /* It stays when this connection goes: a silenced stream keeps its route through a
+         * restart of the gate, and the next one adopts or destroys it. */
+        SPA_DICT_ITEM_INIT(PW_KEY_OBJECT_LINGER, "true"),
     };
     struct spa_dict dict = SPA_DICT_INIT_ARRAY(items);
     l->proxy = pw_core_create_object(pw->core, "link-factory", PW_TYPE_INTERFACE_Link, PW_VERSION_LINK, &dict, 0);

@@ -107,6 +107,9 @@ public final class PipeWireGate: PipeWireEvents {
         var managerGaveUp = false
         /// The tag of its valve (a stream that never reconnects), which it records from.
         var valve: UInt32?
+        /// It was there when the gate connected (an earlier Earmuff routed it): the session
+        /// manager has linked it already, so it is neither hidden from it nor cleared at birth.
+        var found = false
     }
 
     /// A null sink of the gate's own, like the silent source, that one stream which never
@@ -119,6 +122,8 @@ public final class PipeWireGate: PipeWireEvents {
         var stream: UInt32?
         /// What the gate last linked into it.
         var feed: PendingLink?
+        /// Made by an earlier Earmuff (it lingers), found when this gate connected.
+        var adopted = false
     }
 
     /// The tag the silent source is made under.
@@ -156,6 +161,17 @@ public final class PipeWireGate: PipeWireEvents {
     private var metadataBound = false
     /// Held clients identified and waiting for the gate to be ready, and whether each is released restricted.
     private var held: [UInt32: Bool] = [:]
+    /// The registry has listed what was there when the gate connected (it does so before the
+    /// server makes the gate's first node), and the gate knows which of those nodes it adopts:
+    /// until then it changes nothing.
+    private var listed = false
+    /// The gate's first node is made: the registry's listing is complete.
+    private var madeFirst: UInt32?
+    /// Nodes listed under one of the gate's names with no client (the server's configuration
+    /// made them, or an earlier Earmuff left them), bound to learn what they are.
+    private var candidates: Set<UInt32> = []
+    /// Those that are bare null sinks: the silent source and valves to adopt, by name.
+    private var adoptable: [UInt32: String] = [:]
 
     /// Connects to `remote` (nil: libpipewire's default) and creates the silent source.
     public init(remote: String?, observer: PipeWireGateObserver) throws(PipeWireError) {
@@ -164,25 +180,34 @@ public final class PipeWireGate: PipeWireEvents {
         try createSilentSource()
     }
 
-    /// Makes the silent source (again, when someone destroyed it).
+    /// Makes the silent source (again, when someone destroyed it). One that the server's own
+    /// configuration defines, when there is one, is used instead (see `created`).
     private func createSilentSource() throws(PipeWireError) {
-        try createNullSource(tag: Self.silentTag, name: Self.silentNodeName, description: "Earmuff (silenced)", channels: ["MONO"])
+        try connection.createNode(tag: Self.silentTag, factory: "adapter", properties: Self.silentSourceArguments)
     }
 
-    /// A node of the gate's own that records as a source and plays nothing: a null sink whose
-    /// output is what is linked into its input, exact zeros when nothing is.
-    private func createNullSource(tag: UInt32, name: String, description: String, channels: [String]) throws(PipeWireError) {
-        try connection.createNode(tag: tag, factory: "adapter", properties: [
+    /// The silent source's arguments to the `adapter` factory: what the gate makes it with, and
+    /// what `earmuff setup` writes into PipeWire's `context.objects`, so that the server itself
+    /// owns it from its start and it outlives every Earmuff.
+    public static let silentSourceArguments = nullSourceArguments(name: silentNodeName, description: "Earmuff (silenced)", channels: ["MONO"])
+
+    /// A node that records as a source and plays nothing: a null sink whose output is what is
+    /// linked into its input, exact zeros when nothing is.
+    private static func nullSourceArguments(name: String, description: String, channels: [String]) -> [(String, String)] {
+        [
             ("factory.name", "support.null-audio-sink"),
             ("node.name", name),
             ("node.description", description),
             ("media.class", "Audio/Source/Virtual"),
             ("audio.position", "[ \(channels.joined(separator: " ")) ]"),
+            // It stays when Earmuff goes, holding what is routed to it; the next one adopts it.
+            ("object.linger", "true"),
             // Never the session's default source.
             ("priority.session", "0"),
             ("priority.driver", "0"),
-        ])
+        ]
     }
+
 
     /// Makes a spare valve, unless one is there, with the channels of the default source (so a
     /// stream recording through it loses none of them).
@@ -193,7 +218,8 @@ public final class PipeWireGate: PipeWireEvents {
         var channels = graph.defaultSource().map { graph.outputPorts(of: $0.id).map(\.channel).filter { !$0.isEmpty } } ?? []
         if channels.isEmpty { channels = ["FL", "FR"] }
         do {
-            try createNullSource(tag: tag, name: "earmuff.valve.\(tag)", description: "Earmuff", channels: channels)
+            try connection.createNode(tag: tag, factory: "adapter", properties: Self.nullSourceArguments(
+                name: Self.valvePrefix + String(tag), description: "Earmuff", channels: channels))
             valves[tag] = Valve()
             spare = tag
         } catch { observer?.refused("\(error)") }
@@ -215,8 +241,8 @@ public final class PipeWireGate: PipeWireEvents {
 
     /// Destroys the valve under `tag` (its stream is gone).
     private func dropValve(_ tag: UInt32) {
-        valves[tag] = nil
-        connection.destroyNode(tag: tag)
+        guard let valve = valves.removeValue(forKey: tag) else { return }
+        dropOwn(tag: valve.adopted ? nil : tag, id: valve.id)
     }
 
     /// The ids of the gate's own nodes: the silent source and the valves.
@@ -261,18 +287,22 @@ public final class PipeWireGate: PipeWireEvents {
             if client.properties["pipewire.access"] == Self.holdAccess { held[id] = admission == .sandboxedApp }
             for (sid, s) in streams where s.client == id { announce(sid) }
         case "Node":
+            if !listed, let node = graph.nodes[id], node.clientID == nil, Self.isGateName(node.name) {
+                candidates.insert(id)
+                do { try connection.bindNode(id) } catch { candidates.remove(id) }
+            }
             // A capture stream, or perhaps a JACK client's node (its class says nothing).
             guard let node = graph.nodes[id], !node.cannotCapture, id != silentID else { break }
             // No client: the server's own node (a module's); a trusted client's: left alone.
             guard let client = node.clientID, !trusted.contains(client) else { break }
-            streams[id] = Stream(client: client)
+            streams[id] = Stream(client: client, found: !listed)
             do { try connection.bindNode(id) } catch { observer?.refused("\(error)") }
             // Held on the silent source first, then decided at once: a stream that may be real
             // is let go before the session manager has configured it, so it is never linked to
             // the silent source (a stream that does not reconnect would stay there).
             reconcile()
             announce(id)
-            if node.isCaptureStream { hideUntilRouted(id) }
+            if node.isCaptureStream && listed { hideUntilRouted(id) }
         case "Port":
             if let node = graph.ports[id]?.node, streams[node] != nil {
                 announce(node)
@@ -290,6 +320,8 @@ public final class PipeWireGate: PipeWireEvents {
     }
 
     public func globalRemoved(id: UInt32) {
+        adoptable[id] = nil
+        if candidates.remove(id) != nil { finishListing() }
         if let link = graph.links[id] { watchUnlinked(link.inputNode) }
         if let (tag, valve) = valves.first(where: { $0.value.id == id }) {
             // Destroyed by another client (the gate destroys one only once its stream is gone):
@@ -327,6 +359,11 @@ public final class PipeWireGate: PipeWireEvents {
 
     public func nodeInfo(id: UInt32, properties: [String: String]) {
         graph.update(node: id, properties: properties)
+        if candidates.remove(id) != nil {
+            if let node = graph.nodes[id], node.isBareNullSink(adapter: adapterFactory) { adoptable[id] = node.name }
+            finishListing()
+            return
+        }
         if let node = graph.nodes[id], !node.isCaptureStream, !node.isJack {
             // Neither a capture stream nor a JACK client.
             if streams.removeValue(forKey: id)?.announced == true { observer?.captureEnded(id) }
@@ -356,7 +393,14 @@ public final class PipeWireGate: PipeWireEvents {
     }
 
     public func created(tag: UInt32, id: UInt32) {
-        if tag == Self.silentTag { silentID = id } else { valves[tag]?.id = id }
+        if tag == Self.silentTag && !listed {
+            madeFirst = id
+            finishListing()
+        } else if tag == Self.silentTag {
+            silentID = id
+        } else {
+            valves[tag]?.id = id
+        }
         reconcile()
     }
 
@@ -368,6 +412,65 @@ public final class PipeWireGate: PipeWireEvents {
         } else {
             observer?.refused("object \(id): \(message) (\(code))")
         }
+    }
+
+    /// Once the listing is complete and every candidate is known: adopts the silent source the
+    /// server's configuration defines (or an earlier Earmuff left), else keeps the one just made,
+    /// and the valves earlier Earmuffs left, whose streams keep recording through them.
+    private func finishListing() {
+        guard !listed, let made = madeFirst, candidates.isEmpty else { return }
+        listed = true
+        if let found = adoptable.filter({ $0.value == Self.silentNodeName }).keys.min() {
+            observer?.routed("using the silent source \(found) that was there")
+            dropOwn(tag: Self.silentTag, id: made)
+            silentID = found
+        } else {
+            silentID = made
+        }
+        for (id, name) in adoptable.sorted(by: { $0.key < $1.key }) {
+            guard let tag = UInt32(name.dropFirst(Self.valvePrefix.count)), name.hasPrefix(Self.valvePrefix), valves[tag] == nil else { continue }
+            valves[tag] = Valve(id: id, stream: nil, feed: nil, adopted: true)
+            nextValveTag = max(nextValveTag, tag + 1)
+        }
+        adoptable = [:]
+        for id in streams.keys.sorted() {
+            guard var found = streams[id] else { continue }
+            // Its target, when it names one of the gate's nodes, is an earlier Earmuff's route,
+            // not the stream's own wish (the metadata came before the gate knew those nodes).
+            if isGateTarget(found.displaced) { found.displaced = nil }
+            reclaimValve(id, &found)
+            streams[id] = found
+        }
+        for (tag, valve) in valves.sorted(by: { $0.key < $1.key }) where valve.adopted && valve.stream == nil {
+            observer?.routed("valve \(valve.id ?? 0), left by an earlier Earmuff, serves no stream: destroyed")
+            dropValve(tag)
+        }
+        reconcile()
+    }
+
+    /// Destroys a node of the gate's own: the object (it lingers) and the connection's proxy.
+    private func dropOwn(tag: UInt32?, id: UInt32?) {
+        if let id { do { try connection.destroy(id) } catch { observer?.refused("\(error)") } }
+        if let tag { connection.destroyNode(tag: tag) }
+    }
+
+    /// The node names the gate gives its own nodes.
+    private static func isGateName(_ name: String) -> Bool { name == silentNodeName || name.hasPrefix(valvePrefix) }
+    private static let valvePrefix = "earmuff.valve."
+
+    /// The `adapter` factory's global id.
+    private var adapterFactory: UInt32? { graph.factories.first { $0.value == "adapter" }?.key }
+
+    /// A stream found when the gate connected that records through a valve an earlier Earmuff
+    /// made: it goes on doing so.
+    private func reclaimValve(_ stream: UInt32, _ s: inout Stream) {
+        guard s.found, s.valve == nil else { return }
+        let from = Set(graph.links(into: stream).map(\.outputNode))
+        guard let (tag, valve) = valves.first(where: { $0.value.adopted && $0.value.stream == nil && $0.value.id.map(from.contains) == true })
+        else { return }
+        s.valve = tag
+        valves[tag]?.stream = stream
+        observer?.routed("stream \(stream): records through valve \(valve.id ?? 0), as before")
     }
 
     // MARK: policy
@@ -420,7 +523,7 @@ public final class PipeWireGate: PipeWireEvents {
         streams[id]?.real = real
         if let format = graph.nodes[id]?.format { observer.captureFormat(id, format: format) }
         reportJackFormat(id)
-        if real && !s.described {
+        if real && !s.described && !s.found {
             // Decided at birth: the hold goes at once, and whatever an earlier node with this id
             // left in the metadata (the server keeps a removed node's entries, where the mirror
             // cannot see them, and gives its id to the next node) goes with it.
@@ -432,6 +535,9 @@ public final class PipeWireGate: PipeWireEvents {
     /// Brings the graph to what the decisions say: silenced streams on the silent source,
     /// nothing else linked into them; real streams where they asked to go.
     private func reconcile() {
+        // Nothing is done before the gate knows which node is the silent source: a stream found
+        // on the server's own would be cut from it.
+        guard listed else { return }
         func silentReady() -> Bool {
             silentID.map(graph.hasOutputPort) ?? false
         }

@@ -56,6 +56,14 @@ public struct PipeWireNode: Sendable, Equatable {
     /// A stream that asked never to be reconnected (`node.dont-reconnect`, GStreamer's
     /// `pipewiresrc`), known once its full properties are there.
     public var neverReconnects: Bool { properties["node.dont-reconnect"] == "true" }
+    /// A node the server itself runs through the `adapter` factory (`factory.id` is set by
+    /// the server) as a null sink (`factory.name`, from its bound properties), with no client
+    /// (made by the server's configuration, or left by a client that has gone): it plays
+    /// exactly what is linked into it, nothing else.
+    public func isBareNullSink(adapter: UInt32?) -> Bool {
+        clientID == nil && adapter != nil && properties["factory.id"] == adapter.map(String.init)
+            && properties["factory.name"] == "support.null-audio-sink" && mediaClass == "Audio/Source/Virtual"
+    }
     /// Known from the registry alone to be no capture stream (JACK nodes have no class there).
     public var cannotCapture: Bool { !mediaClass.isEmpty && !isCaptureStream }
 
@@ -110,6 +118,8 @@ public struct PipeWireGraph: Sendable {
     public var nodes: [UInt32: PipeWireNode] = [:]
     public var links: [UInt32: PipeWireLink] = [:]
     public var ports: [UInt32: PipeWirePort] = [:]
+    /// The node factories, by global id: their names (`adapter`, `client-node`…).
+    public var factories: [UInt32: String] = [:]
     /// The metadata named `default` (its global id), once known.
     public var defaultMetadataID: UInt32?
     /// Its properties by subject, then key.
@@ -134,6 +144,7 @@ public struct PipeWireGraph: Sendable {
                 ports[id] = PipeWirePort(id: id, node: node, isOutput: properties["port.direction"] == "out",
                                          channel: properties["audio.channel"] ?? "")
             }
+        case "Factory": factories[id] = properties["factory.name"]
         case "Metadata" where properties["metadata.name"] == "default":
             defaultMetadataID = id
         default: break
@@ -145,6 +156,7 @@ public struct PipeWireGraph: Sendable {
         nodes[id] = nil
         links[id] = nil
         ports[id] = nil
+        factories[id] = nil
         metadata[id] = nil
         if defaultMetadataID == id {
             defaultMetadataID = nil

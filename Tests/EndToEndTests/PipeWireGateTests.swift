@@ -214,6 +214,48 @@ extension EndToEnd {
             #expect(status.prompts(of: key).isEmpty, "\(status)")
         }
 
+        /// The silent source is the server's own (setup defines it in PipeWire's configuration),
+        /// and valves outlive the Earmuff that made them: a denied `pw-record` or `pipewiresrc` hears nothing while Earmuff is gone, stopped with SIGTERM or
+        /// killed with SIGKILL, nor while the next Earmuff starts and adopts it; then a grant
+        /// still reaches the same process.
+        @Test(arguments: ["pw-record", "pipewiresrc"])
+        func aDeniedNativeRecordingHearsNothingWhileEarmuffIsGone(recorder: String) async throws {
+            let s = try await Setup()
+            defer { s.stop() }
+            let rec = try recorder == "pw-record" ? s.pwRecord() : s.gstRecord(recorder)
+            let key = try await s.key(of: rec)
+            #expect(await rec.waitForAudio(seconds: 0.5, timeout: 60), "\(s.logs)")
+            try s.earmuff.control("deny", key)
+            #expect(await Self.waitUntil(rec, tone: false), "deny: not silence\n\(s.logs)")
+            var current = s.earmuff
+            var next: [EarmuffProcess] = []
+            defer { next.forEach { $0.stop() } }
+            for signal in [SIGTERM, SIGKILL] {
+                let from = Self.samples(rec).count
+                current.process.send(signal)
+                let gone = await Wait.until(timeout: 30) { !current.process.isRunning }
+                #expect(gone, "earmuff did not exit on signal \(signal)")
+                // A second of recording with no Earmuff at all.
+                let grown = await Wait.until(timeout: 30) { Self.samples(rec).count >= from + rec.bytesPerSecond }
+                #expect(grown, "the recording stopped while earmuff was gone")
+                // The next Earmuff, with the same store, finds the stream where it was.
+                let again = try EarmuffProcess(upstream: s.server.serverString, extraArguments: ["--log-level", "debug"],
+                                               environment: current.environment)
+                next.append(again)
+                let status = try await again.waitForStatus { $0.pipewire?.gating == true && $0.streams(of: key).count == 1 }
+                #expect(status.streams(of: key).map(\.audio) == ["silenced"], "\(status)")
+                let back = Self.samples(rec).count
+                #expect(await Wait.until(timeout: 30) { Self.samples(rec).count >= back + rec.bytesPerSecond / 2 })
+                let window = Self.samples(rec).dropFirst(from)
+                #expect(Self.realSamples(window) == 0,
+                        "signal \(signal): \(Self.realSamples(window)) real samples of \(window.count / 2)\nearmuff log:\n\(again.log())")
+                #expect(rec.tool.process.isRunning, "\(recorder) exited: \(rec.tool.process.stderrText())")
+                current = again
+            }
+            try current.control("grant", key)
+            #expect(await Self.waitUntil(rec, tone: true), "grant after the restarts: no tone\nearmuff log:\n\(current.log())")
+        }
+
         /// Held at connect: while earmuff is stopped (SIGSTOP), a fresh `pw-record` and a
         /// `pw-play` are clients of the server, held for earmuff, with no stream and no audio;
         /// once earmuff runs it releases them: the recording is exact zeros, then the tone after
