@@ -1,9 +1,10 @@
 // The PipeWire gate: Earmuff's manager connection to the session's PipeWire.
 //
-// It mirrors the registry (PipeWireGraph), owns a silent source (a
+// It mirrors the registry (PipeWireGraph), uses a silent source (a
 // `support.null-audio-sink` adapter node of media class Audio/Source/Virtual,
-// which produces exact zeros), and keeps every capture stream of a gated
-// client that may not be real on that source:
+// which produces exact zeros: the one PipeWire's configuration defines after
+// `earmuff setup`, else one of its own), and keeps every capture stream of a
+// gated client that may not be real on that source:
 //   - `target.object` of the stream in the `default` metadata names the
 //     silent source, so the session manager links it there (a value the
 //     client set itself is put aside, and put back once the stream may be real);
@@ -20,6 +21,10 @@
 // the stream is pinned to one the moment its full properties say it never
 // reconnects. JACK clients, which link their own ports, are unlinked while
 // silenced and linked again when they may record.
+//
+// What the gate makes (nodes, links) lingers, so silence does not depend on
+// its connection: a stream keeps its route while Earmuff is gone, and the next
+// gate adopts what it finds when it connects (`finishListing`).
 //
 // With Earmuff's module-access configuration (`earmuff setup`), the server
 // holds every ordinary client at connect (`pipewire.access` = `holdAccess`)
@@ -181,7 +186,7 @@ public final class PipeWireGate: PipeWireEvents {
     }
 
     /// Makes the silent source (again, when someone destroyed it). One that the server's own
-    /// configuration defines, when there is one, is used instead (see `created`).
+    /// configuration defines, when there is one, is used instead (see `finishListing`).
     private func createSilentSource() throws(PipeWireError) {
         try connection.createNode(tag: Self.silentTag, factory: "adapter", properties: Self.silentSourceArguments)
     }
@@ -207,7 +212,6 @@ public final class PipeWireGate: PipeWireEvents {
             ("priority.driver", "0"),
         ]
     }
-
 
     /// Makes a spare valve, unless one is there, with the channels of the default source (so a
     /// stream recording through it loses none of them).
@@ -428,7 +432,8 @@ public final class PipeWireGate: PipeWireEvents {
             silentID = made
         }
         for (id, name) in adoptable.sorted(by: { $0.key < $1.key }) {
-            guard let tag = UInt32(name.dropFirst(Self.valvePrefix.count)), name.hasPrefix(Self.valvePrefix), valves[tag] == nil else { continue }
+            guard name.hasPrefix(Self.valvePrefix), let tag = UInt32(name.dropFirst(Self.valvePrefix.count)), valves[tag] == nil
+            else { continue }
             valves[tag] = Valve(id: id, stream: nil, feed: nil, adopted: true)
             nextValveTag = max(nextValveTag, tag + 1)
         }

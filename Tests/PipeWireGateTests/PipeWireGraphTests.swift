@@ -21,6 +21,34 @@ import Testing
         return g
     }
 
+    /// The gate adopts a node under its names only when the server runs it as a null sink
+    /// through `adapter` and no client owns it: never by name, class or a client's word.
+    @Test func onlyABareNullSinkOfTheAdapterFactoryIsAdoptable() {
+        var g = PipeWireGraph()
+        g.add(id: 7, type: "Factory", properties: ["factory.name": "client-node"])
+        g.add(id: 10, type: "Factory", properties: ["factory.name": "adapter"])
+        let adapter = g.factories.first { $0.value == "adapter" }?.key
+        #expect(adapter == 10)
+        let bare: [String: String] = ["media.class": "Audio/Source/Virtual", "node.name": "earmuff.silence", "factory.id": "10",
+                                      "factory.name": "support.null-audio-sink"]
+        let cases: [(String, [String: String], Bool)] = [
+            ("the server's", bare, true),
+            ("a live client's", bare.merging(["client.id": "49"]) { $1 }, false),
+            ("a client node claiming the factory", bare.merging(["factory.id": "7"]) { $1 }, false),
+            ("a microphone through adapter", bare.merging(["factory.name": "api.alsa.pcm.source"]) { $1 }, false),
+            ("its bound properties not there yet", bare.filter { $0.key != "factory.name" }, false),
+            ("another class", bare.merging(["media.class": "Audio/Sink"]) { $1 }, false),
+        ]
+        for (what, properties, adoptable) in cases {
+            g.add(id: 20, type: "Node", properties: properties)
+            #expect(g.nodes[20]?.isBareNullSink(adapter: adapter) == adoptable, "\(what)")
+        }
+        g.add(id: 20, type: "Node", properties: bare)
+        #expect(g.nodes[20]?.isBareNullSink(adapter: nil) == false, "no adapter factory known")
+        g.remove(id: 10)
+        #expect(g.factories[10] == nil)
+    }
+
     @Test func aStreamWithNoLinkOrTargetRecordsTheDefaultSource() {
         let g = Self.graph()
         #expect(g.nodes[50]?.isCaptureStream == true)
