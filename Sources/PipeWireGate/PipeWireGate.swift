@@ -40,6 +40,7 @@
 // again after that route, so it links it where the gate said. Everything runs
 // on the thread that drives the connection.
 import Basics
+import Glibc
 
 /// What the observer makes of a client that connected.
 public enum PipeWireAdmission: Sendable, Equatable {
@@ -289,6 +290,7 @@ public final class PipeWireGate: PipeWireEvents {
             case .app, .sandboxedApp: gated.insert(id)
             }
             if client.properties["pipewire.access"] == Self.holdAccess { held[id] = admission == .sandboxedApp }
+            hideGateNodes(gateNodes, from: [id])
             for (sid, s) in streams where s.client == id { announce(sid) }
         case "Node":
             if !listed, let node = graph.nodes[id], node.clientID == nil, Self.isGateName(node.name) {
@@ -402,8 +404,10 @@ public final class PipeWireGate: PipeWireEvents {
             finishListing()
         } else if tag == Self.silentTag {
             silentID = id
+            hideGateNodes([id], from: graph.clients.keys.sorted())
         } else {
             valves[tag]?.id = id
+            hideGateNodes([id], from: graph.clients.keys.sorted())
         }
         reconcile()
     }
@@ -438,6 +442,7 @@ public final class PipeWireGate: PipeWireEvents {
             nextValveTag = max(nextValveTag, tag + 1)
         }
         adoptable = [:]
+        hideGateNodes(gateNodes, from: graph.clients.keys.sorted())
         for id in streams.keys.sorted() {
             guard var found = streams[id] else { continue }
             // Its target, when it names one of the gate's nodes, is an earlier Earmuff's route,
@@ -451,6 +456,19 @@ public final class PipeWireGate: PipeWireEvents {
             dropValve(tag)
         }
         reconcile()
+    }
+
+    /// Hides the gate's own nodes from `clients`, all but those that must see them: the session
+    /// managers (they link streams to them), the gate's own connection, and clients still held
+    /// (they see nothing yet; their release is followed by this). Apps and pipewire-pulse do
+    /// not see them: they are listed as no one's source and cannot be recorded or linked into.
+    private func hideGateNodes(_ nodes: Set<UInt32>, from clients: [UInt32]) {
+        for id in clients {
+            guard let client = graph.clients[id], !sessionManagers.contains(id), held[id] == nil, client.pid != getpid() else { continue }
+            for node in nodes.sorted() {
+                do { try connection.hide(node, from: id) } catch { observer?.refused("\(error)") }
+            }
+        }
     }
 
     /// Destroys a node of the gate's own: the object (it lingers) and the connection's proxy.
@@ -556,7 +574,9 @@ public final class PipeWireGate: PipeWireEvents {
                 observer?.routed("client \(id): released\(restricted ? " (rx)" : "")")
                 do { try connection.releaseClient(id, restricted: restricted) } catch { observer?.refused("\(error)") }
             }
+            let released = held.keys.sorted()
             held = [:]
+            hideGateNodes(gateNodes, from: released)
         }
         // The silent source is a null sink: whatever is linked into its input would come out
         // of it into every silenced stream. Nothing may be.

@@ -256,6 +256,26 @@ extension EndToEnd {
             #expect(await Self.waitUntil(rec, tone: true), "grant after the restarts: no tone\nearmuff log:\n\(current.log())")
         }
 
+        /// Earmuff's own nodes (the silent source, the valves) are no one's sources: a Pulse
+        /// client lists none of them, through Earmuff or from the server itself, nor does a
+        /// native app.
+        @Test func earmuffsOwnNodesAreListedToNoApp() async throws {
+            let s = try await Setup()
+            defer { s.stop() }
+            // A pipewiresrc, so that a valve of its own is there besides the spare.
+            let rec = try s.gstRecord("pipewiresrc")
+            #expect(await rec.waitForAudio(seconds: 0.5, timeout: 60), "\(rec.tool.process.stderrText())\n\(s.logs)")
+            let through = try Tool.run("pactl", args: ["list", "sources", "short"], server: s.earmuff.serverString, timeout: 30)
+            for (what, list) in [("through Earmuff", through), ("from the server", try s.server.pactl("list", "sources", "short"))] {
+                #expect(list.succeeded && list.stdoutText.contains(PipeWireServer.sourceName), "\(what): \(list)")
+                #expect(!list.stdoutText.contains("earmuff."), "\(what): \(list.stdoutText)")
+            }
+            let native = try Tool.run("pw-cli", args: ["ls", "Node"], server: "", environment: s.server.nativeClientEnvironment, timeout: 30)
+            #expect(native.stdoutText.contains("node.name = \"\(PipeWireServer.sourceName)\"") && !native.stdoutText.contains("earmuff."),
+                    "\(native.stdoutText)")
+            _ = rec.stop()
+        }
+
         /// Held at connect: while earmuff is stopped (SIGSTOP), a fresh `pw-record` and a
         /// `pw-play` are clients of the server, held for earmuff, with no stream and no audio;
         /// once earmuff runs it releases them: the recording is exact zeros, then the tone after
@@ -327,9 +347,16 @@ extension EndToEnd {
             let s = try await Setup()
             defer { s.stop() }
             let (rec, key, node) = try await s.recordingNode()
-            let cut = try Tool.run("pw-link", args: ["-d", "earmuff.silence", String(node)], server: "",
-                                   environment: s.server.nativeClientEnvironment, timeout: 30)
-            #expect(cut.succeeded, "\(cut)")
+            // The silent source is hidden from apps, the link into their stream is not: it is cut by its id.
+            let env = s.server.nativeClientEnvironment
+            let links = try Tool.run("pw-cli", args: ["ls", "Link"], server: "", environment: env, timeout: 30).stdoutText
+            let into = links.components(separatedBy: "\tid ").dropFirst().filter { $0.contains("link.input.node = \"\(node)\"") }
+            #expect(into.count == 1, "one link into the stream: \(links)")
+            for link in into {
+                let cut = try Tool.run("pw-cli", args: ["destroy", String(link.prefix { $0.isNumber })], server: "",
+                                       environment: env, timeout: 30)
+                #expect(cut.succeeded, "\(cut)")
+            }
             let before = rec.byteCount()
             #expect(await Wait.until(timeout: 30, interval: 0.05) { rec.byteCount() >= before + rec.bytesPerSecond },
                     "the recording stalled\n\(s.logs)")
@@ -363,21 +390,19 @@ extension EndToEnd {
             let key = try await s.key(of: rec)
             #expect(await rec.waitForAudio(seconds: 1, timeout: 60), "\(rec.tool.process.stderrText())\n\(s.logs)")
             #expect(rec.isExactSilence(), "undetermined audio is not silence\n\(s.logs)")
-            // Another process of the user feeds the microphone into every valve (its own and the
-            // spare): the links are destroyed, and what they carried until then is all it gets.
+            // Another process of the user cannot see the valves (its own and the spare), nor feed
+            // the microphone into one by its name.
             let env = s.server.nativeClientEnvironment
             let nodes = try Tool.run("pw-cli", args: ["ls", "Node"], server: "", environment: env, timeout: 30).stdoutText
-            let valves = nodes.components(separatedBy: "node.name = \"").dropFirst().map { String($0.prefix { $0 != "\"" }) }
-                .filter { $0.hasPrefix("earmuff.valve.") }
-            #expect(valves.count == 2, "its valve and the spare: \(valves)\n\(nodes)")
+            #expect(!nodes.contains("earmuff."), "an app sees Earmuff's nodes: \(nodes)")
             let before = rec.byteCount()
-            for valve in valves {
-                _ = try Tool.run("pw-link", args: [PipeWireServer.sourceName, valve], server: "", environment: env, timeout: 30)
+            for valve in ["earmuff.valve.1", "earmuff.valve.2"] {
+                let r = try Tool.run("pw-link", args: [PipeWireServer.sourceName, valve], server: "", environment: env, timeout: 30)
+                #expect(!r.succeeded, "an app linked into \(valve): \(r)")
             }
             #expect(await Wait.until(timeout: 30, interval: 0.05) { rec.byteCount() >= before + rec.bytesPerSecond },
                     "the recording stalled\n\(s.logs)")
-            let leaked = Self.realSamples(Data(rec.data().dropFirst(before)))
-            #expect(leaked <= Self.linkLeakBound, "\(leaked) real samples through a valve\n\(s.logs)")
+            #expect(Self.realSamples(Data(rec.data().dropFirst(before))) == 0, "real samples through a valve\n\(s.logs)")
             #expect(await Self.waitUntil(rec, tone: false), "not silent after the valves were fed\n\(s.logs)")
             try await Self.grantDenyGrant(s, rec, key: key)
             #expect(rec.tool.process.isRunning, "gst-launch exited: \(rec.tool.process.stderrText())")
@@ -452,21 +477,23 @@ extension EndToEnd {
             try await staysSilent("pw-link mic → stream", tolerating: Self.linkLeakBound) {
                 _ = try Tool.run("pw-link", args: [PipeWireServer.sourceName, String(node)], server: "", environment: env, timeout: 30)
             }
-            // Its link to the silent source cut: it is linked there again, not left stalled.
+            // The silent source is hidden from apps: they cannot cut its link into their stream,
+            // feed its input (a null sink: that would feed every silenced stream) or destroy it,
+            // even by its id.
+            #expect(try s.node(matching: "node.name = \"earmuff.silence\"") == nil, "an app sees the silent source")
+            let silentID = try #require(s.earmuff.log().firstMatch(of: /using the silent source (\d+)/)?.output.1, "\(s.logs)")
             try await staysSilent("pw-link -d the silent source → stream") {
-                _ = try Tool.run("pw-link", args: ["-d", "earmuff.silence", String(node)], server: "", environment: env, timeout: 30)
+                let r = try Tool.run("pw-link", args: ["-d", "earmuff.silence", String(node)], server: "", environment: env, timeout: 30)
+                #expect(!r.succeeded, "an app cut the silent source's link: \(r)")
             }
-            // The silent source is a null sink: feeding its input would feed every silenced stream.
-            try await staysSilent("pw-link mic → the silent source's input", tolerating: Self.linkLeakBound) {
-                _ = try Tool.run("pw-link", args: [PipeWireServer.sourceName, "earmuff.silence"], server: "", environment: env, timeout: 30)
+            try await staysSilent("pw-link mic → the silent source's input") {
+                let r = try Tool.run("pw-link", args: [PipeWireServer.sourceName, "earmuff.silence"], server: "", environment: env, timeout: 30)
+                #expect(!r.succeeded, "an app linked into the silent source: \(r)")
             }
-            func silentNode() throws -> (id: String, serial: String)? { try s.node(matching: "node.name = \"earmuff.silence\"") }
-            let silent = try #require(try silentNode(), "no silent source")
-            try await staysSilent("pw-cli destroy the silent source", tolerating: Self.linkLeakBound) {
-                _ = try Tool.run("pw-cli", args: ["destroy", silent.id], server: "", environment: env, timeout: 30)
+            try await staysSilent("pw-cli destroy the silent source by its id") {
+                _ = try Tool.run("pw-cli", args: ["destroy", String(silentID)], server: "", environment: env, timeout: 30)
             }
-            let again = try silentNode()
-            #expect(again != nil && again?.serial != silent.serial, "the silent source was not made again: \(String(describing: again))\n\(s.logs)")
+            #expect(!s.earmuff.log().contains("the silent source was destroyed"), "an app destroyed the silent source\n\(s.logs)")
             try await staysSilent("pw-metadata target.object = mic") {
                 _ = try Tool.run("pw-metadata", args: [String(node), "target.object", PipeWireServer.sourceName], server: "",
                                  environment: env, timeout: 30)
