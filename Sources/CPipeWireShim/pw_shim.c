@@ -332,6 +332,11 @@ int earmuff_pw_hide(earmuff_pw *pw, uint32_t client, uint32_t object) {
     return update_permissions(pw, client, &none, 1);
 }
 
+int earmuff_pw_read_only(earmuff_pw *pw, uint32_t client, uint32_t object) {
+    const struct pw_permission read = PW_PERMISSION_INIT(object, PW_PERM_R);
+    return update_permissions(pw, client, &read, 1);
+}
+
 int earmuff_pw_release_client(earmuff_pw *pw, uint32_t id, int restricted) {
     const struct pw_permission all = PW_PERMISSION_INIT(PW_ID_ANY, restricted ? PW_PERM_R | PW_PERM_X : PW_PERM_ALL);
     return update_permissions(pw, id, &all, 1);

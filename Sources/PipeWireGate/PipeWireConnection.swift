@@ -144,6 +144,11 @@ public final class PipeWireConnection {
         try check("pw_client_update_permissions(\(client), \(object))") { earmuff_pw_hide($0, client, object) }
     }
 
+    /// Lets `client` only read `object`: it can neither destroy it nor call its methods.
+    public func readOnly(_ object: UInt32, for client: UInt32) throws(PipeWireError) {
+        try check("pw_client_update_permissions(\(client), \(object))") { earmuff_pw_read_only($0, client, object) }
+    }
+
     /// Ends module-access's hold on client `id` with one permission update: every object
     /// "rwxm", or "rx" when `restricted`.
     public func releaseClient(_ id: UInt32, restricted: Bool) throws(PipeWireError) {

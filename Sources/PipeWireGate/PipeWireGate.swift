@@ -290,7 +290,8 @@ public final class PipeWireGate: PipeWireEvents {
             case .app, .sandboxedApp: gated.insert(id)
             }
             if client.properties["pipewire.access"] == Self.holdAccess { held[id] = admission == .sandboxedApp }
-            hideGateNodes(gateNodes, from: [id])
+            if trusted.contains(id) { restrict(gated.sorted(), nodes: [], soundSystem: [id]) }
+            restrict([id], nodes: gateNodes, soundSystem: trusted)
             for (sid, s) in streams where s.client == id { announce(sid) }
         case "Node":
             if !listed, let node = graph.nodes[id], node.clientID == nil, Self.isGateName(node.name) {
@@ -404,10 +405,10 @@ public final class PipeWireGate: PipeWireEvents {
             finishListing()
         } else if tag == Self.silentTag {
             silentID = id
-            hideGateNodes([id], from: graph.clients.keys.sorted())
+            restrict(graph.clients.keys.sorted(), nodes: [id], soundSystem: [])
         } else {
             valves[tag]?.id = id
-            hideGateNodes([id], from: graph.clients.keys.sorted())
+            restrict(graph.clients.keys.sorted(), nodes: [id], soundSystem: [])
         }
         reconcile()
     }
@@ -442,7 +443,7 @@ public final class PipeWireGate: PipeWireEvents {
             nextValveTag = max(nextValveTag, tag + 1)
         }
         adoptable = [:]
-        hideGateNodes(gateNodes, from: graph.clients.keys.sorted())
+        restrict(graph.clients.keys.sorted(), nodes: gateNodes, soundSystem: trusted)
         for id in streams.keys.sorted() {
             guard var found = streams[id] else { continue }
             // Its target, when it names one of the gate's nodes, is an earlier Earmuff's route,
@@ -458,15 +459,24 @@ public final class PipeWireGate: PipeWireEvents {
         reconcile()
     }
 
-    /// Hides the gate's own nodes from `clients`, all but those that must see them: the session
-    /// managers (they link streams to them), the gate's own connection, and clients still held
-    /// (they see nothing yet; their release is followed by this). Apps and pipewire-pulse do
-    /// not see them: they are listed as no one's source and cannot be recorded or linked into.
-    private func hideGateNodes(_ nodes: Set<UInt32>, from clients: [UInt32]) {
+    /// What `clients` may do with the gate's own `nodes` and with the sound system's clients
+    /// (`soundSystem`: the server's, the session manager's, the portal's, the gate's own).
+    /// Clients still held are left out (they see nothing yet; their release is followed by
+    /// this), and so are the session managers and the gate's own connection.
+    ///   - The nodes are hidden from every other client, pipewire-pulse included: they are no
+    ///     one's source, listed to no app, and cannot be recorded, linked into or destroyed.
+    ///   - An app may only read the sound system's clients: it can neither destroy them (the
+    ///     gate's connection, which would leave new streams unrouted until it is back) nor set
+    ///     their permissions (the gate's own: blinding it to every client and stream).
+    private func restrict(_ clients: [UInt32], nodes: Set<UInt32>, soundSystem: Set<UInt32>) {
         for id in clients {
             guard let client = graph.clients[id], !sessionManagers.contains(id), held[id] == nil, client.pid != getpid() else { continue }
             for node in nodes.sorted() {
                 do { try connection.hide(node, from: id) } catch { observer?.refused("\(error)") }
+            }
+            guard gated.contains(id) else { continue }
+            for object in soundSystem.sorted() where object != id {
+                do { try connection.readOnly(object, for: id) } catch { observer?.refused("\(error)") }
             }
         }
     }
@@ -576,7 +586,7 @@ public final class PipeWireGate: PipeWireEvents {
             }
             let released = held.keys.sorted()
             held = [:]
-            hideGateNodes(gateNodes, from: released)
+            restrict(released, nodes: gateNodes, soundSystem: trusted)
         }
         // The silent source is a null sink: whatever is linked into its input would come out
         // of it into every silenced stream. Nothing may be.

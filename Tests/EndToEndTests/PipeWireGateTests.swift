@@ -276,6 +276,32 @@ extension EndToEnd {
             _ = rec.stop()
         }
 
+        /// An app may only read the sound system's clients: it cannot destroy Earmuff's
+        /// connection (`pw-cli destroy`). The gate stays connected, and a recorder started after
+        /// the attempt is held, decided and silenced as before. (Setting the gate's permissions,
+        /// which would blind it, needs the same M that "r" leaves out; Debian 12's `pw-cli` has
+        /// no command for it.)
+        @Test func anAppCannotCutTheGate() async throws {
+            let s = try await Setup()
+            defer { s.stop() }
+            let env = s.server.nativeClientEnvironment
+            let (rec, key, _) = try await s.recordingNode()
+            let clients = try Tool.run("pw-cli", args: ["ls", "Client"], server: "", environment: env, timeout: 30).stdoutText
+            let gate = try #require(clients.components(separatedBy: "\tid ").dropFirst()
+                .first { $0.contains("pipewire.sec.pid = \"\(s.earmuff.process.pid)\"") }.map { String($0.prefix { $0.isNumber }) },
+                "an app does not see Earmuff's client: \(clients)")
+            // Cutting: the gate's connection destroyed (X on it was enough).
+            _ = try Tool.run("pw-cli", args: ["destroy", gate], server: "", environment: env, timeout: 30)
+            let after = try Tool.run("pw-cli", args: ["ls", "Client"], server: "", environment: env, timeout: 30).stdoutText
+            #expect(after.contains("pipewire.sec.pid = \"\(s.earmuff.process.pid)\""), "\(after)")
+            #expect(!s.earmuff.log().contains("not gating"), "the gate's connection was cut\n\(s.logs)")
+            let next = try s.pwRecord()
+            #expect(try await s.key(of: next) == key, "\(s.logs)")
+            #expect(await next.waitForAudio(seconds: 0.5, timeout: 60), "the next recorder was not released\n\(s.logs)")
+            #expect(next.isExactSilence(), "the next recorder hears real samples\n\(s.logs)")
+            #expect(Self.isZeros(Self.tail(rec, 0.5)), "\(s.logs)")
+        }
+
         /// Held at connect: while earmuff is stopped (SIGSTOP), a fresh `pw-record` and a
         /// `pw-play` are clients of the server, held for earmuff, with no stream and no audio;
         /// once earmuff runs it releases them: the recording is exact zeros, then the tone after

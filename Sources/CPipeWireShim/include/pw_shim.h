@@ -81,6 +81,10 @@ int earmuff_pw_show(earmuff_pw *pw, uint32_t client, uint32_t object);
 /// Hides `object` from `client` (a manager's permission update: none on it).
 int earmuff_pw_hide(earmuff_pw *pw, uint32_t client, uint32_t object);
 
+/// Lets `client` only read `object` (a manager's permission update: "r"): it sees it, and can
+/// neither destroy it nor call its methods (a client's: set its permissions).
+int earmuff_pw_read_only(earmuff_pw *pw, uint32_t client, uint32_t object);
+
 /// Releases client `id` that module-access holds until a manager sets its permissions: one
 /// update that gives it every object, which also ends the hold: "rwxm", what the default access
 /// gives, or with `restricted` "rx", what WirePlumber gives a Flatpak app.
