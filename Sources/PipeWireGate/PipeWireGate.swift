@@ -403,11 +403,8 @@ public final class PipeWireGate: PipeWireEvents {
         if tag == Self.silentTag && !listed {
             madeFirst = id
             finishListing()
-        } else if tag == Self.silentTag {
-            silentID = id
-            restrict(graph.clients.keys.sorted(), nodes: [id], soundSystem: [])
         } else {
-            valves[tag]?.id = id
+            if tag == Self.silentTag { silentID = id } else { valves[tag]?.id = id }
             restrict(graph.clients.keys.sorted(), nodes: [id], soundSystem: [])
         }
         reconcile()
@@ -470,7 +467,7 @@ public final class PipeWireGate: PipeWireEvents {
     ///     their permissions (the gate's own: blinding it to every client and stream).
     private func restrict(_ clients: [UInt32], nodes: Set<UInt32>, soundSystem: Set<UInt32>) {
         for id in clients {
-            guard let client = graph.clients[id], !sessionManagers.contains(id), held[id] == nil, client.pid != getpid() else { continue }
+            guard let client = graph.clients[id], !sessionManagers.contains(id), held[id] == nil, client.pid != Self.ownPID else { continue }
             for node in nodes.sorted() {
                 do { try connection.hide(node, from: id) } catch { observer?.refused("\(error)") }
             }
@@ -490,6 +487,9 @@ public final class PipeWireGate: PipeWireEvents {
     /// The node names the gate gives its own nodes.
     private static func isGateName(_ name: String) -> Bool { name == silentNodeName || name.hasPrefix(valvePrefix) }
     private static let valvePrefix = "earmuff.valve."
+
+    /// This process: the gate's own connection is the client it runs in.
+    private static let ownPID = getpid()
 
     /// The `adapter` factory's global id.
     private var adapterFactory: UInt32? { graph.factories.first { $0.value == "adapter" }?.key }
