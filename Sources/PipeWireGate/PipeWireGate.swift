@@ -74,6 +74,8 @@ public protocol PipeWireGateObserver: AnyObject {
     func connectionLost(_ reason: String)
     /// The server refused a request (for the log).
     func refused(_ reason: String)
+    /// What an app tried that the gate stopped (for the log, as a warning).
+    func noticed(_ attempt: String)
     /// What the gate did to the graph (for the debug log).
     func routed(_ action: String)
     /// Calls `body` on the gate's thread after `seconds`.
@@ -298,12 +300,16 @@ public final class PipeWireGate: PipeWireEvents {
                 candidates.insert(id)
                 do { try connection.bindNode(id) } catch { candidates.remove(id) }
             }
-            // A capture stream, or perhaps a JACK client's node (its class says nothing).
-            guard let node = graph.nodes[id], !node.cannotCapture, id != silentID else { break }
+            // Every node of an app may record: a capture stream, a JACK client's node (its class
+            // says nothing), any other node once something capturable is linked into it (`isOther`).
+            guard let node = graph.nodes[id], id != silentID else { break }
             // No client: the server's own node (a module's); a trusted client's: left alone.
             guard let client = node.clientID, !trusted.contains(client) else { break }
-            streams[id] = Stream(client: client, found: !listed)
-            do { try connection.bindNode(id) } catch { observer?.refused("\(error)") }
+            // A node of another class is bound only once it records (`announce`).
+            streams[id] = Stream(client: client, described: node.cannotCapture, found: !listed)
+            if !node.cannotCapture {
+                do { try connection.bindNode(id) } catch { observer?.refused("\(error)") }
+            }
             // Held on the silent source first, then decided at once: a stream that may be real
             // is let go before the session manager has configured it, so it is never linked to
             // the silent source (a stream that does not reconnect would stay there).
@@ -371,12 +377,7 @@ public final class PipeWireGate: PipeWireEvents {
             finishListing()
             return
         }
-        if let node = graph.nodes[id], !node.isCaptureStream, !node.isJack {
-            // Neither a capture stream nor a JACK client.
-            if streams.removeValue(forKey: id)?.announced == true { observer?.captureEnded(id) }
-        } else {
-            streams[id]?.described = true
-        }
+        streams[id]?.described = true
         announce(id)
         reconcile()
     }
@@ -458,8 +459,8 @@ public final class PipeWireGate: PipeWireEvents {
 
     /// What `clients` may do with the gate's own `nodes` and with the sound system's clients
     /// (`soundSystem`: the server's, the session manager's, the portal's, the gate's own).
-    /// Clients still held are left out (they see nothing yet; their release is followed by
-    /// this), and so are the session managers and the gate's own connection.
+    /// Clients still held are left out (they see nothing yet: this is applied to them just
+    /// before their release), and so are the session managers and the gate's own connection.
     ///   - The nodes are hidden from every other client, pipewire-pulse included: they are no
     ///     one's source, listed to no app, and cannot be recorded, linked into or destroyed.
     ///   - An app may only read the sound system's clients: it can neither destroy them (the
@@ -536,10 +537,21 @@ public final class PipeWireGate: PipeWireEvents {
         return gateNodes.contains { graph.nodes[$0].map { $0.name == value || $0.serial == value } ?? false }
     }
 
-    /// A capture stream, or a JACK client with an input port.
+    /// A capture stream, a JACK client with an input port, or another node of an app into which
+    /// something capturable is linked (or was, until the gate destroyed the link).
     private func isCapture(_ id: UInt32) -> Bool {
-        guard let node = graph.nodes[id] else { return false }
+        guard let node = graph.nodes[id], let s = streams[id] else { return false }
+        if isOther(id) { return !s.severed.isEmpty || !graph.feeds(into: id, of: s.client).isEmpty }
         return node.isCaptureStream || node.isJack && graph.hasInputPort(id)
+    }
+
+    /// A node of an app that is neither a capture stream nor a JACK client: a sink, a source, a
+    /// playback stream, a filter, a node of no class. It records what is linked into it, like a
+    /// JACK client (`reconcileSelfLinked`): an app that links a microphone into a node it calls
+    /// a sink is recording.
+    private func isOther(_ id: UInt32) -> Bool {
+        guard let node = graph.nodes[id] else { return false }
+        return node.cannotCapture || streams[id]?.described == true && !node.isCaptureStream && !node.isJack
     }
 
     /// Tells the observer of a stream once its client is known and it is known to capture: a
@@ -548,7 +560,14 @@ public final class PipeWireGate: PipeWireEvents {
     private func announce(_ id: UInt32) {
         guard var s = streams[id], !s.announced, s.described || graph.nodes[id]?.isCaptureStream == true,
               gated.contains(s.client), isCapture(id), let observer else { return }
-        let origin = graph.origin(of: id, target: s.displaced, ignoring: gateNodes)
+        let other = isOther(id)
+        let origin = other ? selfLinkedOrigin(id, s) : graph.origin(of: id, target: s.displaced, ignoring: gateNodes)
+        if other, let node = graph.nodes[id] {
+            observer.noticed("client \(s.client): its node \(id) (\(node.name), class \(node.mediaClass.isEmpty ? "none" : node.mediaClass)) "
+                             + "is no capture stream but \(origin.source) is linked into it: decided as a \(origin.kind.rawValue) capture")
+            // Its format, for the silence it is owed.
+            do { try connection.bindNode(id) } catch { observer.refused("\(error)") }
+        }
         s.announced = true
         s.origin = origin
         streams[id] = s
@@ -579,14 +598,17 @@ public final class PipeWireGate: PipeWireEvents {
             observer?.ready()
         }
         // Held clients go once their streams can be routed: to the silent source, by the metadata.
+        // What they may not see or change is set first: the release (their default permissions)
+        // leaves those objects as they are, so a client never sees the gate's nodes, even for a
+        // moment (pipewire-pulse, held too, opens a connection for each Pulse client).
         if !held.isEmpty, metadataBound, silentReady() {
-            for (id, restricted) in held.sorted(by: { $0.key < $1.key }) {
+            let release = held.sorted { $0.key < $1.key }
+            held = [:]
+            restrict(release.map(\.key), nodes: gateNodes, soundSystem: trusted)
+            for (id, restricted) in release {
                 observer?.routed("client \(id): released\(restricted ? " (rx)" : "")")
                 do { try connection.releaseClient(id, restricted: restricted) } catch { observer?.refused("\(error)") }
             }
-            let released = held.keys.sorted()
-            held = [:]
-            restrict(released, nodes: gateNodes, soundSystem: trusted)
         }
         // The silent source is a null sink: whatever is linked into its input would come out
         // of it into every silenced stream. Nothing may be.
@@ -604,6 +626,8 @@ public final class PipeWireGate: PipeWireEvents {
             }
         }
         for id in streams.keys.sorted() {
+            // Another node of an app is a capture from the moment something capturable is linked into it.
+            if streams[id]?.announced == false, isOther(id) { announce(id) }
             guard var s = streams[id] else { continue }
             if trusted.contains(s.client) {
                 // Held before its client was known to be the sound system's own: let go.
@@ -613,8 +637,8 @@ public final class PipeWireGate: PipeWireEvents {
             }
             // A node not known yet to capture (a JACK client before its ports) is not touched.
             guard isCapture(id) else { continue }
-            if graph.nodes[id]?.isJack == true {
-                reconcileJack(id, &s)
+            if graph.nodes[id]?.isJack == true || isOther(id) {
+                reconcileSelfLinked(id, &s)
                 streams[id] = s
                 continue
             }
@@ -728,14 +752,13 @@ public final class PipeWireGate: PipeWireEvents {
 
     /// A JACK client links its own ports and no session manager moves it: while it may not
     /// record, every link into it is destroyed (its unconnected inputs read zeros) and kept, to
-    /// be made again when it may. Its kind follows what it links.
-    private func reconcileJack(_ id: UInt32, _ s: inout Stream) {
-        // What it records from: what it links (or linked, while silenced), else the default source.
-        var origin = graph.origin(of: id, target: nil, ignoring: gateNodes)
-        if graph.links(into: id).isEmpty, let last = s.severed.last, let port = graph.ports[last.output],
-           let n = graph.nodes[port.node], let kind = n.capturedKind {
-            origin = CaptureOrigin(kind: kind, source: n.name, node: n.id)
-        }
+    /// be made again when it may. Its kind follows what it links. Another node of an app
+    /// (`isOther`) is kept the same way, for the links that bring it something capturable
+    /// (`PipeWireGraph.feeds`); while it may record, it records only the kind it was decided
+    /// for: a link of another kind is destroyed, and not made again.
+    private func reconcileSelfLinked(_ id: UInt32, _ s: inout Stream) {
+        let other = isOther(id)
+        let origin = other ? selfLinkedOrigin(id, s) : jackOrigin(id, s)
         if s.announced, origin != s.origin, let observer {
             s.origin = origin
             let real = observer.captureMoved(id, origin: origin)
@@ -746,17 +769,46 @@ public final class PipeWireGate: PipeWireEvents {
         }
         if s.real {
             for (output, input) in s.severed {
-                guard let out = graph.ports[output], graph.ports[input] != nil else { continue }
+                guard let out = graph.ports[output], graph.ports[input] != nil,
+                      !other || graph.nodes[out.node]?.capturedKind == origin.kind else { continue }
                 observer?.routed("stream \(id): relinking port \(output) of node \(out.node)")
                 do { try connection.link(out.node, output, to: id, input) } catch { observer?.refused("\(error)") }
             }
             s.severed = []
+            guard other else { return }
+            for (link, feed) in graph.feeds(into: id, of: s.client) where feed.kind != origin.kind && !destroying.contains(link.id) {
+                observer?.noticed("client \(s.client): \(feed.source) linked into its node \(id), which may record "
+                                  + "\(origin.kind.rawValue) only: unlinked")
+                unlink(link, from: id)
+            }
             return
         }
-        for link in graph.links(into: id) where !destroying.contains(link.id) {
+        let cut = other ? graph.feeds(into: id, of: s.client).map(\.link) : graph.links(into: id)
+        for link in cut where !destroying.contains(link.id) {
             if let output = link.outputPort, let input = link.inputPort { s.severed.append((output, input)) }
             unlink(link, from: id)
         }
+    }
+
+    /// What a JACK client records from: what it links (or linked, while silenced), else the
+    /// default source.
+    private func jackOrigin(_ id: UInt32, _ s: Stream) -> CaptureOrigin {
+        if graph.links(into: id).isEmpty, let origin = severedOrigin(s) { return origin }
+        return graph.origin(of: id, target: nil, ignoring: gateNodes)
+    }
+
+    /// What another node of an app records from: the oldest capturable thing linked into it,
+    /// else what was last linked while it was silenced, else what it was decided for.
+    private func selfLinkedOrigin(_ id: UInt32, _ s: Stream) -> CaptureOrigin {
+        graph.feeds(into: id, of: s.client).first?.origin ?? severedOrigin(s)
+            ?? s.origin ?? CaptureOrigin(kind: .microphone, source: graph.nodes[id]?.name ?? String(id))
+    }
+
+    /// The node of the last link the gate destroyed into a silenced node, if it is still there.
+    private func severedOrigin(_ s: Stream) -> CaptureOrigin? {
+        guard let last = s.severed.last, let port = graph.ports[last.output], let n = graph.nodes[port.node],
+              let kind = n.capturedKind else { return nil }
+        return CaptureOrigin(kind: kind, source: n.name, node: n.id)
     }
 
     /// A JACK client negotiates nothing: its ports carry 32-bit float, one channel each, at the

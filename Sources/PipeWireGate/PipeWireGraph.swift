@@ -216,6 +216,17 @@ public struct PipeWireGraph: Sendable {
         return nodes.values.first { $0.name == target }
     }
 
+    /// The links that bring something capturable into `node` of `client`, with what each
+    /// carries: from any node with a captured kind (a source, a sink's monitor, a stream's
+    /// output), but for the client's own playback streams (its own audio). Oldest first.
+    public func feeds(into node: UInt32, of client: UInt32) -> [(link: PipeWireLink, origin: CaptureOrigin)] {
+        links(into: node).compactMap { link in
+            guard let n = nodes[link.outputNode], let kind = n.capturedKind,
+                  !(n.clientID == client && n.mediaClass == "Stream/Output/Audio") else { return nil }
+            return (link, CaptureOrigin(kind: kind, source: n.name, node: n.id))
+        }
+    }
+
     /// The default source or sink's node name, from the `default` metadata (`{"name":"mic"}`).
     public func defaultNode(_ key: String) -> String? {
         guard let json = metadata[0]?[key] else { return nil }

@@ -295,6 +295,10 @@ final class PipeWireDoor: LoopHandler, PipeWireGateObserver, @unchecked Sendable
         Log.debug("pipewire: refused: \(reason)")
     }
 
+    func noticed(_ attempt: String) {
+        Log.warn("pipewire: \(attempt)")
+    }
+
     func routed(_ action: String) {
         Log.debug("pipewire: \(action)")
     }

@@ -85,6 +85,15 @@ extension EndToEnd {
                 return (String(block.prefix { $0.isNumber }), String(serial))
             }
 
+            /// The ids of node `node`'s output (or input) ports, from `pw-cli ls Port`.
+            func ports(of node: String, output: Bool) throws -> [String] {
+                let ports = try Tool.run("pw-cli", args: ["ls", "Port"], server: "", environment: server.nativeClientEnvironment,
+                                         timeout: 30).stdoutText
+                return ports.components(separatedBy: "\tid ").dropFirst().filter {
+                    $0.contains("node.id = \"\(node)\"") && $0.contains("port.direction = \"\(output ? "out" : "in")\"")
+                }.map { String($0.prefix { $0.isNumber }) }
+            }
+
             /// A `pwRecord` that is recording, its app key and its stream's node id.
             func recordingNode() async throws -> (Recording, key: String, node: UInt32) {
                 let rec = try pwRecord()
@@ -617,6 +626,72 @@ extension EndToEnd {
             try s.earmuff.control("grant", key, "--kind", "app-audio")
             let heard = await Self.waitUntil(rec, hearing: played)
             #expect(heard, "no player tone after the app-audio grant: \(Helpers.analyze(Self.tail(rec, 1), format: .s16le, frequency: played))\n\(s.logs)")
+        }
+
+        /// Every node of an app is a recorder. `pw-record` calls its node a sink (media class
+        /// `Audio/Sink`, linked by nobody: `--target 0`) and links into it, itself, the
+        /// microphone, the sink (its monitor: system audio) or a player's stream (app audio).
+        /// With no grant, each link is destroyed as it appears: what it carried until then stays
+        /// within `linkLeakBound`, the node shows in status as a capture of that kind, and a
+        /// warning names it. The kind's grant links it again in the same process.
+        @Test func anAppsSinkRecordsNothingItWasNotGranted() async throws {
+            let s = try await Setup()
+            defer { s.stop() }
+            let played = 660.0
+            try s.server.playTone(sink: PipeWireServer.sinkName, frequency: played)
+            let player = try #require(try s.node(matching: "media.class = \"Stream/Output/Audio\""), "no player stream")
+            let env = s.server.nativeClientEnvironment
+            let mic = try #require(try s.node(matching: "node.name = \"\(PipeWireServer.sourceName)\""), "no microphone")
+            let sink = try #require(try s.node(matching: "node.name = \"\(PipeWireServer.sinkName)\""), "no sink")
+            for (n, (kind, from)) in [("microphone", mic.id), ("system-audio", sink.id), ("app-audio", player.id)].enumerated() {
+                let name = "evil.\(n)"
+                let rec = try Tool.startRecordingCommand(
+                    "sh", args: ["-c", "exec pw-record --target 0 -P '{ media.class = \"Audio/Sink\" node.name = \(name) }' "
+                                 + "--format s16 --rate \(PipeWireServer.toneRate) --channels 1 - > recording.raw"],
+                    server: "", purpose: nil, environment: env)
+                defer { _ = rec.stop(signal: SIGTERM) }
+                let key = try await s.key(of: rec)
+                var inputs: [String] = []
+                let ported = try await Wait.until(timeout: 30, interval: 0.05) {
+                    inputs = try s.node(matching: "node.name = \"\(name)\"").map { try s.ports(of: $0.id, output: false) } ?? []
+                    return !inputs.isEmpty
+                }
+                #expect(ported, "\(name) has no input port\n\(s.logs)")
+                let output = try #require(try s.ports(of: from, output: true).first, "node \(from) has no output port")
+                for input in inputs {
+                    let link = try Tool.run("pw-link", args: [output, input], server: "", environment: env, timeout: 30)
+                    #expect(link.succeeded, "\(kind): pw-link \(output) \(input): \(link)")
+                }
+                let status = try await s.earmuff.waitForStatus { $0.streams(of: key).map(\.kind) == [kind] }
+                #expect(status.streams(of: key).map(\.kind) == [kind], "\(kind): \(status)\n\(s.logs)")
+                let unlinked = try await Wait.until(timeout: 30, interval: 0.05) {
+                    !Self.linkedInto(name, try Tool.run("pw-link", args: ["-l"], server: "", environment: env, timeout: 30).stdoutText)
+                }
+                #expect(unlinked, "\(kind): \(from) is still linked into \(name)\n\(s.logs)")
+                let real = Self.realSamples(Self.samples(rec))
+                print("PipeWire gate, an app's sink linked from node \(from) (\(kind)): \(real) real samples before the link was gone")
+                #expect(real <= Self.linkLeakBound, "\(kind): \(Helpers.analyze(Self.samples(rec), format: .s16le, frequency: played))\n\(s.logs)")
+                #expect(s.earmuff.log().contains("(\(name), class Audio/Sink) is no capture stream"), "no warning names \(name)\n\(s.logs)")
+                #expect(rec.tool.process.isRunning, "\(kind): pw-record exited: \(rec.tool.process.stderrText())")
+
+                try s.earmuff.control("grant", key, "--kind", kind)
+                let heard = await kind == "microphone" ? Self.waitUntil(rec, tone: true) : Self.waitUntil(rec, hearing: played)
+                #expect(heard, "\(kind) granted: \(Helpers.analyze(Self.tail(rec, 1), format: .s16le, frequency: played))\n\(s.logs)")
+            }
+        }
+
+        /// Whether `pw-link -l` (a port's line, then a line `|<- output` or `|-> input` for each
+        /// of its links) says something is linked into a port of node `name`.
+        static func linkedInto(_ name: String, _ listing: String) -> Bool {
+            var port = ""
+            for line in listing.components(separatedBy: "\n") {
+                if line.contains("|<-") {
+                    if port.hasPrefix("\(name):") { return true }
+                } else if !line.contains("|->") {
+                    port = line.trimmingCharacters(in: .whitespaces)
+                }
+            }
+            return false
         }
 
         /// A daemon started before PipeWire (or on a system without it) waits for the socket

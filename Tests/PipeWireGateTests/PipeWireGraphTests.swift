@@ -64,6 +64,25 @@ import Testing
         #expect(g.origin(of: 50, target: nil, ignoring: [43]) == CaptureOrigin(kind: .appAudio, source: "player", node: 42))
     }
 
+    /// What feeds an app's node of another class (here a sink of client 49): a source, another
+    /// sink's monitor, another app's stream and a source of its own do; its own playback stream
+    /// and a node of no class (a JACK client's) do not.
+    @Test func feedsAreWhatIsCapturableLinkedIntoANode() {
+        var g = Self.graph()
+        g.add(id: 51, type: "Node", properties: ["media.class": "Audio/Sink", "node.name": "evil", "client.id": "49"])
+        g.add(id: 52, type: "Node", properties: ["media.class": "Stream/Output/Audio", "node.name": "own-player", "client.id": "49"])
+        g.add(id: 53, type: "Node", properties: ["media.class": "Audio/Source", "node.name": "own-alsa", "client.id": "49"])
+        g.add(id: 54, type: "Node", properties: ["node.name": "jack-app", "client.id": "48"])
+        for (link, from) in [(64, "54"), (63, "53"), (62, "52"), (61, "42"), (60, "41"), (65, "40")] {
+            g.add(id: UInt32(link), type: "Link", properties: ["link.output.node": from, "link.input.node": "51"])
+        }
+        let feeds = g.feeds(into: 51, of: 49)
+        #expect(feeds.map(\.link.id) == [60, 61, 63, 65])
+        #expect(feeds.map(\.origin.kind) == [.systemAudio, .appAudio, .microphone, .microphone])
+        #expect(feeds.first?.origin == CaptureOrigin(kind: .systemAudio, source: "out", node: 41))
+        #expect(g.feeds(into: 51, of: 48).count == 5, "another client's playback stream is app audio")
+    }
+
     @Test func theSilentSourceIsNotWhatAStreamCaptures() {
         var g = Self.graph()
         g.add(id: 62, type: "Link", properties: ["link.output.node": "43", "link.input.node": "50"])
