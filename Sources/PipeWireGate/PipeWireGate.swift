@@ -84,7 +84,7 @@ public protocol PipeWireGateObserver: AnyObject {
 
 public final class PipeWireGate: PipeWireEvents {
     /// The silent source's node name.
-    public static let silentNodeName = "earmuff.silence"
+    public static let silentNodeName = OwnNodes.silence
     /// The `pipewire.access` that Earmuff's module-access configuration (`access.force`) gives
     /// every client it holds for Earmuff; WirePlumber's access rules leave it alone.
     public static let holdAccess = "earmuff"
@@ -486,8 +486,8 @@ public final class PipeWireGate: PipeWireEvents {
     }
 
     /// The node names the gate gives its own nodes.
-    private static func isGateName(_ name: String) -> Bool { name == silentNodeName || name.hasPrefix(valvePrefix) }
-    private static let valvePrefix = "earmuff.valve."
+    private static func isGateName(_ name: String) -> Bool { OwnNodes.isOwn(name) }
+    private static let valvePrefix = OwnNodes.valvePrefix
 
     /// This process: the gate's own connection is the client it runs in.
     private static let ownPID = getpid()

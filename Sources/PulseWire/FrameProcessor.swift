@@ -42,7 +42,7 @@ public protocol FrameFilter: AnyObject {
     /// `count` payload bytes of the current memblock were passed (or silenced) on.
     func memblockPayload(_ count: Int, silenced: Bool)
     /// A whole packet, its header decoded (`body` reads what follows it): `.pass` or `.drop`.
-    /// `payload` may be rewritten in place, keeping its length.
+    /// `payload` may be rewritten, in place or to another length (a packet still: header first).
     func packet(_ header: PacketHeader, body: TagStructReader,
                 payload: inout [UInt8]) throws(ProtocolViolation) -> FrameDisposition
     /// A packet of `length` bytes (within the processor's `packetLimit`) is about to be
@@ -254,9 +254,13 @@ public struct FrameProcessor {
         case .drop: return
         case .silence: preconditionFailure("a frame filter silenced a packet; only memblocks have samples")
         }
-        precondition(packet.count == Int(packetDescriptor.length), "a frame filter changed a packet's length")
         packetsForwarded &+= 1
-        header.withUnsafeBytes { sink.emit($0) }
+        if packet.count == Int(packetDescriptor.length) {
+            header.withUnsafeBytes { sink.emit($0) }
+        } else {
+            // Rewritten to another length (a reply with records left out): a descriptor of its own.
+            FrameDescriptor.packet(length: UInt32(packet.count)).bytes.withUnsafeBytes { sink.emit($0) }
+        }
         packet.withUnsafeBytes { sink.emit($0) }
     }
 }

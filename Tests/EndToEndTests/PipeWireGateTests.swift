@@ -266,8 +266,9 @@ extension EndToEnd {
         }
 
         /// Earmuff's own nodes (the silent source, the valves) are no one's sources: a Pulse
-        /// client lists none of them, through Earmuff or from the server itself, nor does a
-        /// native app.
+        /// client lists none of them through Earmuff, nor does a native app. (pipewire-pulse
+        /// opens a connection of its own for each Pulse client, which may be shown them until
+        /// the gate has hidden them from it: the relay leaves them out of what it passes on.)
         @Test func earmuffsOwnNodesAreListedToNoApp() async throws {
             let s = try await Setup()
             defer { s.stop() }
@@ -275,10 +276,8 @@ extension EndToEnd {
             let rec = try s.gstRecord("pipewiresrc")
             #expect(await rec.waitForAudio(seconds: 0.5, timeout: 60), "\(rec.tool.process.stderrText())\n\(s.logs)")
             let through = try Tool.run("pactl", args: ["list", "sources", "short"], server: s.earmuff.serverString, timeout: 30)
-            for (what, list) in [("through Earmuff", through), ("from the server", try s.server.pactl("list", "sources", "short"))] {
-                #expect(list.succeeded && list.stdoutText.contains(PipeWireServer.sourceName), "\(what): \(list)")
-                #expect(!list.stdoutText.contains("earmuff."), "\(what): \(list.stdoutText)")
-            }
+            #expect(through.succeeded && through.stdoutText.contains(PipeWireServer.sourceName), "\(through)")
+            #expect(!through.stdoutText.contains("earmuff."), "\(through.stdoutText)")
             let native = try Tool.run("pw-cli", args: ["ls", "Node"], server: "", environment: s.server.nativeClientEnvironment, timeout: 30)
             #expect(native.stdoutText.contains("node.name = \"\(PipeWireServer.sourceName)\"") && !native.stdoutText.contains("earmuff."),
                     "\(native.stdoutText)")

@@ -324,3 +324,70 @@ let pcmFormat = FormatInfo(encoding: .pcm, properties: Proplist([(key: "format.r
         #expect(accepted > 0)
     }
 }
+
+/// Source records at every layout a client may negotiate, and a reply with some left out.
+@Suite struct SourceRecordTests {
+    static func record(_ index: UInt32, _ name: String) -> SourceInfo {
+        var s = SourceInfo(index: index, name: name)
+        s.state = 2
+        s.card = 3
+        var port = SourceInfo.DevicePort(name: "analog-input-mic", description: "Microphone")
+        port.priority = 8700
+        port.available = 2
+        port.availabilityGroup = "Legacy 1"
+        port.type = 4
+        s.ports = [port, SourceInfo.DevicePort(name: "analog-input-linein")]
+        s.activePort = "analog-input-mic"
+        s.formats = [FormatInfo(encoding: 1)]
+        return s
+    }
+
+    /// What a server of `version` would have sent of `s` (the fields it knows).
+    static func asSent(_ s: SourceInfo, version: UInt32) throws -> SourceInfo {
+        var w = TagStructWriter()
+        s.write(into: &w, version: version)
+        var r = TagStructReader(w.bytes)
+        let read = try SourceInfo.read(from: &r, version: version)
+        #expect(r.isAtEnd, "v\(version): bytes left after the record")
+        return read
+    }
+
+    @Test func everyLayoutRoundTrips() throws {
+        let s = Self.record(7, "mic")
+        for version: UInt32 in [8, 12, 13, 15, 16, 22, 24, 34, 35] {
+            let read = try Self.asSent(s, version: version)
+            #expect(read.name == "mic" && read.index == 7, "v\(version)")
+            #expect(read.ports.count == (version >= 16 ? 2 : 0), "v\(version)")
+            #expect(read.formats.count == (version >= 22 ? 1 : 0), "v\(version)")
+            #expect(read.ports.first?.available == (version >= 24 ? 2 : version >= 16 ? 0 : nil), "v\(version)")
+            #expect(read.ports.first?.availabilityGroup == (version >= 34 ? "Legacy 1" : nil), "v\(version)")
+        }
+        #expect(try Self.asSent(s, version: 35) == s)
+    }
+
+    /// The records `leaving(out:)` picks go; every other byte of the packet stays as it was.
+    @Test func aReplyWithRecordsLeftOut() throws {
+        let version: UInt32 = 35
+        func packet(_ records: [SourceInfo]) -> [UInt8] {
+            var w = TagStructWriter()
+            PacketHeader(command: .reply, tag: 9).encode(into: &w)
+            SourceInfoReply(records: records).encode(into: &w, version: version)
+            return w.bytes
+        }
+        let mic = Self.record(1, "mic"), silence = Self.record(2, "earmuff.silence"), monitor = Self.record(3, "out.monitor")
+        let full = packet([mic, silence, monitor])
+        let left = try #require(try SourceInfoReply.leaving(out: { $0.name == "earmuff.silence" }, of: full,
+                                                            recordsAt: PacketHeader.encodedSize, version: version))
+        #expect(left.kept == 2)
+        #expect(left.packet == packet([mic, monitor]))
+        #expect(try SourceInfoReply.leaving(out: { $0.name == "nothing" }, of: full, recordsAt: PacketHeader.encodedSize,
+                                            version: version) == nil)
+        let only = try #require(try SourceInfoReply.leaving(out: { _ in true }, of: packet([silence]),
+                                                            recordsAt: PacketHeader.encodedSize, version: version))
+        #expect(only.kept == 0 && only.packet == packet([]))
+        // A record cut short is an error, not a shorter list.
+        #expect(throws: WireError.self) {
+            try SourceInfoReply.leaving(out: { _ in true }, of: Array(full.dropLast(3)), recordsAt: PacketHeader.encodedSize, version: version)
+        }
+    }
+}

@@ -229,3 +229,48 @@ private struct Pair {
         #expect(throws: ProtocolViolation.self) { try p.s2c.packet(&srb) }
     }
 }
+
+@Suite struct OwnNodeFilterTests {
+    /// A source record reply (or list) of a v35 server under `tag`.
+    private func sources(_ names: [String], tag: UInt32) -> [UInt8] {
+        payload(.reply, tag: tag) { w in
+            SourceInfoReply(records: names.enumerated().map { SourceInfo(index: UInt32($0.offset), name: $0.element) })
+                .encode(into: &w, version: Limits.protocolVersion)
+        }
+    }
+
+    @Test("Earmuff's own nodes: left out of source lists, and a source that does not exist when asked for")
+    func ownNodesAreNoOnesSource() throws {
+        let p = Pair()
+        try p.authenticate()
+        var list = payload(.getSourceInfoList, tag: 1)
+        #expect(try p.c2s.packet(&list) == .pass)
+        var listed = sources(["mic", "earmuff.silence", "earmuff.valve.3", "out.monitor"], tag: 1)
+        #expect(try p.s2c.packet(&listed) == .pass)
+        var r = TagStructReader(listed, from: PacketHeader.encodedSize)
+        #expect(try SourceInfoReply.decode(from: &r, version: Limits.protocolVersion).records.map(\.name) == ["mic", "out.monitor"])
+
+        // By index: the server's reply becomes ERROR(NOENTITY) under the request's tag.
+        var byIndex = GetSourceInfo(index: 1).packet(tag: 2, version: Limits.protocolVersion)
+        #expect(try p.c2s.packet(&byIndex) == .pass)
+        var one = sources(["earmuff.silence"], tag: 2)
+        #expect(try p.s2c.packet(&one) == .pass)
+        let error = try ErrorReply.decodePacket(one, version: Limits.protocolVersion)
+        #expect(error.tag == 2 && error.message.errorCode == .noEntity)
+        // Another source's reply passes as it came.
+        var mic = GetSourceInfo(index: 0).packet(tag: 3, version: Limits.protocolVersion)
+        #expect(try p.c2s.packet(&mic) == .pass)
+        var micReply = sources(["mic"], tag: 3)
+        let sent = micReply
+        #expect(try p.s2c.packet(&micReply) == .pass && micReply == sent)
+
+        // By name, and recording from one: refused before the server hears of it.
+        var byName = GetSourceInfo(name: "earmuff.silence").packet(tag: 4, version: Limits.protocolVersion)
+        #expect(try p.c2s.packet(&byName) == .drop)
+        var request = CreateRecordStreamRequest()
+        request.sourceName = "earmuff.valve.1"
+        var record = request.packet(tag: 5, version: Limits.protocolVersion)
+        #expect(try p.c2s.packet(&record) == .drop)
+        #expect(p.observer.refused.map { [$0.0, $0.1] } == [[4, ErrorCode.noEntity.rawValue], [5, ErrorCode.noEntity.rawValue]])
+    }
+}

@@ -1,11 +1,12 @@
 // Introspection: what Earmuff asks the server on its own connection to learn
 // what each source is (GET_SOURCE_INFO / _LIST, GET_SERVER_INFO, SUBSCRIBE and
 // its events). Records are laid out as protocol-native.c `source_fill_tagstruct`
-// writes them; the decoders here read the fields up to protocol version 13,
-// which is what that connection negotiates (both servers gate later fields on
-// the client's version).
+// writes them; that connection negotiates protocol version 13 (both servers gate
+// later fields on the client's version). Source records are read at any version,
+// as the relay reads them for its clients (to leave Earmuff's own nodes out).
 
-/// The highest protocol version whose records `SourceInfo` and `SourceOutputInfo` read.
+/// The protocol version of Earmuff's own introspection connection; the highest whose
+/// `SourceOutputInfo` records are read.
 public let introspectionVersion: UInt32 = 13
 
 /// One record of a GET_*_INFO reply (a list reply holds any number, one after another).
@@ -39,6 +40,27 @@ public struct InfoReply<Record: IntrospectionRecord>: PacketMessage {
 
 /// Source records, as GET_SOURCE_INFO and GET_SOURCE_INFO_LIST return them.
 public typealias SourceInfoReply = InfoReply<SourceInfo>
+
+extension InfoReply where Record == SourceInfo {
+    /// The reply `packet` (header included, its records from `recordsAt` on, of a server of
+    /// `version`) without the records `leaveOut` picks, byte for byte otherwise, and how many
+    /// records it keeps; nil when it picks none.
+    public static func leaving(out leaveOut: (SourceInfo) -> Bool, of packet: [UInt8], recordsAt start: Int,
+                               version: UInt32) throws(WireError) -> (packet: [UInt8], kept: Int)? {
+        var r = TagStructReader(packet, from: start)
+        var kept: [Range<Int>] = []
+        var left = false
+        while !r.isAtEnd {
+            let from = r.position
+            let record = try SourceInfo.read(from: &r, version: version)
+            if leaveOut(record) { left = true } else { kept.append(from..<r.position) }
+        }
+        guard left else { return nil }
+        var out = Array(packet[..<start])
+        for range in kept { out += packet[range] }
+        return (out, kept.count)
+    }
+}
 /// Source-output records, as GET_SOURCE_OUTPUT_INFO and its _LIST return them.
 public typealias SourceOutputInfoReply = InfoReply<SourceOutputInfo>
 
@@ -62,6 +84,31 @@ public struct SourceInfo: IntrospectionRecord {
     public var proplist = Proplist()
     /// v13: requested latency.
     public var configuredLatencyUsec: UInt64 = 0
+    /// v15.
+    public var baseVolume: UInt32 = 0x10000
+    public var state: UInt32 = 0
+    public var volumeSteps: UInt32 = 0x10001
+    public var card: UInt32 = invalidIndex
+    /// v16: its ports (v24: with availability; v34: with availability group and type) and the active one.
+    public var ports: [DevicePort] = []
+    public var activePort: String?
+    /// v22.
+    public var formats: [FormatInfo] = []
+
+    /// A port of a device, as a source record lists it.
+    public struct DevicePort: Equatable, Sendable {
+        public var name: String?
+        public var description: String?
+        public var priority: UInt32 = 0
+        public var available: UInt32 = 0
+        public var availabilityGroup: String?
+        public var type: UInt32 = 0
+
+        public init(name: String?, description: String? = nil) {
+            self.name = name
+            self.description = description
+        }
+    }
 
     /// A record with defaults everywhere but index, name and the sink it monitors.
     public init(index: UInt32, name: String?, monitorOfSink: UInt32 = invalidIndex, monitorOfSinkName: String? = nil) {
@@ -74,11 +121,8 @@ public struct SourceInfo: IntrospectionRecord {
     /// Whether this is the monitor source of a sink (it carries what that sink plays).
     public var isMonitor: Bool { monitorOfSink != invalidIndex }
 
-    /// Reads one record; `version` above 13 is refused (its fields are not read here).
+    /// Reads one record of a server of `version` (any: every field up to 35 is read).
     public static func read(from r: inout TagStructReader, version: UInt32) throws(WireError) -> SourceInfo {
-        guard version <= introspectionVersion else {
-            throw WireError.unsupportedVersion(version, what: "source records")
-        }
         var s = SourceInfo(index: try r.readU32(), name: try r.readString())
         s.description = try r.readString()
         s.sampleSpec = try r.readSampleSpec()
@@ -95,10 +139,34 @@ public struct SourceInfo: IntrospectionRecord {
             s.proplist = try r.readProplist()
             s.configuredLatencyUsec = try r.readUsec()
         }
+        if version >= 15 {
+            s.baseVolume = try r.readVolume()
+            s.state = try r.readU32()
+            s.volumeSteps = try r.readU32()
+            s.card = try r.readU32()
+        }
+        if version >= 16 {
+            // A count beyond what the packet holds ends at its end (unexpectedEnd).
+            for _ in 0..<(try r.readU32()) {
+                var p = DevicePort(name: try r.readString(), description: try r.readString())
+                p.priority = try r.readU32()
+                if version >= 24 { p.available = try r.readU32() }
+                if version >= 34 {
+                    p.availabilityGroup = try r.readString()
+                    p.type = try r.readU32()
+                }
+                s.ports.append(p)
+            }
+            s.activePort = try r.readString()
+        }
+        if version >= 22 {
+            let count = try r.readU8()
+            for _ in 0..<count { s.formats.append(try r.readFormatInfo()) }
+        }
         return s
     }
 
-    /// Writes one record as a server of `version` (≤ 13) does.
+    /// Writes one record as a server of `version` does.
     public func write(into w: inout TagStructWriter, version: UInt32) {
         w.writeU32(index)
         w.writeString(name)
@@ -116,6 +184,30 @@ public struct SourceInfo: IntrospectionRecord {
         if version >= 13 {
             w.writeProplist(proplist)
             w.writeUsec(configuredLatencyUsec)
+        }
+        if version >= 15 {
+            w.writeVolume(baseVolume)
+            w.writeU32(state)
+            w.writeU32(volumeSteps)
+            w.writeU32(card)
+        }
+        if version >= 16 {
+            w.writeU32(UInt32(ports.count))
+            for p in ports {
+                w.writeString(p.name)
+                w.writeString(p.description)
+                w.writeU32(p.priority)
+                if version >= 24 { w.writeU32(p.available) }
+                if version >= 34 {
+                    w.writeString(p.availabilityGroup)
+                    w.writeU32(p.type)
+                }
+            }
+            w.writeString(activePort)
+        }
+        if version >= 22 {
+            w.writeU8(UInt8(clamping: formats.count))
+            for f in formats { w.writeFormatInfo(f) }
         }
     }
 }

@@ -188,6 +188,12 @@ final class ClientToServerFilter: FrameFilter {
             if let reason = observer.recordStreamRequested(state, request: req) {
                 throw ProtocolViolation(reason)
             }
+            // Earmuff's own nodes are no one's source: as if they did not exist.
+            if OwnNodes.isOwn(req.sourceName) {
+                try noteRefusal(command, "\(req.sourceName ?? "") is Earmuff's own node, no one's source")
+                refuse(header.tag, ErrorCode.noEntity.rawValue)
+                return .drop
+            }
             expected = .createRecord(source: req.sourceName, spec: req.sampleSpec,
                                      directOnInput: req.directOnInput != invalidIndex)
         case .createPlaybackStream:
@@ -197,6 +203,16 @@ final class ClientToServerFilter: FrameFilter {
         case .deleteRecordStream:
             var r = body
             expected = .deleteRecord(channel: try r.readU32())
+        case .getSourceInfo:
+            var r = body
+            let req = try GetSourceInfo.decode(from: &r, version: version)
+            if OwnNodes.isOwn(req.name) {
+                refuse(header.tag, ErrorCode.noEntity.rawValue)
+                return .drop
+            }
+            expected = .sourceInfo(list: false)
+        case .getSourceInfoList:
+            expected = .sourceInfo(list: true)
         case .extension:
             var r = body
             // Not addressed to us (or not parsable: the command policy refuses that): on to the policy.
@@ -308,7 +324,7 @@ final class ServerToClientFilter: FrameFilter {
         switch Command(rawValue: header.command) {
         case .reply:
             guard let request = state.takePending(tag: header.tag) else { return }
-            try handleReply(request, body: body, payload: &payload)
+            try handleReply(request, tag: header.tag, body: body, payload: &payload)
         case .error:
             _ = state.takePending(tag: header.tag)
         case .recordStreamKilled:
@@ -333,7 +349,7 @@ final class ServerToClientFilter: FrameFilter {
         }
     }
 
-    private func handleReply(_ request: PendingRequest, body: TagStructReader, payload: inout [UInt8]) throws {
+    private func handleReply(_ request: PendingRequest, tag: UInt32, body: TagStructReader, payload: inout [UInt8]) throws {
         var r = body
         switch request {
         case .auth:
@@ -370,6 +386,28 @@ final class ServerToClientFilter: FrameFilter {
             }
         case .createUpload:
             break
+        case .sourceInfo(let list):
+            leaveOwnNodesOut(of: &payload, tag: tag, recordsAt: body.position, list: list)
+        }
+    }
+
+    /// Earmuff's own nodes are no one's source: they are left out of a list of sources, and a
+    /// request for one of them (by index) fails as for a source that does not exist. The
+    /// sound server hides them from its clients, but a connection it has just opened may be
+    /// shown them until Earmuff's gate has hidden them from it. A reply that cannot be read
+    /// is passed as it is (logged): the list is the server's.
+    private func leaveOwnNodesOut(of payload: inout [UInt8], tag: UInt32, recordsAt start: Int, list: Bool) {
+        do {
+            guard let (packet, kept) = try SourceInfoReply.leaving(out: { OwnNodes.isOwn($0.name) }, of: payload,
+                                                                   recordsAt: start, version: state.protocolVersion)
+            else { return }
+            if list || kept > 0 {
+                payload = packet
+            } else {
+                payload = ErrorReply(code: .noEntity).packet(tag: tag, version: state.protocolVersion)
+            }
+        } catch {
+            Log.info("session \(state.id): a source record of the server could not be read (\(error)): passed as it is")
         }
     }
 

@@ -13,6 +13,8 @@ enum PendingRequest: Sendable {
     case createPlayback
     case createUpload
     case deleteRecord(channel: UInt32)
+    /// GET_SOURCE_INFO (one record) or its _LIST: Earmuff's own nodes are left out of the reply.
+    case sourceInfo(list: Bool)
 }
 
 /// What the daemon knows about one client connection.
