@@ -71,6 +71,8 @@ public struct ControlErrorCode: RawRepresentable, Hashable, Codable, Sendable, C
     public static let notAgent = ControlErrorCode("not-agent")
     /// `subscribe` or `become-agent` over the limit of such connections for the peer's uid.
     public static let tooMany = ControlErrorCode("too-many")
+    /// `become-agent` from a process that is not one of Earmuff's own programs.
+    public static let notEarmuff = ControlErrorCode("not-earmuff")
     /// The daemon could not carry out the request (e.g. a socket could not be created).
     public static let failed = ControlErrorCode("failed")
     /// A bug or an unexpected state in the daemon.

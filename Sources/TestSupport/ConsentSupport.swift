@@ -98,6 +98,10 @@ public struct StatusView: Decodable, Sendable, Equatable {
     public var waiting: [WaitingView]?
     /// The gate for native PipeWire clients.
     public var pipewire: PipeWireView?
+    /// The daemon itself.
+    public var daemon: DaemonView?
+    /// Where prompts go.
+    public var promptChannels: PromptChannelsView? { daemon?.promptChannels }
 
     /// Clients whose app key is `key`.
     public func clients(of key: String) -> [ClientView] { clients.filter { $0.appKey == key } }
@@ -105,6 +109,17 @@ public struct StatusView: Decodable, Sendable, Equatable {
     public func streams(of key: String) -> [StreamView] { streams.filter { $0.appKey == key } }
     /// Pending prompts for `key`.
     public func prompts(of key: String) -> [PromptView] { prompts.filter { $0.appKey == key } }
+}
+
+/// The daemon in `status --json`.
+public struct DaemonView: Decodable, Sendable, Equatable {
+    public var promptChannels: PromptChannelsView?
+}
+
+/// Where prompts go, in `status --json`.
+public struct PromptChannelsView: Decodable, Sendable, Equatable {
+    /// Prompt agents connected now.
+    public var agents: Int
 }
 
 /// The PipeWire gate in `status --json`.

@@ -739,40 +739,29 @@ extension EndToEnd {
 
         // MARK: agents
 
-        /// Two agents get the same prompt; the first answer wins, the other gets `unknown-prompt`,
-        /// and the stored state is the winner's. Spoken over the control socket by hand, so both
-        /// agents are registered before the prompt is raised.
+        /// Two agents get the same prompt; the first answer wins, the other is told the prompt is
+        /// no longer pending, and the stored state is the winner's. Both agents are registered
+        /// before the prompt is raised.
         @Test func firstAnswerWins() async throws {
             let s = try Setup()
             defer { s.stop() }
-            let agents = try [ControlConnection(path: s.earmuff.controlPath), ControlConnection(path: s.earmuff.controlPath)]
-            for agent in agents {
-                let ok = try agent.request(["type": "become-agent"], id: 1)
-                #expect(ok?["type"] as? String == "ok", "\(String(describing: ok))")
-            }
+            let answers = ["allow", "deny"]
+            let agents = try answers.map { try s.earmuff.startCLI(["agent", "--answer", $0, "--json"]) }
+            defer { for agent in agents { agent.stop() } }
+            let both = try await s.earmuff.waitForStatus { $0.promptChannels?.agents == 2 }
+            #expect(both.promptChannels?.agents == 2, "\(agents.map { $0.output() })\n\(s.logs)")
             let rec = try s.record()
             defer { _ = rec.stop() }
-            var ids: [Int] = []
-            for agent in agents {
-                let prompt = try agent.waitFor { $0["type"] as? String == "prompt" }
-                let id = (prompt?["prompt"] as? [String: Any])?["id"] as? Int
-                #expect((prompt?["prompt"] as? [String: Any])?["appKey"] as? String == s.key, "\(String(describing: prompt))")
-                ids.append(id ?? -1)
-            }
-            #expect(ids.count == 2 && ids[0] == ids[1] && ids[0] > 0, "both agents get the same prompt: \(ids)")
-            let answers = ["allow", "deny"]
-            for (agent, answer) in zip(agents, answers) {
-                try agent.send(["type": "answer-prompt", "id": 2, "prompt": ids[0], "answer": answer])
-            }
+            var ids: [UInt64] = []
             var winners: [String] = []
             for (agent, answer) in zip(agents, answers) {
-                let reply = try agent.waitFor { ($0["id"] as? Int) == 2 }
-                if reply?["type"] as? String == "ok" {
-                    winners.append(answer)
-                } else {
-                    #expect(reply?["code"] as? String == "unknown-prompt", "\(String(describing: reply))")
-                }
+                let prompt = try await agent.waitForLine { $0.type == "prompt" }
+                #expect(prompt?.prompt?.appKey == s.key, "\(agent.output())")
+                ids.append(prompt?.prompt?.id ?? 0)
+                let answered = try await agent.waitForLine { $0.type == "answered" }
+                if answered?.accepted == true { winners.append(answer) }
             }
+            #expect(ids.count == 2 && ids[0] == ids[1] && ids[0] > 0, "both agents get the same prompt: \(ids)")
             #expect(winners.count == 1, "accepted answers: \(winners)")
             let state = try s.earmuff.app(s.key)?.state
             #expect(state == (winners.first == "allow" ? "granted" : "denied"), "\(String(describing: state))")

@@ -35,7 +35,10 @@ extension EndToEnd {
             #expect(closed, "idle control connections stay open\n\(s.logs)")
         }
 
-        @Test func oneUIDCannotSubscribeWithoutEnd() async throws {
+        /// Another process of the uid (this test's) may hold 16 subscriptions, no more, and may
+        /// not become an agent; the person's own `earmuff watch` and `earmuff agent` are let in all
+        /// the same, and the agent, alone, gets the prompt of an app that records.
+        @Test func oneUIDCannotSubscribeWithoutEndNorLockOutEarmuffsOwnTools() async throws {
             let s = try Setup()
             defer { s.stop() }
             var subscribers: [ControlConnection] = []
@@ -48,11 +51,21 @@ extension EndToEnd {
             let extra = try ControlConnection(path: s.earmuff.controlPath)
             let refused = try extra.request(["type": "subscribe"], id: 99)
             #expect(refused?["code"] as? String == "too-many", "\(String(describing: refused))")
+            let fake = try extra.request(["type": "become-agent"], id: 100)
+            #expect(fake?["code"] as? String == "not-earmuff", "\(String(describing: fake))")
             let status = try s.earmuff.control("status")
             #expect(status.succeeded, "\(status)")
+
             let watch = try s.earmuff.startCLI(["watch", "--json"])
             defer { watch.stop() }
-            #expect(await Wait.until(timeout: 30) { !watch.process.isRunning }, "a 17th subscriber was let in")
+            let agent = try s.earmuff.startCLI(["agent", "--answer", "deny", "--json"])
+            defer { agent.stop() }
+            let rec = try s.record()
+            defer { _ = rec.stop() }
+            let prompted = try await agent.waitForLine { $0.type == "prompt" || $0.type == "answered" }
+            #expect(prompted != nil, "the agent got no prompt: \(agent.output())\n\(s.logs)")
+            let event = try await watch.waitForLine { $0.event == "prompt-raised" }
+            #expect(event != nil && watch.process.isRunning, "earmuff watch: \(watch.output())\n\(s.logs)")
         }
     }
 }

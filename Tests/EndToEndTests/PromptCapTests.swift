@@ -1,7 +1,7 @@
 // A prompt storm of made-up identities (copies of parecord at their own paths, each its
 // own app) must not bury the prompt of the app the person is using: at most
 // max-pending-prompts-per-uid (8) prompts are pending at once, a prompt of an app that
-// recorded and left makes room at once, and the agent gets the real app's prompt.
+// recorded and left makes room at once, and the real app's prompt is raised.
 // Captures over the cap record silence and are listed in status.
 
 import Foundation
@@ -37,9 +37,6 @@ extension EndToEnd {
             let fakes = try PromptStormTests.recorders(in: scratch, count: 24)
             let watch = try await s.earmuff.startWatch()
             defer { watch.stop() }
-            let agent = try ControlConnection(path: s.earmuff.controlPath)
-            let ok = try agent.request(["type": "become-agent"], id: 1)
-            #expect(ok?["type"] as? String == "ok", "\(String(describing: ok))")
             for tool in fakes {
                 let rec = try Self.start(s, tool)
                 let prompted = await Wait.until(timeout: 60) {
@@ -52,10 +49,10 @@ extension EndToEnd {
             #expect(status.prompts.count == 8, "\(status.prompts.count) prompts pending")
             let real = try s.record()
             defer { _ = real.stop() }
-            let prompt = try agent.waitFor(timeout: 60) {
-                $0["type"] as? String == "prompt" && ($0["prompt"] as? [String: Any])?["appKey"] as? String == s.key
+            let prompted = await Wait.until(timeout: 60) {
+                ((try? watch.lines()) ?? []).contains { $0.event == "prompt-raised" && $0.prompt?.appKey == s.key }
             }
-            #expect(prompt != nil, "the agent did not get the real app's prompt\n\(s.logs)")
+            #expect(prompted, "the real app's prompt was not raised\n\(s.logs)")
             #expect(await real.waitForAudio(seconds: 0.5), "\(s.logs)")
             #expect(real.isExactSilence(), "the undetermined app heard something")
             let lines = try watch.lines()

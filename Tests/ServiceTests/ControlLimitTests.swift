@@ -7,6 +7,7 @@ import EarmuffClient
 import Foundation
 import Glibc
 import Service
+import Synchronization
 import Testing
 
 @Suite struct ControlLimitTests {
@@ -59,6 +60,47 @@ import Testing
         #expect(switches() == before, "the control thread woke while nobody was connected")
     }
 
+    /// Other processes of the uid cannot lock Earmuff's own programs out of long-lived slots,
+    /// nor become agents (and receive prompts); Earmuff's own, at their limit, make room.
+    @Test func earmuffsOwnProgramsHaveSlotsOfTheirOwnAndAloneBecomeAgents() throws {
+        let own = Mutex(false)
+        var options = ControlServerOptions(maxLongLivedPerUID: 2)
+        options.ownProgram = { _ in own.withLock { $0 } }
+        let f = try ServerFixture(options: options)
+        var others: [ControlClient] = []
+        for _ in 0..<2 {
+            let c = try f.connect()
+            #expect(try c.request(.subscribe) == .ok)
+            others.append(c)
+        }
+        let third = try f.connect()
+        #expect(code(third, .subscribe) == .tooMany)
+        #expect(code(third, .becomeAgent) == .notEarmuff)
+
+        own.withLock { $0 = true }
+        let watch = try f.connect()
+        #expect(try watch.request(.subscribe) == .ok, "the others' subscriptions count against Earmuff's own")
+        let agent = try f.connect()
+        #expect(try agent.request(.becomeAgent) == .ok)
+        // A third of its own: the one silent the longest (the subscriber) makes room.
+        let settings = try f.connect()
+        #expect(try settings.request(.subscribe) == .ok)
+        #expect(waitUntil { f.logs.contains("to make room for pid \(getpid())") })
+        #expect(f.server.connectionCount == 5, "the two others, the refused one, the agent and the settings window")
+        #expect(throws: ControlClientError.self) { try watch.request(.status) }
+        for c in others { #expect(try c.request(.status) != .ok, "another's subscription was dropped") }
+    }
+
+    /// The code of the error `client`'s `request` was answered with.
+    private func code(_ client: ControlClient, _ request: ControlRequest) -> ControlErrorCode? {
+        do {
+            _ = try client.request(request)
+            return nil
+        } catch {
+            return error.reply?.code
+        }
+    }
+
     @Test func aFullServerMakesRoomForAOneShotRequest() throws {
         let f = try ServerFixture(options: ControlServerOptions(maxConnections: 4))
         var idle: [RawConnection] = []
@@ -80,23 +122,20 @@ import Testing
         #expect(f.logs.lines.withLock { $0.filter { $0.contains("to make room") }.count } <= 6)
     }
 
+    /// Processes that are not Earmuff's own programs (those make room instead: above).
     @Test func longLivedConnectionsAreCappedPerUID() throws {
-        let f = try ServerFixture(options: ControlServerOptions(maxLongLivedPerUID: 2))
+        var options = ControlServerOptions(maxLongLivedPerUID: 2)
+        options.ownProgram = { _ in false }
+        let f = try ServerFixture(options: options)
         let a = try f.connect(), b = try f.connect(), c = try f.connect()
         #expect(try a.request(.subscribe) == .ok)
-        #expect(try b.request(.becomeAgent) == .ok)
-        for request in [ControlRequest.subscribe, .becomeAgent] {
-            do {
-                _ = try c.request(request)
-                Issue.record("a third long-lived connection was accepted")
-            } catch {
-                #expect(error.reply?.code == .tooMany && error.message.contains("already has 2"), "\(error)")
-            }
-        }
+        #expect(try b.request(.subscribe) == .ok)
+        #expect(code(c, .subscribe) == .tooMany)
+        #expect(code(c, .becomeAgent) == .notEarmuff)
         // Its one-shot requests are still answered, and a slot freed lets it subscribe.
         #expect(try c.request(.status) != .ok)
         a.close()
-        #expect(waitUntil { f.server.subscriberCount == 0 })
+        #expect(waitUntil { f.server.subscriberCount == 1 })
         #expect(try c.request(.subscribe) == .ok)
     }
 }

@@ -84,7 +84,10 @@ final class ServerFixture {
     let server: ControlServer
     let logs: LogBox
 
+    /// `options`, whose peers (all this process) count as Earmuff's own programs unless they say.
     init(options: ControlServerOptions = ControlServerOptions(daemonVersion: "9.9.9")) throws {
+        var options = options
+        if options.ownProgram == nil { options.ownProgram = { _ in true } }
         var template = Array("/tmp/earmuff-ctl-XXXXXX".utf8CString)
         let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }  // non-nil: the buffer is a valid C string
         #expect(made != nil)

@@ -56,10 +56,15 @@ public struct ControlServerOptions: Sendable {
     public var maxConnections: Int
     /// Seconds a connection that did not subscribe or become an agent may stay silent.
     public var idleTimeout: Double
-    /// Connections of one uid that may subscribe or be agents at once (they never time out).
+    /// Connections of one uid that may subscribe or be agents at once (they never time out),
+    /// counted apart for Earmuff's own programs and for the rest.
     public var maxLongLivedPerUID: Int
     /// Peer uids served; nil means this process's effective uid and root.
     public var allowedUIDs: Set<UInt32>?
+    /// Whether a peer runs one of Earmuff's own programs (its agent, `watch`, the settings
+    /// window), which alone may become agents and have long-lived slots of their own; nil means
+    /// `ProcessInspector.runsEarmuffsOwnProgram`.
+    public var ownProgram: (@Sendable (ControlPeer) -> Bool)?
 
     public init(daemonVersion: String = "0.0.0", maxLineBytes: Int = ControlLimits.maxRequestLine,
                 maxPendingOutputBytes: Int = 4 << 20, maxConnections: Int = 128, idleTimeout: Double = 10,

@@ -6,7 +6,10 @@
 // * When `maxConnections` are open, a new connection takes the place of the one of those
 //   idle the longest, so a one-shot request always gets a slot.
 // * Connections that subscribed or became agents never time out; each uid may have
-//   `maxLongLivedPerUID` of them, so together they can never take every slot.
+//   `maxLongLivedPerUID` of them, so together they can never take every slot. Earmuff's own
+//   programs (its agent, `watch`, the settings window: `isOwn`) are counted apart, so other
+//   processes of the uid cannot lock them out; when they reach the limit themselves, the
+//   one of them silent the longest makes room for the new one.
 // * Refusals and evictions are logged, at most 5 lines per 10 s.
 import Consent
 import ControlProtocol
@@ -30,11 +33,28 @@ extension ControlServer {
         return true
     }
 
+    /// Whether `c`'s peer runs one of Earmuff's own programs (asked once per connection).
+    func isOwn(_ c: Connection) -> Bool {
+        if let own = c.own { return own }
+        let peer = ControlPeer(pid: c.pid, uid: c.uid, gid: c.gid)
+        let own = options.ownProgram?(peer) ?? ProcessInspector.runsEarmuffsOwnProgram((peer.pid, peer.uid, peer.gid))
+        c.own = own
+        return own
+    }
+
     /// Why `c` may not subscribe or become an agent (its uid has as many such connections as
-    /// allowed), or nil.
+    /// allowed, of Earmuff's own programs or of others, as `c` is), or nil.
     func longLivedRefusal(_ c: Connection) -> ControlError? {
-        let ofUID = connections.values.count { $0.longLived && $0.uid == c.uid }
+        let own = isOwn(c)
+        let alike = connections.values.filter { $0.longLived && $0.uid == c.uid && $0.own == own }
+        let ofUID = alike.count
         guard ofUID >= options.maxLongLivedPerUID else { return nil }
+        if own, let oldest = alike.min(by: { ($0.lastActivity, $0.id) < ($1.lastActivity, $1.id) }) {
+            limitLog.record(.warn, "closed control#\(oldest.id) (pid \(oldest.pid)), the one of Earmuff's own programs silent "
+                            + "the longest, to make room for pid \(c.pid): \(ofUID) of them subscribed or are agents", to: log)
+            drop(oldest, reason: nil)
+            return nil
+        }
         limitLog.record(.warn, "control#\(c.id): refused to subscribe: uid \(c.uid) already has \(ofUID) "
                         + "connections that subscribed or are agents", to: log)
         return ControlError(.tooMany, "uid \(c.uid) already has \(ofUID) control connections that subscribed or are "

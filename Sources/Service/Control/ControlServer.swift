@@ -68,8 +68,12 @@ public final class ControlServer: @unchecked Sendable {
     final class Connection {
         let id: UInt64
         let fd: Int32
-        /// The peer's uid (subscribers are counted per uid).
+        /// The peer's credentials (subscribers are counted per uid).
         var uid: UInt32 = 0
+        var pid: Int32 = 0
+        var gid: UInt32 = 0
+        /// Whether the peer runs one of Earmuff's own programs, once asked (`isOwn`).
+        var own: Bool?
         /// When (monotonic seconds) its last bytes arrived, or it connected.
         var lastActivity = monotonicNow()
         /// Subscribed to events or became an agent: it may stay idle (see ControlServer+Limits.swift).
@@ -261,6 +265,8 @@ public final class ControlServer: @unchecked Sendable {
             nextID += 1
             let c = Connection(id: id, fd: fd, limit: options.maxLineBytes)
             c.uid = cred.uid
+            c.pid = cred.pid
+            c.gid = cred.gid
             do {
                 c.token = try loop.register(fd, events: PollEvents.input, handler: Watcher { [self] events in
                     service(id, events: events)
@@ -386,6 +392,13 @@ public final class ControlServer: @unchecked Sendable {
             let staysOpen: Bool = switch request {
             case .subscribe, .becomeAgent: true
             default: false
+            }
+            if case .becomeAgent = request, !isOwn(c) {
+                let e = ControlError(.notEarmuff, "only Earmuff's own programs ('earmuff agent', the settings window) may answer "
+                                     + "prompts; pid \(c.pid) is not one of them")
+                limitLog.record(.warn, "control#\(c.id): refused become-agent from pid \(c.pid): not one of Earmuff's programs", to: log)
+                write(ControlCodec.encodeLine(ServerMessage.response(id: message.id, .error(e))), to: c)
+                return
             }
             if staysOpen && !c.longLived, let refusal = longLivedRefusal(c) {
                 write(ControlCodec.encodeLine(ServerMessage.response(id: message.id, .error(refusal))), to: c)
