@@ -187,8 +187,11 @@ final class PipeWireDoor: LoopHandler, PipeWireGateObserver, @unchecked Sendable
         }
         let facts = ProcessInspector.facts(pid: pid, uid: uid, gid: client.gid ?? 0, launcherAppID: nil)
         // What module-access's `access.allowed` admits by argv[0], which any process can fake, is
-        // checked here by the executable the kernel reports, as every client is.
-        if uid == getuid(), facts.inspectable {
+        // checked here by the executable the kernel reports, as every client is: in this mount
+        // namespace (in a sandbox of its own, any program can be bound over /usr/bin/pipewire),
+        // and with no library preloaded into it.
+        let preloaded = ["LD_PRELOAD", "LD_AUDIT"].contains { !(facts.environment[$0] ?? "").isEmpty } || !facts.environmentComplete
+        if uid == getuid(), facts.inspectable, !facts.foreignMountNamespace, !preloaded {
             if pid == getpid() { return .soundSystem }
             if let exe = facts.exe, PipeWireSoundSystem.sessionManagers.contains(exe) { return .sessionManager }
             if let exe = facts.exe, PipeWireSoundSystem.executables.contains(exe) { return .soundSystem }

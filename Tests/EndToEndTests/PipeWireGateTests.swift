@@ -679,6 +679,23 @@ extension EndToEnd {
             }
         }
 
+        /// The sound system is trusted by what it runs, in Earmuff's own mount namespace: a
+        /// recorder in a sandbox of its own, with `pw-cat` bound over `/usr/bin/pipewire`, is an
+        /// app like any other (before: taken for the sound system, it heard the microphone).
+        @Test func aRecorderPosingAsTheSoundSystemInASandboxIsGated() async throws {
+            let s = try await Setup()
+            defer { s.stop() }
+            let bwrap = try #require(findExecutable("bwrap"), "bwrap not found; install bubblewrap")
+            let rec = try Tool.startRecordingCommand(
+                "sh", args: ["-c", "exec \(bwrap) --dev-bind / / --bind /usr/bin/pw-cat /usr/bin/pipewire /usr/bin/pipewire "
+                             + "--record --format s16 --rate \(PipeWireServer.toneRate) --channels 1 - > recording.raw"],
+                server: "", purpose: nil, environment: s.server.nativeClientEnvironment)
+            #expect(await rec.waitForAudio(seconds: 1, timeout: 60), "\(rec.tool.process.stderrText())\n\(s.logs)")
+            #expect(rec.isExactSilence(), "real samples: \(Helpers.analyze(rec.data(), format: .s16le))\n\(s.logs)")
+            let status = try await s.earmuff.waitForStatus { !$0.streams.isEmpty }
+            #expect(status.streams.count == 1 && status.streams.first?.audio == "silenced", "\(status)")
+        }
+
         /// Whether `pw-link -l` (a port's line, then a line `|<- output` or `|-> input` for each
         /// of its links) says something is linked into a port of node `name`.
         static func linkedInto(_ name: String, _ listing: String) -> Bool {
