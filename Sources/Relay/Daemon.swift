@@ -260,16 +260,44 @@ public final class Daemon: @unchecked Sendable {
     /// The limit a new client of `app` would go over, or nil. Every client counts, with or
     /// without its handshake: each holds one of the server's slots. The last `reservedClients`
     /// slots go only to apps with fewer than `smallAppClients` clients, so apps holding many
-    /// (idle) connections cannot lock out one that starts now.
-    private func limitReached(for app: AppKey) -> String? {
+    /// (idle) connections cannot lock out one that starts now. When every slot is taken, a
+    /// client of such a small app takes the place of the client that holds nothing and has
+    /// been silent the longest, at least `handshakeTimeout` (`makeRoom`): idle connections
+    /// under any number of made-up names cannot lock it out either.
+    private func limitReached(for app: AppKey, pid: Int32) -> String? {
         let (total, ofApp) = sessions.withLock { s in (s.count, s.values.count { $0.state.identity.appKey == app }) }
-        if total >= options.maxClients { return "max-clients (\(options.maxClients)) clients are connected" }
+        if total >= options.maxClients {
+            if ofApp < RelayOptions.smallAppClients && makeRoom(for: app, pid: pid) { return nil }
+            return "max-clients (\(options.maxClients)) clients are connected"
+        }
         if ofApp >= options.maxClientsPerApp { return "max-clients-per-app (\(options.maxClientsPerApp)) clients of this app are connected" }
         if ofApp >= RelayOptions.smallAppClients && options.maxClients - total <= options.reservedClients {
             return "it has \(ofApp) clients connected and the last \(options.reservedClients) of max-clients "
                 + "(\(options.maxClients)) are kept for apps with fewer than \(RelayOptions.smallAppClients) (reserved-clients)"
         }
         return nil
+    }
+
+    /// Closes the client that finished its handshake, holds nothing (`holdsNothing`) and has sent
+    /// nothing for the longest, at least `handshakeTimeout`, to make room for a client of `app`;
+    /// false when there is none.
+    private func makeRoom(for app: AppKey, pid: Int32) -> Bool {
+        let now = SessionState.monotonicMilliseconds()
+        let idleEnough = UInt64(options.handshakeTimeout * 1000)
+        let victim = sessions.withLock { s in
+            s.values.map(\.state).filter {
+                $0.handshakeDone.load(ordering: .relaxed) && $0.reasonClosed == nil && $0.holdsNothing
+                    && now &- $0.lastPacketAt.load(ordering: .relaxed) >= idleEnough
+            }.min { ($0.lastPacketAt.load(ordering: .relaxed), $0.id) < ($1.lastPacketAt.load(ordering: .relaxed), $1.id) }
+        }
+        guard let victim else { return false }
+        let silent = (now &- victim.lastPacketAt.load(ordering: .relaxed)) / 100
+        refusalLog.record(.warn, "closed session \(victim.id) (\(victim.identity.appKey)), which holds no stream and was silent "
+                          + "for \(silent / 10).\(silent % 10) s, to make room for \(app) pid \(pid): max-clients "
+                          + "(\(options.maxClients)) clients are connected")
+        disconnect(sessionID: victim.id, reason: "it held no stream and was silent the longest when every client slot was "
+                   + "taken: room was made for a new client")
+        return true
     }
 
     /// Refusals, and handshake timeouts: lines any client can cause, so rate-limited (each kind apart).
@@ -317,7 +345,7 @@ public final class Daemon: @unchecked Sendable {
             return
         }
         let identity = identify(cred.pid, cred.uid, cred.gid, listener.launcherAppID)
-        if let limit = limitReached(for: identity.appKey) {
+        if let limit = limitReached(for: identity.appKey, pid: cred.pid) {
             refusalLog.record(.warn, "refused \(identity.appKey) pid \(cred.pid): \(limit); raise it in earmuff.conf if this app needs more")
             refuseConnection(socket)
             return

@@ -105,6 +105,48 @@ extension EndToEnd {
             #expect(info.succeeded, "\(info)")
         }
 
+        /// 20 made-up identities (one script at 20 paths) with 3 idle connections each, all with
+        /// their handshake done: they take every slot (max-clients, 56), each under the reserve's
+        /// 4. parecord still
+        /// gets in, in the place of the one that held nothing and was silent the longest, records
+        /// (silence: it is undetermined) and raises its prompt; what is closed is logged.
+        @Test func idleConnectionsUnderMadeUpNamesDoNotLockOutANewApp() async throws {
+            let s = try Setup(config: ["handshake-timeout = 1"])
+            defer { s.stop() }
+            let bytes = "\(s.scratch)/handshake"
+            try Data(RawClient.auth(tag: 0) + RawClient.setClientName(tag: 1, name: "idle")).write(to: URL(fileURLWithPath: bytes))
+            // A recording already running holds its stream: never closed to make room.
+            let first = try s.record()
+            defer { _ = first.stop() }
+            #expect(await first.waitForAudio(seconds: 0.2), "\(s.logs)")
+            var scripts: [RunningTool] = []
+            defer { for t in scripts { _ = t.stop(signal: SIGKILL) } }
+            var accepted = 0
+            for n in 0..<20 {
+                let script = "\(s.scratch)/idle\(n).py", out = "\(s.scratch)/accepted\(n)"
+                try Self.idleScript.write(toFile: script, atomically: true, encoding: .utf8)
+                scripts.append(try Tool.start("python3", args: [script, s.earmuff.listenPath, "3", bytes, out], server: s.earmuff.serverString))
+                #expect(await Wait.until(timeout: 120) { FileManager.default.fileExists(atPath: out) }, "idle\(n).py did not finish\n\(s.logs)")
+                accepted += Int((try? String(contentsOfFile: out, encoding: .utf8)) ?? "") ?? 0
+            }
+            // Later ones may have been let in in the places of earlier ones silent long enough.
+            #expect(accepted >= 55, "the made-up apps got \(accepted) of their 60 connections in\n\(s.logs)")
+            let full = try await s.earmuff.waitForStatus { $0.clients.count == 56 }
+            #expect(full.clients.count == 56, "\(full.clients.count) clients\n\(s.logs)")
+            let rec = try s.record()
+            defer { _ = rec.stop() }
+            #expect(await rec.waitForAudio(seconds: 0.5), "parecord: \(rec.tool.process.stderrText())\n\(s.logs)")
+            #expect(rec.isExactSilence(), "the undetermined app heard something")
+            let status = try await s.earmuff.waitForStatus { $0.prompts(of: s.key).count == 1 }
+            #expect(status.prompts(of: s.key).count == 1, "no prompt for parecord: \(status)\n\(s.logs)")
+            // Logged, a few lines however many were closed.
+            let lines = s.earmuff.log().split(separator: "\n").filter { $0.contains("to make room for") }.count
+            #expect(lines >= 1 && lines <= 10, "\(lines) lines\n\(s.logs)")
+            let before = first.byteCount()
+            #expect(await Wait.until(timeout: 30) { first.byteCount() > before } && first.tool.process.isRunning,
+                    "the first recording was closed: \(first.tool.process.stderrText())\n\(s.logs)")
+        }
+
         /// Silent connections of two apps (none sends a byte): parecord gets in at once, and the
         /// silent ones are closed after handshake-timeout, which frees their slots.
         @Test func silentConnectionsAreClosedAfterTheHandshakeTimeout() async throws {

@@ -98,6 +98,7 @@ final class ClientToServerFilter: FrameFilter {
 
     func packet(_ header: PacketHeader, body: TagStructReader,
                 payload: inout [UInt8]) throws(ProtocolViolation) -> FrameDisposition {
+        state.lastPacketAt.store(SessionState.monotonicMilliseconds(), ordering: .relaxed)
         // Default deny: an opcode outside the table, or one only a server
         // sends, is never forwarded (PulseAudio would drop the client anyway).
         guard let command = Command(rawValue: header.command) else {

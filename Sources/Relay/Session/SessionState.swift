@@ -29,6 +29,16 @@ public final class SessionState: Sendable {
     let lastSenderPID = Atomic<Int32>(0)
     /// Whether the client has sent AUTH and SET_CLIENT_NAME (before `handshake-timeout` ends).
     let handshakeDone = Atomic<Bool>(false)
+    /// When (monotonic milliseconds) the client last sent a packet, or connected.
+    let lastPacketAt = Atomic<UInt64>(SessionState.monotonicMilliseconds())
+
+    static func monotonicMilliseconds() -> UInt64 { UInt64(monotonicNow() * 1000) }
+
+    /// Whether the client holds nothing of the server's: no record stream now, no playback
+    /// stream ever (those are not followed to their end).
+    var holdsNothing: Bool {
+        ownSourceOutputs.withLock { $0.isEmpty } && ownSinkInputs.withLock { $0.isEmpty }
+    }
     /// Effective protocol version used to parse layouts: min(client, server), masked.
     let version = Atomic<UInt32>(8)
     /// Requests forwarded and not answered yet: every tag, and what matters of some.
