@@ -48,7 +48,7 @@ let package = Package(
                 swiftSettings: [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]),
         // The consent service above it: decisions, prompts, the desktop, the control socket.
         // The native PipeWire door: a manager connection that routes non-granted capture to silence.
-        .target(name: "PipeWireGate", dependencies: ["CPipeWireShim", "Basics"]),
+        .target(name: "PipeWireGate", dependencies: ["CPipeWireShim", "Basics", "LinuxSystem"]),
         .target(name: "Service", dependencies: ["Relay", "Basics", "PulseWire", "Consent", "ConsentStore", "ControlProtocol", "Wording", "LinuxSystem", "DBus", "PipeWireGate"]),
         .target(name: "EarmuffClient", dependencies: ["ControlProtocol", "LinuxSystem"]),
         .target(name: "EarmuffCLI", dependencies: ["Service", "Relay", "EarmuffClient", "ControlProtocol", "Wording", "Consent", "LinuxSystem",

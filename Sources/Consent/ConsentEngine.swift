@@ -7,7 +7,7 @@
 // decision, start a timer, run the prompt command, close a connection, emit
 // an event for `earmuff watch`). Clocks come in as `now` (seconds since 1970).
 //
-// Rules (product.md):
+// Rules:
 // - Decisions are per app key and capture kind (`Capability`: microphone,
 //   system-audio, app-audio); a grant of one says nothing about the others.
 //   A stream's kind comes from what it records (the proxy classifies its

@@ -5,7 +5,7 @@
 // raw text here. Everything below is pure string work, so every rule is tested
 // with realistic /proc contents and no process.
 //
-// Precedence (product.md, "Applications and their identity"):
+// Precedence:
 //   0. a process whose /proc cannot be read (non-dumpable) → unknown:pid-PID-START,
 //      a key of its own that never gets real audio (a launcher socket still vouches)
 //   1. Flatpak  `[Application] name=` in /.flatpak-info   → flatpak:ID
@@ -16,7 +16,7 @@
 //   4. a mount namespace of its own, without the above    → sandboxed:unknown
 //   5. systemd  leaf cgroup `app[-LAUNCHER]-ID-RANDOM.scope` or
 //               `app[-LAUNCHER]-ID[@RANDOM].service`        → systemd:ID
-//   (product.md groups the systemd scope with the sandboxes; it comes after the
+//   (The systemd scope is told by the desktop, as a sandbox is; it comes after the
 //   launcher here because a terminal's scope covers every command run in it.)
 //   6. interpreter (python, node, perl, ruby, java, shells, …) running a
 //      script named on its command line                   → script:/abs/path

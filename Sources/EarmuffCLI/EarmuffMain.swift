@@ -1,4 +1,4 @@
-// The `earmuff` command: parse (ControlProtocol's pure `ClientCommandLine`),
+// The `earmuff` command: parse (the pure `ClientCommandLine`, in CommandLine/),
 // then dispatch. `serve` goes to the daemon; every other subcommand talks to
 // it over the control socket (ClientCommands.swift). Exit status: 0 success,
 // 1 runtime failure, 64 usage error; `run` passes its command's status through.

@@ -4,6 +4,7 @@
 // thread that made it; the owner keeps to that.
 import CPipeWireShim
 import Glibc
+import LinuxSystem
 
 /// What the server reports over the connection.
 public protocol PipeWireEvents: AnyObject {
@@ -24,7 +25,7 @@ public protocol PipeWireEvents: AnyObject {
 public struct PipeWireError: Error, CustomStringConvertible, Sendable {
     public let call: String
     public let code: Int32
-    public var description: String { "\(call): \(String(cString: strerror(abs(code))))" }
+    public var description: String { "\(call): \(Errno(rawValue: abs(code)))" }
 }
 
 public final class PipeWireConnection {

@@ -1,7 +1,10 @@
-// Ring: the hand-off between the two event-loop threads of a session.
+// Ring: the hand-off between the two halves of a session, one ring per direction.
+// Both halves of a session run on one event loop today, so producer and consumer
+// are one thread; the ring is built (and checked under the thread sanitizer) for
+// two, so that a session could be split across threads again without changing it.
 //
-// One thread (the producer) reads frames from one socket, processes them and
-// copies the bytes into a `ByteRing`; the other thread (the consumer) sends the
+// One side (the producer) reads frames from one socket, processes them and
+// copies the bytes into a `ByteRing`; the other side (the consumer) sends the
 // readable bytes to the other socket with one `sendmsg` of up to two regions
 // and releases what the kernel took. Neither side ever blocks on the other or
 // takes a lock: each side owns one index, publishes it with a release store and

@@ -22,7 +22,7 @@
 // - EXTENSION writes (stream-restore WRITE/DELETE persistently reroute streams;
 //   device-manager reorders devices) and any unknown extension or subcommand.
 //   (Requests to Earmuff's own `module-earmuff` never get here: the client
-//   half answers them itself, see ConsentService+Permissions.swift.)
+//   half answers them itself, see ConsentService/PermissionCalls.swift.)
 // - SEND_OBJECT_MESSAGE other than read-only queries.
 // - The obsolete autoload commands, which PulseAudio itself would disconnect for.
 import Consent

@@ -93,7 +93,7 @@ struct SnapdClient: Sendable {
         while sent < request.count {
             let n = request.withUnsafeBytes { send(fd, $0.baseAddress! + sent, $0.count - sent, Int32(MSG_NOSIGNAL)) }  // non-nil: request is non-empty
             if n < 0 && errno == EINTR { continue }
-            guard n > 0 else { return .failed("writing to snapd: \(String(cString: strerror(errno)))") }
+            guard n > 0 else { return .failed("writing to snapd: \(Errno.current)") }
             sent += n
         }
         let deadline = monotonicSeconds() + timeout
@@ -104,7 +104,7 @@ struct SnapdClient: Sendable {
             if n == 0 { break }
             if n < 0 {
                 if errno == EINTR && monotonicSeconds() < deadline { continue }
-                return .failed(errno == EAGAIN ? "snapd did not answer within \(timeout) s" : "reading from snapd: \(String(cString: strerror(errno)))")
+                return .failed(errno == EAGAIN ? "snapd did not answer within \(timeout) s" : "reading from snapd: \(Errno.current)")
             }
             out += buf[..<n]
             if out.count > 4 << 20 { return .failed("snapd's answer is larger than 4 MiB") }

@@ -24,6 +24,6 @@ func startThread(named name: String, _ body: @escaping () -> Void) -> pthread_t 
         body.run()
         return nil
     }, box.toOpaque())
-    precondition(rc == 0, "pthread_create failed: \(String(cString: strerror(rc)))")
+    precondition(rc == 0, "pthread_create failed: \(Errno(rawValue: rc))")
     return tid
 }
