@@ -208,6 +208,7 @@ final class ClientToServerFilter: FrameFilter {
             var r = body
             let req = try GetSourceInfo.decode(from: &r, version: version)
             if OwnNodes.isOwn(req.name) {
+                try noteRefusal(command, "\(req.name ?? "") is Earmuff's own node, no one's source")
                 refuse(header.tag, ErrorCode.noEntity.rawValue)
                 return .drop
             }
