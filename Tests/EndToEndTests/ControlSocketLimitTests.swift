@@ -56,7 +56,8 @@ extension EndToEnd {
             let status = try s.earmuff.control("status")
             #expect(status.succeeded, "\(status)")
 
-            let watch = try s.earmuff.startCLI(["watch", "--json"])
+            // Subscribed (it reported a probe decision) before anything is recorded.
+            let watch = try await s.earmuff.startWatch()
             defer { watch.stop() }
             let agent = try s.earmuff.startCLI(["agent", "--answer", "deny", "--json"])
             defer { agent.stop() }

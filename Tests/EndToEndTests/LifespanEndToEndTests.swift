@@ -188,8 +188,12 @@ extension EndToEnd {
             #expect(await rec.waitForAudio(seconds: 0.5), "\(s.logs)")
             try s.earmuff.control("grant", s.key, "--for", "10s")
             #expect(await ConsentEndToEndTests.waitForToneAfterSwitch(rec, seconds: 0.5), "no tone during the grant\n\(s.logs)")
-            let silenced = try await s.earmuff.waitForStatus(timeout: 90) { $0.streams(of: s.key).first?.audio == "silenced" }
-            #expect(silenced.temporary?.isEmpty ?? true, "\(silenced)")
+            // One status reads the decisions and then each stream's access: the flip of the end may
+            // fall between the two reads, so the end is waited for in both.
+            let ended = try await s.earmuff.waitForStatus(timeout: 90) {
+                $0.streams(of: s.key).first?.audio == "silenced" && ($0.temporary?.isEmpty ?? true)
+            }
+            #expect(ended.streams(of: s.key).first?.audio == "silenced" && (ended.temporary?.isEmpty ?? true), "\(ended)")
             #expect(await Self.silentFromHere(rec), "real audio after the grant ended\n\(s.logs)")
             let (_, audio) = rec.stop()
             #expect(Helpers.analyze(audio, format: .s16le).rms > 0.05, "the grant never reached the recording")
