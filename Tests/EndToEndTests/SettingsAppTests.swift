@@ -283,8 +283,10 @@ extension EndToEnd {
             s = try r.start()
             try FileManager.default.removeItem(atPath: control)
             try FileManager.default.createSymbolicLink(atPath: control, withDestinationPath: s.earmuff.controlPath)
-            let back = try desktop.settings("show", "Microphone access is off")
-            #expect(back.contains("push button: Allow parecord"), "\(back)")
+            // The switch's state and the apps come in apart: each is waited for.
+            try desktop.settings("show", "Microphone access is off")
+            let back = try desktop.settings("show", "push button: Allow parecord")
+            #expect(back.contains("Microphone access is off"), "\(back)")
             try s.earmuff.control("access", "on")
             try desktop.settings("show", "check box: Microphone access [on]")
             r.stop(s)
