@@ -561,7 +561,8 @@ public final class PipeWireGate: PipeWireEvents {
         guard var s = streams[id], !s.announced, s.described || graph.nodes[id]?.isCaptureStream == true,
               gated.contains(s.client), isCapture(id), let observer else { return }
         let other = isOther(id)
-        let origin = other ? selfLinkedOrigin(id, s) : graph.origin(of: id, target: s.displaced, ignoring: gateNodes)
+        let origin = other ? selfLinkedOrigin(id, s, feeds: graph.feeds(into: id, of: s.client))
+            : graph.origin(of: id, target: s.displaced, ignoring: gateNodes)
         if other, let node = graph.nodes[id] {
             observer.noticed("client \(s.client): its node \(id) (\(node.name), class \(node.mediaClass.isEmpty ? "none" : node.mediaClass)) "
                              + "is no capture stream but \(origin.source) is linked into it: decided as a \(origin.kind.rawValue) capture")
@@ -758,7 +759,8 @@ public final class PipeWireGate: PipeWireEvents {
     /// for: a link of another kind is destroyed, and not made again.
     private func reconcileSelfLinked(_ id: UInt32, _ s: inout Stream) {
         let other = isOther(id)
-        let origin = other ? selfLinkedOrigin(id, s) : jackOrigin(id, s)
+        let feeds = other ? graph.feeds(into: id, of: s.client) : []
+        let origin = other ? selfLinkedOrigin(id, s, feeds: feeds) : jackOrigin(id, s)
         if s.announced, origin != s.origin, let observer {
             s.origin = origin
             let real = observer.captureMoved(id, origin: origin)
@@ -776,14 +778,14 @@ public final class PipeWireGate: PipeWireEvents {
             }
             s.severed = []
             guard other else { return }
-            for (link, feed) in graph.feeds(into: id, of: s.client) where feed.kind != origin.kind && !destroying.contains(link.id) {
+            for (link, feed) in feeds where feed.kind != origin.kind && !destroying.contains(link.id) {
                 observer?.noticed("client \(s.client): \(feed.source) linked into its node \(id), which may record "
                                   + "\(origin.kind.rawValue) only: unlinked")
                 unlink(link, from: id)
             }
             return
         }
-        let cut = other ? graph.feeds(into: id, of: s.client).map(\.link) : graph.links(into: id)
+        let cut = other ? feeds.map(\.link) : graph.links(into: id)
         for link in cut where !destroying.contains(link.id) {
             if let output = link.outputPort, let input = link.inputPort { s.severed.append((output, input)) }
             unlink(link, from: id)
@@ -799,8 +801,8 @@ public final class PipeWireGate: PipeWireEvents {
 
     /// What another node of an app records from: the oldest capturable thing linked into it,
     /// else what was last linked while it was silenced, else what it was decided for.
-    private func selfLinkedOrigin(_ id: UInt32, _ s: Stream) -> CaptureOrigin {
-        graph.feeds(into: id, of: s.client).first?.origin ?? severedOrigin(s)
+    private func selfLinkedOrigin(_ id: UInt32, _ s: Stream, feeds: [(link: PipeWireLink, origin: CaptureOrigin)]) -> CaptureOrigin {
+        feeds.first?.origin ?? severedOrigin(s)
             ?? s.origin ?? CaptureOrigin(kind: .microphone, source: graph.nodes[id]?.name ?? String(id))
     }
 

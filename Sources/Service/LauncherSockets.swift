@@ -59,7 +59,7 @@ final class LauncherSockets: Sendable {
     /// listening socket at the path, `close` removes it. Returns the socket path.
     func register(appID: String, peerPID pid: Int32,
                   open: (String) throws -> Void, close: @escaping @Sendable (String) -> Void) throws(RegistrationError) -> String {
-        let mine = ProcessInspector.readLink("/proc/self/exe").map(IdentityClassifier.cleanExecutablePath)
+        let mine = ProcessInspector.ownExecutable
         let theirs = ProcessInspector.readLink("/proc/\(pid)/exe").map(IdentityClassifier.cleanExecutablePath)
         guard let mine, theirs == mine else { throw .notEarmuff(pid: pid, exe: theirs) }
         let pidfd: Int32

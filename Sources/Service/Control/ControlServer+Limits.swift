@@ -26,7 +26,7 @@ extension ControlServer {
                             to: log)
             return false
         }
-        limitLog.record(.warn, "closed control#\(victim.id) (uid \(victim.uid)), silent for "
+        limitLog.record(.warn, "closed control#\(victim.id) (uid \(victim.peer.uid)), silent for "
                         + "\(Int(monotonicNow() - victim.lastActivity)) s, to make room for pid \(pid): "
                         + "\(options.maxConnections) control connections were open", to: log)
         drop(victim, reason: nil)
@@ -36,8 +36,7 @@ extension ControlServer {
     /// Whether `c`'s peer runs one of Earmuff's own programs (asked once per connection).
     func isOwn(_ c: Connection) -> Bool {
         if let own = c.own { return own }
-        let peer = ControlPeer(pid: c.pid, uid: c.uid, gid: c.gid)
-        let own = options.ownProgram?(peer) ?? ProcessInspector.runsEarmuffsOwnProgram((peer.pid, peer.uid, peer.gid))
+        let own = options.ownProgram?(c.peer) ?? ProcessInspector.runsEarmuffsOwnProgram(c.peer)
         c.own = own
         return own
     }
@@ -46,18 +45,18 @@ extension ControlServer {
     /// allowed, of Earmuff's own programs or of others, as `c` is), or nil.
     func longLivedRefusal(_ c: Connection) -> ControlError? {
         let own = isOwn(c)
-        let alike = connections.values.filter { $0.longLived && $0.uid == c.uid && $0.own == own }
+        let alike = connections.values.filter { $0.longLived && $0.peer.uid == c.peer.uid && $0.own == own }
         let ofUID = alike.count
         guard ofUID >= options.maxLongLivedPerUID else { return nil }
         if own, let oldest = alike.min(by: { ($0.lastActivity, $0.id) < ($1.lastActivity, $1.id) }) {
-            limitLog.record(.warn, "closed control#\(oldest.id) (pid \(oldest.pid)), the one of Earmuff's own programs silent "
-                            + "the longest, to make room for pid \(c.pid): \(ofUID) of them subscribed or are agents", to: log)
+            limitLog.record(.warn, "closed control#\(oldest.id) (pid \(oldest.peer.pid)), the one of Earmuff's own programs silent "
+                            + "the longest, to make room for pid \(c.peer.pid): \(ofUID) of them subscribed or are agents", to: log)
             drop(oldest, reason: nil)
             return nil
         }
-        limitLog.record(.warn, "control#\(c.id): refused to subscribe: uid \(c.uid) already has \(ofUID) "
+        limitLog.record(.warn, "control#\(c.id): refused to subscribe: uid \(c.peer.uid) already has \(ofUID) "
                         + "connections that subscribed or are agents", to: log)
-        return ControlError(.tooMany, "uid \(c.uid) already has \(ofUID) control connections that subscribed or are "
+        return ControlError(.tooMany, "uid \(c.peer.uid) already has \(ofUID) control connections that subscribed or are "
                             + "agents, the most allowed; stop an 'earmuff watch' or 'earmuff agent' first")
     }
 

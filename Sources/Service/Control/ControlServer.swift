@@ -69,9 +69,7 @@ public final class ControlServer: @unchecked Sendable {
         let id: UInt64
         let fd: Int32
         /// The peer's credentials (subscribers are counted per uid).
-        var uid: UInt32 = 0
-        var pid: Int32 = 0
-        var gid: UInt32 = 0
+        var peer = ControlPeer(pid: 0, uid: 0, gid: 0)
         /// Whether the peer runs one of Earmuff's own programs, once asked (`isOwn`).
         var own: Bool?
         /// When (monotonic seconds) its last bytes arrived, or it connected.
@@ -264,9 +262,7 @@ public final class ControlServer: @unchecked Sendable {
             let id = nextID
             nextID += 1
             let c = Connection(id: id, fd: fd, limit: options.maxLineBytes)
-            c.uid = cred.uid
-            c.pid = cred.pid
-            c.gid = cred.gid
+            c.peer = ControlPeer(pid: cred.pid, uid: cred.uid, gid: cred.gid)
             do {
                 c.token = try loop.register(fd, events: PollEvents.input, handler: Watcher { [self] events in
                     service(id, events: events)
@@ -280,7 +276,7 @@ public final class ControlServer: @unchecked Sendable {
             scheduleIdleSweep()
             withShared { _ = $0.open.insert(id) }
             log(.debug, "control#\(id): connected, pid \(cred.pid) uid \(cred.uid)")
-            handler?.connectionOpened(ControlConnectionID(rawValue: id), peer: ControlPeer(pid: cred.pid, uid: cred.uid, gid: cred.gid))
+            handler?.connectionOpened(ControlConnectionID(rawValue: id), peer: c.peer)
             let hello = ServerHello(daemonVersion: options.daemonVersion, pid: getpid())
             write(ControlCodec.encodeLine(ServerMessage.response(id: nil, .hello(hello))), to: c)
         }
@@ -395,8 +391,8 @@ public final class ControlServer: @unchecked Sendable {
             }
             if case .becomeAgent = request, !isOwn(c) {
                 let e = ControlError(.notEarmuff, "only Earmuff's own programs ('earmuff agent', the settings window) may answer "
-                                     + "prompts; pid \(c.pid) is not one of them")
-                limitLog.record(.warn, "control#\(c.id): refused become-agent from pid \(c.pid): not one of Earmuff's programs", to: log)
+                                     + "prompts; pid \(c.peer.pid) is not one of them")
+                limitLog.record(.warn, "control#\(c.id): refused become-agent from pid \(c.peer.pid): not one of Earmuff's programs", to: log)
                 write(ControlCodec.encodeLine(ServerMessage.response(id: message.id, .error(e))), to: c)
                 return
             }

@@ -59,13 +59,16 @@ public enum ProcessInspector {
     /// next to it, as the kernel reports it, in this mount namespace. (What it loads is not
     /// asked: a program of the uid that could inject code into one could as well run
     /// `earmuff grant` itself; and desktops set GTK_MODULES for every GTK program.)
-    public static func runsEarmuffsOwnProgram(_ peer: (pid: Int32, uid: UInt32, gid: UInt32)) -> Bool {
-        guard let mine = readLink("/proc/self/exe").map(IdentityClassifier.cleanExecutablePath) else { return false }
+    public static func runsEarmuffsOwnProgram(_ peer: ControlPeer) -> Bool {
+        guard let mine = ownExecutable else { return false }
         let directory = mine.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
         let f = facts(pid: peer.pid, uid: peer.uid, gid: peer.gid, launcherAppID: nil)
         guard f.inspectable, !f.foreignMountNamespace, let exe = f.exe.map(IdentityClassifier.cleanExecutablePath) else { return false }
         return exe == mine || exe == directory + "/earmuff-settings"
     }
+
+    /// The executable this process runs, as the kernel reports it (read once).
+    static let ownExecutable = readLink("/proc/self/exe").map(IdentityClassifier.cleanExecutablePath)
 
     /// The system's command directories, the only places `linkName` looks a name up.
     static let commandDirectories = ["/usr/local/bin", "/usr/bin", "/bin", "/usr/local/sbin", "/usr/sbin", "/sbin"]
