@@ -97,10 +97,13 @@ public struct ClientIdentity: Sendable, Equatable {
     public var caveat: String?
     /// The process's start time (clock ticks after boot, /proc/PID/stat), to tell a recycled pid apart.
     public var startTime: UInt64?
+    /// The cgroup the process runs in (under a desktop, the scope or service of the app it was
+    /// started as, which an app's children share): prompts are shared out fairly among origins.
+    public var origin: String?
 
     public init(pid: Int32, uid: UInt32, gid: UInt32, appKey: AppKey, method: IdentificationMethod,
                 executable: String? = nil, script: String? = nil, strength: IdentityStrength? = nil,
-                caveat: String? = nil, startTime: UInt64? = nil) {
+                caveat: String? = nil, startTime: UInt64? = nil, origin: String? = nil) {
         self.pid = pid
         self.uid = uid
         self.gid = gid
@@ -111,6 +114,7 @@ public struct ClientIdentity: Sendable, Equatable {
         self.strength = strength ?? method.defaultStrength
         self.caveat = caveat
         self.startTime = startTime
+        self.origin = origin
     }
 
     /// True when Earmuff could not see what the process is: it never gets real audio.

@@ -3,16 +3,26 @@
 // identities) cannot bury the prompt of the app the person is using.
 //
 // A capture (a record stream, or a permission request of the permission API) that would
-// raise one more waits instead: it stays silent (it is undetermined) and is listed in status. Room is made at once when a pending prompt belongs to an app
-// that no longer records anything of its kind (it connected, recorded and left, as a storm
-// does): that prompt is withdrawn, the app stays undetermined. Otherwise the capture waits
-// until a prompt closes (answered, timed out, settled elsewhere); waiting captures are then
-// prompted oldest first, as long as their app still records that kind.
+// raise one more waits instead: it stays silent (it is undetermined) and is listed in status.
+// Room is made at once when a pending prompt belongs to an app that no longer records anything
+// of its kind (it connected, recorded and left, as a storm does): that prompt is withdrawn, the
+// app stays undetermined.
+//
+// The slots are shared out fairly among origins (`ClientIdentity.origin`: the cgroup a client
+// runs in, which under a desktop is the scope of the app it was started as, and which a process
+// cannot leave for a new one of its own making without the user's systemd). A capture whose
+// origin holds at least two prompts fewer than the origin holding the most takes the newest
+// prompt of that one, which waits again (an app that keeps recording under a hundred made-up
+// names still holds one origin, so the prompt of the next app the person starts is raised at
+// once). Otherwise the capture waits until a prompt closes (answered, timed out, settled
+// elsewhere); waiting captures are then prompted fewest-held origin first, oldest first within
+// that, as long as their app still records that kind.
 
 extension ConsentEngine {
     /// A capture over the prompt caps, waiting for a prompt.
     struct WaitingCapture: Sendable {
         var uid: UInt32
+        var origin: String?
         var source: String
         var since: Double
     }
@@ -52,36 +62,67 @@ extension ConsentEngine {
         let subject = Subject(app: s.identity.appKey, kind: kind)
         var actions: [ConsentAction] = []
         while let cap = capReached(uid: s.identity.uid) {
-            guard let stale = stalePrompt(uid: cap.perUID ? s.identity.uid : nil) else {
+            let among = cap.perUID ? s.identity.uid : nil
+            if let stale = stalePrompt(uid: among) {
+                actions += resolve(stale, answer: nil, outcome: .withdrawn, reason: .none, now: now)
+            } else if let taken = unfairlyHeldPrompt(uid: among, forOrigin: s.identity.origin), let p = pending[taken] {
+                // It waits again, as old as its prompt, for its origin's next turn.
+                actions += resolve(taken, answer: nil, outcome: .withdrawn, reason: .none, now: now)
+                waiting[Subject(app: p.prompt.appKey, kind: p.prompt.kind)] =
+                    WaitingCapture(uid: p.uid, origin: p.origin, source: p.prompt.source, since: p.prompt.raisedAt)
+            } else {
                 if waiting[subject] == nil {
-                    waiting[subject] = WaitingCapture(uid: s.identity.uid, source: source, since: now)
+                    waiting[subject] = WaitingCapture(uid: s.identity.uid, origin: s.identity.origin, source: source, since: now)
                     actions.append(.emit(.promptDeferred(subject.app, kind, pending: cap.pending, perUID: cap.perUID)))
                 }
                 return actions
             }
-            actions += resolve(stale, answer: nil, outcome: .withdrawn, reason: .none, now: now)
         }
         waiting[subject] = nil
         return actions + raisePrompt(for: s, kind: kind, source: source, now: now)
     }
 
-    /// After a prompt closed: prompts the waiting captures that fit under the caps, oldest
-    /// first; forgets those whose app was decided or no longer records that kind.
+    /// How many prompts (of `uid`, when given) each origin holds.
+    private func promptsHeld(uid: UInt32?) -> [String?: Int] {
+        var held: [String?: Int] = [:]
+        for p in pending.values where uid == nil || p.uid == uid { held[p.origin, default: 0] += 1 }
+        return held
+    }
+
+    /// The newest prompt (of `uid`, when given) of the origin that holds the most, when it holds
+    /// at least two more than `origin`: taking it for `origin` leaves the shares closer.
+    private func unfairlyHeldPrompt(uid: UInt32?, forOrigin origin: String?) -> PromptID? {
+        let held = promptsHeld(uid: uid)
+        guard let most = held.max(by: { ($0.value, $1.key ?? "") < ($1.value, $0.key ?? "") }),
+              most.value >= held[origin, default: 0] + 2 else { return nil }
+        return pending.filter { (uid == nil || $0.value.uid == uid) && $0.value.origin == most.key }.keys.max()
+    }
+
+    /// After a prompt closed: prompts the waiting captures that fit under the caps, those of
+    /// the origin holding the fewest prompts first, oldest first within an origin; forgets those
+    /// whose app was decided or no longer records that kind.
     mutating func promoteWaiting(now: Double) -> [ConsentAction] {
         var actions: [ConsentAction] = []
-        for (subject, w) in waiting.sorted(by: { ($0.value.since, $0.key.app, $0.key.kind) < ($1.value.since, $1.key.app, $1.key.kind) }) {
+        for (subject, _) in waiting {
             guard let s = liveRecorder(of: subject),
                   effectiveDecision(for: subject.app, kind: subject.kind).state == .undetermined,
                   s.once[subject.kind] == nil, pendingByApp[subject] == nil else {
                 waiting[subject] = nil
                 continue
             }
-            guard capReached(uid: w.uid) == nil else { continue }
+        }
+        // One at a time: each prompt raised changes what its origin holds.
+        while true {
+            let held = promptsHeld(uid: nil)
+            let next = waiting.filter { capReached(uid: $0.value.uid) == nil }.min { a, b in
+                (held[a.value.origin, default: 0], a.value.since, a.key.app, a.key.kind)
+                    < (held[b.value.origin, default: 0], b.value.since, b.key.app, b.key.kind)
+            }
+            guard let (subject, w) = next, let s = liveRecorder(of: subject) else { return actions }
             waiting[subject] = nil
             let source = s.streams.values.first { $0.kind == subject.kind }?.source ?? w.source
             actions += raisePrompt(for: s, kind: subject.kind, source: source, now: now)
         }
-        return actions
     }
 
     /// Captures waiting for a prompt whose app still records that kind, oldest first.

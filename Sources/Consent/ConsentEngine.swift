@@ -78,6 +78,8 @@ public struct ConsentEngine: Sendable {
         var commandStarted: Bool
         /// The uid of the client it was raised for (prompts are capped per uid).
         var uid: UInt32 = 0
+        /// Where that client runs (`ClientIdentity.origin`; prompts are shared out per origin).
+        var origin: String?
     }
 
     /// The settings in force.
@@ -425,7 +427,8 @@ public struct ConsentEngine: Sendable {
             commandStarted = true
         }
         actions.append(.schedulePromptTimeout(id, after: policy.promptTimeout))
-        pending[id] = PendingPrompt(prompt: prompt, commandStarted: commandStarted, uid: s.identity.uid)
+        pending[id] = PendingPrompt(prompt: prompt, commandStarted: commandStarted, uid: s.identity.uid,
+                                    origin: s.identity.origin)
         pendingByApp[Subject(app: prompt.appKey, kind: kind)] = id
         return actions
     }

@@ -101,7 +101,7 @@ public enum IdentityClassifier {
                       strength: IdentityStrength? = nil, caveat: String? = nil) -> ClientIdentity {
             ClientIdentity(pid: f.pid, uid: f.uid, gid: f.gid, appKey: AppKey(kind: kind, value: value),
                            method: method, executable: exe, script: script, strength: strength,
-                           caveat: caveat, startTime: f.startTime)
+                           caveat: caveat, startTime: f.startTime, origin: f.cgroup.flatMap(cgroupPath))
         }
         // The launcher socket vouches whatever the process shows (it may be in a sandbox).
         let launcherID = f.launcherAppID?.trimmingWhitespace()
@@ -160,7 +160,8 @@ public enum IdentityClassifier {
         let value = "pid-\(f.pid)" + (f.startTime.map { "-\($0)" } ?? "")
         return ClientIdentity(pid: f.pid, uid: f.uid, gid: f.gid, appKey: AppKey(kind: "unknown", value: value),
                               method: .uninspectable, executable: f.exe.map(cleanExecutablePath),
-                              caveat: "its process cannot be inspected (not dumpable)", startTime: f.startTime)
+                              caveat: "its process cannot be inspected (not dumpable)", startTime: f.startTime,
+                              origin: f.cgroup.flatMap(cgroupPath))
     }
 
     /// What the cgroup says about a process whose /.flatpak-info names app `id`.

@@ -1,6 +1,7 @@
 // The prompt caps: a storm of apps never holds more than max-pending-prompts (and
 // max-pending-prompts-per-uid) prompts; a prompt of an app that left makes room for one
-// that records; the rest wait, silent, and are prompted oldest first as prompts close.
+// that records; the slots are shared out among origins (cgroups); the rest wait, silent,
+// and are prompted as prompts close, the origin holding fewest first, oldest first within.
 import Testing
 @testable import Consent
 
@@ -8,10 +9,11 @@ import Testing
     static func app(_ i: Int) -> AppKey { AppKey(kind: "exe", value: "/tmp/storm/app\(i)/parecord") }
 
     /// Connects client `i` as app `i` (uid `uid`) and starts a microphone stream; the actions.
-    static func record(_ e: inout ConsentEngine, _ i: Int, uid: UInt32 = 1000, now: Double) -> [ConsentAction] {
+    static func record(_ e: inout ConsentEngine, _ i: Int, uid: UInt32 = 1000, origin: String? = nil,
+                       now: Double) -> [ConsentAction] {
         let c = ClientID(UInt64(i))
         let identity = ClientIdentity(pid: Int32(1000 + i), uid: uid, gid: uid, appKey: app(i), method: .executable,
-                                      executable: app(i).value)
+                                      executable: app(i).value, origin: origin)
         var actions = e.clientConnected(c, identity: identity, launcherPurpose: "Storm", now: now)
         actions += e.recordStreamRequested(c, now: now).actions
         actions += e.recordStreamStarted(c, stream: StreamID(UInt64(i)), source: "mic", kind: .microphone, now: now).actions
@@ -87,6 +89,47 @@ import Testing
         let real = Self.record(&e, 1000, now: 200)
         #expect(Self.raised(real) == [Self.app(1000)])
         #expect(e.pendingPrompts.count == 8 && e.pendingPrompts.contains { $0.appKey == Self.app(1000) })
+    }
+
+    static let stormUnit = "/user.slice/user-1000.slice/user@1000.service/app.slice/storm.service"
+    static func appScope(_ n: Int) -> String { "/user.slice/user-1000.slice/user@1000.service/app.slice/app-gnome-rec\(n)-\(n).scope" }
+
+    /// One app that keeps recording under 24 made-up names holds every slot of its uid; the
+    /// next app the person starts, in a scope of its own, is prompted at once, and the storm's
+    /// newest prompt waits again, first in line for the next free slot.
+    @Test func anOriginThatKeepsRecordingUnderManyNamesCannotHoldTheNextAppsPrompt() {
+        var e = Self.engine(total: 16, perUID: 8)
+        for i in 1...24 { _ = Self.record(&e, i, origin: Self.stormUnit, now: Double(i)) }
+        #expect(e.pendingPrompts.map(\.appKey) == (1...8).map(Self.app))
+        #expect(e.waitingCaptures.count == 16)
+        let person = Self.record(&e, 100, origin: Self.appScope(1), now: 30)
+        #expect(Self.raised(person) == [Self.app(100)] && Self.withdrawn(person) == [Self.app(8)], "\(person)")
+        #expect(e.pendingPrompts.count == 8)
+        #expect(e.waitingCaptures.first?.appKey == Self.app(8) && e.waitingCaptures.count == 17)
+        // The storm cannot take the slot back: its own origin holds seven already.
+        let more = Self.record(&e, 25, origin: Self.stormUnit, now: 31)
+        #expect(Self.raised(more).isEmpty && Self.withdrawn(more).isEmpty, "\(more)")
+        // The person answers: the freed slot goes back to the storm, its oldest waiting first.
+        let id = e.pendingPrompts.first { $0.appKey == Self.app(100) }!.id
+        let answered = (try? e.answer(id, .deny, by: nil, now: 32).get()) ?? []
+        #expect(Self.raised(answered) == [Self.app(8)], "\(answered)")
+    }
+
+    /// Freed slots go to the origin that holds the fewest prompts, oldest capture first within.
+    @Test func freedSlotsGoToTheOriginHoldingFewest() {
+        var e = Self.engine(total: 3, perUID: 3)
+        for i in 1...5 { _ = Self.record(&e, i, origin: Self.appScope(1), now: Double(i)) }
+        let second = Self.record(&e, 6, origin: Self.appScope(2), now: 6)
+        #expect(Self.raised(second) == [Self.app(6)] && Self.withdrawn(second) == [Self.app(3)], "\(second)")
+        // 2 against 1: no more taking; it waits.
+        #expect(Self.raised(Self.record(&e, 7, origin: Self.appScope(2), now: 7)).isEmpty)
+        #expect(e.waitingCaptures.map(\.appKey) == [Self.app(3), Self.app(4), Self.app(5), Self.app(7)])
+        // 1 against 1 after a timeout: the oldest, app 3; then 2 against 0: the second origin's
+        // app 7, before the older apps 4 and 5 of the first.
+        let first = e.promptTimedOut(e.pendingPrompts.first { $0.appKey == Self.app(1) }!.id, now: 40)
+        #expect(Self.raised(first) == [Self.app(3)], "\(first)")
+        let next = e.promptTimedOut(e.pendingPrompts.first { $0.appKey == Self.app(6) }!.id, now: 41)
+        #expect(Self.raised(next) == [Self.app(7)], "\(next)")
     }
 
     /// A permission request (the permission API) over the caps waits for its prompt, like a
