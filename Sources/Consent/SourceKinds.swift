@@ -9,7 +9,11 @@
 // monitor the server puts it on. A stream's source is known only from the
 // CREATE_RECORD_STREAM reply (or a later RECORD_STREAM_MOVED): the request may
 // name the default source, which may itself be a monitor. A source this table
-// does not know yet has no kind, and its streams stay silent until it does.
+// does not know yet has no kind, and its streams stay silent until it does;
+// nor has a source under Earmuff's own names (its silent source, a native
+// stream's valve, which carries whatever that stream may hear): no grant
+// reaches through one.
+import Basics
 import PulseWire
 
 /// The server's sources as far as consent needs them, kept from its replies and events.
@@ -87,7 +91,8 @@ public struct SourceTable: Sendable, Equatable {
         } else {
             index = nil
         }
-        return index.map { followFeed(of: $0).kind }
+        guard let index, !OwnNodes.isOwn(sources[index]?.name) else { return nil }
+        return followFeed(of: index).kind
     }
 
     /// The kind of a stream the server created: app audio for `direct_on_input`, else its source's.

@@ -61,6 +61,20 @@ import Testing
         #expect(t.feedExplanation(of: 1) == nil)
     }
 
+    /// A valve carries whatever its native stream may hear (a microphone, through a grant of
+    /// that stream's app), whatever it looks like: none of Earmuff's own nodes has a kind, by
+    /// name or by index, so a stream of one stays silent whatever its app was granted.
+    @Test func earmuffsOwnNodesHaveNoKind() {
+        let t = Self.table(Self.pulseAudio + [
+            Self.source(20, "earmuff.valve.3", module: 30, ["device.class": "abstract"]),
+            Self.source(21, "earmuff.silence", ["media.class": "Audio/Source/Virtual"]),
+        ])
+        #expect(t.kind(sourceIndex: invalidIndex, sourceName: "earmuff.valve.3") == nil)
+        #expect(t.kind(sourceIndex: 20, sourceName: nil) == nil)
+        #expect(t.kind(sourceIndex: 21, sourceName: "earmuff.silence") == nil)
+        #expect(t.kind(sourceIndex: 1, sourceName: "mic") == .microphone)
+    }
+
     @Test func aPulseAudioFilterFollowsItsSourceOutputWhenMoved() {
         // PulseAudio 16.1 keeps `device.master_device = "mic"` after the filter's source output
         // (owned by its module) is moved to the monitor.
