@@ -58,7 +58,9 @@ EARMUFF_SETTINGS_BUILD_PACKAGES=(libgtk-4-dev libadwaita-1-dev libglib2.0-dev)
 # too); xvfb and x11-utils (xprop, xdpyinfo): PulseAudio's X11 root-window
 # announcement under setup, and X11 apps inside the sandbox; xdg-desktop-portal
 # (its xdg-permission-store) and libglib2.0-bin (gdbus, as Flatseal writes):
-# the desktop's microphone switch; xdg-dbus-proxy: the filtered bus a Flatpak app sees,
+# the desktop's microphone switch; dconf-service, dconf-gsettings-backend and
+# gsettings-desktop-schemas (gsettings from libglib2.0-bin): GNOME's own
+# microphone switch, org.gnome.desktop.privacy; xdg-dbus-proxy: the filtered bus a Flatpak app sees,
 # from which the desktop answers are forged; xdg-desktop-portal-gtk, dunst, at-spi2-core
 # with libatk-adaptor (the accessibility bus), python3-dogtail, xdotool and
 # imagemagick: prompts on the real GTK dialog and the real dunst, clicked as a
@@ -71,6 +73,7 @@ EARMUFF_SETTINGS_BUILD_PACKAGES=(libgtk-4-dev libadwaita-1-dev libglib2.0-dev)
 # python3-dogtail).
 EARMUFF_PACKAGES=("${EARMUFF_BUILD_PACKAGES[@]}" "${EARMUFF_SETTINGS_BUILD_PACKAGES[@]}" pulseaudio pulseaudio-utils socat sox
                   dbus python3-dbusmock systemd bubblewrap xvfb x11-utils xdg-desktop-portal libglib2.0-bin xdg-dbus-proxy
+                  dconf-service dconf-gsettings-backend gsettings-desktop-schemas
                   xdg-desktop-portal-gtk dunst at-spi2-core libatk-adaptor python3-dogtail xdotool imagemagick
                   man-db bash-completion zsh fish rtkit polkitd)
 # The second end-to-end pass: PipeWire, its pulse server, the session manager,

@@ -101,6 +101,32 @@ public final class SessionBus: Sendable {
                                 timeout: timeout, hint: "xdg-permission-store")
     }
 
+    /// Starts the real dconf service (Debian's `dconf-service`), GSettings' store on a GNOME
+    /// session, writing the settings under this bus's `config` directory: a process that reads
+    /// the same settings needs `XDG_CONFIG_HOME` set to `settingsHome`.
+    public func startDConf(timeout: Double = 30) throws {
+        let binary = "/usr/libexec/dconf-service"
+        guard FileManager.default.isExecutableFile(atPath: binary) else { throw TestSupportError("dconf-service not found; install dconf-service") }
+        try startService(binary, owning: "ca.desrt.dconf", timeout: timeout, hint: "dconf-service")
+    }
+
+    /// Where the dconf service of this bus keeps the settings (`XDG_CONFIG_HOME`).
+    public var settingsHome: String { "\(directory)/config" }
+
+    /// `gsettings ARGUMENTS` on this bus and its dconf service; its output, trimmed; throws unless it succeeds.
+    @discardableResult
+    public func gsettings(_ arguments: String...) throws -> String {
+        guard let tool = findExecutable("gsettings") else { throw TestSupportError("gsettings not found; install libglib2.0-bin") }
+        var env = Tool.privateEnvironment(root: directory)
+        env["DBUS_SESSION_BUS_ADDRESS"] = address
+        let out = "\(directory)/gsettings-\(UInt32.random(in: 0...UInt32.max))"
+        let result = try ChildProcess.spawn(executable: tool, arguments: arguments, environment: env,
+                                            stdoutPath: "\(out).stdout", stderrPath: "\(out).stderr", maxLifetime: 60)
+            .finish(timeout: 30)
+        guard result.succeeded else { throw TestSupportError("gsettings \(arguments.joined(separator: " ")): \(result)") }
+        return result.stdoutText.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
     /// Starts the real polkitd and rtkit-daemon (Debian's `polkitd`, `rtkit`) on this
     /// system bus and waits until RealtimeKit owns its name. polkit authorizes root
     /// for anything, and no one else outside a login session.

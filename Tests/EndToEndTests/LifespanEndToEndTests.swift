@@ -37,7 +37,9 @@ extension EndToEnd {
             }
 
             /// Starts earmuff on the server and the store.
-            func start(config: [String] = []) throws -> Setup { try Setup(config: config, store: store, server: server) }
+            func start(config: [String] = [], environment: [String: String] = [:]) throws -> Setup {
+                try Setup(config: config, store: store, server: server, environment: environment)
+            }
 
             /// Stops a daemon started here; the server and the store stay.
             func stop(_ s: Setup) {

@@ -110,6 +110,7 @@ final class FakePrompts: PromptChannels, Timers {
 final class FakeDesktop: DesktopSwitches {
     let mirrored = Mutex<[String: PermissionState]>([:])
     func mirror(appID: String, _ state: PermissionState) { mirrored.withLock { $0[appID] = state } }
+    func mirrorMicrophoneAccess(enabled: Bool) {}
 }
 
 /// snapd, answering when the test says so.

@@ -69,12 +69,26 @@ protocol Timers: AnyObject, Sendable {
 
 extension DeadlineTimers: Timers {}
 
-/// The desktop's microphone switches of Flatpak apps (DesktopPermissions).
+/// The desktop's microphone switches: of Flatpak apps (DesktopPermissions), and GNOME's
+/// for the microphone as a whole (GnomeMicrophoneSwitch).
 protocol DesktopSwitches: AnyObject, Sendable {
     func mirror(appID: String, _ state: PermissionState)
+    func mirrorMicrophoneAccess(enabled: Bool)
 }
 
-extension DesktopPermissions: DesktopSwitches {}
+/// The daemon's desktop switches, each mirrored where the desktop keeps it.
+final class DesktopMirrors: DesktopSwitches {
+    let permissions: DesktopPermissions
+    let gnome: GnomeMicrophoneSwitch
+
+    init(permissions: DesktopPermissions, gnome: GnomeMicrophoneSwitch) {
+        self.permissions = permissions
+        self.gnome = gnome
+    }
+
+    func mirror(appID: String, _ state: PermissionState) { permissions.mirror(appID: appID, state) }
+    func mirrorMicrophoneAccess(enabled: Bool) { gnome.mirror(accessEnabled: enabled) }
+}
 
 /// snapd's say on snap connections' audio-record plug (SnapRecordGate).
 protocol SnapAccess: AnyObject, Sendable {

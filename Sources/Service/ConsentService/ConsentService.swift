@@ -54,7 +54,7 @@ struct ConsentParts: Sendable {
 }
 
 /// The parts with the daemon's own collaborators: the store writer, desktop entries, the
-/// prompt threads and the desktop permission store mirror.
+/// prompt threads and the desktop's switches.
 final class ConsentService: Sendable {
     let parts: ConsentParts
     /// SQLite writes, coalesced, on the store worker.
@@ -66,6 +66,8 @@ final class ConsentService: Sendable {
     private let delivery: PromptDelivery
     /// The desktop's microphone switches of Flatpak apps (xdg permission store).
     private let desktopPermissions: DesktopPermissions
+    /// GNOME's switch for the microphone as a whole (org.gnome.desktop.privacy).
+    private let gnomeSwitch: GnomeMicrophoneSwitch
 
     /// `clients`: the relay's sessions; `control`: control connections; `catalog`: what each
     /// source of the server is; `snapGate`: snapd's say on snap connections (nil: not checked).
@@ -82,11 +84,13 @@ final class ConsentService: Sendable {
                                       handlers: .init(answers))
         let switches = Late<DesktopDecisions>()
         desktopPermissions = try DesktopPermissions(handlers: .init(switches))
+        gnomeSwitch = try GnomeMicrophoneSwitch(handlers: .init(switches))
         let engine = ConsentEngine(policy: ConsentPolicy(configuration: configuration, declarations: declarations),
                                    decisions: try store.allDecisions() + store.timedDecisions(), apps: try store.apps(),
                                    accessOff: try store.accessOff())
         parts = ConsentParts(engine: engine, configuration: configuration, paths: paths, storePath: store.path,
-                             records: writer, channels: delivery, timers: delivery.timers, desktop: desktopPermissions,
+                             records: writer, channels: delivery, timers: delivery.timers,
+                             desktop: DesktopMirrors(permissions: desktopPermissions, gnome: gnomeSwitch),
                              entries: desktopEntries, clients: clients, control: control, catalog: catalog, snap: snapGate)
         answers.bind(parts.prompts)
         switches.bind(parts.desktopDecisions)
@@ -99,9 +103,11 @@ final class ConsentService: Sendable {
         delivery.start()
         parts.decisions.expireLapsed()
         desktopPermissions.start()
+        gnomeSwitch.start()
     }
 
     func stop() {
+        gnomeSwitch.stopAndJoin()
         desktopPermissions.stopAndJoin()
         delivery.stop()
     }

@@ -131,6 +131,7 @@ final class Decisions: Sendable {
                 records.removeTimed(app, capability)
             case let .persistAccess(kind, enabled):
                 records.setAccess(kind, enabled: enabled, at: wallClockNow())
+                if kind == .microphone { desktop.mirrorMicrophoneAccess(enabled: enabled) }
             case let .recordApp(r):
                 records.record(r)
             case let .startUsage(_, s, u):

@@ -1,7 +1,8 @@
 // The desktop's microphone switches of Flatpak apps (the xdg permission store,
 // followed on the desktop-perms loop): a switch set there is a lasting
 // decision (reason desktop); one the engine refuses (apps.d fixes it) is
-// shown as it is in force again.
+// shown as it is in force again. GNOME's switch for the microphone as a whole
+// (followed on the gnome-privacy loop) is the master switch's for the microphone.
 import Consent
 import Relay
 
@@ -38,6 +39,21 @@ final class DesktopDecisions: Sendable {
                          at: wallClockNow())
     }
 
+    /// GNOME's microphone switch was turned off (`disabled`) or on: Earmuff's master switch
+    /// for the microphone follows, on disk before anything else is decided.
+    func microphoneSwitched(disabled: Bool) {
+        decisions.withEngine { e in ((), e.setAccess(.microphone, enabled: !disabled)) }
+        records.flushDecisions()
+        records.logEvent(kind: "desktop-access", app: nil,
+                         detail: "GNOME's microphone switch turned microphone access \(disabled ? "off" : "on")", at: wallClockNow())
+        Log.info("GNOME's microphone switch: microphone access \(disabled ? "off" : "on")")
+    }
+
+    /// Whether Earmuff's master switch for the microphone is off.
+    func microphoneAccessOff() -> Bool {
+        decisions.engine.withLock { !$0.accessEnabled(.microphone) }
+    }
+
     /// Lasting microphone decisions of Flatpak apps (apps.d policy over stored ones), by app id:
     /// what the desktop's switches show.
     func current() -> [String: PermissionState] {
@@ -59,5 +75,13 @@ extension DesktopPermissions.Handlers {
     init(_ switches: Late<DesktopDecisions>) {
         self.init(changed: { appID, state in switches.value?.decide(appID, state) },
                   current: { switches.value?.current() ?? [:] })
+    }
+}
+
+extension GnomeMicrophoneSwitch.Handlers {
+    /// What GNOME's switch reports, to `switches` once it is bound (off until then: fail closed).
+    init(_ switches: Late<DesktopDecisions>) {
+        self.init(changed: { disabled in switches.value?.microphoneSwitched(disabled: disabled) },
+                  accessOff: { switches.value?.microphoneAccessOff() ?? true })
     }
 }
