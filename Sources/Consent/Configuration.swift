@@ -80,6 +80,8 @@ public struct Configuration: Sendable, Equatable {
     public var maxPendingPromptsPerUID: Int = 8
     /// Shell command (run with `/bin/sh -c`) that answers prompts when no agent is connected; empty: none.
     public var promptCommand: String = ""
+    /// Whether the desktop is told, once per app and run, that an app hears the microphone.
+    public var useNotices: Bool = true
     /// Apps allowed to send LOAD_MODULE, UNLOAD_MODULE and EXIT upstream.
     public var trustedApps: [AppKey] = []
     /// How much the daemon logs.
@@ -117,7 +119,7 @@ public struct Configuration: Sendable, Equatable {
 
     /// Every key earmuff.conf accepts, in documentation order.
     public static let keys = ["upstream", "listen", "control", "store", "missing-purpose",
-                              "prompt-via", "prompt-timeout", "max-pending-prompts", "max-pending-prompts-per-uid", "prompt-command", "trusted-apps", "log-level",
+                              "prompt-via", "prompt-timeout", "max-pending-prompts", "max-pending-prompts-per-uid", "prompt-command", "use-notices", "trusted-apps", "log-level",
                               "max-clients", "max-clients-per-app", "reserved-clients", "handshake-timeout",
                               "auto-reset-days", "max-packet-kib", "packet-buffer-mib", "realtime-priority", "nice-level"]
 
@@ -152,6 +154,7 @@ public struct Configuration: Sendable, Equatable {
         public var maxPendingPrompts: Int?
         public var maxPendingPromptsPerUID: Int?
         public var promptCommand: String?
+        public var useNotices: Bool?
         public var trustedApps: [AppKey]?
         public var logLevel: LogLevel?
         public var maxClients: Int?
@@ -214,6 +217,12 @@ public struct Configuration: Sendable, Equatable {
                     if key == "max-pending-prompts" { o.maxPendingPrompts = n } else { o.maxPendingPromptsPerUID = n }
                 case "prompt-command":
                     o.promptCommand = value
+                case "use-notices":
+                    switch value {
+                    case "yes": o.useNotices = true
+                    case "no": o.useNotices = false
+                    default: throw fail("use-notices must be yes or no, not \"\(value)\"")
+                    }
                 case "trusted-apps":
                     var apps: [AppKey] = []
                     for word in value.split(whereSeparator: { $0 == " " || $0 == "\t" }) {
@@ -285,6 +294,7 @@ public struct Configuration: Sendable, Equatable {
         if let v = o.maxPendingPrompts { c.maxPendingPrompts = v }
         if let v = o.maxPendingPromptsPerUID { c.maxPendingPromptsPerUID = v }
         if let v = o.promptCommand { c.promptCommand = v }
+        if let v = o.useNotices { c.useNotices = v }
         if let v = o.trustedApps { c.trustedApps = v }
         if let v = o.logLevel { c.logLevel = v }
         if let v = o.maxClients { c.maxClients = v }

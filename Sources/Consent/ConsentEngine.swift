@@ -100,6 +100,8 @@ public struct ConsentEngine: Sendable {
     /// What is known of each app besides its decisions (as the store keeps it; see ConsentEngine+Apps.swift).
     var apps: [AppKey: AppRecord] = [:]
     private var nextPrompt: UInt64 = 1
+    /// Apps that have heard the microphone since the engine started (`noticeUse` once each).
+    var heardMicrophone: Set<AppKey> = []
     /// Permission requests waiting for their prompt (ConsentEngine+Permissions.swift).
     var permissionWaiters: [PermissionWaiter] = []
     /// Clients subscribed to their own permission, with the states they were last told.
@@ -233,6 +235,7 @@ public struct ConsentEngine: Sendable {
         ]
         actions += noteUse(s, kind, now: now)
         actions.append(.emit(.streamStarted(c, stream, app, source: source, real: real)))
+        if real { actions += firstHearing(s, kind) }
         actions += promptIfUndetermined(s, kind, source: source, now: now)
         return (real, actions)
     }
@@ -257,6 +260,7 @@ public struct ConsentEngine: Sendable {
         ]
         actions += noteUse(s, kind, now: now)
         actions.append(.emit(.streamMoved(c, stream, app, source: source, kind: kind, real: st.real)))
+        if st.real { actions += firstHearing(s, kind) }
         actions += promptIfUndetermined(s, kind, source: source, now: now)
         return (st.real, actions)
     }
@@ -269,6 +273,12 @@ public struct ConsentEngine: Sendable {
         guard let app = clients[c]?.identity.appKey,
               clients[c]?.streams.removeValue(forKey: stream) != nil else { return [] }
         return [.finishUsage(c, stream, endedAt: now), .emit(.streamEnded(c, stream, app))]
+    }
+
+    /// `noticeUse` the first time since the engine started that `s`'s app hears the microphone.
+    private mutating func firstHearing(_ s: ClientState, _ kind: Capability?) -> [ConsentAction] {
+        guard kind == .microphone, heardMicrophone.insert(s.identity.appKey).inserted else { return [] }
+        return [.noticeUse(s.identity.appKey, executable: s.identity.executable, commandName: s.commandName)]
     }
 
     /// Marks the app's decision for `kind` as used now (kept even while undetermined, with the
@@ -540,6 +550,7 @@ public struct ConsentEngine: Sendable {
                 s.streams[id]?.real = real
                 actions.append(.setStreamAccess(c, id, real: real))
                 actions.append(.emit(.streamAccessChanged(c, id, app, real: real)))
+                if real { actions += firstHearing(s, kind) }
             }
             clients[c] = s
         }

@@ -151,6 +151,9 @@ public enum ConsentAction: Sendable, Equatable {
     case disconnectClient(ClientID, reason: String)
     /// Publish an event to subscribers and the log.
     case emit(ConsentEvent)
+    /// The app hears the microphone for the first time since Earmuff started: tell the person
+    /// (a desktop notice, when `use-notices` is on), naming it as `AppNameResolver.shownName` does.
+    case noticeUse(AppKey, executable: String?, commandName: String?)
     /// Answer the client's permission request that carried `tag`: its state for the kind now.
     case answerPermission(ClientID, tag: UInt32, Capability, PermissionState)
     /// Tell a subscribed client that its own state for the kind is now this.

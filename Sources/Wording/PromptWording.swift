@@ -136,3 +136,11 @@ public enum PromptWording {
 
     private static func cell(_ text: String, max: Int) -> String { TextFormat.cell(text, max: max) }
 }
+
+/// The notice that an app hears the microphone (`use-notices`).
+public enum UseNoticeWording {
+    /// "Podcast Recorder is using the microphone".
+    public static func title(_ name: String) -> String { "\(TextFormat.cell(name, max: 60)) is using the microphone" }
+
+    public static let body = "It hears you: it was allowed to. Stop denies it the microphone until you log out."
+}

@@ -92,7 +92,7 @@ private func declarationError(_ text: String, file: String = "/etc/earmuff/apps.
         let e = parseError("log-level = info\n\nprompt-timout = 5\n")
         #expect(e?.description.hasPrefix(#"/etc/earmuff/earmuff.conf:3: unknown key "prompt-timout"; did you mean "prompt-timeout"? (keys: upstream, listen,"#) == true)
         let far = parseError("colour = blue\n")
-        #expect(far?.description == #"/etc/earmuff/earmuff.conf:1: unknown key "colour" (keys: upstream, listen, control, store, missing-purpose, prompt-via, prompt-timeout, max-pending-prompts, max-pending-prompts-per-uid, prompt-command, trusted-apps, log-level, max-clients, max-clients-per-app, reserved-clients, handshake-timeout, auto-reset-days, max-packet-kib, packet-buffer-mib, realtime-priority, nice-level)"#)
+        #expect(far?.description == #"/etc/earmuff/earmuff.conf:1: unknown key "colour" (keys: upstream, listen, control, store, missing-purpose, prompt-via, prompt-timeout, max-pending-prompts, max-pending-prompts-per-uid, prompt-command, use-notices, trusted-apps, log-level, max-clients, max-clients-per-app, reserved-clients, handshake-timeout, auto-reset-days, max-packet-kib, packet-buffer-mib, realtime-priority, nice-level)"#)
         #expect(parseError("Missing_Purpose = deny\n")?.message.contains(#"did you mean "missing-purpose"?"#) == true)
     }
 

@@ -92,6 +92,29 @@ private func closed(in actions: [ConsentAction]) -> [(PromptID, PromptOutcome, [
         #expect(e.pendingPrompts.isEmpty)
     }
 
+    /// The first time an app hears the microphone (at start, or when a grant reaches a live
+    /// stream), one notice; none for its other streams and clients, none for silence, none
+    /// for system audio, and none again once it was noticed.
+    @Test func anAppIsNoticedOnceWhenItFirstHearsTheMicrophone() throws {
+        func notices(_ actions: [ConsentAction]) -> [AppKey] {
+            actions.compactMap { if case let .noticeUse(app, _, _) = $0 { app } else { nil } }
+        }
+        var e = engine(decisions: [Decision(appKey: recorder, state: .granted, reason: .user, decidedAt: 1)])
+        e.connect(c1, recorder)
+        e.connect(c2, recorder)
+        e.connect(c3, notes)
+        #expect(notices(e.record(c1, s1).actions) == [recorder])
+        #expect(notices(e.record(c1, s2).actions).isEmpty && notices(e.record(c2, s1).actions).isEmpty)
+        #expect(notices(e.record(c3, s1).actions).isEmpty)   // undetermined: silent
+        _ = e.recordStreamStarted(c3, stream: s2, source: "out.monitor", kind: .systemAudio, now: 2)
+        let granted = try e.setDecision(notes, kind: .systemAudio, .granted, reason: .user, now: 3).get()
+        #expect(notices(granted).isEmpty)   // system audio
+        let grantedMic = try e.setDecision(notes, .granted, reason: .user, now: 4).get()
+        #expect(notices(grantedMic) == [notes])
+        _ = try e.setDecision(notes, .denied, reason: .user, now: 5).get()
+        #expect(notices(try e.setDecision(notes, .granted, reason: .user, now: 6).get()).isEmpty)
+    }
+
     @Test func deniedStartsSilentWithoutPrompt() {
         var e = engine(decisions: [Decision(appKey: recorder, state: .denied, reason: .user)])
         e.connect(c1, recorder)

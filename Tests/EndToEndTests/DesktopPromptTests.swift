@@ -342,7 +342,8 @@ extension EndToEnd {
             #expect(delay < 5, "the command answered \(delay) s after the prompt\n\(s.logs)")
             _ = rec.stop()
             if let bus, desktop != "empty bus" {
-                #expect(!bus.calls(DesktopMocks.notifications).contains("Notify "), "notified without actions")
+                // The prompt was not shown there; the notice that the app now hears the microphone may be.
+                #expect(!bus.calls(DesktopMocks.notifications).contains("wants to"), "prompted without actions")
             }
         }
     }

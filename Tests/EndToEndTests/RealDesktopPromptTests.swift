@@ -173,6 +173,32 @@ extension EndToEnd {
             #expect(app?.state == "granted" && app?.lifespan == "always", "\(String(describing: app))")
         }
 
+        /// The notice on the real dunst: a granted app that starts hearing the microphone is
+        /// named once ("parecord is using the microphone"); Stop in dunst's menu denies it until
+        /// the session ends, and its recording turns to silence; a grant after that brings no
+        /// second notice.
+        @Test func theNoticeNamesTheAppAndStopDeniesItForTheSession() async throws {
+            let (desktop, s) = try Self.start { try $0.startDunst() }
+            defer { desktop.stop(); s.stop() }
+            try s.earmuff.control("grant", s.key)
+            try desktop.pick("Stop")
+            let rec = try s.record()
+            defer { _ = rec.stop() }
+            #expect(await E2E.waitForToneAfterSwitch(rec, seconds: 0.5), "granted but no tone\n\(s.logs)")
+            let shown = try desktop.person("notification-shown")
+            try Self.keepScreenshot(desktop, "use-notice.png", of: shown)
+            #expect(s.earmuff.log().contains("is using the microphone"), "\(s.logs)")
+            try desktop.person("notification")
+            #expect(await Wait.until(timeout: 60) { (try? s.earmuff.app(s.key))?.state == "denied" },
+                    "Stop did not deny: \(desktop.lastMenu)\n\(s.logs)")
+            #expect(await LifespanEndToEndTests.silentFromHere(rec), "real audio after Stop\n\(s.logs)")
+            let app = try s.earmuff.app(s.key)
+            #expect(app?.lifespan == "session", "\(String(describing: app))")
+            try s.earmuff.control("grant", s.key)
+            #expect(await E2E.waitForToneAfterSwitch(rec, seconds: 0.5), "no tone after the grant\n\(s.logs)")
+            #expect(s.earmuff.log().components(separatedBy: "is using the microphone").count - 1 == 1, "\(s.logs)")
+        }
+
         /// A dunst notification closed without an answer (a left click: reason 2, dismissed by
         /// the person) is "not now": the prompt is withdrawn, the stream stays silent, and the
         /// app's next capture raises a new one. The notification is the README's picture.

@@ -101,6 +101,8 @@ final class FakePrompts: PromptChannels, Timers {
     func wantsCommand(_ prompt: UInt64, environment: [String: String]) { commands.withLock { $0.append(prompt) } }
     func scheduleTimeout(_ prompt: UInt64, after seconds: Double) { timeouts.withLock { $0.append(prompt) } }
     func closed(_ prompt: UInt64) { closedPrompts.withLock { $0.append(prompt) } }
+    let notices = Mutex<[String]>([])
+    func notice(_ app: AppKey, name: String, icon: String?) { notices.withLock { $0.append(name) } }
     func schedule(key: UInt64, after seconds: Double, _ action: @escaping @Sendable () -> Void) {
         timers.withLock { $0[key] = seconds }
     }

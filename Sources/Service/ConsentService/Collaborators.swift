@@ -58,6 +58,8 @@ protocol PromptChannels: AnyObject, Sendable {
     func wantsCommand(_ prompt: UInt64, environment: [String: String])
     func scheduleTimeout(_ prompt: UInt64, after seconds: Double)
     func closed(_ prompt: UInt64)
+    /// Tells the person that `app` hears the microphone now (`use-notices`).
+    func notice(_ app: AppKey, name: String, icon: String?)
 }
 
 extension PromptDelivery: PromptChannels {}

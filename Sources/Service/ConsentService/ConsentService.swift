@@ -81,7 +81,7 @@ final class ConsentService: Sendable {
         let answers = Late<PromptAnswers>()
         delivery = try PromptDelivery(via: configuration.promptVia,
                                       command: configuration.promptCommand.isEmpty ? nil : configuration.promptCommand,
-                                      handlers: .init(answers))
+                                      notices: configuration.useNotices, handlers: .init(answers))
         let switches = Late<DesktopDecisions>()
         desktopPermissions = try DesktopPermissions(handlers: .init(switches))
         gnomeSwitch = try GnomeMicrophoneSwitch(handlers: .init(switches))

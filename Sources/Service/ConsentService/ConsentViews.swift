@@ -131,6 +131,13 @@ final class ConsentViews: Sendable {
                        commandName: e.commandName(of: app))
     }
 
+    /// The name (and icon) an app is shown by everywhere (`AppNameResolver.shownName`).
+    func shownName(_ app: AppKey, executable: String?, commandName: String?) -> (name: String, icon: String?) {
+        let entry = entries.entry(for: app, executable: executable)
+        return (AppNameResolver.shownName(appKey: app.description, systemName: entry?.name, commandName: commandName,
+                                          executable: executable), entry?.icon)
+    }
+
     func promptInfo(_ p: Prompt) -> PromptInfo {
         let entry = entries.entry(for: p.appKey, executable: p.executable)
         return PromptInfo(id: p.id.rawValue, appKey: p.appKey.description, displayName: p.displayName,

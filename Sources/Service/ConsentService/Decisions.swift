@@ -153,6 +153,10 @@ final class Decisions: Sendable {
                 note(event)
                 let by: PromptChannel? = if case let .promptResolved(p, _) = event { answeredVia.take(p.id.rawValue) } else { nil }
                 if let e = views.controlEvent(event, ended: ended, answeredVia: by) { control.broadcast(e) }
+            case let .noticeUse(app, executable, commandName):
+                guard configuration.useNotices else { break }
+                let (name, icon) = views.shownName(app, executable: executable, commandName: commandName)
+                prompts.notice(app, name: name, icon: icon)
             case .answerPermission, .notifyPermission:
                 break // sent under the engine lock (withEngine)
             }

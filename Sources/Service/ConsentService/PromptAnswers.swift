@@ -64,6 +64,19 @@ final class PromptAnswers: Sendable {
         decisions.withEngine { e in ((), e.promptDismissed(PromptID(prompt), now: wallClockNow())) }
     }
 
+    /// Stop on the notice that `app` hears the microphone: denied until the session ends.
+    func stopped(_ app: AppKey) {
+        let now = wallClockNow()
+        let refused = decisions.withEngine { e -> (ConsentError?, [ConsentAction]) in
+            switch e.setDecision(app, .denied, reason: .user, lifespan: .session, now: now) {
+            case .success(let actions): return (nil, actions)
+            case .failure(let err): return (err, [])
+            }
+        }
+        if let refused { return Log.warn("Stop on the notice for \(app): \(refused)") }
+        Log.info("decision for \(app), microphone: denied (user), until the session ends: Stop on its notice")
+    }
+
     /// The prompt command exited with `status`, having printed `output` first.
     func commandExited(_ prompt: UInt64, status: Int32, output: String) {
         let now = wallClockNow()
@@ -107,6 +120,7 @@ extension PromptDelivery.Handlers {
                   },
                   timedOut: { prompt in answers.value?.timedOut(prompt) },
                   dismissed: { prompt, via in answers.value?.dismissed(prompt, via: via) },
-                  commandExited: { prompt, status, output in answers.value?.commandExited(prompt, status: status, output: output) })
+                  commandExited: { prompt, status, output in answers.value?.commandExited(prompt, status: status, output: output) },
+                  stopped: { app in answers.value?.stopped(app) })
     }
 }

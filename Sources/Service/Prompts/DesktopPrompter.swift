@@ -19,6 +19,11 @@
 //                 takes the prompt
 // With no bus, or no such service on it, a prompt is reported `unavailable`
 // at once and the next channel (prompt-command, agents) takes it.
+//
+// Notices (`use-notices`) go out on the same connection: "NAME is using the
+// microphone", once per app and run, with a "Stop" action that denies the app
+// for the session (`onStop`); only the server that showed one can stop it.
+// No notification server: no notice.
 import Consent
 import ControlProtocol
 import DBus
@@ -78,6 +83,7 @@ final class DesktopPrompter: @unchecked Sendable {
 
     private let channels: [PromptChannel]
     private let report: @Sendable (UInt64, Outcome) -> Void
+    private let onStop: @Sendable (AppKey) -> Void
     private let loop: EventLoop
 
     // The loop's own (checked in `drive` and `connect`).
@@ -91,12 +97,17 @@ final class DesktopPrompter: @unchecked Sendable {
     /// Portal backends seen to report no choices even with an Allow (xdg-desktop-portal-kde
     /// 5.27): asking them how long a denial lasts is pointless, so a denial there is lasting.
     private var backendsWithoutChoices: Set<String> = []
+    /// Notices on screen: notification id → the app and the server (unique name) that shows it.
+    private var notices: [UInt32: (app: AppKey, server: String)] = [:]
 
-    /// `channels`: the desktop channels to try, in order. `report` runs on the prompter's loop.
-    init(channels: [PromptChannel], report: @escaping @Sendable (UInt64, Outcome) -> Void) throws(SystemError) {
+    /// `channels`: the desktop channels to try, in order. `report` and `onStop` (a notice's
+    /// Stop) run on the prompter's loop.
+    init(channels: [PromptChannel], report: @escaping @Sendable (UInt64, Outcome) -> Void,
+         onStop: @escaping @Sendable (AppKey) -> Void = { _ in }) throws(SystemError) {
         loop = try EventLoop(name: "desktop-prompts")
         self.channels = channels.filter { $0 == .portal || $0 == .notification }
         self.report = report
+        self.onStop = onStop
     }
 
     func start() {
@@ -119,6 +130,14 @@ final class DesktopPrompter: @unchecked Sendable {
         loop.post { [self] in
             waiting.append(p)
             drive()
+        }
+    }
+
+    /// Tells the person that `app` hears the microphone now (a notification with "Stop").
+    func notice(_ app: AppKey, name: String, icon: String?) {
+        loop.post { [self] in
+            showNotice(app, name: name, icon: icon)
+            driver?.drive()
         }
     }
 
@@ -420,8 +439,14 @@ final class DesktopPrompter: @unchecked Sendable {
     }
 
     private func notificationAction(_ m: BusMessage) {
-        guard let id = try? m.readUInt32(), let key = try? m.readString(),
-              let c = current, c.channel == .notification, c.notification == id, fromItsServer(m, c) else { return }
+        guard let id = try? m.readUInt32(), let key = try? m.readString() else { return }
+        if let n = notices[id] {
+            guard key == "stop", m.sender == n.server, bus?.owner(of: Self.notificationsName) == n.server else { return }
+            notices[id] = nil
+            Log.info("notice \(id): Stop for \(n.app)")
+            return onStop(n.app)
+        }
+        guard let c = current, c.channel == .notification, c.notification == id, fromItsServer(m, c) else { return }
         let answer: Consent.PromptAnswer
         var lifespan: RequestedLifespan?
         if key == "session" {
@@ -437,13 +462,50 @@ final class DesktopPrompter: @unchecked Sendable {
     /// Closed by the person (reason 2): "not now". Expired or closed by anyone else: the
     /// notification cannot hold the prompt, so the next channel takes it.
     private func notificationClosed(_ m: BusMessage) {
-        guard let id = try? m.readUInt32(), let c = current, c.channel == .notification, c.notification == id,
+        guard let id = try? m.readUInt32() else { return }
+        if notices[id]?.server == m.sender { notices[id] = nil }
+        guard let c = current, c.channel == .notification, c.notification == id,
               fromItsServer(m, c) else { return }
         let reason = (try? m.readUInt32()) ?? 0
         if reason == 2 { return finish(c, .dismissed(via: .notification)) }
         current = nil
         Log.info("prompt \(c.prompt.id): its notification closed without an answer (reason \(reason)); next channel")
         show(c.prompt, on: c.rest)
+    }
+}
+
+extension DesktopPrompter {
+    private func showNotice(_ app: AppKey, name: String, icon: String?) {
+        loop.assertInLoop()
+        guard let b = connect() else { return }
+        do throws(BusError) {
+            guard let owner = b.owner(of: Self.notificationsName) else {
+                return Log.debug("notice for \(app): no notification server")
+            }
+            if let why = DesktopServices.sandboxed(owner, bus: b) {
+                return Log.warn("notice for \(app): the notification server is not trusted: \(why)")
+            }
+            let caps = try b.call(try b.methodCall(destination: owner, path: Self.notificationsPath,
+                                                   interface: Self.notificationsName, member: "GetCapabilities"),
+                                  timeout: 10).readStrings()
+            let m = try b.methodCall(destination: owner, path: Self.notificationsPath,
+                                     interface: Self.notificationsName, member: "Notify")
+            try m.append("Earmuff")
+            try m.append(UInt32(0))
+            try m.append(icon ?? Self.icon)
+            try m.append(UseNoticeWording.title(name))
+            try m.append(UseNoticeWording.body)
+            try m.append(strings: caps.contains("actions") ? ["stop", "Stop"] : [])
+            try m.open("a", "{sv}")
+            try m.appendEntry("category", "s") { () throws(BusError) in try m.append("device") }
+            try m.close()
+            try m.append(Int32(-1))
+            let id = try b.call(m, timeout: 10).readUInt32()
+            notices[id] = (app, owner)
+            Log.info("notice \(id) for \(app): \(UseNoticeWording.title(name))")
+        } catch {
+            if !error.meansNotProvided { Log.warn("notice for \(app) failed: \(error)") }
+        }
     }
 }
 

@@ -9,7 +9,9 @@
 //     when the engine wants it and no desktop channel could show the prompt;
 //   - agents get every prompt from the engine whatever happens here.
 // Timeouts run on one timer thread (DeadlineTimers). Closing a prompt cancels
-// its timer, withdraws its dialog and ends its command.
+// its timer, withdraws its dialog and ends its command. Notices (`use-notices`:
+// an app hears the microphone) go to the desktop's notification server on the
+// prompter's connection, whatever `prompt-via` says.
 import Consent
 import ControlProtocol
 import LinuxSystem
@@ -33,10 +35,14 @@ final class PromptDelivery: @unchecked Sendable {
         var dismissed: @Sendable (_ prompt: UInt64, _ via: PromptChannel) -> Void
         /// The prompt command exited; `output` is the first line it printed.
         var commandExited: @Sendable (_ prompt: UInt64, _ status: Int32, _ output: String) -> Void
+        /// The person pressed Stop on the notice that `app` hears the microphone.
+        var stopped: @Sendable (_ app: AppKey) -> Void
     }
 
     let timers: DeadlineTimers
     private let desktop: DesktopPrompter?
+    /// Whether the desktop shows prompts (a desktop channel is in `prompt-via`), not only notices.
+    private let desktopPrompts: Bool
     private let commands: PromptCommandRunner?
     private let entries = Locked([UInt64: Entry]())
 
@@ -50,7 +56,7 @@ final class PromptDelivery: @unchecked Sendable {
         return out
     }
 
-    init(via: [PromptChannel], command: String?, handlers: Handlers) throws(SystemError) {
+    init(via: [PromptChannel], command: String?, notices: Bool, handlers: Handlers) throws(SystemError) {
         let runCommand = command.flatMap { via.contains(.command) ? $0 : nil }
         let channels = Self.desktopChannels(via, commandConfigured: runCommand != nil)
         let timers = try DeadlineTimers()
@@ -68,7 +74,9 @@ final class PromptDelivery: @unchecked Sendable {
         }
         // The desktop reports through a sink, pointed at `self` once `self` exists.
         let sink = ReportSink()
-        desktop = channels.isEmpty ? nil : try DesktopPrompter(channels: channels) { sink.deliver($0, $1) }
+        desktopPrompts = !channels.isEmpty
+        desktop = channels.isEmpty && !notices ? nil
+            : try DesktopPrompter(channels: channels, report: { sink.deliver($0, $1) }, onStop: handlers.stopped)
         sink.target = { [unowned self] prompt, outcome in desktopReported(prompt, outcome) }
     }
 
@@ -101,8 +109,8 @@ final class PromptDelivery: @unchecked Sendable {
 
     /// A prompt was raised: the desktop gets it if any desktop channel is configured.
     func raised(_ p: PromptInfo) {
-        entries.withLock { $0[p.id] = Entry(desktop: desktop == nil ? .unavailable : .offered) }
-        desktop?.offer(p)
+        entries.withLock { $0[p.id] = Entry(desktop: desktopPrompts ? .offered : .unavailable) }
+        if desktopPrompts { desktop?.offer(p) }
     }
 
     /// The engine wants the prompt command for this prompt (no agent is connected).
@@ -120,6 +128,11 @@ final class PromptDelivery: @unchecked Sendable {
     /// Calls `handlers.timedOut` after `seconds`, unless the prompt closes first.
     func scheduleTimeout(_ prompt: UInt64, after seconds: Double) {
         timers.schedule(key: prompt, after: seconds) { [handlers] in handlers.timedOut(prompt) }
+    }
+
+    /// Tells the person that `app` hears the microphone now (a desktop notice).
+    func notice(_ app: AppKey, name: String, icon: String?) {
+        desktop?.notice(app, name: name, icon: icon)
     }
 
     /// The prompt is resolved: stop everything that still shows it.
