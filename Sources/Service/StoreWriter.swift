@@ -84,8 +84,15 @@ final class StoreWriter: Sendable {
     /// Queues an app record; a later one for the same app replaces it (keeping the first-seen time).
     func record(_ r: AppRecord) {
         enqueue { p in
+            // Merged with one still queued as the store merges it with its row: a field not
+            // given keeps the one known (a name change must not drop the command queued before it).
             var r = r
-            if let queued = p.apps[r.appKey] { r.firstSeenAt = min(r.firstSeenAt, queued.firstSeenAt) }
+            if let queued = p.apps[r.appKey] {
+                r.firstSeenAt = min(r.firstSeenAt, queued.firstSeenAt)
+                r.displayName = r.displayName ?? queued.displayName
+                r.executable = r.executable ?? queued.executable
+                r.commandName = r.commandName ?? queued.commandName
+            }
             p.apps[r.appKey] = r
         }
     }
