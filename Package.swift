@@ -58,7 +58,7 @@ let package = Package(
         .executableTarget(name: "earmuff-relay", dependencies: ["Relay", "Basics", "PulseWire"]),
 
         // The settings window: what it shows (pure), and the GTK app around it
-        .target(name: "SettingsModel", dependencies: ["Consent", "ControlProtocol"]),
+        .target(name: "SettingsModel", dependencies: ["Consent", "ControlProtocol", "Wording"]),
         .executableTarget(name: "earmuff-settings", dependencies: ["SettingsModel", "EarmuffClient", "ControlProtocol",
                                                                    "LinuxSystem", "CAdwaita", "CSettingsShim"]),
 

@@ -4,6 +4,7 @@
 // GTK code only lays out what this returns.
 import Consent
 import ControlProtocol
+import Wording
 
 /// A capture kind as the window names it.
 /// A page of the window: one capture kind, as the daemon names it.
@@ -203,11 +204,8 @@ public struct SettingsView: Sendable, Equatable {
         }
         history = state.usage.map { Self.history($0, names: names, now: now) }
         prompts = state.prompts.map { p in
-            let kind = SettingsKind(p.kind) ?? .microphone
-            var lines = [p.purpose.map { "“\($0)”" } ?? "It did not say why."]
-            if p.accessOff == true { lines.append("\(kind.accessTitle) is off: it records silence whatever you answer.") }
-            return PromptRowView(id: p.id, kind: kind, title: "\(p.shownName) wants to use \(kind.shortPhrase)",
-                                 subtitle: lines.joined(separator: "\n"))
+            PromptRowView(id: p.id, kind: SettingsKind(p.kind) ?? .microphone, title: PromptWording.title(p),
+                          subtitle: PromptWording.bodyLines(p).joined(separator: "\n"))
         }
     }
 

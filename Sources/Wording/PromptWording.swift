@@ -1,8 +1,11 @@
-// What a prompt says, the same on every channel (terminal agent, desktop
-// dialog, notification): the name the system gives the app (its desktop
-// entry, else its ID or executable: AppNameResolver.shownName), how it was identified and how far that can be
-// trusted, the purpose or the fact that it gave none, and what it records.
-// A name the app chose itself appears only as "calls itself ...".
+// What a prompt says, the same on every channel (desktop dialog, notification,
+// the settings window; the terminal agent adds the details): the name the
+// system gives the app (its desktop entry, else its ID or executable:
+// AppNameResolver.shownName), what it wants in words, its purpose or the fact
+// that it gave none, and one short line on how sure Earmuff is of who it is.
+// The key, the process and the executable are details, for the agent, the
+// settings window's app page and `earmuff apps`. A name the app chose itself
+// appears only as "calls itself ...".
 
 import Consent
 import ControlProtocol
@@ -17,12 +20,12 @@ public enum PromptWording {
     /// else the command it was started as (a link to its executable), else the executable's name.
     public static func name(_ p: PromptInfo) -> String { p.shownName }
 
-    /// "Firefox wants to use the microphone" (or to record system audio, or another app's audio).
+    /// "Firefox wants to use your microphone" (or to record system audio, or another app's audio).
     public static func title(_ p: PromptInfo) -> String {
         let what = switch kind(p) {
         case .systemAudio: "record what your computer plays"
         case .appAudio: "record another app's audio"
-        case .microphone: "use the microphone"
+        case .microphone: "use your microphone"
         }
         return "\(cell(name(p), max: 60)) wants to \(what)"
     }
@@ -56,6 +59,42 @@ public enum PromptWording {
     /// The purpose in quotes, or "gave no reason".
     public static func purpose(_ p: PromptInfo) -> String {
         p.purpose.map { "“\(cell($0, max: 200))”" } ?? noReason
+    }
+
+    /// The purpose as a line of its own: in quotes, or "It gave no reason."
+    public static func reason(_ p: PromptInfo) -> String {
+        p.purpose.map { "“\(cell($0, max: 200))”" } ?? "It \(noReason)."
+    }
+
+    /// What it would hear, in words: "From your default microphone.", "From the microphone mic.",
+    /// "Everything your computer plays (out.monitor).", "What other apps play (out.monitor)."
+    public static func source(_ p: PromptInfo) -> String {
+        let source = p.source.map { cell($0, max: 80) } ?? ""
+        let place = source.isEmpty ? "" : " (\(source))"
+        switch kind(p) {
+        case .systemAudio: return "Everything your computer plays\(place)."
+        case .appAudio: return "What other apps play\(place)."
+        case .microphone: return source.isEmpty ? "From your default microphone." : "From the microphone \(source)."
+        }
+    }
+
+    /// One short line on how sure Earmuff is of who the app is.
+    public static func trust(_ p: PromptInfo) -> String {
+        let id = p.appKey.split(separator: ":", maxSplits: 1).last.map { cell(String($0), max: 60) } ?? p.appKey
+        switch (p.strength, p.identifiedBy) {
+        case (.sandbox?, .flatpak): return "Checked: the Flatpak app \(id)."
+        case (.sandbox?, .snap): return "Checked: the snap \(id)."
+        case (.sandbox?, .launcher): return "Checked: started as \(id) by earmuff run."
+        case (_, .uninspectable): return "Not verified: its process hides itself, so it only ever records silence."
+        case (_, .sandboxed): return "Not verified: a sandbox that does not say which app it holds."
+        default: return "Not verified: any program of yours could use this name."
+        }
+    }
+
+    /// Where the person changes an answer later: Earmuff Settings when it is installed.
+    public static func changeLater(settingsInstalled: Bool) -> String {
+        settingsInstalled ? "You can change this later in Earmuff Settings."
+            : "You can change this later with earmuff grant, deny or reset."
     }
 
     /// How the app was identified, and how much that says (the daemon's strength and caveat).
@@ -112,22 +151,15 @@ public enum PromptWording {
         }
     }
 
-    /// The body as lines: purpose, identity, device, and the claimed name when it differs.
+    /// The body as lines: the purpose, what it would hear, how sure Earmuff is of who it is, the
+    /// name it gives itself when that differs, and that access is off when it is.
     public static func bodyLines(_ p: PromptInfo) -> [String] {
-        var lines = [
-            "Purpose: \(purpose(p))",
-            "Who: \(identity(p))",
-            "Records from: \(device(p))",
-        ]
+        var lines = [reason(p), source(p), trust(p)]
         if let claimed = p.displayName, !claimed.isEmpty, claimed != name(p) {
-            lines.append("Calls itself “\(cell(claimed, max: 60))”")
+            lines.append("It calls itself “\(cell(claimed, max: 60))”.")
         }
-        if let command = p.commandName, !command.isEmpty, let exe = p.executable {
-            lines.append("Program: \(cell(command, max: 60)), a link to \(cell(exe, max: 120))")
-        }
-        if let pid = p.pid { lines.append("Process: \(pid)") }
         if p.accessOff == true {
-            lines.append("Access to \(kindName(p)) is off in Earmuff: every app records silence until it is on again (earmuff access on)")
+            lines.append("Access to \(kindName(p)) is off: it records silence whatever you answer.")
         }
         return lines
     }
@@ -142,5 +174,9 @@ public enum UseNoticeWording {
     /// "Podcast Recorder is using the microphone".
     public static func title(_ name: String) -> String { "\(TextFormat.cell(name, max: 60)) is using the microphone" }
 
-    public static let body = "It hears you: it was allowed to. Stop denies it the microphone until you log out."
+    /// What it means and what Stop does, and where every app's choice is (Earmuff Settings, when installed).
+    public static func body(settingsInstalled: Bool) -> String {
+        "It hears you: it was allowed to. Stop denies it the microphone until you log out."
+            + (settingsInstalled ? " Earmuff Settings shows what each app may do." : "")
+    }
 }

@@ -266,7 +266,7 @@ private func usage(_ r: Result<ClientCommand, UsageError>) -> UsageError? {
 
     @Test func promptsNameWhatIsCaptured() {
         let mic = Self.prompt(kind: .microphone, source: "mic")
-        #expect(PromptWording.title(mic) == "obs wants to use the microphone")
+        #expect(PromptWording.title(mic) == "obs wants to use your microphone")
         #expect(PromptWording.device(mic) == "microphone mic")
         let system = Self.prompt(kind: .systemAudio, source: "out.monitor")
         #expect(PromptWording.title(system) == "obs wants to record what your computer plays")

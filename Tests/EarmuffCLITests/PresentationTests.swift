@@ -52,7 +52,7 @@ import Wording
             daemon: DaemonInfo(pid: 1, version: "1", listenPath: "/l", controlPath: "/c", storePath: "/s", uptimeSeconds: 1),
             upstream: UpstreamInfo(server: "unix:/u", reachable: true), clients: [client], streams: [], prompts: [prompt])
         status.waiting = [waiting]
-        #expect(PromptWording.title(prompt) == "pw-record wants to use the microphone")
+        #expect(PromptWording.title(prompt) == "pw-record wants to use your microphone")
         let statusNames = Self.names(ClientFormat.status(status))
         #expect(statusNames == ["pw-record", "pw-record", "pw-record"], "clients, prompts, waiting: \(statusNames)")
         #expect(Self.names(ClientFormat.apps([app])) == ["pw-record"])

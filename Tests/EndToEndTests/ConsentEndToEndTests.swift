@@ -464,7 +464,7 @@ extension EndToEnd {
             #expect(status.prompts(of: s.key).first?.purpose == nil, "\(status)")
             let said = await Wait.until(timeout: 60, interval: 0.05) { agent.output().contains("gave no reason") }
             #expect(said, "agent output:\n\(agent.output())\n\(s.logs)")
-            #expect(agent.output().components(separatedBy: "wants to use the microphone").count == 2,
+            #expect(agent.output().components(separatedBy: "wants to use your microphone").count == 2,
                     "one prompt expected:\n\(agent.output())")
             let (result, audio) = rec.stop()
             #expect(result.status == 0, "\(result)")

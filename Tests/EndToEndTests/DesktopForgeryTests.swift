@@ -93,6 +93,38 @@ extension EndToEnd {
             _ = rec.stop()
         }
 
+        /// A forged Stop for the notice that a granted app hears the microphone, from the bus or
+        /// through a Flatpak app's filtered proxy: the app stays granted and keeps the tone.
+        @Test(arguments: Door.allCases)
+        func aForgedStopOnTheNoticeIsIgnored(_ door: Door) async throws {
+            let desktop = try TestDesktop()
+            defer { desktop.stop() }
+            try desktop.startDunst()
+            let s = try Setup(environment: desktop.environment)
+            defer { s.stop() }
+            try s.earmuff.control("grant", s.key)
+            let rec = try s.record()
+            defer { _ = rec.stop() }
+            #expect(await E2E.waitForToneAfterSwitch(rec, seconds: 0.5), "granted but no tone\n\(s.logs)")
+            _ = try desktop.person("notification-shown")
+            let (forger, proxy) = try Self.address(door, on: desktop.bus, talk: "org.freedesktop.Notifications")
+            defer { proxy?.terminate() }
+            let earmuff = try Self.connections(of: s.earmuff.process.pid, on: desktop.bus)
+            for id in 1...4 {
+                let args = ["uint32 \(id)", "stop"]
+                try Self.emit(forger, desktop.bus, path: "/org/freedesktop/Notifications",
+                              "org.freedesktop.Notifications.ActionInvoked", args)
+                for name in earmuff {
+                    try Self.emit(forger, desktop.bus, path: "/org/freedesktop/Notifications",
+                                  "org.freedesktop.Notifications.ActionInvoked", args, to: name)
+                }
+            }
+            let ignored = await Wait.until(timeout: 60) { s.earmuff.log().contains("ignored Stop for notice") }
+            #expect(ignored, "no forged Stop reached earmuff (the test proves nothing)\n\(s.logs)")
+            #expect(try s.earmuff.app(s.key)?.state == "granted", "\(s.logs)")
+            #expect(await E2E.waitForToneAfterSwitch(rec, seconds: 0.5), "no tone after a forged Stop\n\(s.logs)")
+        }
+
         /// A forged `Changed` of the permission store, saying a Flatpak app's microphone switch is
         /// on: the app stays undetermined and its recording silent. The store's own changes
         /// (Flatseal's SetPermission) still count.

@@ -302,15 +302,15 @@ extension EndToEnd {
             defer { watch.stop() }
             let rec = try s.record()
             defer { _ = rec.stop() }
-            try desktop.person("dialog", "wants to use the microphone")
+            try desktop.person("dialog", "wants to use your microphone")
             try desktop.settings("resize", "440", "1000")
-            let shown = try desktop.settings("show", "parecord wants to use the microphone")
-            #expect(shown.contains("push button: Allow: parecord wants to use the microphone"), "\(shown)")
+            let shown = try desktop.settings("show", "parecord wants to use your microphone")
+            #expect(shown.contains("push button: Allow: parecord wants to use your microphone"), "\(shown)")
             try Desktop.keepScreenshot(desktop, "settings-prompt.png", of: shown)
-            try desktop.settings("click", "Allow: parecord wants to use the microphone")
+            try desktop.settings("click", "Allow: parecord wants to use your microphone")
             let resolved = try await watch.waitForLine { $0.event == "prompt-resolved" && $0.resolution?.appKey == s.key }
             #expect(resolved?.resolution?.outcome == "allow", "\(watch.summary)\n\(o.logs)")
-            try desktop.person("dialog", "wants to use the microphone", "gone")
+            try desktop.person("dialog", "wants to use your microphone", "gone")
             #expect(await E2E.waitForToneAfterSwitch(rec, seconds: 0.5), "no tone after Allow in the window\n\(o.logs)")
             #expect(try s.earmuff.status().prompts.isEmpty)
             #expect(try s.earmuff.app(s.key)?.state == "granted")

@@ -117,7 +117,7 @@ import Testing
         s.usage = [UsageInfo(appKey: key, kind: "microphone", source: "mic", startedAt: Self.now - 60, endedAt: Self.now - 30)]
         let v = SettingsView(s, now: Self.now)
         #expect(v.pages[0].rows.map(\.title) == ["pw-record"])
-        #expect(v.prompts.map(\.title) == ["pw-record wants to use the microphone"])
+        #expect(v.prompts.map(\.title) == ["pw-record wants to use your microphone"])
         #expect(v.history.first?.title == "pw-record · Microphone")
         #expect(v.pages[0].rows[0].title == app.shownName && prompt.shownName == app.shownName)
     }
@@ -138,8 +138,13 @@ import Testing
         var s = Self.state(apps: [Self.recorder], prompts: [p])
         let v = SettingsView(s, now: Self.now)
         #expect(v.prompts.map(\.id) == [7] && v.prompts.map(\.kind) == [.microphone])
-        #expect(v.prompts.first?.title == "Sound Recorder wants to use the microphone")
-        #expect(v.prompts.first?.subtitle == "“Dictation”\nMicrophone access is off: it records silence whatever you answer.")
+        #expect(v.prompts.first?.title == "Sound Recorder wants to use your microphone")
+        // Worded as the dialog and the notification word it.
+        #expect(v.prompts.first?.subtitle == ["“Dictation”", "From your default microphone.",
+                                              "Not verified: any program of yours could use this name.",
+                                              "It calls itself “pacat”.",
+                                              "Access to the microphone is off: it records silence whatever you answer."]
+                    .joined(separator: "\n"))
         #expect(v.pages[0].rows[0].title == "Sound Recorder", "the system's name is not used for the row")
         #expect(s.apply(.promptResolved(PromptResolution(prompt: 7, appKey: p.appKey, outcome: .allow))) == .apps)
         #expect(SettingsView(s, now: Self.now).prompts.isEmpty)

@@ -75,6 +75,12 @@ final class DesktopPrompter: @unchecked Sendable {
     static let notificationsName = "org.freedesktop.Notifications"
     static let notificationsPath = "/org/freedesktop/Notifications"
     static let icon = "audio-input-microphone-symbolic"
+    /// Whether Earmuff Settings is installed beside this program (where prompts send the person).
+    static let settingsInstalled: Bool = {
+        guard let mine = ProcessInspector.ownExecutable else { return false }
+        return access(mine.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
+                      + "/earmuff-settings", X_OK) == 0
+    }()
     /// The AccessDialog choice that asks how long the answer lasts, and its options (their ids
     /// are lifespans as `RequestedLifespan(text:)` reads them).
     static let lifespanChoice = "lifespan"
@@ -280,7 +286,7 @@ final class DesktopPrompter: @unchecked Sendable {
             case .howLongToDeny:
                 try m.append(PromptWording.denialTitle(p))
                 try m.append("For how long?")
-                try m.append("It records silence meanwhile. You can change this with earmuff grant or earmuff reset.")
+                try m.append("It records silence meanwhile. " + PromptWording.changeLater(settingsInstalled: Self.settingsInstalled))
             }
             try m.open("a", "{sv}")
             try m.appendEntry("modal", "b") { () throws(BusError) in try m.append(false) }
@@ -401,7 +407,8 @@ final class DesktopPrompter: @unchecked Sendable {
                 return nil
             }
             let markup = caps.contains("body-markup")
-            let lines = PromptWording.bodyLines(p).map { markup ? escapeMarkup($0) : $0 }
+            let lines = (PromptWording.bodyLines(p) + [PromptWording.changeLater(settingsInstalled: Self.settingsInstalled)])
+                .map { markup ? escapeMarkup($0) : $0 }
             let m = try b.methodCall(destination: owner, path: Self.notificationsPath,
                                      interface: Self.notificationsName, member: "Notify")
             try m.append("Earmuff")
@@ -441,7 +448,11 @@ final class DesktopPrompter: @unchecked Sendable {
     private func notificationAction(_ m: BusMessage) {
         guard let id = try? m.readUInt32(), let key = try? m.readString() else { return }
         if let n = notices[id] {
-            guard key == "stop", m.sender == n.server, bus?.owner(of: Self.notificationsName) == n.server else { return }
+            guard m.sender == n.server, bus?.owner(of: Self.notificationsName) == n.server else {
+                return Log.warn("desktop prompts: ignored Stop for notice \(id) from \(m.sender ?? "?"): it is not the "
+                                + "notification server that shows it, which is \(n.server)")
+            }
+            guard key == "stop" else { return }
             notices[id] = nil
             Log.info("notice \(id): Stop for \(n.app)")
             return onStop(n.app)
@@ -494,7 +505,7 @@ extension DesktopPrompter {
             try m.append(UInt32(0))
             try m.append(icon ?? Self.icon)
             try m.append(UseNoticeWording.title(name))
-            try m.append(UseNoticeWording.body)
+            try m.append(UseNoticeWording.body(settingsInstalled: Self.settingsInstalled))
             try m.append(strings: caps.contains("actions") ? ["stop", "Stop"] : [])
             try m.open("a", "{sv}")
             try m.appendEntry("category", "s") { () throws(BusError) in try m.append("device") }
