@@ -56,6 +56,19 @@ extension EndToEnd {
             }
         }
 
+        /// Forges dunst's ActionInvoked(`key`) for notifications 1 to 4, broadcast and sent to
+        /// each of Earmuff's connections.
+        static func forgeActions(_ key: String, from forger: String, on bus: SessionBus, to earmuff: [String]) throws {
+            for id in 1...4 {
+                let args = ["uint32 \(id)", key]
+                try emit(forger, bus, path: "/org/freedesktop/Notifications", "org.freedesktop.Notifications.ActionInvoked", args)
+                for name in earmuff {
+                    try emit(forger, bus, path: "/org/freedesktop/Notifications",
+                             "org.freedesktop.Notifications.ActionInvoked", args, to: name)
+                }
+            }
+        }
+
         /// A forged "allow" for dunst's notification, broadcast and sent to each of Earmuff's
         /// connections, from the bus or through a Flatpak app's filtered proxy: the recording
         /// stays silent and the prompt open; the person's own answer in dunst still counts.
@@ -72,15 +85,7 @@ extension EndToEnd {
             defer { proxy?.terminate() }
             let earmuff = try Self.connections(of: s.earmuff.process.pid, on: desktop.bus)
             #expect(!earmuff.isEmpty, "earmuff is not on the bus")
-            for id in 1...4 {
-                let args = ["uint32 \(id)", "allow"]
-                try Self.emit(forger, desktop.bus, path: "/org/freedesktop/Notifications",
-                              "org.freedesktop.Notifications.ActionInvoked", args)
-                for name in earmuff {
-                    try Self.emit(forger, desktop.bus, path: "/org/freedesktop/Notifications",
-                                  "org.freedesktop.Notifications.ActionInvoked", args, to: name)
-                }
-            }
+            try Self.forgeActions("allow", from: forger, on: desktop.bus, to: earmuff)
             let ignored = await Wait.until(timeout: 60) { s.earmuff.log().contains("ignored ActionInvoked") }
             #expect(ignored, "no forged answer reached earmuff (the test proves nothing)\n\(s.logs)")
             #expect(try s.earmuff.status().prompts.count == 1, "the prompt closed\n\(s.logs)")
@@ -110,15 +115,7 @@ extension EndToEnd {
             let (forger, proxy) = try Self.address(door, on: desktop.bus, talk: "org.freedesktop.Notifications")
             defer { proxy?.terminate() }
             let earmuff = try Self.connections(of: s.earmuff.process.pid, on: desktop.bus)
-            for id in 1...4 {
-                let args = ["uint32 \(id)", "stop"]
-                try Self.emit(forger, desktop.bus, path: "/org/freedesktop/Notifications",
-                              "org.freedesktop.Notifications.ActionInvoked", args)
-                for name in earmuff {
-                    try Self.emit(forger, desktop.bus, path: "/org/freedesktop/Notifications",
-                                  "org.freedesktop.Notifications.ActionInvoked", args, to: name)
-                }
-            }
+            try Self.forgeActions("stop", from: forger, on: desktop.bus, to: earmuff)
             let ignored = await Wait.until(timeout: 60) { s.earmuff.log().contains("ignored Stop for notice") }
             #expect(ignored, "no forged Stop reached earmuff (the test proves nothing)\n\(s.logs)")
             #expect(try s.earmuff.app(s.key)?.state == "granted", "\(s.logs)")

@@ -74,6 +74,17 @@ final class Decisions: Sendable {
         return result
     }
 
+    /// A decision made on the desktop (a switch, a notice's Stop); the engine's refusal, if any.
+    func setDecision(_ app: AppKey, _ state: PermissionState, reason: DecisionReason,
+                     lifespan: Lifespan = .always) -> ConsentError? {
+        withEngine { e -> (ConsentError?, [ConsentAction]) in
+            switch e.setDecision(app, state, reason: reason, lifespan: lifespan, now: wallClockNow()) {
+            case .success(let actions): return (nil, actions)
+            case .failure(let err): return (err, [])
+            }
+        }
+    }
+
     /// Whether snapd lets `session`'s streams be real (anything but an unconfirmed snap).
     func snapAllows(_ session: UInt64) -> Bool { snap?.allows(session) ?? true }
 

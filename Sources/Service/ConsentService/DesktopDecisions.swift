@@ -23,13 +23,7 @@ final class DesktopDecisions: Sendable {
             Log.warn("desktop permission store: ignored app id \"\(appID)\" (not a Flatpak app id)")
             return
         }
-        let refused = decisions.withEngine { e -> (ConsentError?, [ConsentAction]) in
-            switch e.setDecision(key, state, reason: state == .undetermined ? .reset : .desktop, now: wallClockNow()) {
-            case .success(let actions): return (nil, actions)
-            case .failure(let err): return (err, [])
-            }
-        }
-        if let refused {
+        if let refused = decisions.setDecision(key, state, reason: state == .undetermined ? .reset : .desktop) {
             Log.warn("desktop permission store: \(refused)")
             // Show the decision in force on the switch again.
             if case let .governedByPolicy(_, fixed) = refused { desktop.mirror(appID: appID, fixed) }

@@ -66,14 +66,9 @@ final class PromptAnswers: Sendable {
 
     /// Stop on the notice that `app` hears the microphone: denied until the session ends.
     func stopped(_ app: AppKey) {
-        let now = wallClockNow()
-        let refused = decisions.withEngine { e -> (ConsentError?, [ConsentAction]) in
-            switch e.setDecision(app, .denied, reason: .user, lifespan: .session, now: now) {
-            case .success(let actions): return (nil, actions)
-            case .failure(let err): return (err, [])
-            }
+        if let refused = decisions.setDecision(app, .denied, reason: .user, lifespan: .session) {
+            return Log.warn("Stop on the notice for \(app): \(refused)")
         }
-        if let refused { return Log.warn("Stop on the notice for \(app): \(refused)") }
         Log.info("decision for \(app), microphone: denied (user), until the session ends: Stop on its notice")
     }
 

@@ -150,8 +150,7 @@ final class GnomeMicrophoneSwitch: LoopHandler, @unchecked Sendable {
         loop.remove(m.fd, token: m.token)
         close(m.fd)
         kill(m.pid, SIGTERM)
-        var status: Int32 = 0
-        while waitpid(m.pid, &status, 0) < 0 && errno == EINTR {}
+        waitForExit(m.pid)
         pending = []
     }
 
@@ -211,9 +210,7 @@ final class GnomeMicrophoneSwitch: LoopHandler, @unchecked Sendable {
         do { pid = try spawnShell(command, extraEnvironment: [:], stdout: output.writeEnd.rawValue) } catch {
             return (-1, "\(error)")
         }
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
-        let text = PromptCommandRunner.firstLine(of: output.readEnd.rawValue)
-        return ((status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f), text)
+        let status = waitForExit(pid)
+        return (status, PromptCommandRunner.firstLine(of: output.readEnd.rawValue))
     }
 }

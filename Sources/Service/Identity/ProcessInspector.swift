@@ -61,14 +61,18 @@ public enum ProcessInspector {
     /// `earmuff grant` itself; and desktops set GTK_MODULES for every GTK program.)
     public static func runsEarmuffsOwnProgram(_ peer: ControlPeer) -> Bool {
         guard let mine = ownExecutable else { return false }
-        let directory = mine.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
         let f = facts(pid: peer.pid, uid: peer.uid, gid: peer.gid, launcherAppID: nil)
         guard f.inspectable, !f.foreignMountNamespace, let exe = f.exe.map(IdentityClassifier.cleanExecutablePath) else { return false }
-        return exe == mine || exe == directory + "/earmuff-settings"
+        return exe == mine || exe == settingsProgram
     }
 
     /// The executable this process runs, as the kernel reports it (read once).
     static let ownExecutable = readLink("/proc/self/exe").map(IdentityClassifier.cleanExecutablePath)
+
+    /// Where Earmuff Settings is when installed: beside this program.
+    static let settingsProgram = ownExecutable.map {
+        $0.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/") + "/earmuff-settings"
+    }
 
     /// The system's command directories, the only places `linkName` looks a name up.
     static let commandDirectories = ["/usr/local/bin", "/usr/bin", "/bin", "/usr/local/sbin", "/usr/sbin", "/sbin"]

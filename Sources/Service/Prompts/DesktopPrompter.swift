@@ -76,11 +76,7 @@ final class DesktopPrompter: @unchecked Sendable {
     static let notificationsPath = "/org/freedesktop/Notifications"
     static let icon = "audio-input-microphone-symbolic"
     /// Whether Earmuff Settings is installed beside this program (where prompts send the person).
-    static let settingsInstalled: Bool = {
-        guard let mine = ProcessInspector.ownExecutable else { return false }
-        return access(mine.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
-                      + "/earmuff-settings", X_OK) == 0
-    }()
+    static let settingsInstalled = ProcessInspector.settingsProgram.map { access($0, X_OK) == 0 } ?? false
     /// The AccessDialog choice that asks how long the answer lasts, and its options (their ids
     /// are lifespans as `RequestedLifespan(text:)` reads them).
     static let lifespanChoice = "lifespan"
@@ -437,9 +433,16 @@ final class DesktopPrompter: @unchecked Sendable {
     /// owns the name: any bus client can send these signals (broadcast or to Earmuff alone),
     /// and only the server's own count as the person's answer.
     private func fromItsServer(_ m: BusMessage, _ c: Shown) -> Bool {
-        guard m.sender == c.destination, bus?.owner(of: c.service) == c.destination else {
-            Log.warn("desktop prompts: ignored \(m.member ?? "a signal") for prompt \(c.prompt.id) from \(m.sender ?? "?"): "
-                     + "it is not \(c.service), which is \(c.destination)")
+        fromServer(m, c.destination, of: c.service, for: "prompt \(c.prompt.id)")
+    }
+
+    /// Whether `m` (`signal`, by default its member) comes from `server`, which still owns
+    /// `service` (see `fromItsServer`).
+    private func fromServer(_ m: BusMessage, _ server: String, of service: String, signal: String? = nil,
+                            for what: String) -> Bool {
+        guard m.sender == server, bus?.owner(of: service) == server else {
+            Log.warn("desktop prompts: ignored \(signal ?? m.member ?? "a signal") for \(what) from \(m.sender ?? "?"): "
+                     + "it is not \(service), which is \(server)")
             return false
         }
         return true
@@ -448,11 +451,8 @@ final class DesktopPrompter: @unchecked Sendable {
     private func notificationAction(_ m: BusMessage) {
         guard let id = try? m.readUInt32(), let key = try? m.readString() else { return }
         if let n = notices[id] {
-            guard m.sender == n.server, bus?.owner(of: Self.notificationsName) == n.server else {
-                return Log.warn("desktop prompts: ignored Stop for notice \(id) from \(m.sender ?? "?"): it is not the "
-                                + "notification server that shows it, which is \(n.server)")
-            }
-            guard key == "stop" else { return }
+            guard fromServer(m, n.server, of: Self.notificationsName, signal: "Stop", for: "notice \(id)"), key == "stop"
+            else { return }
             notices[id] = nil
             Log.info("notice \(id): Stop for \(n.app)")
             return onStop(n.app)

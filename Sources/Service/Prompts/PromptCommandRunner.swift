@@ -177,15 +177,13 @@ final class PromptCommandRunner: Sendable {
         } else if cancelledWhileStarting {
             terminate(pid, prompt: job.prompt)
         }
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        let code = waitForExit(pid)
         endGroup(pid)
         let cancelled = state.withLock { s in
             s.running = nil
             return s.cancelled
         }
         timers.cancel(key: Self.killTimerKey(job.prompt))
-        let code = status & 0x7f == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
         finished(job.prompt, code, cancelled, Self.firstLine(of: output[0]))
     }
 }
@@ -209,6 +207,14 @@ extension PromptCommandRunner {
         return String(decoding: line.drop { blank.contains($0) }.reversed().drop { blank.contains($0) }.reversed(),
                       as: UTF8.self)
     }
+}
+
+/// Waits for child `pid` to end; its exit status as a shell reports it (128 + the signal that ended it).
+@discardableResult
+func waitForExit(_ pid: pid_t) -> Int32 {
+    var status: Int32 = 0
+    while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+    return status & 0x7f == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
 }
 
 /// Starts `/bin/sh -c command` in a new process group (so a cancel reaches what
