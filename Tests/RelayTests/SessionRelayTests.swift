@@ -323,13 +323,14 @@ extension CoalescingTests {
     /// the server waits out. (Under the thread sanitizer the server takes longer than
     /// `ReplyPoll.peerWaited` to answer once it runs.)
     @Test(.enabled(if: getuid() == 0 && !threadSanitizerIsRunning)) func aServerKeptWaitingByThePollTurnsItOffAtOnce() throws {
-        // An interrupt or the host taking the vCPU for more than `ReplyPoll.peerWaited`
-        // (50 µs) makes the server look slow rather than kept waiting, and costs one
-        // more ran-out poll; so each attempt has a fresh relay, and one of three must
-        // show a single ran-out poll. A loop that halved its window instead would run
-        // out four times in every attempt.
+        // An interrupt, the host taking the vCPU, or a server whose first answer runs
+        // cold (page faults, caches) for more than `ReplyPoll.peerWaited` (50 µs) makes
+        // the server look slow rather than kept waiting, and costs one halving: two
+        // ran-out polls. So each attempt has a fresh relay, and one of ten must show at
+        // most two. A loop that halved its window instead would run out four times
+        // (200, 100, 50 and 25 µs) in every attempt.
         var attempts: [Polls] = []
-        for _ in 0..<3 {
+        for _ in 0..<10 {
             let rig = try Rig(coalesceWindow: 0)
             defer { rig.stop() }
             let loop = rig.daemon.loops[0].kernelThreadID.load(ordering: .acquiring)
@@ -343,9 +344,9 @@ extension CoalescingTests {
             }
             let polls = try rig.roundTrips(ReplyPoll.probeInterval - 1)
             attempts.append(polls)
-            if polls.ranOut == 1 && polls.found == 0 { break }
+            if (1...2).contains(polls.ranOut) && polls.found == 0 { break }
         }
-        #expect(attempts.contains { $0.ranOut == 1 && $0.found == 0 },
+        #expect(attempts.contains { (1...2).contains($0.ranOut) && $0.found == 0 },
                 "reply polls while the server waits behind them, in each attempt: \(attempts)")
     }
 
