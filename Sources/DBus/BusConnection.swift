@@ -32,6 +32,21 @@ private let releaseBox: sd_bus_destroy_t = { userdata in
     if let userdata { Unmanaged<HandlerBox>.fromOpaque(userdata).release() }
 }
 
+/// The Swift closure behind an exported object; released by the slot's destroy callback.
+private final class ObjectBox {
+    let handler: (BusMessage) -> Bool
+    init(_ handler: @escaping (BusMessage) -> Bool) { self.handler = handler }
+}
+
+private let dispatchToObject: sd_bus_message_handler_t = { message, userdata, _ in
+    guard let message, let userdata else { return 0 }
+    return Unmanaged<ObjectBox>.fromOpaque(userdata).takeUnretainedValue().handler(BusMessage(borrowing: message)) ? 1 : 0
+}
+
+private let releaseObject: sd_bus_destroy_t = { userdata in
+    if let userdata { Unmanaged<ObjectBox>.fromOpaque(userdata).release() }
+}
+
 /// One bus connection, used by one thread.
 public final class BusConnection {
     private let bus: OpaquePointer
@@ -80,6 +95,16 @@ public final class BusConnection {
         return Double(usec) / 1e6
     }
 
+    /// `deadline` as a `poll` timeout in milliseconds (-1: none), for a thread that waits on
+    /// the bus alone with `poll`.
+    public var pollTimeout: Int32 {
+        guard let deadline else { return -1 }
+        var t = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &t)
+        let left = deadline - (Double(t.tv_sec) + Double(t.tv_nsec) / 1e9)
+        return Int32((max(0, min(3600, left)) * 1000).rounded(.up))
+    }
+
     /// Handles one pending item (incoming message, timeout); returns whether there was one.
     /// Throws when the connection is lost.
     public func process() throws(BusError) -> Bool {
@@ -124,9 +149,9 @@ public final class BusConnection {
         return try adopt(slot, rc, box, "call")
     }
 
-    /// Sends `call` without waiting for (or wanting) a reply.
+    /// Sends `call` without waiting for (or wanting) a reply; or a reply or signal.
     public func send(_ call: BusMessage) throws(BusError) {
-        _ = sd_bus_message_set_expect_reply(call.raw, 0)
+        if sd_bus_message_is_method_call(call.raw, nil, nil) > 0 { _ = sd_bus_message_set_expect_reply(call.raw, 0) }
         let rc = sd_bus_send(bus, call.raw, nil)
         if rc < 0 { throw BusError("send", errno: rc) }
     }
@@ -148,6 +173,44 @@ public final class BusConnection {
         }
         sd_bus_slot_set_destroy_callback(slot, releaseBox)
         return BusSlot(slot)
+    }
+
+    /// Serves the object at `path`: `handler` gets every method call to it (any interface,
+    /// `org.freedesktop.DBus.Properties` and `Introspectable` included) and returns whether it
+    /// replied; sd-bus answers the calls it did not with an error. Until the slot is dropped.
+    public func serve(path: String, handler: @escaping (BusMessage) -> Bool) throws(BusError) -> BusSlot {
+        let box = Unmanaged.passRetained(ObjectBox(handler))
+        var slot: OpaquePointer?
+        let rc = sd_bus_add_object(bus, &slot, path, dispatchToObject, box.toOpaque())
+        guard rc >= 0, let slot else {
+            box.release()
+            throw BusError("serve \(path)", errno: rc < 0 ? rc : -EIO)
+        }
+        sd_bus_slot_set_destroy_callback(slot, releaseObject)
+        return BusSlot(slot)
+    }
+
+    /// Takes the well-known `name` (queueing nothing: fails when another owner has it).
+    public func requestName(_ name: String) throws(BusError) {
+        let rc = sd_bus_request_name(bus, name, 0)
+        if rc < 0 { throw BusError("take \(name)", errno: rc) }
+    }
+
+    /// A signal to fill with arguments and `send`.
+    public func signal(path: String, interface: String, member: String) throws(BusError) -> BusMessage {
+        var m: OpaquePointer?
+        let rc = sd_bus_message_new_signal(bus, &m, path, interface, member)
+        guard rc >= 0, let m else { throw BusError("new signal \(interface).\(member)", errno: rc) }
+        return BusMessage(owning: m)
+    }
+
+    /// Sends an error reply to `call`.
+    public func replyError(to call: BusMessage, name: String, message: String) throws(BusError) {
+        var err = sd_bus_error(name: nil, message: nil, _need_free: 0)
+        defer { sd_bus_error_free(&err) }
+        _ = sd_bus_error_set(&err, name, message)
+        let rc = sd_bus_reply_method_error(call.raw, &err)
+        if rc < 0 { throw BusError("reply \(name)", errno: rc) }
     }
 
     /// The unique name that owns `name` now, or nil when nobody does.

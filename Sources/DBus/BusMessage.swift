@@ -69,6 +69,19 @@ public final class BusMessage {
                         message: e.pointee.message.map { String(cString: $0) } ?? "")
     }
 
+    /// Whether this is a call of `interface.member`.
+    public func isCall(_ interface: String, _ member: String) -> Bool {
+        sd_bus_message_is_method_call(raw, interface, member) > 0
+    }
+
+    /// A method return for this call, to fill with its results and `send`.
+    public func methodReturn() throws(BusError) -> BusMessage {
+        var m: OpaquePointer?
+        let rc = sd_bus_message_new_method_return(raw, &m)
+        guard rc >= 0, let m else { throw BusError("new method return", errno: rc) }
+        return BusMessage(owning: m)
+    }
+
     // MARK: writing
 
     private func check(_ rc: Int32, _ what: String) throws(BusError) {
@@ -107,6 +120,12 @@ public final class BusMessage {
     public func append(_ v: Bool) throws(BusError) {
         var b: Int32 = v ? 1 : 0
         try check(sd_bus_message_append_basic(raw, CChar(UInt8(ascii: "b")), &b), "append b")
+    }
+
+    /// Appends `ay`.
+    public func append(bytes: [UInt8]) throws(BusError) {
+        let rc = bytes.withUnsafeBytes { sd_bus_message_append_array(raw, CChar(UInt8(ascii: "y")), $0.baseAddress, $0.count) }
+        try check(rc, "append ay")
     }
 
     /// Appends `as`.
@@ -185,6 +204,15 @@ public final class BusMessage {
         try enter("a", "s")
         var out: [String] = []
         while try peek() != nil { out.append(try readString()) }
+        try exit()
+        return out
+    }
+
+    /// Reads `ai`.
+    public func readInt32s() throws(BusError) -> [Int32] {
+        try enter("a", "i")
+        var out: [Int32] = []
+        while try peek() != nil { out.append(try readInt32()) }
         try exit()
         return out
     }
