@@ -63,7 +63,9 @@ public struct SettingsState: Sendable, Equatable {
         case .streamStarted(let s):
             streams.removeAll { $0.client == s.client && $0.stream == s.stream }
             streams.append(s)
-            return apps.contains { $0.key == s.appKey } ? [] : .apps
+            // An app decided before it ever ran is known by its key alone: its first stream
+            // tells the daemon what it runs as (its command name), which names it.
+            return apps.contains { $0.key == s.appKey && ($0.lastUsed != nil || $0.commandName != nil) } ? [] : .apps
         case .streamChanged(let s):
             if let i = streams.firstIndex(where: { $0.client == s.client && $0.stream == s.stream }) {
                 streams[i] = s

@@ -73,6 +73,18 @@ import Testing
         #expect(s.streams.isEmpty, "a disconnected client's streams are still live")
     }
 
+    /// An app granted before it ever ran is named by its key until its first stream, after
+    /// which the daemon knows the command it runs as: that stream asks for the app list.
+    @Test func theFirstStreamOfAnAppDecidedBeforeItRanAsksForItsName() {
+        var s = Self.state(apps: [Self.recorder])
+        let stream = StreamInfo(client: 2, stream: 0, appKey: Self.recorder.key, source: "mic", sampleSpec: "", audio: .real)
+        #expect(s.apply(.streamStarted(stream)) == .apps)
+        var named = Self.recorder
+        named.commandName = "parecord"
+        s.apps = [named]
+        #expect(s.apply(.streamStarted(stream)).isEmpty)
+    }
+
     @Test func anEventOfAnUnknownAppAsksForTheAppList() {
         var s = Self.state(apps: [Self.firefox])
         let other = StreamInfo(client: 2, stream: 0, appKey: "exe:/usr/bin/new", source: "mic", sampleSpec: "", audio: .silenced)
