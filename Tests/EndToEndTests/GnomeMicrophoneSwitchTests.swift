@@ -1,7 +1,7 @@
 // GNOME's own microphone switch (`org.gnome.desktop.privacy disable-microphone`,
 // what GNOME Settings' Privacy page sets), with the real dconf service on a
-// private session bus: set, it silences a granted recording on its next frames
-// as `earmuff access off --kind microphone` does; `earmuff access` writes it;
+// private session bus: set, it silences a granted recording within 200 ms, as
+// `earmuff access off --kind microphone` does; `earmuff access` writes it;
 // Earmuff's own writes decide nothing when they come back; and a switch turned
 // off while Earmuff was not running is in force when it starts.
 
@@ -25,16 +25,26 @@ extension EndToEnd {
             let environment = ["DBUS_SESSION_BUS_ADDRESS": bus.address, "XDG_CONFIG_HOME": bus.settingsHome]
             let r = try Restarts()
             defer { r.remove() }
+            // A tone in 5 ms blocks, so that when silence starts is known to the block.
+            try r.server.startFineMicrophone()
             let s = try r.start(environment: environment)
             try s.earmuff.control("grant", s.key)
             let rec = try s.record()
             defer { _ = rec.stop() }
             #expect(await E2E.waitForToneAfterSwitch(rec, seconds: 0.5), "granted but no tone\n\(s.logs)")
 
-            // GNOME Settings turns the microphone off.
+            // GNOME Settings turns the microphone off: silent within 200 ms of the change (when
+            // the recording's first silent sample reached its file).
+            let times = ArrivalTimes([rec])
+            defer { times.stop() }
+            let before = rec.byteCount()
+            let setAt = Date().timeIntervalSince1970
             try bus.gsettings("set", Self.schema, Self.key, "true")
             _ = try await s.earmuff.waitForStatus { $0.accessEnabled("microphone") == false }
             #expect(await LifespanEndToEndTests.silentFromHere(rec), "real audio with GNOME's switch off\n\(s.logs)")
+            let delay = SettingsAppTests.arrival(SettingsAppTests.silenceStart(rec, from: before), 0, times, after: setAt)
+            print("GNOME's switch: disable-microphone set, the recording silent \(delay.map { String(format: "%.3f", $0) } ?? "-") s after gsettings set began")
+            #expect((delay ?? .infinity) < 0.2, "silent \(String(describing: delay)) s after the switch\n\(s.logs)")
             #expect(try s.earmuff.app(s.key)?.state == "granted", "the decision was not kept")
 
             // Earmuff's switch turns it on again: GNOME's follows, and the tone comes back.
