@@ -12,6 +12,8 @@ let package = Package(
         .executable(name: "earmuff-request-permission", targets: ["earmuff-request-permission"]),
         // The settings window (GTK 4 + libadwaita); the daemon never links GTK.
         .executable(name: "earmuff-settings", targets: ["earmuff-settings"]),
+        // The status indicator in the desktop's tray (StatusNotifierItem over sd-bus; no GTK).
+        .executable(name: "earmuff-indicator", targets: ["earmuff-indicator"]),
     ],
     targets: [
         // C glue
@@ -59,8 +61,11 @@ let package = Package(
 
         // The settings window: what it shows (pure), and the GTK app around it
         .target(name: "SettingsModel", dependencies: ["Consent", "ControlProtocol", "Wording"]),
-        .executableTarget(name: "earmuff-settings", dependencies: ["SettingsModel", "EarmuffClient", "ControlProtocol",
+        // The control thread the window and the indicator share: a subscribed connection, kept up.
+        .target(name: "SettingsLink", dependencies: ["SettingsModel", "EarmuffClient", "ControlProtocol", "LinuxSystem"]),
+        .executableTarget(name: "earmuff-settings", dependencies: ["SettingsModel", "SettingsLink", "ControlProtocol",
                                                                    "LinuxSystem", "CAdwaita", "CSettingsShim"]),
+        .executableTarget(name: "earmuff-indicator", dependencies: ["SettingsModel", "SettingsLink", "DBus", "LinuxSystem"]),
 
         // The app library and its example (records with libpulse-simple, as an app would)
         .target(name: "EarmuffKit", dependencies: ["PulseWire", "LinuxSystem"]),
@@ -86,6 +91,6 @@ let package = Package(
         .testTarget(name: "SettingsModelTests", dependencies: ["SettingsModel", "Consent", "ControlProtocol"]),
         .testTarget(name: "EarmuffCLITests", dependencies: ["EarmuffCLI", "ControlProtocol", "ControlSamples", "Wording", "Consent", "ConsentStore"]),
         .testTarget(name: "EndToEndTests", dependencies: ["TestSupport", "PulseWire", "EarmuffKit", "earmuff", "earmuff-relay", "earmuff-request-permission",
-                                                             "earmuff-settings", "SettingsModel"]),
+                                                             "earmuff-settings", "earmuff-indicator", "SettingsModel"]),
     ]
 )

@@ -70,11 +70,15 @@ EARMUFF_SETTINGS_BUILD_PACKAGES=(libgtk-4-dev libadwaita-1-dev libglib2.0-dev)
 # RealtimeKit on a private system bus. libgtk-4-dev and libadwaita-1-dev build
 # earmuff-settings (the settings window), which the same person reads and
 # clicks through GTK 4's own accessibility (python3-pyatspi comes with
-# python3-dogtail).
+# python3-dogtail). xfce4-panel (its systray plugin: the StatusNotifierWatcher
+# and host, menus through libdbusmenu-gtk3) and xfconf (xfconfd, which holds
+# the panel's layout, and xfconf-query): the tray indicator, its menu opened
+# and clicked by the same person.
 EARMUFF_PACKAGES=("${EARMUFF_BUILD_PACKAGES[@]}" "${EARMUFF_SETTINGS_BUILD_PACKAGES[@]}" pulseaudio pulseaudio-utils socat sox
                   dbus python3-dbusmock systemd bubblewrap xvfb x11-utils xdg-desktop-portal libglib2.0-bin xdg-dbus-proxy
                   dconf-service dconf-gsettings-backend gsettings-desktop-schemas
                   xdg-desktop-portal-gtk dunst at-spi2-core libatk-adaptor python3-dogtail xdotool imagemagick
+                  xfce4-panel xfconf
                   man-db bash-completion zsh fish rtkit polkitd)
 # The second end-to-end pass: PipeWire, its pulse server, the session manager,
 # the SPA plugins and a private D-Bus (without recommends: no ALSA glue, rtkit);

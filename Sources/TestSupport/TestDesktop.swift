@@ -76,6 +76,103 @@ public final class TestDesktop: Sendable {
                              environment: environment, hint: "dunst")
     }
 
+    /// Starts the real `xfce4-panel` as the desktop's tray: one panel across the top of the
+    /// screen, 32 pixels high, holding only the "systray" plugin, which is both the
+    /// `org.kde.StatusNotifierWatcher` and the host that shows the items and opens their
+    /// `com.canonical.dbusmenu` menus (libdbusmenu-gtk3). Returns once the watcher is on the
+    /// bus and the tray in the accessibility tree; `person.py tray` and `person.py menu` find
+    /// the items and menus and click them.
+    public func startTray() throws {
+        guard let panel = findExecutable("xfce4-panel") else { throw TestSupportError("xfce4-panel not found; install xfce4-panel") }
+        let xfconfd = ["/usr/lib/x86_64-linux-gnu/xfce4/xfconf/xfconfd", "/usr/lib/aarch64-linux-gnu/xfce4/xfconf/xfconfd",
+                       "/usr/lib/xfce4/xfconf/xfconfd"]
+            .first { FileManager.default.isExecutableFile(atPath: $0) }
+        guard let xfconfd, let query = findExecutable("xfconf-query") else {
+            throw TestSupportError("xfconfd or xfconf-query not found; install xfconf")
+        }
+        // The panel reads its layout from xfconf, whose daemon keeps each channel in the
+        // XDG_CONFIG_HOME every service on this bus shares. A channel already holding a
+        // panel (and the current configver) spares the panel its first-start dialog, which
+        // would otherwise ask whether to copy the system's default layout.
+        let channels = "\(bus.directory)/config/xfce4/xfconf/xfce-perchannel-xml"
+        try FileManager.default.createDirectory(atPath: channels, withIntermediateDirectories: true)
+        try Self.trayPanel.write(toFile: "\(channels)/xfce4-panel.xml", atomically: true, encoding: .utf8)
+        // xfconfd ends itself after five minutes without a call, for D-Bus activation to start
+        // it again when next asked; this bus activates nothing, and the tray writes to xfconf
+        // when an item comes (its list of known items). So a call each minute keeps it up; the
+        // shell ends the daemon and its nap when it is stopped, and waits for their ends.
+        let keeper = """
+            daemon= nap=
+            trap 'kill $daemon $nap 2>/dev/null; wait; exit 0' TERM INT HUP
+            "$1" & daemon=$!
+            while kill -0 "$daemon" 2>/dev/null; do
+                sleep 60 & nap=$!
+                wait "$nap"
+                "$2" -c xfce4-panel -p /configver >/dev/null 2>&1
+            done
+            """
+        try bus.startService("/bin/sh", arguments: ["-c", keeper, "xfconfd", xfconfd, query], owning: "org.xfce.Xfconf",
+                             environment: environment, hint: "xfconfd")
+        // No window manager runs here: without --disable-wm-check the panel waits 5 s for one;
+        // nor a session manager. The systray plugin runs out of the panel's process (in
+        // wrapper-2.0), which takes the watcher's name once it is up. GTK 3 shows the plugin's
+        // widgets in the panel's accessibility tree only if the plugin's window carries its
+        // accessible's address by the time the panel takes the window in, which now and then
+        // it does not (then for good): such a panel is ended and started again, before any
+        // item has come to it.
+        let watcher = "org.kde.StatusNotifierWatcher"
+        var missing: any Error = TestSupportError("no panel started")
+        for _ in 1...4 {
+            let child = try bus.startService(panel, arguments: ["--disable-wm-check", "--sm-client-disable"],
+                                             owning: watcher, environment: environment,
+                                             hint: "xfce4-panel's systray plugin")
+            do {
+                try person("panel", timeout: 30)
+                return
+            } catch {
+                missing = error
+            }
+            child.terminate()
+            _ = Wait.untilBlocking(timeout: 10, interval: 0.05) { (try? bus.hasOwner(watcher)) == false }
+        }
+        throw TestSupportError("xfce4-panel's tray never showed in the accessibility tree: \(missing); the panel printed: \(trayLog)")
+    }
+
+    /// What xfce4-panel and its systray plugin printed (GTK's and xfconf's warnings, a crash).
+    public var trayLog: String {
+        (try? String(contentsOfFile: "\(bus.directory)/org.kde.StatusNotifierWatcher.out", encoding: .utf8)) ?? ""
+    }
+
+    /// The xfconf channel `xfce4-panel` of `startTray`: panel 1 snapped to the top left
+    /// (p=6), as long as the screen and 32 pixels high, with the systray plugin alone: its
+    /// items square buttons with 24-pixel icons, a new item shown (not put among the hidden).
+    static let trayPanel = """
+        <?xml version="1.0" encoding="UTF-8"?>
+        <channel name="xfce4-panel" version="1.0">
+          <property name="configver" type="int" value="2"/>
+          <property name="panels" type="array">
+            <value type="int" value="1"/>
+            <property name="panel-1" type="empty">
+              <property name="position" type="string" value="p=6;x=0;y=0"/>
+              <property name="length" type="uint" value="100"/>
+              <property name="position-locked" type="bool" value="true"/>
+              <property name="size" type="uint" value="32"/>
+              <property name="plugin-ids" type="array">
+                <value type="int" value="1"/>
+              </property>
+            </property>
+          </property>
+          <property name="plugins" type="empty">
+            <property name="plugin-1" type="string" value="systray">
+              <property name="square-icons" type="bool" value="true"/>
+              <property name="icon-size" type="int" value="24"/>
+              <property name="hide-new-items" type="bool" value="false"/>
+            </property>
+          </property>
+        </channel>
+
+        """
+
     /// The action dunst's menu picks next, by its label ("Allow", "Deny").
     public func pick(_ label: String) throws {
         try label.write(toFile: menuPick, atomically: true, encoding: .utf8)

@@ -5,18 +5,16 @@
 import CAdwaita
 import Foundation
 import Glibc
+import SettingsLink
 import SettingsModel
 
-var controlPath = DaemonLink.defaultPath()
+var controlPath = ControlThread.defaultPath()
 switch SettingsCommandLine.parse(Array(CommandLine.arguments.dropFirst())) {
 case .failure(let e):
     FileHandle.standardError.write(Data("earmuff-settings: \(e.message)\n\(SettingsCommandLine.usage)\n".utf8))
     exit(2)
 case .success(let parsed) where parsed.help:
-    print(SettingsCommandLine.usage)
-    for o in SettingsCommandLine.options {
-        print("  \(([o.names.joined(separator: ", ")] + (o.value.map { [$0] } ?? [])).joined(separator: " "))  \(o.help)")
-    }
+    print(SettingsCommandLine.help(usage: SettingsCommandLine.usage))
     exit(0)
 case .success(let parsed):
     if let p = parsed.controlPath { controlPath = p }

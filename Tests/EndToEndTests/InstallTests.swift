@@ -50,15 +50,21 @@ extension EndToEnd {
             #expect(entry.contains("\nExec=\(prefix)/bin/earmuff-settings\n"), "the desktop starts it by its path:\n\(entry)")
             #expect(entry.contains("\nIcon=org.earmuff.Settings\n"))
             #expect(FileManager.default.fileExists(atPath: "\(prefix)/share/icons/hicolor/scalable/apps/org.earmuff.Settings.svg"))
+            // The indicator, started with the session by its autostart entry.
+            #expect(FileManager.default.isExecutableFile(atPath: "\(prefix)/bin/earmuff-indicator"))
+            let autostart = try String(contentsOfFile: "\(prefix)/etc/xdg/autostart/org.earmuff.Indicator.desktop", encoding: .utf8)
+            #expect(autostart.contains("\nExec=\(prefix)/bin/earmuff-indicator\n"), "\(autostart)")
 
             let again = try script(["--prefix", prefix, "--binary", binary], home: dir)
             #expect(again.succeeded, "\(again)")
             let gone = try script(["--prefix", prefix, "--uninstall"], home: dir)
             #expect(gone.succeeded, "\(gone)")
             for f in ["bin/earmuff", "share/doc/earmuff/earmuff.conf.example", "share/doc/earmuff/README.md", "bin/earmuff-settings",
-                      "share/applications/org.earmuff.Settings.desktop", "share/icons/hicolor/scalable/apps/org.earmuff.Settings.svg"] {
+                      "share/applications/org.earmuff.Settings.desktop", "share/icons/hicolor/scalable/apps/org.earmuff.Settings.svg",
+                      "bin/earmuff-indicator"] {
                 #expect(!FileManager.default.fileExists(atPath: "\(prefix)/\(f)"), "\(f) left")
             }
+            #expect(!FileManager.default.fileExists(atPath: "\(prefix)/etc/xdg/autostart/org.earmuff.Indicator.desktop"))
         }
 
         @Test func stagesUnderDestdirForPackages() throws {
@@ -71,6 +77,8 @@ extension EndToEnd {
             #expect(FileManager.default.isExecutableFile(atPath: "\(dir)/stage/usr/bin/earmuff-settings"))
             let entry = try String(contentsOfFile: "\(dir)/stage/usr/share/applications/org.earmuff.Settings.desktop", encoding: .utf8)
             #expect(entry.contains("\nExec=/usr/bin/earmuff-settings\n"), "the staging directory is in the entry:\n\(entry)")
+            let autostart = try String(contentsOfFile: "\(dir)/stage/etc/xdg/autostart/org.earmuff.Indicator.desktop", encoding: .utf8)
+            #expect(autostart.contains("\nExec=/usr/bin/earmuff-indicator\n"), "\(autostart)")
             let bad = try script(["--prefix", "relative"], home: dir)
             #expect(bad.status == 1 && bad.stderr.contains("--prefix must be an absolute path"), "\(bad)")
         }

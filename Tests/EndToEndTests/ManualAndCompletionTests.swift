@@ -41,13 +41,16 @@ extension EndToEnd {
             let dir = try Helpers.scratch()
             defer { TempDir.remove(dir) }
             try generate(dir)
-            for page in ["earmuff.1", "earmuff-settings.1", "earmuff.conf.5"] {
+            for page in ["earmuff.1", "earmuff-settings.1", "earmuff-indicator.1", "earmuff.conf.5"] {
                 let r = try sh("man --warnings -l '\(self.page(dir, page))'", in: dir, page)
                 #expect(r.succeeded, "\(r)")
                 #expect(r.stderr.isEmpty, "\(page): \(r.stderr)")
                 #expect(r.stdoutText.contains("earmuff"), "\(page)")
                 if page == "earmuff-settings.1" {
                     #expect(r.stdoutText.contains("--control PATH") && r.stdoutText.contains("desktop entry"), "\(r.stdoutText)")
+                }
+                if page == "earmuff-indicator.1" {
+                    #expect(r.stdoutText.contains("--control PATH") && r.stdoutText.contains("StatusNotifierItem"), "\(r.stdoutText)")
                 }
             }
         }

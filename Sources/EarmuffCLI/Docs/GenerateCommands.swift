@@ -4,7 +4,7 @@
 import Foundation
 
 enum GenerateCommands {
-    /// Writes earmuff.1, earmuff-settings.1 and earmuff.conf.5 into `directory`.
+    /// Writes earmuff.1, earmuff-settings.1, earmuff-indicator.1 and earmuff.conf.5 into `directory`.
     static func manual(directory: String, configExample: String?) -> Int32 {
         let example = configExample ?? Self.sourceTreeExample()
         guard let text = try? String(contentsOfFile: example, encoding: .utf8) else {
@@ -13,6 +13,7 @@ enum GenerateCommands {
         }
         do {
             return write([("earmuff.1", ManualPage.earmuff()), ("earmuff-settings.1", ManualPage.settings()),
+                          ("earmuff-indicator.1", ManualPage.indicator()),
                           ("earmuff.conf.5", try ManualPage.configuration(example: text))],
                          into: directory, for: "generate-manual")
         } catch {

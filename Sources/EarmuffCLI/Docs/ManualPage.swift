@@ -80,17 +80,40 @@ enum ManualPage {
 
     /// earmuff-settings(1), from the window's command line (`SettingsCommandLine`).
     static func settings() -> String {
-        var out = header + ".TH EARMUFF-SETTINGS 1 \"\" \"earmuff \(earmuffVersion)\" \"User Commands\"\n" + layout
-        out += ".SH NAME\nearmuff\\-settings \\- choose which apps may record sound, and see which record now\n"
-        out += ".SH SYNOPSIS\n\\fBearmuff\\-settings\\fR [\\fB\\-\\-control\\fR \\fIPATH\\fR]\n"
-        out += ".SH DESCRIPTION\n" + SettingsCommandLine.description.map(Roff.paragraph).joined()
+        desktopProgram("earmuff-settings", summary: "choose which apps may record sound, and see which record now",
+                       description: SettingsCommandLine.description,
+                       files: [("/usr/share/applications/org.earmuff.Settings.desktop",
+                                "its desktop entry (\"Earmuff Settings\" in the desktop's app list)")],
+                       seeAlso: "\\fBearmuff\\fR(1), \\fBearmuff.conf\\fR(5)")
+    }
+
+    /// earmuff-indicator(1), from the same command line.
+    static func indicator() -> String {
+        desktopProgram("earmuff-indicator", summary: "show in the desktop's tray which apps hear the microphone now",
+                       description: SettingsCommandLine.indicatorDescription,
+                       environment: [("DBUS_SESSION_BUS_ADDRESS", "the session bus, where the tray is")],
+                       files: [("/etc/xdg/autostart/org.earmuff.Indicator.desktop",
+                                "its autostart entry: the desktop starts it with the session")],
+                       seeAlso: "\\fBearmuff\\fR(1), \\fBearmuff\\-settings\\fR(1)")
+    }
+
+    /// The page of a program of the settings package, which takes `SettingsCommandLine`'s options.
+    private static func desktopProgram(_ name: String, summary: String, description: [String],
+                                       environment: [(String, String)] = [], files: [(String, String)],
+                                       seeAlso: String) -> String {
+        let roffName = name.replacingOccurrences(of: "-", with: "\\-")
+        var out = header + ".TH \(name.uppercased()) 1 \"\" \"earmuff \(earmuffVersion)\" \"User Commands\"\n" + layout
+        out += ".SH NAME\n\(roffName) \\- \(summary)\n"
+        out += ".SH SYNOPSIS\n\\fB\(roffName)\\fR [\\fB\\-\\-control\\fR \\fIPATH\\fR]\n"
+        out += ".SH DESCRIPTION\n" + description.map(Roff.paragraph).joined()
         out += ".SH OPTIONS\n"
         for o in SettingsCommandLine.options { out += Roff.item(o.names.joined(separator: ", "), value: o.value, o.help) }
         out += ".SH ENVIRONMENT\n"
         out += Roff.item("XDG_RUNTIME_DIR", "where the daemon's control socket is looked for, earmuff/control")
+        for (variable, what) in environment { out += Roff.item(variable, what) }
         out += ".SH FILES\n"
-        out += Roff.item("/usr/share/applications/org.earmuff.Settings.desktop", "its desktop entry (\"Earmuff Settings\" in the desktop's app list)")
-        out += ".SH SEE ALSO\n\\fBearmuff\\fR(1), \\fBearmuff.conf\\fR(5)\n"
+        for (file, what) in files { out += Roff.item(file, what) }
+        out += ".SH SEE ALSO\n\(seeAlso)\n"
         return out
     }
 

@@ -36,6 +36,28 @@ shows and answers it with the pointer, as a person does.
                                  waits until the row of app TITLE shows TEXT
                                  (with "gone": no longer shows it); prints
                                  "after SECONDS" it waited
+  person.py panel                waits up to 3 s until the panel's accessibility
+                                 tree holds its tray (the plugin's widgets, which
+                                 GTK 3 embeds there from the plugin's own process,
+                                 and now and then fails to); prints "embedded",
+                                 or exits 1
+  person.py tray TITLE           waits until the panel's tray (xfce4-panel's
+                                 systray) shows an item whose accessible name
+                                 or tooltip holds TITLE, resting the pointer on
+                                 each item to read its tooltip as a person does;
+                                 prints "geometry: WxH+X+Y" of the item
+  person.py tray TITLE click     the same, then left-clicks the item; prints
+                                 "clicked at SECONDS" after the geometry
+  person.py menu                 waits for the panel's popup menu (an item's
+                                 menu) and moves the pointer over it; prints its
+                                 items one per line, the name with
+                                 " [insensitive]" after one that cannot be
+                                 chosen, then "geometry: WxH+X+Y" of the menu
+                                 (the topmost, when a submenu is open)
+  person.py menu click NAME      clicks the item called NAME of an open menu
+                                 (the topmost first; an item that opens a
+                                 submenu opens it); prints "clicked at SECONDS"
+  person.py menu close           closes the open menus (Escape)
 
 Widgets are found through the accessibility tree (AT-SPI, as screen readers and
 dogtail see them), which gives their place on the screen; the click itself is
@@ -54,6 +76,7 @@ config.logDebugToStdOut = False
 config.searchShowingOnly = True
 from dogtail import tree  # noqa: E402
 import pyatspi  # noqa: E402
+from gi.repository import GLib  # noqa: E402
 
 APP = 'xdg-desktop-portal-gtk'
 ROLES = ('label', 'radio button', 'push button', 'check box')
@@ -68,10 +91,8 @@ def application(name):
         return None
 
 
-def widgets():
-    app = application(APP)
-    if app is None:
-        return []
+def descendants(node, keep):
+    '''Every accessible below NODE for which KEEP is true, in tree order.'''
     found = []
 
     def walk(node):
@@ -80,11 +101,16 @@ def widgets():
         except Exception:
             return
         for c in children:
-            if c.roleName in ROLES and c.showing:
+            if keep(c):
                 found.append(c)
             walk(c)
-    walk(app)
+    walk(node)
     return found
+
+
+def widgets():
+    app = application(APP)
+    return [] if app is None else descendants(app, lambda c: c.roleName in ROLES and c.showing)
 
 
 def wait_for(predicate, what):
@@ -100,12 +126,22 @@ def wait_for(predicate, what):
     sys.exit('%s did not appear within 60 s' % (what() if callable(what) else what))
 
 
+def mouse(x, y):
+    '''Moves the pointer to (X, Y) and waits until it is there. xdotool's --sync waits for the
+    pointer to move, which it never does when it is there already (xdotool gives up after 15 s).'''
+    at = subprocess.run(['xdotool', 'getmouselocation', '--shell'], capture_output=True, text=True).stdout
+    at = dict(line.split('=', 1) for line in at.split())
+    if (at.get('X'), at.get('Y')) == (str(x), str(y)):
+        return
+    subprocess.run(['xdotool', 'mousemove', '--sync', str(x), str(y)], check=True)
+
+
 def click(x, y, button=1):
     '''Moves the pointer there (xdotool) and clicks, pressing and releasing the button
     through XTEST as xdotool does, from this process so that the time is exact; prints the
     wall-clock time of the click: just before the release (what a button or a switch acts
     on) was sent, which the X server has taken in within the millisecond after.'''
-    subprocess.run(['xdotool', 'mousemove', '--sync', str(x), str(y)], check=True)
+    mouse(x, y)
     x11 = ctypes.CDLL('libX11.so.6')
     xtst = ctypes.CDLL('libXtst.so.6')
     x11.XOpenDisplay.restype = ctypes.c_void_p
@@ -311,9 +347,253 @@ def settings(argv):
         sys.exit(__doc__)
 
 
+# The tray is xfce4-panel's systray plugin. It runs in its own process (wrapper-2.0), whose
+# widgets the accessibility tree shows inside the panel's (the plug in the panel's socket), so
+# the tray's items are found under the application called 'xfce4-panel'.
+PANEL = 'xfce4-panel'
+
+
+class Watch:
+    '''The AT-SPI events of TYPES from now on, as (type, source, detail1, role). GTK 3 places
+    neither a tooltip nor a popup menu in its application's tree: their events are the way to
+    them.'''
+
+    def __init__(self, *types):
+        self.events = []
+        for t in types:
+            pyatspi.Registry.registerEventListener(self.heard, t)
+        # The applications learn of a new listener from the registry, a moment later.
+        self.pump(0.3)
+
+    def heard(self, event):
+        try:
+            self.events.append((str(event.type), event.source, event.detail1, event.source.getRoleName()))
+        except Exception:
+            pass  # gone already
+
+    def pump(self, seconds):
+        '''Takes in the events that come within SECONDS.'''
+        context = GLib.MainContext.default()
+        end = time.monotonic() + seconds
+        while True:
+            while context.pending():
+                context.iteration(False)
+            if time.monotonic() >= end:
+                return
+            time.sleep(0.02)
+
+
+def geometry_of(node):
+    (x, y), (w, h) = node.position, node.size
+    return 'geometry: %dx%d+%d+%d' % (w, h, x, y)
+
+
+def panel_frame():
+    '''The panel's window in the accessibility tree, or None.'''
+    app = application(PANEL)
+    try:
+        return next((c for c in app.children if c.showing), None) if app else None
+    except Exception:
+        return None
+
+
+def tray_embedded():
+    '''Whether the panel's window holds the plugin's (a window within it, from the plug).'''
+    frame = panel_frame()
+    if frame is None:
+        return False
+
+    def walk(node):
+        try:
+            return any(c.roleName == 'frame' or walk(c) for c in node.children)
+        except Exception:
+            return False
+    return walk(frame)
+
+
+def tray_items():
+    '''The items the tray shows: the buttons on screen in the panel (which holds the tray alone).'''
+    frame = panel_frame()
+    return [] if frame is None else descendants(
+        frame, lambda c: c.roleName == 'push button' and c.showing and c.size[0] > 0 and c.size[1] > 0)
+
+
+def raise_panel():
+    '''Brings the panel above other windows, where a window manager keeps a panel (no window
+    manager runs on the test desktop, so a window opened later may lie over it).'''
+    for win in subprocess.run(['xdotool', 'search', '--onlyvisible', '--classname', '^xfce4-panel$'],
+                              capture_output=True, text=True).stdout.split():
+        subprocess.run(['xdotool', 'windowraise', win])
+
+
+def tooltip(item, watch, rest):
+    '''The text of the tooltip ITEM shows once the pointer rests on it, or None when none comes
+    within 3 s. The pointer goes to REST (the panel's empty end) first, so that the tooltip
+    shows anew.'''
+    mouse(*rest)
+    watch.pump(0.2)
+    del watch.events[:]
+    (x, y), (w, h) = item.position, item.size
+    mouse(x + w // 2, y + h // 2)
+    end = time.monotonic() + 3
+    while time.monotonic() < end:
+        watch.pump(0.1)
+        for kind, source, detail, role in watch.events:
+            if role == 'tool tip' and (detail == 1 or kind.endswith('accessible-name')):
+                try:
+                    if source.getState().contains(pyatspi.STATE_SHOWING):
+                        return source.name
+                except Exception:
+                    pass
+    return None
+
+
+def tray_item(title):
+    '''The tray's item whose accessible name or tooltip holds TITLE. xfce4-panel 4.18 names
+    its items' buttons nothing, so the pointer rests on each in turn to read its tooltip (the
+    item's ToolTip title and text, or else its Title), as a person does to tell the icons
+    apart.'''
+    watch = Watch('object:state-changed:showing', 'object:state-changed:visible',
+                  'object:property-change:accessible-name')
+    seen = []
+
+    def find():
+        raise_panel()
+        items = tray_items()
+        seen[:] = ['(%d items)' % len(items)]
+        for item in items:
+            if any(title in text for text in (item.name, item.description) if text):
+                return item
+        frame = panel_frame()
+        (fx, fy), (fw, fh) = frame.position, frame.size
+        for item in items:
+            tip = tooltip(item, watch, (fx + fw - 2, fy + fh // 2))
+            seen.append(repr(tip))
+            if tip and title in tip:
+                return item
+        return None
+    return wait_for(find, lambda: 'a tray item showing %r (the tray shows: %s)' % (title, ', '.join(seen)))
+
+
+def popup_menu_windows():
+    '''The geometry (xdotool's WINDOW, X, Y, WIDTH, HEIGHT) of each of the panel's popup menus
+    on screen, the last made (a submenu) first. The tray's menus are made in the plugin's
+    process, wrapper-2.0, whose X resource ids grow with each window it makes.'''
+    found = {}
+    for win in subprocess.run(['xdotool', 'search', '--onlyvisible', '--classname', '^(wrapper-2\\.0|xfce4-panel)$'],
+                              capture_output=True, text=True).stdout.split():
+        kind = subprocess.run(['xprop', '-id', win, '_NET_WM_WINDOW_TYPE'], capture_output=True, text=True).stdout
+        if '_NET_WM_WINDOW_TYPE_POPUP_MENU' in kind:
+            geometry = subprocess.run(['xdotool', 'getwindowgeometry', '--shell', win],
+                                      capture_output=True, text=True).stdout
+            found[int(win)] = dict(line.split('=') for line in geometry.split())
+    return [found[w] for w in sorted(found, reverse=True)]
+
+
+def menu_of(source, role, g):
+    '''The menu (its accessible) that SOURCE, the accessible of an AT-SPI event of ROLE, is or
+    lies in, when that menu fills the window of geometry G; else None. In ATK an item that opens
+    a submenu has the role "menu", as the menu itself does: the window's extents tell them apart.'''
+    node = source if role in ('menu', 'menu item', 'check menu item', 'radio menu item') else None
+    for _ in range(2):
+        if node is None:
+            return None
+        try:
+            (x, y), (w, h) = node.position, node.size
+            if node.getRoleName() == 'menu' and abs(x - int(g['X'])) <= 2 and abs(y - int(g['Y'])) <= 2 \
+                    and abs(w - int(g['WIDTH'])) <= 2 and abs(h - int(g['HEIGHT'])) <= 2:
+                return node
+            node = node.parent
+        except Exception:
+            return None
+    return None
+
+
+def open_menu(watch, g):
+    '''The accessible of the popup menu in the window of geometry G, or None. The pointer moves
+    down the middle of the menu, as a person's does over what it offers, until an item lights up
+    (or one goes dark), whose event leads to the menu.'''
+    x, y, w, h = int(g['X']), int(g['Y']), int(g['WIDTH']), int(g['HEIGHT'])
+    del watch.events[:]
+    for at in range(y + 4, y + h - 1, 6):
+        mouse(x + w // 2, at)
+        watch.pump(0.15)
+        for _, source, _, role in watch.events:
+            menu = menu_of(source, role, g)
+            if menu is not None:
+                return menu
+    return None
+
+
+def menu_items(menu):
+    '''The items the menu shows (a separator is no item; one that opens a submenu is).'''
+    return [c for c in menu.children if (c.roleName.endswith('menu item') or c.roleName == 'menu') and c.showing]
+
+
+def menu(argv):
+    watch = Watch('object:state-changed:selected', 'object:state-changed:focused')
+    if argv == []:
+        def topmost():
+            windows = popup_menu_windows()
+            if not windows:
+                return None
+            found = open_menu(watch, windows[0])
+            return (found, windows[0]) if found is not None else None
+        menu_node, g = wait_for(topmost, "the panel's popup menu")
+        for item in menu_items(menu_node):
+            sensitive = item.getState().contains(pyatspi.STATE_SENSITIVE)
+            print(item.name + ('' if sensitive else ' [insensitive]'))
+        print('geometry: %sx%s+%s+%s' % (g['WIDTH'], g['HEIGHT'], g['X'], g['Y']))
+    elif len(argv) == 2 and argv[0] == 'click':
+        shown = []
+
+        def find():
+            # Each open menu, the topmost first: the item may be in a submenu or in its parent.
+            shown[:] = []
+            for g in popup_menu_windows():
+                found = open_menu(watch, g)
+                if found is None:
+                    continue
+                items = menu_items(found)
+                shown.extend(i.name for i in items)
+                target = next((i for i in items if i.name == argv[1]), None)
+                if target is not None:
+                    return target
+            return None
+        target = wait_for(find, lambda: 'a menu item %r (the menus show: %s)' % (argv[1], ', '.join(shown)))
+        (x, y), (w, h) = target.position, target.size
+        click(x + w // 2, y + h // 2)
+    elif argv == ['close']:
+        for _ in range(5):
+            if not popup_menu_windows():
+                return
+            subprocess.run(['xdotool', 'key', 'Escape'], check=True)
+            time.sleep(0.2)
+        wait_for(lambda: not popup_menu_windows(), 'the menus to close')
+    else:
+        sys.exit(__doc__)
+
+
 def main(argv):
     if len(argv) >= 2 and argv[1] == 'settings':
         return settings(argv[2:])
+    if argv[1:] == ['panel']:
+        end = time.monotonic() + 3
+        while not tray_embedded():
+            if time.monotonic() > end:
+                sys.exit("the panel's accessibility tree holds no tray")
+            time.sleep(0.1)
+        print('embedded')
+        return
+    if len(argv) in (3, 4) and argv[1] == 'tray' and argv[3:] in ([], ['click']):
+        item = tray_item(argv[2])
+        print(geometry_of(item))
+        if argv[3:] == ['click']:
+            (x, y), (w, h) = item.position, item.size
+            click(x + w // 2, y + h // 2)
+        return
+    if len(argv) >= 2 and argv[1] == 'menu':
+        return menu(argv[2:])
     if len(argv) == 3 and argv[1] == 'dialog':
         text = argv[2]
         def showing():
