@@ -201,6 +201,14 @@ public struct TagStructReader {
         return Proplist(entries)
     }
 
+    /// Reads a `'P'` proplist as where its entries lie in `bytes`: each key's characters (no
+    /// tag, no NUL) and its value's bytes; checked as `readProplist` checks.
+    public mutating func readProplistRanges() throws(WireError) -> [(key: Range<Int>, value: Range<Int>)] {
+        var entries: [(key: Range<Int>, value: Range<Int>)] = []
+        try scanProplist { (key, value) throws(WireError) in entries.append((key: key, value: value)) }
+        return entries
+    }
+
     /// Reads `'f'` format info: `'B'` encoding then `'P'` proplist.
     public mutating func readFormatInfo() throws(WireError) -> FormatInfo {
         let start = position

@@ -178,3 +178,31 @@ private func facts(exe: String = "/usr/bin/pacat", cmdline: [String] = ["pacat"]
         #expect(id.caveat != nil)
     }
 }
+
+/// A volume control's `application.id` hides a recording from the desktop's indicator: only
+/// the volume control itself, by its clean app key, may claim it.
+@Suite struct VolumeControlClaims {
+    static func key(exe: String, env: [String: String] = [:]) -> AppKey {
+        IdentityClassifier.classify(facts(exe: exe, env: env)).appKey
+    }
+
+    @Test func theVolumeControlItselfMayClaimItsID() {
+        #expect(VolumeControls.mayClaim("org.PulseAudio.pavucontrol", appKey: Self.key(exe: "/usr/bin/pavucontrol")))
+        #expect(VolumeControls.mayClaim("org.gnome.VolumeControl", appKey: Self.key(exe: "/usr/bin/gnome-shell")))
+        #expect(VolumeControls.mayClaim("org.kde.kmixd", appKey: Self.key(exe: "/usr/bin/kmix")))
+    }
+
+    @Test func anotherProgramMayNot() {
+        #expect(!VolumeControls.mayClaim("org.PulseAudio.pavucontrol", appKey: Self.key(exe: "/usr/bin/pacat")))
+        #expect(!VolumeControls.mayClaim("org.gnome.VolumeControl", appKey: Self.key(exe: "/usr/bin/pavucontrol")),
+                "one volume control's id is not another's")
+        #expect(!VolumeControls.mayClaim("org.PulseAudio.pavucontrol",
+                                         appKey: Self.key(exe: "/usr/bin/pavucontrol", env: ["LD_PRELOAD": "/tmp/rec.so"])),
+                "code loaded into the volume control makes it another app")
+    }
+
+    @Test func anIDThatIsNoVolumeControlsIsAnyonesToClaim() {
+        #expect(VolumeControls.mayClaim("org.example.Recorder", appKey: Self.key(exe: "/usr/bin/pacat")))
+        #expect(VolumeControls.disownedKey.utf8.count == VolumeControls.claimKey.utf8.count, "a renamed claim keeps the packet's length")
+    }
+}

@@ -147,6 +147,12 @@ final class ClientToServerFilter: FrameFilter {
         }
         var expected: PendingRequest?
         switch command {
+        case .setClientName, .updateClientProplist, .createRecordStream, .updateRecordStreamProplist:
+            disownVolumeControlClaims(body, payload: &payload)
+        default:
+            break
+        }
+        switch command {
         case .auth:
             guard !authSeen else { throw ProtocolViolation("second AUTH") }
             authSeen = true
@@ -238,6 +244,36 @@ final class ClientToServerFilter: FrameFilter {
         }
         state.expectReply(tag: header.tag, expected)
         return .pass
+    }
+
+    private static let claimKey = Array(VolumeControls.claimKey.utf8)
+    private static let disownedKey = Array(VolumeControls.disownedKey.utf8)
+    private var claimDisowned = false
+
+    /// A volume control's `application.id`, which desktop indicators do not count as a
+    /// recording, claimed by an app that is not that volume control: the key is renamed in
+    /// `payload` (to one as long, so the packet keeps its length), in every top-level proplist
+    /// of the request, before it goes upstream. A proplist that does not parse is left to the
+    /// request's own decoding.
+    private func disownVolumeControlClaims(_ body: TagStructReader, payload: inout [UInt8]) {
+        var r = body
+        while !r.isAtEnd {
+            guard r.peekTag() == WireTag.proplist else {
+                guard (try? r.skipValue()) != nil else { return }
+                continue
+            }
+            guard let entries = try? r.readProplistRanges() else { return }
+            for e in entries where payload[e.key].elementsEqual(Self.claimKey) {
+                let id = String(decoding: payload[e.value].prefix { $0 != 0 }, as: UTF8.self)
+                guard !VolumeControls.mayClaim(id, appKey: state.identity.appKey) else { continue }
+                payload.replaceSubrange(e.key, with: Self.disownedKey)
+                if !claimDisowned {
+                    claimDisowned = true
+                    Log.info("session \(state.id) (\(state.identity.appKey)): claims to be the volume control \(id); "
+                             + "passed upstream as \(VolumeControls.disownedKey), so that the desktop's indicator counts its recordings")
+                }
+            }
+        }
     }
 
     /// The identity is the process that connected; another one writing on its connection
