@@ -27,7 +27,7 @@
 // gate adopts what it finds when it connects (`finishListing`).
 //
 // With Earmuff's module-access configuration (`earmuff setup`), the server
-// holds every ordinary client at connect (`pipewire.access` = `holdAccess`)
+// holds every ordinary client at connect (`pipewire.access` = `OwnNodes.holdAccess`)
 // until a manager sets its permissions: the gate releases each one with a
 // single permission update once the observer has identified it and the
 // silent source and the metadata are there, so no stream of it can appear
@@ -85,9 +85,6 @@ public protocol PipeWireGateObserver: AnyObject {
 public final class PipeWireGate: PipeWireEvents {
     /// The silent source's node name.
     public static let silentNodeName = OwnNodes.silence
-    /// The `pipewire.access` that Earmuff's module-access configuration (`access.force`) gives
-    /// every client it holds for Earmuff; WirePlumber's access rules leave it alone.
-    public static let holdAccess = "earmuff"
 
     private struct Stream {
         let client: UInt32
@@ -191,29 +188,7 @@ public final class PipeWireGate: PipeWireEvents {
     /// Makes the silent source (again, when someone destroyed it). One that the server's own
     /// configuration defines, when there is one, is used instead (see `finishListing`).
     private func createSilentSource() throws(PipeWireError) {
-        try connection.createNode(tag: Self.silentTag, factory: "adapter", properties: Self.silentSourceArguments)
-    }
-
-    /// The silent source's arguments to the `adapter` factory: what the gate makes it with, and
-    /// what `earmuff setup` writes into PipeWire's `context.objects`, so that the server itself
-    /// owns it from its start and it outlives every Earmuff.
-    public static let silentSourceArguments = nullSourceArguments(name: silentNodeName, description: "Earmuff (silenced)", channels: ["MONO"])
-
-    /// A node that records as a source and plays nothing: a null sink whose output is what is
-    /// linked into its input, exact zeros when nothing is.
-    private static func nullSourceArguments(name: String, description: String, channels: [String]) -> [(String, String)] {
-        [
-            ("factory.name", "support.null-audio-sink"),
-            ("node.name", name),
-            ("node.description", description),
-            ("media.class", "Audio/Source/Virtual"),
-            ("audio.position", "[ \(channels.joined(separator: " ")) ]"),
-            // It stays when Earmuff goes, holding what is routed to it; the next one adopts it.
-            ("object.linger", "true"),
-            // Never the session's default source.
-            ("priority.session", "0"),
-            ("priority.driver", "0"),
-        ]
+        try connection.createNode(tag: Self.silentTag, factory: "adapter", properties: OwnNodes.silentSourceArguments)
     }
 
     /// Makes a spare valve, unless one is there, with the channels of the default source (so a
@@ -225,7 +200,7 @@ public final class PipeWireGate: PipeWireEvents {
         var channels = graph.defaultSource().map { graph.outputPorts(of: $0.id).map(\.channel).filter { !$0.isEmpty } } ?? []
         if channels.isEmpty { channels = ["FL", "FR"] }
         do {
-            try connection.createNode(tag: tag, factory: "adapter", properties: Self.nullSourceArguments(
+            try connection.createNode(tag: tag, factory: "adapter", properties: OwnNodes.nullSourceArguments(
                 name: Self.valvePrefix + String(tag), description: "Earmuff", channels: channels))
             valves[tag] = Valve()
             spare = tag
@@ -291,7 +266,7 @@ public final class PipeWireGate: PipeWireEvents {
                 sessionManagers.insert(id)
             case .app, .sandboxedApp: gated.insert(id)
             }
-            if client.properties["pipewire.access"] == Self.holdAccess { held[id] = admission == .sandboxedApp }
+            if client.properties["pipewire.access"] == OwnNodes.holdAccess { held[id] = admission == .sandboxedApp }
             if trusted.contains(id) { restrict(gated.sorted(), nodes: [], soundSystem: [id]) }
             restrict([id], nodes: gateNodes, soundSystem: trusted)
             for (sid, s) in streams where s.client == id { announce(sid) }

@@ -2,7 +2,6 @@
 // new state to the GTK loop with `g_idle_add`, which only shows it.
 import CAdwaita
 import ControlProtocol
-import EarmuffClient
 import Foundation
 import Glibc
 import LinuxSystem

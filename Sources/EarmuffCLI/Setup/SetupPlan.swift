@@ -4,8 +4,8 @@
 // configuration told so, and on PipeWire the daemon's configuration with
 // module-access holding native clients for Earmuff. Nothing here touches the file system; SetupCommand
 // reads the current files and carries the plan out.
+import Basics
 import Foundation
-import PipeWireGate
 import Service
 
 /// The sound server that runs the session.
@@ -305,7 +305,7 @@ enum SetupPlan {
                         # Admitted at connect by argv[0]; Earmuff checks each by its executable all the same.
                         access.allowed = [ \(allowed) ]
                         # Every other client waits until Earmuff has identified it and set its permissions.
-                        access.force = \(PipeWireGate.holdAccess)
+                        access.force = \(OwnNodes.holdAccess)
                     }
                 }
             """
@@ -325,7 +325,7 @@ enum SetupPlan {
     /// its own when it has none): a node of the server itself, there from its start and whatever
     /// happens to Earmuff, on which the gate keeps every stream that may not record.
     static func withSilentSource(_ config: String) -> String {
-        let args = PipeWireGate.silentSourceArguments.map { key, value in
+        let args = OwnNodes.silentSourceArguments.map { key, value in
             "\(key) = \(value.hasPrefix("[") ? value : "\"" + value.replacingOccurrences(of: "\"", with: "\\\"") + "\"")"
         }.joined(separator: "\n            ")
         let object = """
