@@ -130,12 +130,21 @@ public struct PipeWireInfo: Codable, Sendable, Equatable {
     public var clients: Int
     /// Why it is not gating (no socket, the connection failed or closed).
     public var reason: String?
+    /// How often the gate lost its connection while gating since the daemon started (absent: never).
+    public var cuts: Int?
+    /// The last of those: why, and when (seconds since 1970).
+    public var lastCut: String?
+    public var lastCutAt: Double?
 
-    public init(socket: String, gating: Bool, clients: Int = 0, reason: String? = nil) {
+    public init(socket: String, gating: Bool, clients: Int = 0, reason: String? = nil,
+                cuts: Int? = nil, lastCut: String? = nil, lastCutAt: Double? = nil) {
         self.socket = socket
         self.gating = gating
         self.clients = clients
         self.reason = reason
+        self.cuts = cuts
+        self.lastCut = lastCut
+        self.lastCutAt = lastCutAt
     }
 }
 

@@ -73,6 +73,9 @@ final class PipeWireDoor: LoopHandler, PipeWireGateObserver, @unchecked Sendable
     /// The gate's silent source is ready (status says "gating" only then).
     private var isReady = false
     private let published: Locked<PipeWireInfo>
+    /// Connections lost while gating, and the last one's reason and time.
+    private var cuts = 0
+    private var lastCut: (reason: String, at: Double)?
     /// Wakes the door when an entry of the socket's name appears in its directory.
     private var socketWatch: DirectoryWatch?
     /// How many of `retryDelays` have been used since the last attempt that could succeed.
@@ -154,12 +157,18 @@ final class PipeWireDoor: LoopHandler, PipeWireGateObserver, @unchecked Sendable
         }
     }
 
-    /// Ends every native session (their streams end with them) and drops the connection.
+    /// Ends every native session (their streams end with them) and drops the connection. A
+    /// connection lost while gating is a cut, counted and shown in `status` and `doctor`: what
+    /// was silenced stays on the silent source, which the server owns, until the gate is back.
     private func disconnect(reason: String) {
         if let g = gate {
             loop.remove(g.descriptor, token: token)
             g.close()
             gate = nil
+            if isReady, reason != "stopped" {
+                cuts += 1
+                lastCut = (reason, wallClockNow())
+            }
             isReady = false
             Log.warn("pipewire: not gating: \(reason)")
         }
@@ -170,7 +179,9 @@ final class PipeWireDoor: LoopHandler, PipeWireGateObserver, @unchecked Sendable
 
     private func publish(_ reason: String?) {
         let clients = gate == nil ? 0 : sessions.count
-        published.withLock { $0 = PipeWireInfo(socket: address.path, gating: reason == nil, clients: clients, reason: reason) }
+        let info = PipeWireInfo(socket: address.path, gating: reason == nil, clients: clients, reason: reason,
+                                cuts: cuts == 0 ? nil : cuts, lastCut: lastCut?.reason, lastCutAt: lastCut?.at)
+        published.withLock { $0 = info }
     }
 
     func handleEvents(_ events: UInt32) {

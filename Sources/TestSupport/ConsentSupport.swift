@@ -128,6 +128,8 @@ public struct PipeWireView: Decodable, Sendable, Equatable {
     public var gating: Bool
     public var clients: Int
     public var reason: String?
+    public var cuts: Int?
+    public var lastCut: String?
 }
 
 /// A capture waiting for a prompt in `status --json`.

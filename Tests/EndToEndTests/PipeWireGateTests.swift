@@ -310,6 +310,20 @@ extension EndToEnd {
             #expect(Self.isZeros(Self.tail(rec, 0.5)), "\(s.logs)")
         }
 
+        /// The gate's connection lost while it gates (here: the server's daemon killed) is a
+        /// cut: `status` says so, with why, and `earmuff status` prints it.
+        @Test func aCutGateIsShownInStatus() async throws {
+            let s = try await Setup()
+            defer { s.stop() }
+            #expect(try s.earmuff.status().pipewire?.cuts == nil)
+            s.server.pipewireProcess.send(SIGKILL)
+            let status = try await s.earmuff.waitForStatus { $0.pipewire?.cuts == 1 }
+            #expect(status.pipewire?.gating == false && status.pipewire?.lastCut?.isEmpty == false,
+                    "\(String(describing: status.pipewire))\n\(s.logs)")
+            let printed = try s.earmuff.control("status")
+            #expect(printed.stdoutText.contains("cut once, last at "), "\(printed.stdoutText)")
+        }
+
         /// Held at connect: while earmuff is stopped (SIGSTOP), a fresh `pw-record` and a
         /// `pw-play` are clients of the server, held for earmuff, with no stream and no audio;
         /// once earmuff runs it releases them: the recording is exact zeros, then the tone after

@@ -170,8 +170,16 @@ public enum ClientFormat {
 
     /// "gating 3 clients", or why native PipeWire clients are not gated.
     static func pipeWire(_ p: PipeWireInfo) -> String {
-        p.gating ? "gating \(p.clients) client\(p.clients == 1 ? "" : "s") (\(p.socket))"
+        let now = p.gating ? "gating \(p.clients) client\(p.clients == 1 ? "" : "s") (\(p.socket))"
             : "not gating: \(p.reason ?? "not connected") (\(p.socket))"
+        return now + (cutText(p).map { "; \($0)" } ?? "")
+    }
+
+    /// "cut 2 times, last at 10:41:07: REASON", or nil for a gate never cut.
+    static func cutText(_ p: PipeWireInfo) -> String? {
+        guard let cuts = p.cuts, cuts > 0 else { return nil }
+        let when = p.lastCutAt.map { " at \(clock($0))" } ?? ""
+        return "cut \(cuts == 1 ? "once" : "\(cuts) times"), last\(when): \(p.lastCut ?? "unknown")"
     }
 
     /// The `earmuff status` report.
