@@ -241,6 +241,24 @@ public final class BusConnection {
                        interface: "org.freedesktop.DBus", member: member)
     }
 
+    /// Why the peer `name` (a unique or well-known name) is not a process beside this one: the
+    /// bus does not say which process it is, the process cannot be inspected, or it lives in a
+    /// mount namespace of its own (a sandbox). Nil when it runs beside this process.
+    public func sandboxed(_ name: String) -> String? {
+        guard let pid = processID(of: name) else { return "the bus does not say which process \(name) is" }
+        guard let theirs = Self.readLink("/proc/\(pid)/ns/mnt"), let ours = Self.readLink("/proc/self/ns/mnt") else {
+            return "process \(pid) cannot be inspected"
+        }
+        return theirs == ours ? nil : "process \(pid) runs in a sandbox (a mount namespace of its own)"
+    }
+
+    private static func readLink(_ path: String) -> String? {
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let n = readlink(path, &buffer, buffer.count)
+        guard n > 0, n < buffer.count else { return nil }
+        return String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
     /// Whether `name` has an owner now or can be started by the bus.
     public func isProvided(_ name: String) -> Bool {
         guard let m = try? methodCall(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",

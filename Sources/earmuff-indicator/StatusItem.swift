@@ -202,13 +202,13 @@ final class StatusItem {
                 try r.close()
             } else if call.isCall(Self.menuInterface, "Event") {
                 let id = try call.readInt32()
-                if try call.readString() == "clicked" { clicked(id) }
+                if try call.readString() == "clicked" { clicked(id, by: call.sender) }
             } else if call.isCall(Self.menuInterface, "EventGroup") {
                 try call.enter("a", "(isvu)")
                 while try call.peek() != nil {
                     try call.enter("r", "isvu")
                     let id = try call.readInt32()
-                    if try call.readString() == "clicked" { clicked(id) }
+                    if try call.readString() == "clicked" { clicked(id, by: call.sender) }
                     try call.skip("vu")
                     try call.exit()
                 }
@@ -266,9 +266,17 @@ final class StatusItem {
         }
     }
 
-    private func clicked(_ id: Int32) {
+    /// A click on item `id`, from the bus peer `sender`. The tray that draws the menu runs
+    /// beside the indicator; a click from a sandboxed app (one run with the session bus, which
+    /// could otherwise allow its own prompt here) is ignored and logged.
+    private func clicked(_ id: Int32, by sender: String?) {
         // An id from a menu shown before a change names no item now, or the same item.
-        guard let action = items[id]?.action, items[id]?.enabled == true else { return }
+        guard let item = items[id], let action = item.action, item.enabled else { return }
+        let refused: String? = if let sender { bus.sandboxed(sender) } else { "it has no sender" }
+        if let why = refused {
+            log("ignored a click on “\(item.label)” from \(sender ?? "nobody"): \(why)")
+            return
+        }
         perform(action)
     }
 

@@ -122,5 +122,67 @@ extension EndToEnd {
             _ = try await Self.waitForIcon(Self.orange, not: Self.grey, desktop)
             #expect(indicator.isRunning, "\(desktop.indicatorLog)")
         }
+
+        /// What an app run with `earmuff run --sandbox --dbus` tries, to allow its own prompt
+        /// through the indicator: it records, finds its prompt's Allow in the indicator's menu
+        /// (GetLayout), and clicks it (Event and EventGroup). Prints what it did.
+        static let selfAllowing = """
+            import subprocess, sys, time, dbus
+            bus = dbus.SessionBus()
+            subprocess.Popen(['parecord', '--raw', '--format=s16le', '--rate=44100', '--channels=1', '--latency-msec=20'])
+            def allow_ids():
+                found = []
+                for name in bus.list_names():
+                    if not str(name).startswith('org.kde.StatusNotifierItem-'):
+                        continue
+                    menu = dbus.Interface(bus.get_object(name, '/MenuBar'), 'com.canonical.dbusmenu')
+                    def walk(node, parent):
+                        id, props, children = node
+                        if props.get('label') == 'Allow' and 'wants to use' in parent:
+                            found.append((name, menu, int(id)))
+                        for c in children:
+                            walk(c, str(props.get('label', '')))
+                    walk(menu.GetLayout(0, -1, [])[1], '')
+                return found
+            for _ in range(600):
+                ids = allow_ids()
+                if ids:
+                    break
+                time.sleep(0.1)
+            for name, menu, id in ids:
+                menu.Event(id, 'clicked', dbus.Int32(0, variant_level=1), dbus.UInt32(0))
+                menu.EventGroup([(id, 'clicked', dbus.Int32(0, variant_level=1), dbus.UInt32(0))])
+                print('clicked Allow', name, id, file=sys.stderr, flush=True)
+            time.sleep(600)
+            """
+
+        /// The indicator's menu is the tray's to click: a sandboxed app given the session bus
+        /// that clicks Allow on its own prompt there is ignored (and logged), while the same
+        /// click from a process beside the indicator (as the tray is) allows it.
+        @Test func aSandboxedAppCannotAllowItsOwnPromptThroughTheIndicator() async throws {
+            let desktop = try TestDesktop()
+            defer { desktop.stop() }
+            let s = try E2E.Setup(config: ["prompt-timeout = 600"], environment: desktop.environment)
+            defer { s.stop() }
+            let indicator = try desktop.startIndicator(controlPath: s.earmuff.controlPath, environment: desktop.environment)
+            defer { indicator.terminate(signal: SIGTERM, grace: 5) }
+            var logs: String { "\(s.logs)\nearmuff-indicator:\n\(desktop.indicatorLog)" }
+            let appID = "org.example.SelfAllow", key = "launcher:org.example.SelfAllow"
+            let run = try s.earmuff.startSandboxed(["--dbus", "--app-id", appID, "--purpose", "self-allow test"],
+                                                   command: ["/usr/bin/python3", "-c", Self.selfAllowing],
+                                                   environment: ["DBUS_SESSION_BUS_ADDRESS": desktop.bus.address])
+            defer { run.cleanup() }
+            let clicked = await Wait.until(timeout: 90) { run.process.stderrText().contains("clicked Allow") }
+            #expect(clicked, "the app did not get as far as clicking:\n\(run.process.stderrText())\n\(logs)")
+            #expect(await Wait.until(timeout: 60) { desktop.indicatorLog.contains("runs in a sandbox") }, "\(logs)")
+            #expect(try s.earmuff.app(key)?.state != "granted", "\(logs)")
+
+            // The same click from beside the indicator, as the tray's.
+            let id = try #require(run.process.stderrText().split(separator: "\n").first { $0.hasPrefix("clicked Allow") }?
+                .split(separator: " ").last.map(String.init))
+            try desktop.bus.call("org.kde.StatusNotifierItem-\(indicator.pid)-1", "/MenuBar", "com.canonical.dbusmenu", "Event",
+                                 "isvu", id, "clicked", "i", "0", "0")
+            #expect(await Wait.until(timeout: 60) { (try? s.earmuff.app(key))?.state == "granted" }, "\(logs)")
+        }
     }
 }

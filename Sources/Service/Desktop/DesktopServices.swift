@@ -74,12 +74,7 @@ enum DesktopServices {
     /// process cannot be inspected, or lives in a mount namespace other than Earmuff's.
     /// Nil when it runs beside Earmuff.
     static func sandboxed(_ owner: String, bus: BusConnection) -> String? {
-        guard let pid = bus.processID(of: owner) else { return "the bus does not say which process \(owner) is" }
-        guard let theirs = ProcessInspector.readLink("/proc/\(pid)/ns/mnt"),
-              let ours = ProcessInspector.readLink("/proc/self/ns/mnt") else {
-            return "its owner, process \(pid), cannot be inspected"
-        }
-        return theirs == ours ? nil : "its owner, process \(pid), runs in a sandbox (a mount namespace of its own)"
+        bus.sandboxed(owner).map { "its owner: \($0)" }
     }
 
     /// A file or directory only root can change: owned by root, not writable by group or others.

@@ -55,23 +55,27 @@ public enum ProcessInspector {
     }
 
     /// Whether `peer` runs one of Earmuff's own programs as installed beside this one: the
-    /// executable this process runs (`earmuff`: its agent, `watch`) or the settings window
-    /// next to it, as the kernel reports it, in this mount namespace. (What it loads is not
+    /// executable this process runs (`earmuff`: its agent, `watch`), or the settings window
+    /// or the tray indicator next to it, as the kernel reports it, in this mount namespace. (What it loads is not
     /// asked: a program of the uid that could inject code into one could as well run
     /// `earmuff grant` itself; and desktops set GTK_MODULES for every GTK program.)
     public static func runsEarmuffsOwnProgram(_ peer: ControlPeer) -> Bool {
         guard let mine = ownExecutable else { return false }
         let f = facts(pid: peer.pid, uid: peer.uid, gid: peer.gid, launcherAppID: nil)
         guard f.inspectable, !f.foreignMountNamespace, let exe = f.exe.map(IdentityClassifier.cleanExecutablePath) else { return false }
-        return exe == mine || exe == settingsProgram
+        return exe == mine || exe == settingsProgram || exe == indicatorProgram
     }
 
     /// The executable this process runs, as the kernel reports it (read once).
     static let ownExecutable = readLink("/proc/self/exe").map(IdentityClassifier.cleanExecutablePath)
 
     /// Where Earmuff Settings is when installed: beside this program.
-    static let settingsProgram = ownExecutable.map {
-        $0.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/") + "/earmuff-settings"
+    static let settingsProgram = besideOwnExecutable("earmuff-settings")
+    /// Where the tray indicator is when installed: beside this program.
+    static let indicatorProgram = besideOwnExecutable("earmuff-indicator")
+
+    private static func besideOwnExecutable(_ name: String) -> String? {
+        ownExecutable.map { $0.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/") + "/" + name }
     }
 
     /// The system's command directories, the only places `linkName` looks a name up.
