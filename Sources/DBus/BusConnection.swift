@@ -8,6 +8,7 @@
 // and `onSignal` from inside `process()`.
 import CSystemd
 import Glibc
+import LinuxSystem
 
 /// A registration (pending async call or signal match); dropping it cancels it.
 public final class BusSlot {
@@ -246,17 +247,10 @@ public final class BusConnection {
     /// mount namespace of its own (a sandbox). Nil when it runs beside this process.
     public func sandboxed(_ name: String) -> String? {
         guard let pid = processID(of: name) else { return "the bus does not say which process \(name) is" }
-        guard let theirs = Self.readLink("/proc/\(pid)/ns/mnt"), let ours = Self.readLink("/proc/self/ns/mnt") else {
+        guard let theirs = readSymbolicLink("/proc/\(pid)/ns/mnt"), let ours = readSymbolicLink("/proc/self/ns/mnt") else {
             return "process \(pid) cannot be inspected"
         }
         return theirs == ours ? nil : "process \(pid) runs in a sandbox (a mount namespace of its own)"
-    }
-
-    private static func readLink(_ path: String) -> String? {
-        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-        let n = readlink(path, &buffer, buffer.count)
-        guard n > 0, n < buffer.count else { return nil }
-        return String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     /// Whether `name` has an owner now or can be started by the bus.

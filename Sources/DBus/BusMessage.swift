@@ -200,19 +200,16 @@ public final class BusMessage {
     }
 
     /// Reads `as`.
-    public func readStrings() throws(BusError) -> [String] {
-        try enter("a", "s")
-        var out: [String] = []
-        while try peek() != nil { out.append(try readString()) }
-        try exit()
-        return out
-    }
+    public func readStrings() throws(BusError) -> [String] { try readArray("s") { () throws(BusError) in try readString() } }
 
     /// Reads `ai`.
-    public func readInt32s() throws(BusError) -> [Int32] {
-        try enter("a", "i")
-        var out: [Int32] = []
-        while try peek() != nil { out.append(try readInt32()) }
+    public func readInt32s() throws(BusError) -> [Int32] { try readArray("i") { () throws(BusError) in try readInt32() } }
+
+    /// Reads an array of `element`, each item with `read`.
+    private func readArray<T>(_ element: String, _ read: () throws(BusError) -> T) throws(BusError) -> [T] {
+        try enter("a", element)
+        var out: [T] = []
+        while try peek() != nil { out.append(try read()) }
         try exit()
         return out
     }

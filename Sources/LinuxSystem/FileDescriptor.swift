@@ -225,6 +225,15 @@ public enum ProcessLimits {
     public static func currentThreadID() -> Int32 { earmuff_gettid() }
 }
 
+/// The target of the symbolic link `path` (`/proc/PID/exe`, `/proc/PID/ns/mnt`), or nil when
+/// it is not one or cannot be read.
+public func readSymbolicLink(_ path: String) -> String? {
+    var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+    let n = readlink(path, &buffer, buffer.count)
+    guard n > 0, n < buffer.count else { return nil }
+    return String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+}
+
 /// What this process and its threads do to themselves.
 public enum ThisProcess {
     /// Names the calling thread (the kernel keeps 15 bytes) for `top -H`, gdb and /proc.

@@ -60,7 +60,7 @@ final class LauncherSockets: Sendable {
     func register(appID: String, peerPID pid: Int32,
                   open: (String) throws -> Void, close: @escaping @Sendable (String) -> Void) throws(RegistrationError) -> String {
         let mine = ProcessInspector.ownExecutable
-        let theirs = ProcessInspector.readLink("/proc/\(pid)/exe").map(IdentityClassifier.cleanExecutablePath)
+        let theirs = readSymbolicLink("/proc/\(pid)/exe").map(IdentityClassifier.cleanExecutablePath)
         guard let mine, theirs == mine else { throw .notEarmuff(pid: pid, exe: theirs) }
         let pidfd: Int32
         do throws(Errno) {

@@ -21,12 +21,13 @@ public final class ControlThread: @unchecked Sendable {
     private let wake: FileDescriptor
     private let intents = Locked<[SettingsIntent]>([])
 
-    /// `publish` gets each new state, on the control thread.
-    public init(path: String, publish: @escaping @Sendable (SettingsState) -> Void) throws(Errno) {
+    /// `publish` gets each new state, on the control thread. Without `usage` the usage log is
+    /// never fetched (the indicator shows none of it).
+    public init(path: String, usage: Bool = true, publish: @escaping @Sendable (SettingsState) -> Void) throws(Errno) {
         wake = try FileDescriptor.eventfd()
         let thread = Thread { [self] in
             ThisProcess.nameCurrentThread("control")
-            Conversation(path: path, publish: publish).run(self)
+            Conversation(path: path, unwanted: usage ? [] : .usage, publish: publish).run(self)
         }
         thread.start()
     }
@@ -58,14 +59,17 @@ public final class ControlThread: @unchecked Sendable {
 private final class Conversation {
     let path: String
     let publish: @Sendable (SettingsState) -> Void
+    /// What is never fetched.
+    let unwanted: SettingsState.Stale
     var state = SettingsState()
     var published: SettingsState?
     var client: ControlClient?
     /// When to try connecting again (monotonic seconds) while not connected.
     var retryAt = 0.0
 
-    init(path: String, publish: @escaping @Sendable (SettingsState) -> Void) {
+    init(path: String, unwanted: SettingsState.Stale, publish: @escaping @Sendable (SettingsState) -> Void) {
         self.path = path
+        self.unwanted = unwanted
         self.publish = publish
     }
 
@@ -134,6 +138,7 @@ private final class Conversation {
 
     func reload(_ stale: SettingsState.Stale, status: Bool) throws(ControlClientError) {
         guard let c = client else { return }
+        let stale = stale.subtracting(unwanted)
         if status, case .status(let s) = try c.request(.status, timeoutMs: 5000) { state.load(status: s) }
         if stale.contains(.apps), case .apps(let a) = try c.request(.apps, timeoutMs: 5000) { state.apps = a }
         if stale.contains(.usage), case .usage(let u) = try c.request(.log(app: nil, since: nil, limit: 200), timeoutMs: 5000) {

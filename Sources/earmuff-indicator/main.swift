@@ -72,7 +72,7 @@ func run(controlPath: String) -> Never {
         bus = try BusConnection.session()
         let h = try Handover()
         handover = h
-        control = try ControlThread(path: controlPath) { h.give($0) }
+        control = try ControlThread(path: controlPath, usage: false) { h.give($0) }
     } catch {
         log("cannot start: \(error)")
         exit(1)

@@ -14,6 +14,7 @@
 import Consent
 import DBus
 import Glibc
+import LinuxSystem
 
 enum DesktopServices {
     /// The system's directories of session service files; `EARMUFF_SYSTEM_DBUS_SERVICES`
@@ -59,7 +60,7 @@ enum DesktopServices {
         let expected = installedExecutables(for: name)
         guard !expected.isEmpty else { return "no service file of the system names a program for it" }
         if let why = sandboxed(owner, bus: bus) { return why }
-        guard let pid = bus.processID(of: owner), var exe = ProcessInspector.readLink("/proc/\(pid)/exe") else {
+        guard let pid = bus.processID(of: owner), var exe = readSymbolicLink("/proc/\(pid)/exe") else {
             return "its owner cannot be inspected"
         }
         if exe.hasSuffix(" (deleted)") { exe.removeLast(" (deleted)".count) } // upgraded while running

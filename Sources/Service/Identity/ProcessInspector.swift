@@ -9,6 +9,7 @@
 
 import Consent
 import Glibc
+import LinuxSystem
 
 /// Gathers `ProcessFacts` for a peer from /proc; never throws.
 public enum ProcessInspector {
@@ -27,7 +28,7 @@ public enum ProcessInspector {
         var st = stat()
         guard stat(dir, &st) == 0, st.st_uid == uid else { return facts }
         facts.inspectable = true
-        if let theirs = readLink(dir + "/ns/mnt"), let ours = readLink("/proc/self/ns/mnt") {
+        if let theirs = readSymbolicLink(dir + "/ns/mnt"), let ours = readSymbolicLink("/proc/self/ns/mnt") {
             facts.foreignMountNamespace = theirs != ours
         }
         if let raw = readSmallFile(dir + "/environ", limit: maximumEnvironmentSize) {
@@ -36,8 +37,8 @@ public enum ProcessInspector {
         } else {
             facts.environmentComplete = false
         }
-        facts.exe = readLink(dir + "/exe")
-        facts.cwd = readLink(dir + "/cwd")
+        facts.exe = readSymbolicLink(dir + "/exe")
+        facts.cwd = readSymbolicLink(dir + "/cwd")
         if let raw = readSmallFile(dir + "/cmdline") {
             facts.cmdline = raw.split(separator: 0, omittingEmptySubsequences: false)
                 .map { String(decoding: $0, as: UTF8.self) }
@@ -67,7 +68,7 @@ public enum ProcessInspector {
     }
 
     /// The executable this process runs, as the kernel reports it (read once).
-    static let ownExecutable = readLink("/proc/self/exe").map(IdentityClassifier.cleanExecutablePath)
+    static let ownExecutable = readSymbolicLink("/proc/self/exe").map(IdentityClassifier.cleanExecutablePath)
 
     /// Where Earmuff Settings is when installed: beside this program.
     static let settingsProgram = besideOwnExecutable("earmuff-settings")
@@ -90,7 +91,7 @@ public enum ProcessInspector {
     /// never in one the app chose (its argv[0]'s own directory or its working directory), where
     /// a FUSE file system could leave the lookup waiting for ever.
     public static func linkName(pid: Int32, executable: String?) -> String? {
-        guard let executable, readLink("/proc/\(pid)/exe") == executable,
+        guard let executable, readSymbolicLink("/proc/\(pid)/exe") == executable,
               let raw = readSmallFile("/proc/\(pid)/cmdline"),
               let first = raw.split(separator: 0, omittingEmptySubsequences: false).first, !first.isEmpty
         else { return nil }
@@ -122,7 +123,7 @@ public enum ProcessInspector {
         }
         guard now == started else { return "pid \(identity.pid) is another process now" }
         guard let before = identity.executable else { return nil }
-        let exe = readLink(dir + "/exe").map(IdentityClassifier.cleanExecutablePath)
+        let exe = readSymbolicLink(dir + "/exe").map(IdentityClassifier.cleanExecutablePath)
         // Unreadable now (it made itself non-dumpable) counts as changed too.
         guard exe == before else { return "it runs \(exe ?? "an executable it hides") now, not \(before)" }
         return nil
@@ -212,13 +213,4 @@ public enum ProcessInspector {
     }
 
     /// The target of a /proc symlink, or nil (unreadable, or longer than PATH_MAX).
-    static func readLink(_ path: String) -> String? {
-        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-        let n = buffer.withUnsafeMutableBufferPointer { b -> Int in
-            guard let base = b.baseAddress else { return -1 }
-            return readlink(path, base, b.count)
-        }
-        guard n > 0, n < buffer.count else { return nil }
-        return String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
-    }
 }

@@ -57,7 +57,6 @@ shows and answers it with the pointer, as a person does.
   person.py menu click NAME      clicks the item called NAME of an open menu
                                  (the topmost first; an item that opens a
                                  submenu opens it); prints "clicked at SECONDS"
-  person.py menu close           closes the open menus (Escape)
 
 Widgets are found through the accessibility tree (AT-SPI, as screen readers and
 dogtail see them), which gives their place on the screen; the click itself is
@@ -563,13 +562,6 @@ def menu(argv):
         target = wait_for(find, lambda: 'a menu item %r (the menus show: %s)' % (argv[1], ', '.join(shown)))
         (x, y), (w, h) = target.position, target.size
         click(x + w // 2, y + h // 2)
-    elif argv == ['close']:
-        for _ in range(5):
-            if not popup_menu_windows():
-                return
-            subprocess.run(['xdotool', 'key', 'Escape'], check=True)
-            time.sleep(0.2)
-        wait_for(lambda: not popup_menu_windows(), 'the menus to close')
     else:
         sys.exit(__doc__)
 
