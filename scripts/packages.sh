@@ -51,7 +51,7 @@ EARMUFF_BUILD_PACKAGES=(libsqlite3-dev libsystemd-dev libpipewire-0.3-dev libspa
 # libadwaita, and GLib's Unix API, which its shim includes itself.
 EARMUFF_SETTINGS_BUILD_PACKAGES=(libgtk-4-dev libadwaita-1-dev libglib2.0-dev)
 # The build (sd-bus from libsystemd-dev for desktop prompts), the PulseAudio
-# tests, and the desktop prompt tests (a private dbus-daemon, python-dbusmock
+# tests (ffmpeg: one more real recorder of held streams), and the desktop prompt tests (a private dbus-daemon, python-dbusmock
 # services, busctl from systemd). systemd also brings systemd-socket-activate
 # and systemd-analyze (socket activation and `earmuff setup`); bubblewrap: the
 # Flatpak-shaped sandbox test and `earmuff run --sandbox` (a runtime dependency
@@ -74,7 +74,7 @@ EARMUFF_SETTINGS_BUILD_PACKAGES=(libgtk-4-dev libadwaita-1-dev libglib2.0-dev)
 # and host, menus through libdbusmenu-gtk3) and xfconf (xfconfd, which holds
 # the panel's layout, and xfconf-query): the tray indicator, its menu opened
 # and clicked by the same person.
-EARMUFF_PACKAGES=("${EARMUFF_BUILD_PACKAGES[@]}" "${EARMUFF_SETTINGS_BUILD_PACKAGES[@]}" pulseaudio pulseaudio-utils socat sox
+EARMUFF_PACKAGES=("${EARMUFF_BUILD_PACKAGES[@]}" "${EARMUFF_SETTINGS_BUILD_PACKAGES[@]}" pulseaudio pulseaudio-utils socat sox ffmpeg
                   dbus python3-dbusmock systemd bubblewrap xvfb x11-utils xdg-desktop-portal libglib2.0-bin xdg-dbus-proxy
                   dconf-service dconf-gsettings-backend gsettings-desktop-schemas
                   xdg-desktop-portal-gtk dunst at-spi2-core libatk-adaptor python3-dogtail xdotool imagemagick

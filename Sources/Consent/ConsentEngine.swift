@@ -191,6 +191,11 @@ public struct ConsentEngine: Sendable {
         return RecordAdmission(proceed: proceed, actions: actions)
     }
 
+    /// Whether a stream of client `c` that captures `kind` would hear real samples now.
+    public func wouldRecord(_ c: ClientID, kind: Capability) -> Bool {
+        clients[c].map { isReal($0, kind) } ?? false
+    }
+
     /// `missing-purpose` for a client of an undetermined app that asks for `kind` without a
     /// purpose (nothing to do otherwise): whether to go on (prompt, or denied without asking),
     /// and the actions (the denial, or the refusal that closes the client).

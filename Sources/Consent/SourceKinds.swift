@@ -81,6 +81,14 @@ public struct SourceTable: Sendable, Equatable {
     /// nil when this table does not know that source (or knows another source under that
     /// index: it is behind the server, and the stream waits, silent, until it catches up).
     public func kind(sourceIndex: UInt32, sourceName: String?) -> Capability? {
+        // The names a held stream keeps until the table knows what they stand for.
+        if sourceIndex == invalidIndex {
+            if sourceName == "@DEFAULT_MONITOR@" { return .systemAudio }
+            if sourceName == "@DEFAULT_SOURCE@" {
+                guard let name = defaultSourceName, name != "@DEFAULT_SOURCE@" else { return nil }
+                return kind(sourceIndex: invalidIndex, sourceName: name)
+            }
+        }
         let index: UInt32?
         if sourceIndex != invalidIndex {
             index = sources[sourceIndex] == nil ? nil : sourceIndex
@@ -98,6 +106,19 @@ public struct SourceTable: Sendable, Equatable {
     /// The kind of a stream the server created: app audio for `direct_on_input`, else its source's.
     public func kind(sourceIndex: UInt32, sourceName: String?, directOnInput: Bool) -> Capability? {
         directOnInput ? .appAudio : kind(sourceIndex: sourceIndex, sourceName: sourceName)
+    }
+
+    /// The source a CREATE_RECORD_STREAM request names (by index, by name, or the default source
+    /// when it names none), as this table knows it; nil when the table cannot tell which.
+    public func resolve(sourceIndex: UInt32, sourceName: String?) -> (index: UInt32, name: String)? {
+        if sourceIndex != invalidIndex {
+            guard let name = sources[sourceIndex]?.name else { return nil }
+            return (sourceIndex, name)
+        }
+        guard let name = sourceName == nil || sourceName == "@DEFAULT_SOURCE@" ? defaultSourceName : sourceName else { return nil }
+        let named = sources.filter { $0.value.name == name }
+        guard named.count == 1, let entry = named.first else { return nil }
+        return (entry.key, name)
     }
 
     /// The kind a CREATE_RECORD_STREAM request is expected to capture, before the server has

@@ -37,8 +37,9 @@ public struct ProtocolViolation: Error, CustomStringConvertible, Equatable, Send
 
 /// Decides about each frame a `FrameProcessor` reads, and hears what it lets through.
 public protocol FrameFilter: AnyObject {
-    /// A validated memblock descriptor: what to do with its payload.
-    func memblock(_ descriptor: FrameDescriptor) throws(ProtocolViolation) -> FrameDisposition
+    /// A validated memblock descriptor: what to do with its payload. The filter may give the
+    /// memblock another channel (the one its reader knows the stream by); nothing else of it.
+    func memblock(_ descriptor: inout FrameDescriptor) throws(ProtocolViolation) -> FrameDisposition
     /// `count` payload bytes of the current memblock were passed (or silenced) on.
     func memblockPayload(_ count: Int, silenced: Bool)
     /// A whole packet, its header decoded (`body` reads what follows it): `.pass` or `.drop`.
@@ -239,10 +240,15 @@ public struct FrameProcessor {
             state = .packet(remaining: Int(d.length))
             return
         }
-        let action = try filter.memblock(d)
+        var rechanneled = d
+        let action = try filter.memblock(&rechanneled)
         state = .memblock(remaining: Int(d.length), action: action)
         lastPassingMemblockLength = action == .pass ? Int(d.length) : 0
-        if action != .drop {
+        guard action != .drop else { return }
+        if rechanneled.channel != d.channel {
+            FrameDescriptor(length: d.length, channel: rechanneled.channel, offsetHi: d.offsetHi, offsetLo: d.offsetLo,
+                            flags: d.flags).bytes.withUnsafeBytes { sink.emit($0) }
+        } else {
             header.withUnsafeBytes { sink.emit($0) }
         }
     }

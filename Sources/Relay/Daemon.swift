@@ -362,11 +362,12 @@ public final class Daemon: @unchecked Sendable {
         let handshakes = self.handshakes[nextLoop]
         nextLoop = (nextLoop + 1) % loops.count
         let observer = self.observer
-        let replies = ServerToClientFilter(state: state, observer: observer) { [self] in
+        let records = RecordChannels(state: state, observer: observer, newStreamID: { [self] in
             nextStreamID.add(1, ordering: .relaxed).oldValue
-        }
+        }, post: { loop.post($0) })
+        let replies = ServerToClientFilter(state: state, channels: records)
         let server = Half(.server(replies), loop: loop, state: state, produceInto: down, consumeFrom: up)
-        let requests = ClientToServerFilter(state: state, observer: observer, budget: packetBudget,
+        let requests = ClientToServerFilter(state: state, observer: observer, channels: records, budget: packetBudget,
                                             handshakeFinished: { handshakes.finished() }) { [weak server] tag, code in
             state.queueInjection(ErrorReply(code: code).packet(tag: tag, version: state.protocolVersion))
             server?.notify(.inject)
@@ -375,6 +376,8 @@ public final class Daemon: @unchecked Sendable {
                           packetLimit: options.maxClientPacket)
         client.peer = server
         server.peer = client
+        let outlet = SessionOutlet(state: state, client: client, server: server)
+        records.outlet = outlet
         let fd = socket.rawValue
         client.socket = socket
         sessions.withLock { $0[id] = SessionEntry(state: state, upstream: server) }

@@ -244,7 +244,7 @@ final class PipeWireDoor: LoopHandler, PipeWireGateObserver, @unchecked Sendable
             // Negotiated once the stream is linked, after this: captureFormat.
             sampleSpec: Self.notNegotiated, source: origin.source,
             real: false, startedAt: monotonicNow(),
-            accessChanged: { [weak self] real in
+            placedByGraph: true, accessChanged: { [weak self] real in
                 // Called under the consent engine's lock: the routing happens on the loop.
                 self?.loop.post { [weak self] in self?.gate?.setAccess(stream: id, real: real) }
             })

@@ -119,6 +119,11 @@ public enum Tool {
         return "exe:" + URL(fileURLWithPath: path).resolvingSymlinksInPath().path
     }
 
+    /// The app key earmuff gives the running test process (its raw clients).
+    public static func ownAppKey() throws -> String {
+        "exe:" + (try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
+    }
+
     /// HOME, XDG dirs and locale for a process rooted at `root`; PATH is inherited.
     public static func privateEnvironment(root: String) -> [String: String] {
         [

@@ -52,9 +52,12 @@ final class HardeningBench: Sendable {
         do {
             hostile = try HostileServer(socketPath: "\(server.directory)/hostile", relayTo: server.serverString)
             let conf = "\(server.directory)/earmuff.conf"
-            // Raw test clients have no purpose string: record silence instead of being disconnected.
+            // Raw test clients have no purpose string: not disconnected for it. They are granted, so
+            // that their record streams reach the server (a stream that may not record never does).
             try "missing-purpose = deny\n".write(toFile: conf, atomically: true, encoding: .utf8)
             earmuff = try EarmuffProcess(upstream: hostile.serverString, extraArguments: ["--config", conf])
+            try earmuff.control("grant", try Tool.ownAppKey())
+            try earmuff.control("grant", try Tool.ownAppKey(), "--kind", "system-audio")
             try earmuff.control("grant", try Tool.appKey(for: "parecord"))
             // The recorder below records the sink's monitor: system audio, granted apart.
             try earmuff.control("grant", try Tool.appKey(for: "parecord"), "--kind", "system-audio")
@@ -867,6 +870,8 @@ extension EndToEnd.HardeningTests {
             try "missing-purpose = deny\n".write(toFile: conf, atomically: true, encoding: .utf8)
             let earmuff = try EarmuffProcess(upstream: flood.serverString, extraArguments: ["--config", conf])
             defer { earmuff.stop() }
+            // Granted: a stream that may not record never reaches the flooding server.
+            try earmuff.control("grant", try Tool.ownAppKey())
             let pid = earmuff.process.pid
             let baselineRSS = ProcessStats.residentKiB(pid)
 

@@ -92,6 +92,7 @@ extension EndToEnd {
                 let r = try? Tool.run("pactl", args: ["list", "short", "source-outputs"], server: server.serverString, timeout: 10)
                 return r?.stdoutText.split(separator: "\n").count ?? 0
             }
+            try earmuff.control("grant", try Tool.appKey(for: "parecord"))
             let proxied = try Tool.start("parecord", args: args, server: earmuff.serverString)
             defer { proxied.cleanup() }
             let proxiedUp = await Wait.until(timeout: 30) { sourceOutputs() >= 2 }
@@ -128,6 +129,9 @@ extension EndToEnd {
                 do {
                     let earmuff = try EarmuffProcess(upstream: server.serverString)
                     do {
+                        // Granted, so that the streams are relayed: one that may not record is
+                        // held by earmuff and never reaches the server.
+                        try earmuff.control("grant", try Tool.ownAppKey())
                         let stuck = try await stalledRecorder(earmuff: earmuff, server: server.serverString)
                         return Stalled(server: server, earmuff: earmuff, stuck: stuck)
                     } catch {

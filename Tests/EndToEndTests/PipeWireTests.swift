@@ -221,8 +221,9 @@ extension EndToEnd {
         /// s16 (silence 0x00) and the second u8 (silence 0x80) on the same
         /// number, so a stale table entry shows up as the wrong silence byte or
         /// as dropped data. The first stream ends by DELETE from the client, or
-        /// by the server killing it (RECORD_STREAM_KILLED).
-        @Test(arguments: ["direct", "grant", "deny"], ["delete", "kill"])
+        /// by the server killing it (RECORD_STREAM_KILLED). A denied stream never reaches the
+        /// server (it is held: HeldStreamTests), so there is no number of the server's to reuse.
+        @Test(arguments: ["direct", "grant"], ["delete", "kill"])
         func reusedChannelGetsTheNewStreamsTreatment(decision: String, ending: String) throws {
             let setup = try Setup()
             defer { setup.stop() }
@@ -260,16 +261,10 @@ extension EndToEnd {
                     "pipewire-pulse gave channel \(second.channel) after \(first.channel): it no longer reuses numbers, so this test does not test reuse")
             let secondAudio = try client.collect(channel: second.channel, bytes: PipeWireServer.toneRate)
             let context = "\(decision)/\(ending), channels \(first.channel) → \(second.channel)"
-            if decision != "deny" {
-                let a = Helpers.analyze(Data(firstAudio), format: .s16le)
-                let b = Helpers.analyze(Data(secondAudio), format: .u8)
-                #expect(a.isTone(expectedRMS: Helpers.micRMS, minimumSeconds: 0.4), "\(context): first \(a)\n\(setup.logs)")
-                #expect(b.isTone(expectedRMS: Helpers.micRMS, minimumSeconds: 0.9), "\(context): second \(b)\n\(setup.logs)")
-            } else {
-                #expect(AudioAnalysis.isUniform(Data(firstAudio), value: 0x00), "\(context): first not s16 silence\n\(setup.logs)")
-                #expect(AudioAnalysis.isUniform(Data(secondAudio), value: 0x80),
-                        "\(context): second not u8 silence: bytes \(Set(secondAudio.prefix(4096)).sorted().prefix(8))\n\(setup.logs)")
-            }
+            let a = Helpers.analyze(Data(firstAudio), format: .s16le)
+            let b = Helpers.analyze(Data(secondAudio), format: .u8)
+            #expect(a.isTone(expectedRMS: Helpers.micRMS, minimumSeconds: 0.4), "\(context): first \(a)\n\(setup.logs)")
+            #expect(b.isTone(expectedRMS: Helpers.micRMS, minimumSeconds: 0.9), "\(context): second \(b)\n\(setup.logs)")
             #expect(setup.earmuff.process.isRunning, "\(setup.logs)")
         }
 
@@ -354,9 +349,7 @@ final class WireClient {
     }()
 
     /// The app key earmuff gives this test process.
-    static func ownAppKey() throws -> String {
-        "exe:" + (try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
-    }
+    static func ownAppKey() throws -> String { try Tool.ownAppKey() }
 
     /// Connects to the Unix socket at `path`.
     init(path: String) throws {
@@ -433,7 +426,9 @@ final class WireClient {
                 let p = packets.remove(at: i)
                 return (try PacketHeader.decode(p).tag, p)
             }
-            try pump(timeout: max(0.1, deadline - Wait.now()))
+            let left = deadline - Wait.now()
+            guard left > 0 else { throw TestSupportError("no reply within \(timeout) s") }
+            try pump(timeout: left)
         }
     }
 
@@ -454,7 +449,9 @@ final class WireClient {
                 packets.remove(at: i)
                 return
             }
-            try pump(timeout: max(0.1, deadline - Wait.now()))
+            let left = deadline - Wait.now()
+            guard left > 0 else { throw TestSupportError("no \(command.info.name) within \(timeout) s") }
+            try pump(timeout: left)
         }
     }
 

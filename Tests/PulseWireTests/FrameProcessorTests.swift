@@ -33,7 +33,7 @@ final class RecordingHandler: FrameFilter, FrameSink {
         refused.append((header, length, limit))
     }
 
-    func memblock(_ descriptor: FrameDescriptor) throws(ProtocolViolation) -> FrameDisposition {
+    func memblock(_ descriptor: inout FrameDescriptor) throws(ProtocolViolation) -> FrameDisposition {
         memblocks.append(descriptor)
         if dropped.contains(descriptor.channel) { return .drop }
         return silenced.contains(descriptor.channel) ? .silence(0) : .pass

@@ -6,13 +6,16 @@ import PulseWire
 import Testing
 
 /// Records what the filters report; grants streams when `grant` is set, refuses LOAD_MODULE.
-private final class FakeObserver: SessionObserver, @unchecked Sendable {
+final class FakeObserver: SessionObserver, @unchecked Sendable {
     // @unchecked Sendable: used from one test thread only.
     var started: [RecordStream] = []
     var ended: [RecordStream] = []
     var moved: [RecordStream] = []
     var grant = false
     var closeOnRecord: String?
+    /// Where a held stream says it records from; nil: every request is forwarded.
+    var hold: HeldPlacement?
+    func holdPlacement(_ session: SessionState, request: CreateRecordStreamRequest) -> HeldPlacement? { hold }
     /// (tag, error code) of every refused request.
     var refused: [(UInt32, UInt32)] = []
 
@@ -36,19 +39,29 @@ private final class FakeObserver: SessionObserver, @unchecked Sendable {
     }
 }
 
+/// What the record table asks of the session's halves.
+final class FakeOutlet: RecordOutlet {
+    var toClient: [[UInt8]] = []
+    var upstreamCalls = 0
+    var ticks: [Double] = []
+    func toClient(_ packet: [UInt8]) { toClient.append(packet) }
+    func upstreamQueued() { upstreamCalls += 1 }
+    func tick(after period: Double) { ticks.append(period) }
+}
+
 /// A packet payload: command, tag, then whatever `body` writes.
-private func payload(_ command: UInt32, tag: UInt32, _ body: (inout TagStructWriter) -> Void = { _ in }) -> [UInt8] {
+func payload(_ command: UInt32, tag: UInt32, _ body: (inout TagStructWriter) -> Void = { _ in }) -> [UInt8] {
     var w = TagStructWriter()
     PacketHeader(command: command, tag: tag).encode(into: &w)
     body(&w)
     return w.bytes
 }
 
-private func payload(_ command: Command, tag: UInt32, _ body: (inout TagStructWriter) -> Void = { _ in }) -> [UInt8] {
+func payload(_ command: Command, tag: UInt32, _ body: (inout TagStructWriter) -> Void = { _ in }) -> [UInt8] {
     payload(command.rawValue, tag: tag, body)
 }
 
-private struct Pair {
+struct Pair {
     let state: SessionState
     let observer = FakeObserver()
     let c2s: ClientToServerFilter
@@ -60,9 +73,22 @@ private struct Pair {
         let state = SessionState(id: 1, identity: identity, launcherAppID: nil, connectedAt: 0)
         self.state = state
         let observer = self.observer
-        c2s = ClientToServerFilter(state: state, observer: observer) { tag, code in observer.refused.append((tag, code)) }
         var next: UInt64 = 0
-        s2c = ServerToClientFilter(state: state, observer: observer) { next += 1; return next }
+        let records = RecordChannels(state: state, observer: observer, newStreamID: { next += 1; return next },
+                                     post: { $0() })
+        records.outlet = outlet
+        c2s = ClientToServerFilter(state: state, observer: observer, channels: records) { tag, code in
+            observer.refused.append((tag, code))
+        }
+        s2c = ServerToClientFilter(state: state, channels: records)
+    }
+
+    let outlet = FakeOutlet()
+
+    func s2cMemblock(length: UInt32, channel: UInt32) throws -> (FrameDisposition, UInt32) {
+        var d = FrameDescriptor(length: length, channel: channel)
+        let disposition = try s2c.memblock(&d)
+        return (disposition, d.channel)
     }
 
     /// AUTH (with the SHM and memfd bits) both ways.
@@ -102,7 +128,7 @@ private struct Pair {
         let p = Pair()
         var early = payload(.getServerInfo, tag: 1)
         #expect(throws: ProtocolViolation.self) { try p.c2s.packet(&early) }
-        #expect(throws: ProtocolViolation.self) { try Pair().c2s.memblock(FrameDescriptor(length: 4, channel: 0)) }
+        #expect(throws: ProtocolViolation.self) { try { var d = FrameDescriptor(length: 4, channel: 0); return try Pair().c2s.memblock(&d) }() }
         try p.authenticate()
         var second = AuthRequest(versionWord: Limits.protocolVersion).packet(tag: 2, version: 0)
         #expect(throws: ProtocolViolation.self) { try p.c2s.packet(&second) }
@@ -112,7 +138,7 @@ private struct Pair {
         #expect(throws: ProtocolViolation.self) { try p.c2s.packet(&unknown) }
         var srb = payload(.registerMemfdShmid, tag: 5)
         #expect(throws: ProtocolViolation.self) { try p.c2s.packet(&srb) }
-        if case .pass = try p.c2s.memblock(FrameDescriptor(length: 4, channel: 0)) {} else {
+        if case .pass = try { var d = FrameDescriptor(length: 4, channel: 0); return try p.c2s.memblock(&d) }() {} else {
             Issue.record("playback data after AUTH passes")
         }
     }
@@ -168,23 +194,23 @@ private struct Pair {
         let stream = try #require(p.observer.started.first)
         #expect(stream.channel == 3 && stream.sampleSpec.format == .u8 && stream.sourceName == "mic")
         #expect(p.state.ownSourceOutputs.withLock { $0 } == [43])
-        guard case .silence(0x80) = try p.s2c.memblock(FrameDescriptor(length: 64, channel: 3)), p.s2c.records[3] === stream else {
+        guard case .silence(0x80) = try p.s2cMemblock(length: 64, channel: 3).0, p.s2c.records[3] === stream else {
             Issue.record("an ungranted u8 stream is silenced with 0x80")
             return
         }
         stream.setReal(true)
-        guard case .pass = try p.s2c.memblock(FrameDescriptor(length: 64, channel: 3)), p.s2c.records[3] === stream else {
+        guard case .pass = try p.s2cMemblock(length: 64, channel: 3).0, p.s2c.records[3] === stream else {
             Issue.record("a granted stream passes")
             return
         }
-        if case .drop = try p.s2c.memblock(FrameDescriptor(length: 64, channel: 4)) {} else {
+        if case .drop = try p.s2cMemblock(length: 64, channel: 4).0 {} else {
             Issue.record("a memblock on an unknown channel is dropped")
         }
         var killed = RecordStreamKilled(channel: 3).packet(tag: 0xFFFF_FFFF, version: Limits.protocolVersion)
         #expect(try p.s2c.packet(&killed) == .pass)
         #expect(p.observer.ended.map(\.channel) == [3])
         #expect(p.state.ownSourceOutputs.withLock { $0 }.isEmpty)
-        if case .drop = try p.s2c.memblock(FrameDescriptor(length: 64, channel: 3)) {} else {
+        if case .drop = try p.s2cMemblock(length: 64, channel: 3).0 {} else {
             Issue.record("a memblock of a killed stream is dropped")
         }
     }

@@ -3,16 +3,19 @@
 // Client → server (read by the client half): the first packet must be AUTH and there is
 // only one; its version word loses every transport flag so that no SHM, memfd
 // or srbchannel is ever negotiated. Requests whose replies matter are noted by
-// tag. Shared-memory side channels are protocol violations.
+// tag. Shared-memory side channels are protocol violations. A record stream
+// that may not record is held (RecordChannels): its CREATE and the requests
+// about it are answered here, never forwarded.
 //
 // Server → client (read by the upstream half): replies are paired with requests by tag
 // (they may come out of order); the AUTH reply loses its flags too; record
 // streams enter the channel table from their CREATE reply and leave it on
 // DELETE, KILLED or disconnect; RECORD_STREAM_MOVED has a stream decided again
-// (for its new source's capture kind) before its next memblock is looked at.
-// Every memblock is looked up once by channel: real samples pass, others are
-// overwritten with the format's silence byte, and memblocks on unknown
-// channels are dropped.
+// (for its new source's capture kind) before its next memblock is looked at;
+// replies to Earmuff's own requests go no further. Every memblock is looked up
+// once by the server's channel and goes on under the app's: real samples pass,
+// others are overwritten with the format's silence byte, and memblocks on
+// unknown channels are dropped.
 import Basics
 import PulseWire
 
@@ -28,6 +31,10 @@ public protocol SessionObserver: AnyObject, Sendable {
     /// A CREATE_RECORD_STREAM request is about to be forwarded; nil to proceed,
     /// or the reason to close the connection.
     func recordStreamRequested(_ session: SessionState, request: CreateRecordStreamRequest) -> String?
+    /// Whether Earmuff holds the stream the request asks for (answers it itself and sends it
+    /// silence, with no stream on the server, until it may record) and where it says the stream
+    /// records from; nil to forward the request.
+    func holdPlacement(_ session: SessionState, request: CreateRecordStreamRequest) -> HeldPlacement?
     /// A record stream exists now; the observer sets its initial access.
     func recordStreamStarted(_ session: SessionState, stream: RecordStream)
     /// A record stream records from another source now (its placement says which); the
@@ -42,17 +49,16 @@ public protocol SessionObserver: AnyObject, Sendable {
     func permissionCall(_ session: SessionState, tag: UInt32, call: PermissionCall) -> String?
 }
 
-/// Writes a big-endian u32 into a packet payload.
-private func setU32(_ value: UInt32, in payload: inout [UInt8], at offset: Int) {
-    payload[offset] = UInt8(truncatingIfNeeded: value >> 24)
-    payload[offset + 1] = UInt8(truncatingIfNeeded: value >> 16)
-    payload[offset + 2] = UInt8(truncatingIfNeeded: value >> 8)
-    payload[offset + 3] = UInt8(truncatingIfNeeded: value)
+extension SessionObserver {
+    /// Every request is forwarded.
+    public func holdPlacement(_ session: SessionState, request: CreateRecordStreamRequest) -> HeldPlacement? { nil }
 }
 
 final class ClientToServerFilter: FrameFilter {
     private let state: SessionState
     private let observer: SessionObserver
+    /// The session's record streams (shared with the other direction, on the same thread).
+    let channels: RecordChannels
     private var authSeen = false
     /// The client's own protocol version (from AUTH).
     private(set) var clientVersion: UInt32 = 8
@@ -66,16 +72,17 @@ final class ClientToServerFilter: FrameFilter {
     /// Called (on the session's loop) once the client has sent SET_CLIENT_NAME.
     private let handshakeFinished: () -> Void
 
-    init(state: SessionState, observer: SessionObserver, budget: PacketBudget? = nil,
+    init(state: SessionState, observer: SessionObserver, channels: RecordChannels, budget: PacketBudget? = nil,
          handshakeFinished: @escaping () -> Void = {}, refuse: @escaping (UInt32, UInt32) -> Void) {
         self.state = state
         self.observer = observer
+        self.channels = channels
         self.budget = budget
         self.handshakeFinished = handshakeFinished
         self.refuse = refuse
     }
 
-    func memblock(_ d: FrameDescriptor) throws(ProtocolViolation) -> FrameDisposition {
+    func memblock(_ d: inout FrameDescriptor) throws(ProtocolViolation) -> FrameDisposition {
         guard authSeen else { throw ProtocolViolation("audio data before AUTH") }
         // Client memblocks are playback or upload data: pass.
         return .pass
@@ -146,10 +153,19 @@ final class ClientToServerFilter: FrameFilter {
             throw ProtocolViolation("\(command.info.name): \(problem)")
         }
         var expected: PendingRequest?
+        var held: (CreateRecordStreamRequest, HeldPlacement)?
         switch command {
         case .setClientName, .updateClientProplist, .createRecordStream, .updateRecordStreamProplist:
             disownVolumeControlClaims(body, payload: &payload)
         default:
+            break
+        }
+        switch try channels.clientRequest(command, tag: header.tag, body: body, payload: &payload) {
+        case .answered:
+            return .drop
+        case .forward(let expect):
+            expected = expect
+        case .notMine:
             break
         }
         switch command {
@@ -190,7 +206,9 @@ final class ClientToServerFilter: FrameFilter {
             observer.clientPropertiesChanged(state)
         case .createRecordStream:
             try checkSender(command)
-            var r = body
+            // Read from the packet as it goes on (volume-control claims renamed).
+            var r = TagStructReader(payload)
+            r.position = body.position
             let req = try CreateRecordStreamRequest.decode(from: &r, version: version)
             if let reason = observer.recordStreamRequested(state, request: req) {
                 throw ProtocolViolation(reason)
@@ -201,15 +219,12 @@ final class ClientToServerFilter: FrameFilter {
                 refuse(header.tag, ErrorCode.noEntity.rawValue)
                 return .drop
             }
-            expected = .createRecord(source: req.sourceName, spec: req.sampleSpec,
-                                     directOnInput: req.directOnInput != invalidIndex)
+            if let placement = observer.holdPlacement(state, request: req) { held = (req, placement) }
+            expected = .createRecord(req)
         case .createPlaybackStream:
             expected = .createPlayback
         case .createUploadStream:
             expected = .createUpload
-        case .deleteRecordStream:
-            var r = body
-            expected = .deleteRecord(channel: try r.readU32())
         case .getSourceInfo:
             var r = body
             let req = try GetSourceInfo.decode(from: &r, version: version)
@@ -240,6 +255,9 @@ final class ClientToServerFilter: FrameFilter {
         if let reason = observer.refusal(for: command, payload: payload, session: state) {
             try noteRefusal(command, reason)
             refuse(header.tag, ErrorCode.access.rawValue)
+            return .drop
+        }
+        if let (request, placement) = held, channels.hold(request, tag: header.tag, at: placement) {
             return .drop
         }
         state.expectReply(tag: header.tag, expected)
@@ -312,18 +330,18 @@ final class ClientToServerFilter: FrameFilter {
 
 final class ServerToClientFilter: FrameFilter {
     private let state: SessionState
-    private let observer: SessionObserver
-    private let newStreamID: () -> UInt64
-    /// Record channel → stream. Touched only on the session's loop thread.
-    private(set) var records: [UInt32: RecordStream] = [:]
+    /// The session's record streams (shared with the other direction, on the same thread).
+    let channels: RecordChannels
     /// The stream of the memblock under way (its byte counters).
     private var current: RecordStream?
 
-    init(state: SessionState, observer: SessionObserver, newStreamID: @escaping () -> UInt64) {
+    init(state: SessionState, channels: RecordChannels) {
         self.state = state
-        self.observer = observer
-        self.newStreamID = newStreamID
+        self.channels = channels
     }
+
+    /// The app's record streams by the channel it knows them by.
+    var records: [UInt32: RecordStream] { channels.streams }
 
     /// What the server sends is buffered up to the protocol's own limit: a packet over it
     /// breaks the connection.
@@ -331,8 +349,8 @@ final class ServerToClientFilter: FrameFilter {
         throw ProtocolViolation("the server sent a packet of \(length) bytes, more than the \(limit ?? 0) bytes one packet may have")
     }
 
-    func memblock(_ d: FrameDescriptor) throws(ProtocolViolation) -> FrameDisposition {
-        guard let stream = records[d.channel] else {
+    func memblock(_ d: inout FrameDescriptor) throws(ProtocolViolation) -> FrameDisposition {
+        guard let stream = channels.memblock(&d) else {
             current = nil
             return .drop
         }
@@ -348,47 +366,44 @@ final class ServerToClientFilter: FrameFilter {
     func packet(_ header: PacketHeader, body: TagStructReader,
                 payload: inout [UInt8]) throws(ProtocolViolation) -> FrameDisposition {
         do {
-            try handle(header: header, body: body, payload: &payload)
+            return try handle(header: header, body: body, payload: &payload)
         } catch let e as ProtocolViolation {
             throw e
         } catch {
             let name = Command(rawValue: header.command)?.info.name ?? "command \(header.command)"
             throw ProtocolViolation("malformed \(name) from the server: \(error)")
         }
-        return .pass
     }
 
-    private func handle(header: PacketHeader, body: TagStructReader, payload: inout [UInt8]) throws {
-        switch Command(rawValue: header.command) {
+    private func handle(header: PacketHeader, body: TagStructReader, payload: inout [UInt8]) throws -> FrameDisposition {
+        guard let command = Command(rawValue: header.command) else { return .pass }
+        switch command {
         case .reply:
-            guard let request = state.takePending(tag: header.tag) else { return }
-            try handleReply(request, tag: header.tag, body: body, payload: &payload)
+            guard let request = state.takePending(tag: header.tag) else { return .pass }
+            return try handleReply(request, tag: header.tag, body: body, payload: &payload)
         case .error:
-            _ = state.takePending(tag: header.tag)
-        case .recordStreamKilled:
-            var r = body
-            endStream(channel: try r.readU32())
-        case .recordStreamMoved:
-            var r = body
-            let moved = try RecordStreamMoved.decode(from: &r, version: state.protocolVersion)
-            if let s = records[moved.channel] {
-                s.placement.withLock {
-                    $0.source = moved.sourceName ?? ""
-                    $0.sourceIndex = moved.sourceIndex
-                    $0.movedAt = monotonicNow()
-                }
-                // Decided again now, before the next memblock of this stream is looked at.
-                observer.recordStreamMoved(state, stream: s)
+            guard let request = state.takePending(tag: header.tag) else { return .pass }
+            if request.isEarmuffs {
+                channels.ownReply(request, reply: nil)
+                return .drop
             }
+        case _ where Command.recordChannelEvents.contains(command):
+            return try channels.serverEvent(command, body: body, payload: &payload) ? .pass : .drop
         case .enableSrbchannel, .disableSrbchannel, .registerMemfdShmid:
             throw ProtocolViolation("server tried to set up shared memory on a connection without SHM")
         default:
             break
         }
+        return .pass
     }
 
-    private func handleReply(_ request: PendingRequest, tag: UInt32, body: TagStructReader, payload: inout [UInt8]) throws {
+    private func handleReply(_ request: PendingRequest, tag: UInt32, body: TagStructReader,
+                             payload: inout [UInt8]) throws -> FrameDisposition {
         var r = body
+        if request.isEarmuffs {
+            channels.ownReply(request, reply: body)
+            return .drop
+        }
         switch request {
         case .auth:
             let at = r.position + 1 // the version word's value bytes
@@ -397,27 +412,16 @@ final class ServerToClientFilter: FrameFilter {
             let server = ProtocolVersion.number(of: word)
             let client = state.protocolVersion
             state.version.store(min(client, server), ordering: .releasing)
-        case .createRecord(let requested, let requestedSpec, let directOnInput):
+        case .createRecord(let request):
             let reply = try CreateRecordStreamReply.decode(from: &r, version: state.protocolVersion)
-            if let old = records[reply.channel] {
-                // pipewire-pulse reuses channel numbers; a stale entry means we missed its end.
-                records[reply.channel] = nil
-                observer.recordStreamEnded(state, stream: old)
-            }
-            let stream = RecordStream(sessionID: state.id, streamID: newStreamID(), channel: reply.channel,
-                                      sourceOutputIndex: reply.sourceOutputIndex,
-                                      sampleSpec: reply.sampleSpec.isValid ? reply.sampleSpec : requestedSpec,
-                                      source: reply.sourceName ?? requested ?? "@DEFAULT_SOURCE@",
-                                      sourceIndex: reply.sourceIndex, directOnInput: directOnInput,
-                                      real: false, startedAt: wallClockNow())
-            records[reply.channel] = stream
-            observer.recordStreamStarted(state, stream: stream)
-            state.ownSourceOutputs.withLock { _ = $0.insert(reply.sourceOutputIndex) }
+            channels.created(reply, request: request, payload: &payload, channelAt: body.position + 1)
+        case .recordLatency(let channel):
+            channels.latencyReplied(&payload, channel: channel, tag: tag)
         case .createPlayback:
             let reply = try CreatePlaybackStreamReply.decode(from: &r, version: state.protocolVersion)
             state.ownSinkInputs.withLock { _ = $0.insert(reply.sinkInputIndex) }
         case .deleteRecord(let channel):
-            endStream(channel: channel)
+            channels.deleted(channel: channel)
         case .setClientName:
             if state.protocolVersion >= 13, let reply = try? SetClientNameReply.decode(from: &r, version: state.protocolVersion) {
                 state.clientIndex.withLock { $0 = reply.clientIndex }
@@ -426,7 +430,10 @@ final class ServerToClientFilter: FrameFilter {
             break
         case .sourceInfo(let list):
             leaveOwnNodesOut(of: &payload, tag: tag, recordsAt: body.position, list: list)
+        case .promote, .release, .own:
+            break
         }
+        return .pass
     }
 
     /// Earmuff's own nodes are no one's source: they are left out of a list of sources, and a
@@ -449,14 +456,6 @@ final class ServerToClientFilter: FrameFilter {
         }
     }
 
-    private func endStream(channel: UInt32) {
-        guard let s = records.removeValue(forKey: channel) else { return }
-        state.ownSourceOutputs.withLock { _ = $0.remove(s.sourceOutputIndex) }
-        observer.recordStreamEnded(state, stream: s)
-    }
-
     /// Ends every stream (the session closed).
-    func endAll() {
-        for channel in Array(records.keys) { endStream(channel: channel) }
-    }
+    func endAll() { channels.endAll() }
 }

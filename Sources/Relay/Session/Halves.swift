@@ -11,6 +11,7 @@ extension Half {
     func afterProcessing() {
         switch side {
         case .client:
+            injectPending()
             let forwarded = packetsForwarded
             if forwarded != requestsSeen {
                 requestsSeen = forwarded
@@ -24,14 +25,27 @@ extension Half {
         }
     }
 
-    /// Server side: inserts the packets Earmuff queued for the client, at a frame boundary.
+    /// Inserts, at a frame boundary, what Earmuff sends itself: on the server side the packets
+    /// queued for the client and the silence due to held record streams; on the client side
+    /// Earmuff's own requests for the server.
     func injectPending() {
-        guard case .server = side else { return }
         // Only into free space: while the client does not read, refusals stay counted in
         // the session (which closes a client that lets too many pile up), not in a backlog.
         guard isAtFrameBoundary, backlog.isEmpty else { return }
-        let packets = state.takeInjections()
-        if !packets.isEmpty && inject(packets: packets) { peer?.notify(.readable) }
+        switch side {
+        case .server(let replies):
+            let packets = state.takeInjections()
+            var wake = !packets.isEmpty && inject(packets: packets)
+            if replies.channels.tickDue {
+                replies.channels.tickDue = false
+                let frames = replies.channels.dueSilence(now: monotonicNow(), room: producerRing.freeSpace())
+                if !frames.isEmpty { wake = inject(frames: frames) || wake }
+            }
+            if wake { peer?.notify(.readable) }
+        case .client(let requests):
+            let packets = requests.channels.takeUpstream()
+            if !packets.isEmpty && inject(packets: packets) { peer?.notify(.readable) }
+        }
     }
 
     /// Run once when this half has closed.
@@ -93,5 +107,34 @@ extension Half {
             return
         }
         drainConsumerRing()
+    }
+}
+
+/// Carries out what a session's record table asks, through its two halves (on their loop).
+final class SessionOutlet: RecordOutlet {
+    private let state: SessionState
+    private weak var client: Half?
+    private weak var server: Half?
+
+    init(state: SessionState, client: Half, server: Half) {
+        self.state = state
+        self.client = client
+        self.server = server
+    }
+
+    func toClient(_ packet: [UInt8]) {
+        state.queueInjection(packet)
+        server?.notify(.inject)
+    }
+
+    func upstreamQueued() { client?.notify(.inject) }
+
+    func tick(after period: Double) {
+        guard let server else { return }
+        _ = server.loop.schedule(after: period) { [weak server] in
+            guard let server, case .server(let replies) = server.side else { return }
+            replies.channels.tickDue = true
+            server.injectPending()
+        }
     }
 }

@@ -49,22 +49,30 @@ public final class RecordStream: Sendable {
     public let bytesReal = Atomic<UInt64>(0)
     public let bytesSilenced = Atomic<UInt64>(0)
     public let startedAt: Double
-    /// A native PipeWire stream's: carries out each change of `access` (the PipeWire gate routes
-    /// the stream), and marks its kind as the gate's to say, not the source catalog's.
+    /// Carries out each change of `access`: the PipeWire gate routes a native stream; a Pulse
+    /// stream gets or loses its stream on the server (`RecordChannels`).
     public let accessChanged: (@Sendable (Bool) -> Void)?
+    /// A native PipeWire stream: its source and kind are the gate's to say (from the graph), not
+    /// the source catalog's.
+    public let placedByGraph: Bool
+    /// The server's index of the stream's source output while it has one (a Pulse stream's may
+    /// differ from `sourceOutputIndex`, the one the app was given), else `invalidIndex`.
+    public let serverOutput: Atomic<UInt32>
 
     public init(sessionID: UInt64, streamID: UInt64, channel: UInt32, sourceOutputIndex: UInt32,
          sampleSpec: SampleSpec, source: String, sourceIndex: UInt32 = invalidIndex, directOnInput: Bool = false,
-         real: Bool, startedAt: Double, accessChanged: (@Sendable (Bool) -> Void)? = nil) {
+         real: Bool, startedAt: Double, placedByGraph: Bool = false, accessChanged: (@Sendable (Bool) -> Void)? = nil) {
         self.sessionID = sessionID
         self.streamID = streamID
         self.channel = channel
         self.sourceOutputIndex = sourceOutputIndex
+        serverOutput = Atomic(sourceOutputIndex)
         spec = Atomic(Self.pack(sampleSpec))
         self.directOnInput = directOnInput
         placement = Locked(StreamPlacement(source: source, sourceIndex: sourceIndex, kind: nil))
         self.startedAt = startedAt
         self.accessChanged = accessChanged
+        self.placedByGraph = placedByGraph
         access.store(real ? 1 : 0, ordering: .releasing)
     }
 
@@ -505,6 +513,12 @@ final class Half: LoopHandler, Wakeable, FrameSink, @unchecked Sendable {
     /// Puts whole packets (e.g. ERROR replies) out at the current frame boundary, with one
     /// write. Only valid between frames of what this half reads; returns whether the
     /// consumer must be woken.
+    func inject(frames: [[UInt8]]) -> Bool {
+        var wake = false
+        for frame in frames { wake = frame.withUnsafeBytes { emitting($0) } || wake }
+        return writeGathered() || wake
+    }
+
     func inject(packets: [[UInt8]]) -> Bool {
         var wake = false
         for payload in packets {

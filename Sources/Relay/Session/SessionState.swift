@@ -9,12 +9,32 @@ import Synchronization
 enum PendingRequest: Sendable {
     case auth
     case setClientName
-    case createRecord(source: String?, spec: SampleSpec, directOnInput: Bool)
+    case createRecord(CreateRecordStreamRequest)
     case createPlayback
     case createUpload
+    /// The app deleted the record stream it knows as `channel`.
     case deleteRecord(channel: UInt32)
+    /// A forwarded GET_RECORD_LATENCY of the app's stream on `channel`, which was held: its
+    /// indexes are the app's.
+    case recordLatency(channel: UInt32)
+    /// Earmuff's own CREATE_RECORD_STREAM for the app's stream on `channel` (never the app's reply).
+    case promote(channel: UInt32)
+    /// Earmuff's own DELETE_RECORD_STREAM of the server's `channel`.
+    case release(channel: UInt32)
+    /// Another request of Earmuff's own whose reply only goes away.
+    case own
     /// GET_SOURCE_INFO (one record) or its _LIST: Earmuff's own nodes are left out of the reply.
     case sourceInfo(list: Bool)
+}
+
+extension PendingRequest {
+    /// A request Earmuff sent itself: its reply is never the app's.
+    var isEarmuffs: Bool {
+        switch self {
+        case .promote, .release, .own: true
+        default: false
+        }
+    }
 }
 
 /// What the daemon knows about one client connection.
@@ -37,8 +57,10 @@ public final class SessionState: Sendable {
     /// Whether the client holds nothing of the server's: no record stream now, no playback
     /// stream ever (those are not followed to their end).
     var holdsNothing: Bool {
-        ownSourceOutputs.withLock { $0.isEmpty } && ownSinkInputs.withLock { $0.isEmpty }
+        liveRecords.load(ordering: .relaxed) == 0 && ownSinkInputs.withLock { $0.isEmpty }
     }
+    /// Record streams the app has now (held or not).
+    let liveRecords = Atomic<Int>(0)
     /// Effective protocol version used to parse layouts: min(client, server), masked.
     let version = Atomic<UInt32>(8)
     /// Requests forwarded and not answered yet: every tag, and what matters of some.
@@ -86,6 +108,11 @@ public final class SessionState: Sendable {
             if p.tags.count >= Self.maximumOutstanding { return "more than \(Self.maximumOutstanding) requests wait for replies" }
             return nil
         }
+    }
+
+    /// Whether a request with `tag` waits for its reply (forwarded, or answered here later).
+    func tagInUse(_ tag: UInt32) -> Bool {
+        pending.withLock { $0.tags.contains(tag) || $0.answeredHere.contains(tag) }
     }
 
     /// A request with `tag` goes to the server; `request` says what its reply will set up.

@@ -26,14 +26,29 @@ final class CaptureKinds: Sendable {
                                       directOnInput: request.directOnInput != invalidIndex)
     }
 
+    /// Where a held stream says it records from: the source its request names, as the catalog knows it.
+    func placement(_ request: CreateRecordStreamRequest) -> HeldPlacement {
+        guard let (index, name) = catalog.snapshot.resolve(sourceIndex: request.sourceIndex, sourceName: request.sourceName)
+        else { return HeldPlacement(sourceName: request.sourceName, sourceIndex: request.sourceIndex) }
+        return HeldPlacement(sourceName: name, sourceIndex: index)
+    }
+
     /// What `stream` captures, from the catalog; stored in its placement for status and events.
     func classify(_ stream: RecordStream) -> (source: String, kind: Capability?) {
         // A native PipeWire stream's placement is the gate's, from the graph.
-        if stream.accessChanged != nil { return stream.placement.withLock { ($0.source, $0.kind) } }
+        if stream.placedByGraph { return stream.placement.withLock { ($0.source, $0.kind) } }
         let table = catalog.snapshot
+        // A held stream whose request names a source the catalog cannot tell yet (the default
+        // source before the server said which it is) is taken for what it asks: its server
+        // stream, made once that is granted, is decided again from the server's reply before
+        // its first frame.
+        let held = stream.serverOutput.load(ordering: .relaxed) == invalidIndex
         return stream.placement.withLock { p in
-            p.kind = table.kind(sourceIndex: p.sourceIndex, sourceName: p.source.isEmpty ? nil : p.source,
-                                directOnInput: stream.directOnInput)
+            let name = p.source.isEmpty ? nil : p.source
+            p.kind = table.kind(sourceIndex: p.sourceIndex, sourceName: name, directOnInput: stream.directOnInput)
+                ?? (held && p.sourceIndex == invalidIndex
+                    ? table.expectedKind(sourceIndex: p.sourceIndex, sourceName: name, directOnInput: stream.directOnInput)
+                    : nil)
             return (p.source, p.kind)
         }
     }

@@ -75,6 +75,15 @@ final class SessionEvents: SessionObserver {
         return "record stream refused"
     }
 
+    /// A stream that would not hear real samples from its start is held: no stream on the
+    /// server, so no device opens for it and no indicator counts it.
+    func holdPlacement(_ session: SessionState, request: CreateRecordStreamRequest) -> HeldPlacement? {
+        let kind = kinds.expectedKind(request)
+        let records = decisions.engine.withLock { $0.wouldRecord(ClientID(session.id), kind: kind) }
+            && decisions.snapAllows(session.id)
+        return records ? nil : kinds.placement(request)
+    }
+
     func recordStreamStarted(_ session: SessionState, stream: RecordStream) {
         registry.add(stream)
         kinds.catalog.wake()

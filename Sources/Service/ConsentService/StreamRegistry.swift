@@ -28,7 +28,7 @@ final class StreamRegistry: Sendable {
         tables.withLock { $0.streams.values.filter { $0.sessionID == session } }
     }
     func stream(sourceOutput index: UInt32) -> RecordStream? {
-        tables.withLock { $0.streams.values.first { $0.sourceOutputIndex == index } }
+        tables.withLock { $0.streams.values.first { $0.serverOutput.load(ordering: .relaxed) == index } }
     }
     var hasStreams: Bool { tables.withLock { !$0.streams.isEmpty } }
 
