@@ -36,6 +36,19 @@ import Testing
         return (p, reply.message)
     }
 
+    /// The memblocks of what `dueSilence` returned.
+    static func memblocks(_ bytes: [UInt8]) -> [(descriptor: FrameDescriptor, payload: ArraySlice<UInt8>)] {
+        var out: [(FrameDescriptor, ArraySlice<UInt8>)] = []
+        var at = 0
+        while at + Limits.descriptorSize <= bytes.count {
+            let d = bytes[at..<(at + Limits.descriptorSize)].withUnsafeBytes { FrameDescriptor(decoding: $0) }
+            let end = min(bytes.count, at + Limits.descriptorSize + Int(d.length))
+            out.append((d, bytes[(at + Limits.descriptorSize)..<end]))
+            at = end
+        }
+        return out
+    }
+
     /// The request Earmuff queued for the server (its tag and packet).
     static func upstream(_ p: Pair) throws -> (tag: UInt32, packet: [UInt8]) {
         let queued = p.c2s.channels.takeUpstream()
@@ -58,17 +71,15 @@ import Testing
         #expect(p.state.ownSourceOutputs.withLock { $0 }.isEmpty && !p.state.holdsNothing)
         #expect(p.outlet.ticks == [RecordChannels.tickBounds.high])
 
-        let frames = p.s2c.channels.dueSilence(now: monotonicNow() + 0.25, room: 1 << 20)
-        let bytes = frames.map { $0.count - Limits.descriptorSize }.reduce(0, +)
-        #expect(bytes >= 24_000 && bytes < 48_000, "a quarter second of s16le mono at 48 kHz, not \(bytes)")
-        for frame in frames {
-            let d = frame.withUnsafeBytes { FrameDescriptor(decoding: $0) }
-            #expect(d.channel == Self.held && Int(d.length) == frame.count - Limits.descriptorSize && d.length % 2 == 0)
-            #expect(frame.dropFirst(Limits.descriptorSize).allSatisfy { $0 == 0 })
+        // Whole pieces of one tick (0.1 s: 9600 bytes): two of the quarter second due.
+        let frames = Self.memblocks(p.s2c.channels.dueSilence(now: monotonicNow() + 0.25, room: 1 << 20))
+        #expect(frames.map(\.descriptor.length) == [9600, 9600], "\(frames.map(\.descriptor))")
+        for (d, payload) in frames {
+            #expect(d.channel == Self.held && payload.allSatisfy { $0 == 0 })
         }
-        #expect(stream.bytesSilenced.load(ordering: .relaxed) == UInt64(bytes))
-        let limited = p.s2c.channels.dueSilence(now: monotonicNow() + 0.5, room: 1000)
-        #expect(limited.map(\.count).reduce(0, +) <= 1000, "no more than the ring takes")
+        #expect(stream.bytesSilenced.load(ordering: .relaxed) == 19_200)
+        #expect(p.s2c.channels.dueSilence(now: monotonicNow() + 0.5, room: 9000).isEmpty, "no more than the ring takes")
+        #expect(Self.memblocks(p.s2c.channels.dueSilence(now: monotonicNow() + 0.5, room: 10_000)).count == 1)
 
         var latency = payload(.getRecordLatency, tag: 3) {
             $0.writeU32(Self.held)

@@ -609,18 +609,20 @@ final class RecordChannels: @unchecked Sendable {
         return total > clock.sent ? total - clock.sent : 0
     }
 
-    /// The silence due now, as memblock frames of at most `room` bytes together; the clock
-    /// ticks again while a held stream runs.
-    func dueSilence(now: Double, room: Int) -> [[UInt8]] {
-        var frames: [[UInt8]] = []
-        var left = room
+    /// The silence due now, as memblock frames (one after the other, at most `room` bytes), so
+    /// that a tick costs the session one write; the clock ticks again while a held stream runs.
+    /// Each stream gets whole pieces of what one tick makes (at most a fragment and a memblock),
+    /// so a steady clock sends one memblock per stream and tick, as a server sends a fragment.
+    func dueSilence(now: Double, room: Int) -> [UInt8] {
+        var frames: [UInt8] = []
         var next: Double?
         for record in byApp.values {
             guard let clock = record.clock else { continue }
             let spec = record.stream.sampleSpec
             let frame = spec.frameSize
             guard frame > 0, spec.rate > 0 else { continue }
-            next = min(next ?? .infinity, tickPeriod(record))
+            let period = tickPeriod(record)
+            next = min(next ?? .infinity, period)
             var sent = clock.sent
             var due = dueBytes(record, since: clock, now: now)
             // What the app leaves unread past its buffer is lost, as on the server.
@@ -629,16 +631,14 @@ final class RecordChannels: @unchecked Sendable {
                 sent += due - keep
                 due = keep
             }
-            let piece = max(frame, min(Int(record.request.fragSize), Self.largestMemblock) / frame * frame)
-            while due >= UInt64(frame) && left > Limits.descriptorSize + frame {
-                let n = min(Int(min(due, UInt64(piece))), (left - Limits.descriptorSize) / frame * frame)
-                var bytes = FrameDescriptor(length: UInt32(n), channel: record.channel).bytes
-                bytes.append(contentsOf: repeatElement(spec.silenceByte, count: n))
-                frames.append(bytes)
-                record.stream.countSilenced(n)
-                sent += UInt64(n)
-                due -= UInt64(n)
-                left -= bytes.count
+            let perTick = Int(period * Double(spec.rate)) * frame
+            let piece = max(frame, min(perTick, Int(record.request.fragSize), Self.largestMemblock) / frame * frame)
+            while due >= UInt64(piece) && room - frames.count >= Limits.descriptorSize + piece {
+                frames += FrameDescriptor(length: UInt32(piece), channel: record.channel).bytes
+                frames += repeatElement(spec.silenceByte, count: piece)
+                record.stream.countSilenced(piece)
+                sent += UInt64(piece)
+                due -= UInt64(piece)
             }
             record.clock = (clock.start, sent)
         }
