@@ -261,31 +261,33 @@ extension Measurer {
 }
 
 /// Granted against denied record throughput through one earmuff.
+/// One window of recorders through earmuff on a real server: earmuff's CPU and the server's.
+struct ServerWindow {
+    var result = ThroughputResult()
+    /// The server's CPU % of a core in the same window.
+    var serverPercent: Double?
+    /// Earmuff's and the server's CPU together, % of a core.
+    var totalPercent: Double? { result.cpuPercent.flatMap { e in serverPercent.map { e + $0 } } }
+}
+
+/// The same recorders relayed (granted) and held (denied).
 struct SilenceResult {
-    var granted = ThroughputResult()
-    var denied = ThroughputResult()
-    /// 1 - denied/granted (negative when silencing was faster).
-    var cost: Double {
-        let g = granted.megabytesPerSecond
-        return g > 0 ? 1 - denied.megabytesPerSecond / g : 0
-    }
+    var relayed = ServerWindow()
+    var held = ServerWindow()
 }
 
 extension Measurer {
-    func silence(_ relay: Relay, streams: Int, quiesce: () -> Void) throws -> SilenceResult {
+    /// `streams` recorders (4 per connection) through `relay` in front of `server`: granted, then
+    /// denied, one window each, earmuff's CPU beside the server's.
+    func silence(_ relay: Relay, server: PulseServer, streams: Int, request: StreamRequest) throws -> SilenceResult {
         var out = SilenceResult()
-        let each = options.duration / Double(options.rounds)
-        for _ in 0..<options.rounds {
-            try relay.decide("grant")
-            let (g, gcpu) = try window(relay, streams: streams, request: .synthetic, duration: each,
-                                       warmup: options.warmup)
-            out.granted.add(g, cpu: gcpu)
-            quiesce()
-            try relay.decide("deny")
-            let (d, dcpu) = try window(relay, streams: streams, request: .synthetic, duration: each,
-                                       warmup: options.warmup)
-            out.denied.add(d, cpu: dcpu)
-            quiesce()
+        for (verb, keyPath) in [("grant", \SilenceResult.relayed), ("deny", \SilenceResult.held)] {
+            try relay.decide(verb, kind: "system-audio")
+            let (w, cpu) = try window(relay, streams: streams, perConnection: 4, request: request, duration: 4,
+                                      warmup: 0.5, also: { Proc.cpuSeconds(server.process.pid) })
+            out[keyPath: keyPath].result.add(w, cpu: cpu)
+            out[keyPath: keyPath].serverPercent = otherCPU.map { $0 / w.seconds * 100 }
+            usleep(100_000)
         }
         return out
     }

@@ -39,7 +39,8 @@ struct Options {
     options:
       --quick               1 s per measurement, 1 round, 2000 round trips,
                             200 idle / 50 recording clients, 10 s glitch windows
-      --only PARTS          comma list of: latency, throughput, real, memory, silence,
+      --only PARTS          comma list of: latency, throughput, real, memory, silence
+                            (recorders held against relayed: needs pulseaudio),
                             glitch, counts (system calls, wake-ups and context
                             switches per round trip and per chunk: needs perf)
       --skip PARTS          the same, to leave out
