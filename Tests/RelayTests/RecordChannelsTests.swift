@@ -201,6 +201,28 @@ import Testing
         #expect(try p.s2cMemblock(length: 64, channel: 3).1 == Self.held)
     }
 
+    @Test("what a held stream's app changes is asked of its server stream, volume-control claims renamed")
+    func heldChangesReachTheServerStream() throws {
+        let (p, _) = try Self.holding()
+        let stream = try #require(p.observer.started.first)
+        var update = payload(.updateRecordStreamProplist, tag: 3) {
+            $0.writeU32(Self.held)
+            $0.writeU32(2)
+            var props = Proplist()
+            props.set("application.id", string: "org.PulseAudio.pavucontrol")
+            props.set("media.role", string: "phone")
+            $0.writeProplist(props)
+        }
+        #expect(try p.c2s.packet(&update) == .drop)
+        var cork = CorkRecordStream(channel: Self.held, corked: true).packet(tag: 4, version: Self.version)
+        #expect(try p.c2s.packet(&cork) == .drop)
+        stream.placement.withLock { $0.kind = .microphone }
+        stream.setReal(true)
+        let asked = try CreateRecordStreamRequest.decodePacket(try Self.upstream(p).packet, version: Self.version).message
+        #expect(asked.corked && asked.proplist["media.role"] == "phone")
+        #expect(asked.proplist["application.id"] == nil && asked.proplist["earmuff.app.id"] == "org.PulseAudio.pavucontrol")
+    }
+
     @Test("a server that refuses Earmuff's CREATE leaves the stream held; the refusal is not the app's")
     func refusedPromotionStaysHeld() throws {
         let (p, _) = try Self.holding()

@@ -412,7 +412,10 @@ final class RecordChannels: @unchecked Sendable {
 
     /// A request naming a record channel or a source-output index.
     func clientRequest(_ command: Command, tag: UInt32, body: TagStructReader, payload: inout [UInt8]) throws -> Handling {
-        var r = body
+        // Read from the packet as it goes on (volume-control claims renamed), so that what is
+        // kept for a later server stream claims nothing the app may not.
+        var r = TagStructReader(payload)
+        r.position = body.position
         let at = r.position + 1
         let version = state.protocolVersion
         if Command.sourceOutputRequests.contains(command) {
