@@ -81,14 +81,6 @@ public struct SourceTable: Sendable, Equatable {
     /// nil when this table does not know that source (or knows another source under that
     /// index: it is behind the server, and the stream waits, silent, until it catches up).
     public func kind(sourceIndex: UInt32, sourceName: String?) -> Capability? {
-        // The names a held stream keeps until the table knows what they stand for.
-        if sourceIndex == invalidIndex {
-            if sourceName == "@DEFAULT_MONITOR@" { return .systemAudio }
-            if sourceName == "@DEFAULT_SOURCE@" {
-                guard let name = defaultSourceName, name != "@DEFAULT_SOURCE@" else { return nil }
-                return kind(sourceIndex: invalidIndex, sourceName: name)
-            }
-        }
         let index: UInt32?
         if sourceIndex != invalidIndex {
             index = sources[sourceIndex] == nil ? nil : sourceIndex

@@ -210,11 +210,15 @@ public final class Recording: Sendable {
     /// Waits until at least `seconds` of audio were recorded (or parecord exited).
     /// Returns whether the amount was reached.
     public func waitForAudio(seconds: Double, timeout: Double = 60) async -> Bool {
-        let needed = Int(seconds * Double(bytesPerSecond))
+        await waitForBytes(Int(seconds * Double(bytesPerSecond)), timeout: timeout)
+    }
+
+    /// Waits until the file holds at least `count` bytes (or the recorder exited); whether it does.
+    public func waitForBytes(_ count: Int, timeout: Double = 60) async -> Bool {
         await Wait.until(timeout: timeout, interval: 0.05) {
-            byteCount() >= needed || !tool.process.isRunning
+            byteCount() >= count || !tool.process.isRunning
         }
-        return byteCount() >= needed
+        return byteCount() >= count
     }
 
     /// Stops parecord (SIGINT) and returns its result and everything it recorded.

@@ -48,12 +48,6 @@ extension EndToEnd {
             return watch
         }
 
-        /// Waits until `rec` holds `count` bytes (or ended); whether it does.
-        static func waitForBytes(_ rec: Recording, _ count: Int, timeout: Double) async -> Bool {
-            await Wait.until(timeout: timeout, interval: 0.02) { rec.byteCount() >= count || !rec.tool.process.isRunning }
-            return rec.byteCount() >= count
-        }
-
         /// Waits until `rec` has its first non-silent byte; the seconds it took, or nil.
         static func waitForTone(_ rec: Recording, since start: Date, timeout: Double = 30) async -> Double? {
             let ok = await Wait.until(timeout: timeout, interval: 0.005) { rec.firstNonSilentOffset() != nil }
@@ -103,7 +97,7 @@ extension EndToEnd {
             defer { watch.cleanup() }
             let (rec, key) = try Self.startRecorder(recorder, s)
             defer { _ = rec.stop() }
-            #expect(await Self.waitForBytes(rec, E2E.bytes(1.0, of: rec), timeout: 60), "the held recording does not grow\n\(s.logs)")
+            #expect(await rec.waitForBytes(E2E.bytes(1.0, of: rec)), "the held recording does not grow\n\(s.logs)")
             #expect(rec.firstNonSilentOffset() == nil, "an undetermined recording heard something")
             let events = String(decoding: watch.process.stdoutData(), as: UTF8.self)
             #expect(!events.contains("source-output"), "the server had a source-output of an undetermined app, if briefly:\n\(events)")
@@ -129,7 +123,7 @@ extension EndToEnd {
             #expect(released != nil, "denied, the server still records for it\n\(s.logs)")
             print("held stream, \(recorder): denied → source-output gone and microphone idle after \(ms(released))")
             let atDeny = rec.byteCount()
-            #expect(await Self.waitForBytes(rec, atDeny + E2E.bytes(1.0, of: rec), timeout: 60), "the recording stopped growing\n\(s.logs)")
+            #expect(await rec.waitForBytes(atDeny + E2E.bytes(1.0, of: rec)), "the recording stopped growing\n\(s.logs)")
             let tail = rec.data().suffix(E2E.bytes(0.5, of: rec))
             #expect(tail.allSatisfy { $0 == 0 }, "denied, the recording is not silence")
             #expect(rec.tool.process.isRunning, "the recorder ended: \(rec.tool.process.stderrText())")
@@ -150,9 +144,9 @@ extension EndToEnd {
             }
             try s.earmuff.control("deny", key)
             defer { _ = rec.stop() }
-            #expect(await Self.waitForBytes(rec, E2E.bytes(0.5, of: rec), timeout: 60), "\(s.logs)")
+            #expect(await rec.waitForBytes(E2E.bytes(0.5, of: rec)), "\(s.logs)")
             let start = Date(), first = rec.byteCount()
-            #expect(await Self.waitForBytes(rec, first + E2E.bytes(2.0, of: rec), timeout: 60), "\(s.logs)")
+            #expect(await rec.waitForBytes(first + E2E.bytes(2.0, of: rec)), "\(s.logs)")
             let seconds = Date().timeIntervalSince(start)
             let audio = Double(rec.byteCount() - first) / Double(rec.bytesPerSecond)
             print("held stream, \(recorder): \(String(format: "%.2f", audio)) s of audio in \(String(format: "%.2f", seconds)) s")

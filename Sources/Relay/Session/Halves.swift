@@ -39,7 +39,7 @@ extension Half {
             if replies.channels.tickDue {
                 replies.channels.tickDue = false
                 let frames = replies.channels.dueSilence(now: monotonicNow(), room: producerRing.freeSpace())
-                if !frames.isEmpty { wake = inject(frames: [frames]) || wake }
+                if !frames.isEmpty { wake = inject(frames: frames) || wake }
             }
             if wake { peer?.notify(.readable) }
         case .client(let requests):

@@ -42,9 +42,8 @@ final class ServedRecord {
     let stream: RecordStream
     /// How to ask the server for it: the app's request, with the spec, map and buffer it was given.
     var request: CreateRecordStreamRequest
-    /// The server's channel and source-output index while attached.
+    /// The server's channel while attached (its source-output index is the stream's `serverOutput`).
     var upstream: UInt32?
-    var upstreamOutput = invalidIndex
     /// The tag of Earmuff's CREATE for it, while that waits for its reply.
     var promotion: UInt32?
     var corked: Bool
@@ -290,7 +289,6 @@ final class RecordChannels: @unchecked Sendable {
 
     private func attach(_ record: ServedRecord, channel: UInt32, output: UInt32) {
         record.upstream = channel
-        record.upstreamOutput = output
         record.clock = nil
         record.offset = Int64(truncatingIfNeeded: record.delivered)
         byUpstream[channel] = record
@@ -303,9 +301,8 @@ final class RecordChannels: @unchecked Sendable {
         byUpstream[channel] = nil
         record.upstream = nil
         record.heardKind = nil
-        state.ownSourceOutputs.withLock { _ = $0.remove(record.upstreamOutput) }
-        record.upstreamOutput = invalidIndex
-        record.stream.serverOutput.store(invalidIndex, ordering: .relaxed)
+        let output = record.stream.serverOutput.exchange(invalidIndex, ordering: .relaxed)
+        state.ownSourceOutputs.withLock { _ = $0.remove(output) }
     }
 
     private func end(_ record: ServedRecord) {
@@ -425,7 +422,8 @@ final class RecordChannels: @unchecked Sendable {
                 outlet?.toClient(ErrorReply(code: .noEntity).packet(tag: tag, version: version))
                 return .answered
             }
-            if record.upstreamOutput != index { setU32(record.upstreamOutput, in: &payload, at: at) }
+            let output = record.stream.serverOutput.load(ordering: .relaxed)
+            if output != index { setU32(output, in: &payload, at: at) }
             return .forward(expect: nil)
         }
         guard Command.recordChannelRequests.contains(command) else { return .notMine }

@@ -513,9 +513,9 @@ final class Half: LoopHandler, Wakeable, FrameSink, @unchecked Sendable {
     /// Puts whole packets (e.g. ERROR replies) out at the current frame boundary, with one
     /// write. Only valid between frames of what this half reads; returns whether the
     /// consumer must be woken.
-    func inject(frames: [[UInt8]]) -> Bool {
-        var wake = false
-        for frame in frames { wake = frame.withUnsafeBytes { emitting($0) } || wake }
+    /// Inserts whole frames Earmuff made itself (held streams' silence), one after the other.
+    func inject(frames: [UInt8]) -> Bool {
+        let wake = frames.withUnsafeBytes { emitting($0) }
         return writeGathered() || wake
     }
 
