@@ -66,6 +66,9 @@ public protocol PipeWireGateObserver: AnyObject {
     /// It records from elsewhere now: may it be real?
     func captureMoved(_ stream: UInt32, origin: CaptureOrigin) -> Bool
     func captureEnded(_ stream: UInt32)
+    /// Whether the app of `client` may call itself the volume control `id`, which desktop
+    /// indicators do not count as a recording (see `VolumeControls`).
+    func mayClaim(_ client: UInt32, volumeControl id: String) -> Bool
     /// It negotiated this format (again when it changes).
     func captureFormat(_ stream: UInt32, format: PipeWireAudioFormat)
     /// The silent source is there, with its ports: silenced streams can be routed to it.
@@ -115,6 +118,12 @@ public final class PipeWireGate: PipeWireEvents {
         /// It was there when the gate connected (an earlier Earmuff routed it): the session
         /// manager has linked it already, so it is neither hidden from it nor cleared at birth.
         var found = false
+        /// Its properties claim a volume control's `application.id`, which its app may not: no
+        /// indicator would count it, so it never records (see `checkClaim`).
+        var impostor = false
+        /// Whether the sound system's other clients (pipewire-pulse's) may see it, as last set
+        /// (nil: not known, it was there when the gate connected). See `conceal`.
+        var shown: Bool? = true
     }
 
     /// A null sink of the gate's own, like the silent source, that one stream which never
@@ -242,9 +251,12 @@ public final class PipeWireGate: PipeWireEvents {
 
     public func close() { connection.close() }
 
+    /// The object serial of node `id`: what pipewire-pulse indexes it by (a source-output's index).
+    public func serial(of id: UInt32) -> UInt32? { graph.nodes[id]?.serial.flatMap { UInt32($0) } }
+
     /// The daemon's decision for `stream` (a flip after a grant, deny or reset).
     public func setAccess(stream id: UInt32, real: Bool) {
-        guard var s = streams[id], s.real != real else { return }
+        guard var s = streams[id], s.real != real, !s.impostor else { return }
         s.real = real
         s.gateLinks = true
         streams[id] = s
@@ -281,7 +293,7 @@ public final class PipeWireGate: PipeWireEvents {
             // No client: the server's own node (a module's); a trusted client's: left alone.
             guard let client = node.clientID, !trusted.contains(client) else { break }
             // A node of another class is bound only once it records (`announce`).
-            streams[id] = Stream(client: client, described: node.cannotCapture, found: !listed)
+            streams[id] = Stream(client: client, described: node.cannotCapture, found: !listed, shown: listed ? true : nil)
             if !node.cannotCapture {
                 do { try connection.bindNode(id) } catch { observer?.refused("\(error)") }
             }
@@ -354,7 +366,26 @@ public final class PipeWireGate: PipeWireEvents {
         }
         streams[id]?.described = true
         announce(id)
+        checkClaim(id)
         reconcile()
+    }
+
+    /// A capture whose full properties claim a volume control's `application.id` (desktop
+    /// indicators do not count those: a volume control records every source to draw its
+    /// level) is a recording no indicator would show. Its properties are its client's, not the
+    /// gate's to rename, so unless its app is that volume control it records silence for as
+    /// long as it lives, whatever was decided, and is no stream of the app's from then on.
+    private func checkClaim(_ id: UInt32) {
+        guard var s = streams[id], !s.impostor, isCapture(id) || graph.nodes[id]?.isCaptureStream == true,
+              let claim = graph.nodes[id]?.properties[VolumeControls.claimKey], VolumeControls.owners[claim] != nil,
+              observer?.mayClaim(s.client, volumeControl: claim) == false else { return }
+        s.impostor = true
+        s.real = false
+        s.gateLinks = true
+        streams[id] = s
+        observer?.noticed("client \(s.client): its stream \(id) claims to be the volume control \(claim), which desktop "
+                          + "indicators do not count: it records silence")
+        if s.announced { observer?.captureEnded(id) }
     }
 
     public func nodeFormat(id: UInt32, format: PipeWireAudioFormat) {
@@ -438,6 +469,7 @@ public final class PipeWireGate: PipeWireEvents {
     /// before their release), and so are the session managers and the gate's own connection.
     ///   - The nodes are hidden from every other client, pipewire-pulse included: they are no
     ///     one's source, listed to no app, and cannot be recorded, linked into or destroyed.
+    ///   - A sound system client is not shown a capture that may not record (`conceal`).
     ///   - An app may only read the sound system's clients: it can neither destroy them (the
     ///     gate's connection, which would leave new streams unrouted until it is back) nor set
     ///     their permissions (the gate's own: blinding it to every client and stream).
@@ -446,6 +478,11 @@ public final class PipeWireGate: PipeWireEvents {
             guard let client = graph.clients[id], !sessionManagers.contains(id), held[id] == nil, client.pid != Self.ownPID else { continue }
             for node in nodes.sorted() {
                 do { try connection.hide(node, from: id) } catch { observer?.refused("\(error)") }
+            }
+            if trusted.contains(id) {
+                for (stream, s) in streams.sorted(by: { $0.key < $1.key }) where s.shown == false {
+                    do { try connection.hide(stream, from: id) } catch { observer?.refused("\(error)") }
+                }
             }
             guard gated.contains(id) else { continue }
             for object in soundSystem.sorted() where object != id {
@@ -533,7 +570,7 @@ public final class PipeWireGate: PipeWireEvents {
     /// capture stream from its registry class (a target its full properties name comes as a
     /// move), a JACK client once its full properties and an input port are there.
     private func announce(_ id: UInt32) {
-        guard var s = streams[id], !s.announced, s.described || graph.nodes[id]?.isCaptureStream == true,
+        guard var s = streams[id], !s.announced, !s.impostor, s.described || graph.nodes[id]?.isCaptureStream == true,
               gated.contains(s.client), isCapture(id), let observer else { return }
         let other = isOther(id)
         let origin = other ? selfLinkedOrigin(id, s, feeds: graph.feeds(into: id, of: s.client))
@@ -551,6 +588,7 @@ public final class PipeWireGate: PipeWireEvents {
         streams[id]?.real = real
         if let format = graph.nodes[id]?.format { observer.captureFormat(id, format: format) }
         reportJackFormat(id)
+        checkClaim(id)
         if real && !s.described && !s.found {
             // Decided at birth: the hold goes at once, and whatever an earlier node with this id
             // left in the metadata (the server keeps a removed node's entries, where the mirror
@@ -679,6 +717,34 @@ public final class PipeWireGate: PipeWireEvents {
         // Routed streams are shown to the session managers again, after their route (the
         // server handles one connection's requests in order).
         for id in unseen.sorted() where isRouted(id) { show(id) }
+        conceal()
+    }
+
+    /// A capture that may not record is no recording on the desktop: it is hidden from the
+    /// sound system's clients other than the session managers and the gate, that is from
+    /// pipewire-pulse's connections, so no Pulse client (a desktop's microphone indicator,
+    /// a mixer) lists it as a source-output; it is shown to them again once it may record.
+    /// What the server holds outlives the gate, so it stays hidden while Earmuff is gone.
+    /// A new stream is seen by them for the moment before its decision reaches the server
+    /// (it is linked to nothing then); a found one is set either way, as an earlier
+    /// Earmuff left it is not known.
+    private func conceal() {
+        let viewers = trusted.subtracting(sessionManagers).filter { held[$0] == nil && graph.clients[$0]?.pid != Self.ownPID }
+        for id in streams.keys.sorted() {
+            guard let s = streams[id] else { continue }
+            let capture = isCapture(id) || graph.nodes[id]?.isCaptureStream == true
+            // A capture is set once it is decided (in the dispatch that made it, for a stream of a known client).
+            guard !capture || s.announced else { continue }
+            let shown = s.real || !capture
+            guard s.shown != shown else { continue }
+            streams[id]?.shown = shown
+            observer?.routed("stream \(id): \(shown ? "shown to" : "hidden from") the sound system's clients")
+            for viewer in viewers.sorted() {
+                do {
+                    if shown { try connection.show(id, to: viewer) } else { try connection.hide(id, from: viewer) }
+                } catch { observer?.refused("\(error)") }
+            }
+        }
     }
 
     /// Whether `id`, hidden from the session managers at birth, is routed: its full properties
@@ -692,7 +758,7 @@ public final class PipeWireGate: PipeWireEvents {
     /// What `id` records from may have changed (a link, a target, the default source): the
     /// observer decides it again.
     private func noteOrigin(_ id: UInt32, _ s: Stream, _ origin: CaptureOrigin) {
-        guard s.announced, origin != s.origin, let observer else { return }
+        guard s.announced, !s.impostor, origin != s.origin, let observer else { return }
         streams[id]?.origin = origin
         let real = observer.captureMoved(id, origin: origin)
         if real != s.real { setAccess(stream: id, real: real) }
@@ -736,7 +802,7 @@ public final class PipeWireGate: PipeWireEvents {
         let other = isOther(id)
         let feeds = other ? graph.feeds(into: id, of: s.client) : []
         let origin = other ? selfLinkedOrigin(id, s, feeds: feeds) : jackOrigin(id, s)
-        if s.announced, origin != s.origin, let observer {
+        if s.announced, !s.impostor, origin != s.origin, let observer {
             s.origin = origin
             let real = observer.captureMoved(id, origin: origin)
             if real != s.real {

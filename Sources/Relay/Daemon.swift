@@ -365,7 +365,7 @@ public final class Daemon: @unchecked Sendable {
         let records = RecordChannels(state: state, observer: observer, newStreamID: { [self] in
             nextStreamID.add(1, ordering: .relaxed).oldValue
         }, post: { loop.post($0) })
-        let replies = ServerToClientFilter(state: state, channels: records)
+        let replies = ServerToClientFilter(state: state, observer: observer, channels: records)
         let server = Half(.server(replies), loop: loop, state: state, produceInto: down, consumeFrom: up)
         let requests = ClientToServerFilter(state: state, observer: observer, channels: records, budget: packetBudget,
                                             handshakeFinished: { handshakes.finished() }) { [weak server] tag, code in

@@ -11,6 +11,7 @@
 // relay's questions (a session opened, a stream started, moved, ended), so
 // one app has one decision whichever door it uses. A change of a stream's
 // access flag comes back here and the gate routes the stream.
+import Basics
 import Consent
 import ControlProtocol
 import Glibc
@@ -240,7 +241,8 @@ final class PipeWireDoor: LoopHandler, PipeWireGateObserver, @unchecked Sendable
             return false
         }
         let stream = RecordStream(
-            sessionID: session.id, streamID: takeID(), channel: id, sourceOutputIndex: invalidIndex,
+            // pipewire-pulse lists it as the source-output its node's serial indexes.
+            sessionID: session.id, streamID: takeID(), channel: id, sourceOutputIndex: gate?.serial(of: id) ?? invalidIndex,
             // Negotiated once the stream is linked, after this: captureFormat.
             sampleSpec: Self.notNegotiated, source: origin.source,
             real: false, startedAt: monotonicNow(),
@@ -252,6 +254,13 @@ final class PipeWireDoor: LoopHandler, PipeWireGateObserver, @unchecked Sendable
         streams[id] = (stream, session)
         observer.recordStreamStarted(session, stream: stream)
         return stream.isReal
+    }
+
+    func mayClaim(_ client: UInt32, volumeControl id: String) -> Bool {
+        guard let session = sessions[client] else { return false }
+        let may = VolumeControls.mayClaim(id, appKey: session.identity.appKey)
+        if !may { Log.warn("pipewire: client \(client) (\(session.identity.appKey)) claims to be the volume control \(id)") }
+        return may
     }
 
     func captureMoved(_ id: UInt32, origin: CaptureOrigin) -> Bool {

@@ -1,7 +1,7 @@
 // A recording that may not record has no stream on the real server: Earmuff answers it and
 // sends it silence itself, so no device opens for it and nothing on the desktop says it
 // records. Judged on the real server's own state, read directly (not through Earmuff): its
-// source-outputs, the microphone's state, and GNOME Shell's indicator rule applied to them.
+// source-outputs, the microphone's state, and GNOME Shell's and KDE's indicator rules applied to them.
 
 import Foundation
 import Testing
@@ -14,7 +14,12 @@ extension EndToEnd {
 
         /// The state the real server gives its microphone (`pactl list sources short`).
         static func microphoneState(_ server: PulseServer) throws -> String {
-            let r = try server.pactl("list", "sources", "short")
+            try microphoneState(server: server.serverString)
+        }
+
+        /// The microphone's state as the Pulse server at `server` lists it.
+        static func microphoneState(server: String) throws -> String {
+            let r = try Tool.run("pactl", args: ["list", "sources", "short"], server: server, timeout: 30)
             guard r.succeeded else { throw TestSupportError("pactl list sources short: \(r)") }
             for line in r.stdoutText.split(separator: "\n") {
                 let fields = line.split(separator: "\t").map(String.init)
@@ -37,11 +42,16 @@ extension EndToEnd {
         /// `pactl subscribe` on the real server, once it is seen to receive events (it prints the
         /// change of a sink volume made for it).
         static func watchServer(_ s: E2E.Setup) async throws -> RunningTool {
-            let watch = try Tool.start("pactl", args: ["subscribe"], server: s.server.serverString)
+            try await watchServer(server: s.server.serverString)
+        }
+
+        /// `pactl subscribe` on the Pulse server at `server` (whose sink is `out`), once it receives events.
+        static func watchServer(server: String) async throws -> RunningTool {
+            let watch = try Tool.start("pactl", args: ["subscribe"], server: server)
             var volume = 99
             let subscribed = await Wait.until(timeout: 30, interval: 0.1) {
                 volume = volume == 99 ? 100 : 99
-                _ = try? s.server.pactl("set-sink-volume", PulseServer.sinkName, "\(volume)%")
+                _ = try? Tool.run("pactl", args: ["set-sink-volume", PulseServer.sinkName, "\(volume)%"], server: server, timeout: 30)
                 return String(decoding: watch.process.stdoutData(), as: UTF8.self).contains("on sink")
             }
             if !subscribed { throw TestSupportError("pactl subscribe printed no event: \(watch.process.stderrText())") }
@@ -103,7 +113,7 @@ extension EndToEnd {
             #expect(!events.contains("source-output"), "the server had a source-output of an undetermined app, if briefly:\n\(events)")
             let outputs = try Claims.sourceOutputs(s.server)
             #expect(outputs.isEmpty, "the server has a source-output of an undetermined app: \(outputs)")
-            #expect(!Claims.indicatorOn(outputs), "GNOME's indicator would light")
+            #expect(!Claims.indicatorOn(outputs) && !Claims.kdeIndicatorOn(outputs), "the desktop's indicator would light")
             #expect(try Self.microphoneState(s.server) != "RUNNING", "the microphone runs for an undetermined app")
 
             let before = rec.byteCount()
@@ -113,7 +123,13 @@ extension EndToEnd {
             let running = await Self.waitForServer(s, outputs: 1, running: true, since: granted)
             #expect(running != nil && tone != nil, "granted, but no source-output or no tone\n\(s.logs)")
             print("held stream, \(recorder): granted → tone in the recording after \(ms(tone)), microphone RUNNING after \(ms(running))")
-            #expect(Claims.indicatorOn(try Claims.sourceOutputs(s.server)), "granted, GNOME's indicator would not light")
+            let shown = try Claims.sourceOutputs(s.server)
+            #expect(Claims.indicatorOn(shown) && Claims.kdeIndicatorOn(shown), "granted, the desktop's indicator would not light")
+            // Through Earmuff too: the relay reads the server's source-output records (to leave
+            // concealed native ones out) and passes them.
+            let through = try Claims.sourceOutputs(server: s.earmuff.serverString)
+            #expect(through.count == shown.count, "through Earmuff: \(through)\ndirectly: \(shown)")
+            #expect(!s.earmuff.log().contains("could not be read"), "\(s.logs)")
             #expect(rec.firstNonSilentOffset().map { $0 >= before } ?? false, "tone before the grant")
             #expect(await E2E.waitForToneAfterSwitch(rec, seconds: 0.5), "the tone does not go on\n\(s.logs)")
 

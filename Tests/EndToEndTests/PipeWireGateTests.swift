@@ -58,9 +58,11 @@ extension EndToEnd {
 
             /// `pw-record` of the default source, as raw audio on stdout: mono s16 at the graph's
             /// rate unless told otherwise.
-            func pwRecord(format: String = "s16", rate: Int = PipeWireServer.toneRate, channels: Int = 1) throws -> Recording {
+            func pwRecord(format: String = "s16", rate: Int = PipeWireServer.toneRate, channels: Int = 1,
+                          properties: String = "{}") throws -> Recording {
                 try Tool.startRecordingCommand(
-                    "sh", args: ["-c", "exec pw-record --format \(format) --rate \(rate) --channels \(channels) - > recording.raw"],
+                    "sh", args: ["-c", "exec pw-record --format \(format) --rate \(rate) --channels \(channels) --properties \"$0\" - > recording.raw",
+                                 properties],
                     server: "", purpose: nil, environment: server.nativeClientEnvironment)
             }
 
@@ -263,6 +265,95 @@ extension EndToEnd {
             }
             try current.control("grant", key)
             #expect(await Self.waitUntil(rec, tone: true), "grant after the restarts: no tone\nearmuff log:\n\(current.log())")
+        }
+
+        /// A native recording that may not record is no recording on the desktop: pipewire-pulse,
+        /// which every desktop indicator asks (through Earmuff, once it is set up), lists no
+        /// source-output of it (GNOME Shell's and KDE's rules say off) and the microphone does not
+        /// run; a grant shows it there (the microphone runs, the rules say on), a deny hides it
+        /// again. The gate hides it from pipewire-pulse's connections; a connection pipewire-pulse
+        /// has just opened may be shown it until the gate has hidden it from that one too, which
+        /// the relay covers (it leaves it out of what it passes on).
+        @Test func aNativeRecordingThatMayNotRecordIsNoRecordingOnTheDesktop() async throws {
+            typealias Claims = VolumeControlClaimTests
+            typealias Held = HeldStreamTests
+            let s = try await Setup()
+            defer { s.stop() }
+            let watch = try await Held.watchServer(server: s.server.serverString)
+            defer { watch.cleanup() }
+            let rec = try s.pwRecord()
+            let key = try await s.key(of: rec)
+            /// pw-record's source-outputs as the Pulse server at `server` lists them (pipewire-pulse
+            /// lists a native stream with its node's properties, so by its name).
+            func recordings(_ server: String) throws -> [[String: String]] {
+                try Claims.sourceOutputs(server: server).filter { $0["application.name"] == "pw-record" }
+            }
+            /// Waits until the server lists `count` of them, directly and through Earmuff, and the
+            /// microphone runs or not.
+            func listed(_ count: Int, running: Bool) async -> Bool {
+                await Wait.until(timeout: 30, interval: 0.01) {
+                    guard let direct = try? recordings(s.server.serverString), let through = try? recordings(s.earmuff.serverString),
+                          let state = try? Held.microphoneState(server: s.server.serverString) else { return false }
+                    return direct.count == count && through.count == count && (state == "RUNNING") == running
+                }
+            }
+            func state() -> String {
+                let direct = (try? Claims.sourceOutputs(server: s.server.serverString)) ?? []
+                let through = (try? Claims.sourceOutputs(server: s.earmuff.serverString)) ?? []
+                let mic = (try? Held.microphoneState(server: s.server.serverString)) ?? "?"
+                return "directly: \(direct)\nthrough Earmuff: \(through)\nmicrophone \(mic)\n\(s.logs)"
+            }
+            #expect(await rec.waitForAudio(seconds: 1.0, timeout: 60), "\(s.logs)")
+            #expect(await listed(0, running: false), "undetermined: listed, or the microphone runs\n\(state())")
+            // Through Earmuff, however new the connection: what a desktop's indicator is shown.
+            for _ in 1...5 {
+                let through = try recordings(s.earmuff.serverString)
+                #expect(through.isEmpty && !Claims.indicatorOn(through) && !Claims.kdeIndicatorOn(through), "\(state())")
+            }
+            let events = String(decoding: watch.process.stdoutData(), as: UTF8.self)
+            let seen = events.components(separatedBy: "'new' on source-output").count - 1
+            print("PipeWire gate: an undetermined pw-record's birth, as a client of pipewire-pulse saw it: \(seen) new source-output event(s)")
+
+            try s.earmuff.control("grant", key)
+            #expect(await listed(1, running: true), "granted: not listed, or the microphone does not run\n\(state())")
+            let granted = try recordings(s.earmuff.serverString)
+            #expect(Claims.indicatorOn(granted) && Claims.kdeIndicatorOn(granted), "granted, the desktop's indicator would not light: \(granted)")
+            #expect(await Self.waitUntil(rec, tone: true), "grant: no tone\n\(s.logs)")
+
+            try s.earmuff.control("deny", key)
+            #expect(await listed(0, running: false), "denied: still listed, or the microphone runs\n\(state())")
+            #expect(await Self.waitUntil(rec, tone: false), "deny: not silence\n\(s.logs)")
+            #expect(rec.tool.process.isRunning, "pw-record exited: \(rec.tool.process.stderrText())")
+        }
+
+        /// A native recording that calls itself a volume control, which desktop indicators do not
+        /// count (pavucontrol, GNOME's mixer: they record every source to draw its level), to
+        /// record unseen: its properties are its own, not Earmuff's to rename, so, granted as its
+        /// app is, it records silence and pipewire-pulse does not list it.
+        @Test func aNativeRecordingClaimingAVolumeControlRecordsSilence() async throws {
+            let s = try await Setup()
+            defer { s.stop() }
+            let probe = try s.pwRecord()
+            let key = try await s.key(of: probe)
+            _ = probe.stop()
+            try s.earmuff.control("grant", key)
+            let id = "org.PulseAudio.pavucontrol"
+            let rec = try s.pwRecord(properties: "{ application.id = \"\(id)\" }")
+            #expect(await rec.waitForAudio(seconds: 1.0, timeout: 60), "\(s.logs)")
+            #expect(await Self.waitUntil(rec, tone: false), "granted and claiming \(id): not silence\n\(s.logs)")
+            let from = Self.samples(rec).count
+            #expect(await Wait.until(timeout: 30) { Self.samples(rec).count >= from + rec.bytesPerSecond })
+            #expect(Self.realSamples(Self.samples(rec).dropFirst(from)) == 0, "real samples after it was silenced\n\(s.logs)")
+            let unlisted = await Wait.until(timeout: 30, interval: 0.05) {
+                (try? VolumeControlClaimTests.sourceOutputs(server: s.server.serverString))?.contains { $0["application.id"] == id } == false
+            }
+            #expect(unlisted, "pipewire-pulse lists it: \((try? VolumeControlClaimTests.sourceOutputs(server: s.server.serverString)) ?? [])")
+            #expect(s.earmuff.log().contains("claims to be the volume control \(id)"), "\(s.logs)")
+            #expect(rec.tool.process.isRunning, "pw-record exited: \(rec.tool.process.stderrText())")
+            // The same app, claiming nothing, records the tone.
+            let plain = try s.pwRecord()
+            defer { _ = plain.stop() }
+            #expect(await Self.waitUntil(plain, tone: true), "granted: no tone\n\(s.logs)")
         }
 
         /// Earmuff's own nodes (the silent source, the valves) are no one's sources: a Pulse

@@ -16,6 +16,9 @@ final class FakeObserver: SessionObserver, @unchecked Sendable {
     /// Where a held stream says it records from; nil: every request is forwarded.
     var hold: HeldPlacement?
     func holdPlacement(_ session: SessionState, request: CreateRecordStreamRequest) -> HeldPlacement? { hold }
+    /// The server's source-outputs that are concealed recordings.
+    var concealed: Set<UInt32> = []
+    func conceals(sourceOutput index: UInt32) -> Bool { concealed.contains(index) }
     /// (tag, error code) of every refused request.
     var refused: [(UInt32, UInt32)] = []
 
@@ -80,7 +83,7 @@ struct Pair {
         c2s = ClientToServerFilter(state: state, observer: observer, channels: records) { tag, code in
             observer.refused.append((tag, code))
         }
-        s2c = ServerToClientFilter(state: state, channels: records)
+        s2c = ServerToClientFilter(state: state, observer: observer, channels: records)
     }
 
     let outlet = FakeOutlet()
@@ -298,5 +301,42 @@ struct Pair {
         var record = request.packet(tag: 5, version: Limits.protocolVersion)
         #expect(try p.c2s.packet(&record) == .drop)
         #expect(p.observer.refused.map { [$0.0, $0.1] } == [[4, ErrorCode.noEntity.rawValue], [5, ErrorCode.noEntity.rawValue]])
+    }
+
+    /// A source-output record reply (or list) of a v35 server under `tag`.
+    private func sourceOutputs(_ indexes: [UInt32], tag: UInt32) -> [UInt8] {
+        payload(.reply, tag: tag) { w in
+            SourceOutputInfoReply(records: indexes.map { SourceOutputInfo(index: $0, source: 1) })
+                .encode(into: &w, version: Limits.protocolVersion)
+        }
+    }
+
+    @Test("A concealed recording: left out of source-output lists, no such entity when asked for, never announced")
+    func concealedRecordingsAreNoRecordings() throws {
+        let p = Pair()
+        try p.authenticate()
+        p.observer.concealed = [49]
+        var list = payload(.getSourceOutputInfoList, tag: 1)
+        #expect(try p.c2s.packet(&list) == .pass)
+        var listed = sourceOutputs([48, 49, 50], tag: 1)
+        #expect(try p.s2c.packet(&listed) == .pass)
+        var r = TagStructReader(listed, from: PacketHeader.encodedSize)
+        #expect(try SourceOutputInfoReply.decode(from: &r, version: Limits.protocolVersion).records.map(\.index) == [48, 50])
+
+        var byIndex = GetSourceOutputInfo(index: 49).packet(tag: 2, version: Limits.protocolVersion)
+        #expect(try p.c2s.packet(&byIndex) == .pass)
+        var one = sourceOutputs([49], tag: 2)
+        #expect(try p.s2c.packet(&one) == .pass)
+        let error = try ErrorReply.decodePacket(one, version: Limits.protocolVersion)
+        #expect(error.tag == 2 && error.message.errorCode == .noEntity)
+
+        // Its birth and changes are not announced; its removal is, and another's events are.
+        for (index, operation, passes) in [(49, SubscribeEvent.Operation.new, false), (49, .change, false), (49, .remove, true),
+                                           (48, .new, true)] as [(UInt32, SubscribeEvent.Operation, Bool)] {
+            var event = SubscribeEvent(.sourceOutput, operation, index: index).packet(tag: invalidIndex, version: Limits.protocolVersion)
+            #expect(try p.s2c.packet(&event) == (passes ? .pass : .drop), "\(operation) of \(index)")
+        }
+        var sink = SubscribeEvent(.sinkInput, .new, index: 49).packet(tag: invalidIndex, version: Limits.protocolVersion)
+        #expect(try p.s2c.packet(&sink) == .pass)
     }
 }

@@ -41,18 +41,18 @@ public struct InfoReply<Record: IntrospectionRecord>: PacketMessage {
 /// Source records, as GET_SOURCE_INFO and GET_SOURCE_INFO_LIST return them.
 public typealias SourceInfoReply = InfoReply<SourceInfo>
 
-extension InfoReply where Record == SourceInfo {
+extension InfoReply {
     /// The reply `packet` (header included, its records from `recordsAt` on, of a server of
     /// `version`) without the records `leaveOut` picks, byte for byte otherwise, and how many
     /// records it keeps; nil when it picks none.
-    public static func leaving(out leaveOut: (SourceInfo) -> Bool, of packet: [UInt8], recordsAt start: Int,
+    public static func leaving(out leaveOut: (Record) -> Bool, of packet: [UInt8], recordsAt start: Int,
                                version: UInt32) throws(WireError) -> (packet: [UInt8], kept: Int)? {
         var r = TagStructReader(packet, from: start)
         var kept: [Range<Int>] = []
         var left = false
         while !r.isAtEnd {
             let from = r.position
-            let record = try SourceInfo.read(from: &r, version: version)
+            let record = try Record.read(from: &r, version: version)
             if leaveOut(record) { left = true } else { kept.append(from..<r.position) }
         }
         guard left else { return nil }
@@ -229,15 +229,22 @@ public struct SourceOutputInfo: IntrospectionRecord {
     public var driver: String?
     /// v13.
     public var proplist = Proplist()
+    /// v19.
+    public var corked = false
+    /// v22: its volume, mute, whether it has a volume and whether it can be set, and its format.
+    public var volume = CVolume()
+    public var muted = false
+    public var hasVolume = false
+    public var volumeWritable = false
+    public var format = FormatInfo(encoding: .pcm)
 
     public init(index: UInt32, source: UInt32) {
         self.index = index
         self.source = source
     }
 
-    /// Reads one record; `version` above 13 is refused.
+    /// Reads one record, of a server of any version.
     public static func read(from r: inout TagStructReader, version: UInt32) throws(WireError) -> SourceOutputInfo {
-        guard version <= introspectionVersion else { throw WireError.unsupportedVersion(version, what: "source-output records") }
         let index = try r.readU32()
         let name = try r.readString()
         let module = try r.readU32()
@@ -253,10 +260,18 @@ public struct SourceOutputInfo: IntrospectionRecord {
         o.resampleMethod = try r.readString()
         o.driver = try r.readString()
         if version >= 13 { o.proplist = try r.readProplist() }
+        if version >= 19 { o.corked = try r.readBool() }
+        if version >= 22 {
+            o.volume = try r.readCVolume()
+            o.muted = try r.readBool()
+            o.hasVolume = try r.readBool()
+            o.volumeWritable = try r.readBool()
+            o.format = try r.readFormatInfo()
+        }
         return o
     }
 
-    /// Writes one record as a server of `version` (≤ 13) does.
+    /// Writes one record as a server of `version` does.
     public func write(into w: inout TagStructWriter, version: UInt32) {
         w.writeU32(index)
         w.writeString(name)
@@ -270,6 +285,14 @@ public struct SourceOutputInfo: IntrospectionRecord {
         w.writeString(resampleMethod)
         w.writeString(driver)
         if version >= 13 { w.writeProplist(proplist) }
+        if version >= 19 { w.writeBool(corked) }
+        if version >= 22 {
+            w.writeCVolume(volume)
+            w.writeBool(muted)
+            w.writeBool(hasVolume)
+            w.writeBool(volumeWritable)
+            w.writeFormatInfo(format)
+        }
     }
 }
 

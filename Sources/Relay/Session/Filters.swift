@@ -35,6 +35,10 @@ public protocol SessionObserver: AnyObject, Sendable {
     /// silence, with no stream on the server, until it may record) and where it says the stream
     /// records from; nil to forward the request.
     func holdPlacement(_ session: SessionState, request: CreateRecordStreamRequest) -> HeldPlacement?
+    /// Whether the server's source-output `index` is a recording that may not record, hidden
+    /// from the server's clients (a native stream of the PipeWire door): left out of what the
+    /// app is told of the server's source-outputs.
+    func conceals(sourceOutput index: UInt32) -> Bool
     /// A record stream exists now; the observer sets its initial access.
     func recordStreamStarted(_ session: SessionState, stream: RecordStream)
     /// A record stream records from another source now (its placement says which); the
@@ -52,6 +56,7 @@ public protocol SessionObserver: AnyObject, Sendable {
 extension SessionObserver {
     /// Every request is forwarded.
     public func holdPlacement(_ session: SessionState, request: CreateRecordStreamRequest) -> HeldPlacement? { nil }
+    public func conceals(sourceOutput index: UInt32) -> Bool { false }
 }
 
 final class ClientToServerFilter: FrameFilter {
@@ -236,6 +241,10 @@ final class ClientToServerFilter: FrameFilter {
             expected = .sourceInfo(list: false)
         case .getSourceInfoList:
             expected = .sourceInfo(list: true)
+        case .getSourceOutputInfo:
+            expected = .sourceOutputInfo(list: false)
+        case .getSourceOutputInfoList:
+            expected = .sourceOutputInfo(list: true)
         case .extension:
             var r = body
             // Not addressed to us (or not parsable: the command policy refuses that): on to the policy.
@@ -330,13 +339,15 @@ final class ClientToServerFilter: FrameFilter {
 
 final class ServerToClientFilter: FrameFilter {
     private let state: SessionState
+    private let observer: SessionObserver
     /// The session's record streams (shared with the other direction, on the same thread).
     let channels: RecordChannels
     /// The stream of the memblock under way (its byte counters).
     private var current: RecordStream?
 
-    init(state: SessionState, channels: RecordChannels) {
+    init(state: SessionState, observer: SessionObserver, channels: RecordChannels) {
         self.state = state
+        self.observer = observer
         self.channels = channels
     }
 
@@ -389,6 +400,14 @@ final class ServerToClientFilter: FrameFilter {
             }
         case _ where Command.recordChannelEvents.contains(command):
             return try channels.serverEvent(command, body: body, payload: &payload) ? .pass : .drop
+        case .subscribeEvent:
+            // A concealed recording is not announced (its removal is: harmless, and it may be
+            // the end of one the app was shown before it was concealed).
+            var r = body
+            let event = try SubscribeEvent.decode(from: &r, version: state.protocolVersion)
+            if event.facility == .sourceOutput, event.operation != .remove, observer.conceals(sourceOutput: event.index) {
+                return .drop
+            }
         case .enableSrbchannel, .disableSrbchannel, .registerMemfdShmid:
             throw ProtocolViolation("server tried to set up shared memory on a connection without SHM")
         default:
@@ -429,22 +448,28 @@ final class ServerToClientFilter: FrameFilter {
         case .createUpload:
             break
         case .sourceInfo(let list):
-            leaveOwnNodesOut(of: &payload, tag: tag, recordsAt: body.position, list: list)
+            // Earmuff's own nodes are no one's source. The sound server hides them from its
+            // clients, but a connection it has just opened may be shown them until Earmuff's
+            // gate has hidden them from it.
+            leaveOut(SourceInfoReply.self, { OwnNodes.isOwn($0.name) }, of: &payload, tag: tag, recordsAt: body.position, list: list)
+        case .sourceOutputInfo(let list):
+            // A native recording that may not record is no recording (the same: the gate hides
+            // it from the server's connections, a new one may be shown it for a moment).
+            leaveOut(SourceOutputInfoReply.self, { observer.conceals(sourceOutput: $0.index) }, of: &payload, tag: tag,
+                     recordsAt: body.position, list: list)
         case .promote, .release, .own:
             break
         }
         return .pass
     }
 
-    /// Earmuff's own nodes are no one's source: they are left out of a list of sources, and a
-    /// request for one of them (by index) fails as for a source that does not exist. The
-    /// sound server hides them from its clients, but a connection it has just opened may be
-    /// shown them until Earmuff's gate has hidden them from it. A reply that cannot be read
-    /// is passed as it is (logged): the list is the server's.
-    private func leaveOwnNodesOut(of payload: inout [UInt8], tag: UInt32, recordsAt start: Int, list: Bool) {
+    /// The records of an introspection reply that `leaveOut` picks are left out of it: of a
+    /// list, and a request for one of them (by index) fails as for an object that does not
+    /// exist. A reply that cannot be read is passed as it is (logged): the list is the server's.
+    private func leaveOut<Record>(_ reply: InfoReply<Record>.Type, _ leaveOut: (Record) -> Bool, of payload: inout [UInt8],
+                                  tag: UInt32, recordsAt start: Int, list: Bool) {
         do {
-            guard let (packet, kept) = try SourceInfoReply.leaving(out: { OwnNodes.isOwn($0.name) }, of: payload,
-                                                                   recordsAt: start, version: state.protocolVersion)
+            guard let (packet, kept) = try reply.leaving(out: leaveOut, of: payload, recordsAt: start, version: state.protocolVersion)
             else { return }
             if list || kept > 0 {
                 payload = packet
@@ -452,7 +477,7 @@ final class ServerToClientFilter: FrameFilter {
                 payload = ErrorReply(code: .noEntity).packet(tag: tag, version: state.protocolVersion)
             }
         } catch {
-            Log.info("session \(state.id): a source record of the server could not be read (\(error)): passed as it is")
+            Log.info("session \(state.id): a \(Record.self) record of the server could not be read (\(error)): passed as it is")
         }
     }
 

@@ -56,7 +56,8 @@ public final class RecordStream: Sendable {
     /// the source catalog's.
     public let placedByGraph: Bool
     /// The server's index of the stream's source output while it has one (a Pulse stream's may
-    /// differ from `sourceOutputIndex`, the one the app was given), else `invalidIndex`.
+    /// differ from `sourceOutputIndex`, the one the app was given; a native stream's is the one
+    /// pipewire-pulse lists it under), else `invalidIndex`.
     public let serverOutput: Atomic<UInt32>
 
     public init(sessionID: UInt64, streamID: UInt64, channel: UInt32, sourceOutputIndex: UInt32,

@@ -25,6 +25,8 @@ enum PendingRequest: Sendable {
     case own
     /// GET_SOURCE_INFO (one record) or its _LIST: Earmuff's own nodes are left out of the reply.
     case sourceInfo(list: Bool)
+    /// GET_SOURCE_OUTPUT_INFO (one record) or its _LIST: concealed recordings are left out.
+    case sourceOutputInfo(list: Bool)
 }
 
 extension PendingRequest {

@@ -84,6 +84,12 @@ final class SessionEvents: SessionObserver {
         return records ? nil : kinds.placement(request)
     }
 
+    /// A native stream (the PipeWire door's, a source-output of pipewire-pulse) that may not
+    /// record: the gate hides it from the server's connections.
+    func conceals(sourceOutput index: UInt32) -> Bool {
+        registry.stream(sourceOutput: index).map { $0.placedByGraph && !$0.isReal } ?? false
+    }
+
     func recordStreamStarted(_ session: SessionState, stream: RecordStream) {
         registry.add(stream)
         kinds.catalog.wake()
