@@ -799,6 +799,9 @@ public final class PipeWireGate: PipeWireEvents {
     /// (`PipeWireGraph.feeds`); while it may record, it records only the kind it was decided
     /// for: a link of another kind is destroyed, and not made again.
     private func reconcileSelfLinked(_ id: UInt32, _ s: inout Stream) {
+        // What an earlier Earmuff cut, before it was gone, is made again when it may record.
+        if s.found, s.severed.isEmpty, graph.links(into: id).isEmpty { s.severed = recallSevered(id) }
+        defer { noteSevered(id, s.severed) }
         let other = isOther(id)
         let feeds = other ? graph.feeds(into: id, of: s.client) : []
         let origin = other ? selfLinkedOrigin(id, s, feeds: feeds) : jackOrigin(id, s)
@@ -812,8 +815,8 @@ public final class PipeWireGate: PipeWireEvents {
         }
         if s.real {
             for (output, input) in s.severed {
-                guard let out = graph.ports[output], graph.ports[input] != nil,
-                      !other || graph.nodes[out.node]?.capturedKind == origin.kind else { continue }
+                guard let out = graph.ports[output], graph.ports[input]?.node == id,
+                      graph.nodes[out.node]?.capturedKind == origin.kind else { continue }
                 observer?.routed("stream \(id): relinking port \(output) of node \(out.node)")
                 do { try connection.link(out.node, output, to: id, input) } catch { observer?.refused("\(error)") }
             }
@@ -831,6 +834,34 @@ public final class PipeWireGate: PipeWireEvents {
             if let output = link.outputPort, let input = link.inputPort { s.severed.append((output, input)) }
             unlink(link, from: id)
         }
+    }
+
+    /// The key under which the links the gate cut into a self-linked node are kept in the
+    /// `default` metadata, with the node's serial: they outlive Earmuff, so the next one makes
+    /// them again when the node may record ("<serial> <output port>:<input port> …"). Anyone may
+    /// write the metadata: a link it names is made only into that node's own input ports, and
+    /// only from a node of the kind the node was decided for.
+    static let severedKey = "earmuff.severed"
+
+    /// Keeps `severed` for node `id` in the metadata (the mirror follows at once).
+    private func noteSevered(_ id: UInt32, _ severed: [(output: UInt32, input: UInt32)]) {
+        guard let serial = graph.nodes[id]?.serial else { return }
+        let value = severed.isEmpty ? nil : ([serial] + severed.map { "\($0.output):\($0.input)" }).joined(separator: " ")
+        guard graph.metadata[id]?[Self.severedKey] != value else { return }
+        graph.setMetadata(subject: id, key: Self.severedKey, value: value)
+        setTarget(id, value, key: Self.severedKey)
+    }
+
+    /// The links kept for node `id` (see `severedKey`), if they are of this node.
+    private func recallSevered(_ id: UInt32) -> [(output: UInt32, input: UInt32)] {
+        guard let words = graph.metadata[id]?[Self.severedKey]?.split(separator: " "),
+              let serial = words.first, String(serial) == graph.nodes[id]?.serial else { return [] }
+        let pairs: [(output: UInt32, input: UInt32)] = words.dropFirst().compactMap { word in
+            let ports = word.split(separator: ":").compactMap { UInt32($0) }
+            return ports.count == 2 ? (ports[0], ports[1]) : nil
+        }
+        if !pairs.isEmpty { observer?.routed("stream \(id): \(pairs.count) link(s) an earlier Earmuff cut, to make again when it may record") }
+        return pairs
     }
 
     /// What a JACK client records from: what it links (or linked, while silenced), else the
