@@ -84,9 +84,11 @@ EARMUFF_PACKAGES=("${EARMUFF_BUILD_PACKAGES[@]}" "${EARMUFF_SETTINGS_BUILD_PACKA
 # the SPA plugins and a private D-Bus (without recommends: no ALSA glue, rtkit);
 # for the PipeWire gate's tests, native recorders: GStreamer's pipewiresrc and
 # pulsesrc (one executable through both doors), and jack_rec (jackd2's example
-# clients) through pipewire-jack's pw-jack.
+# clients) through pipewire-jack's pw-jack; chromium: a web page's getUserMedia,
+# held and promoted in front of pipewire-pulse.
 EARMUFF_PIPEWIRE_PACKAGES=(pipewire pipewire-bin pipewire-pulse wireplumber libspa-0.2-modules dbus
-                           gstreamer1.0-tools gstreamer1.0-pipewire gstreamer1.0-pulseaudio pipewire-jack jackd2)
+                           gstreamer1.0-tools gstreamer1.0-pipewire gstreamer1.0-pulseaudio pipewire-jack jackd2
+                           chromium)
 # The Debian package (scripts/package): debhelper and dpkg-dev build it,
 # lintian checks it (without recommends: no extra toolchains); its
 # Build-Depends name the build lists above (scripts/check-packages).

@@ -906,23 +906,31 @@ extension EndToEnd {
             #expect(await Self.waitUntil(rec, tone: false), "deny: not silence\n\(s.logs)")
             #expect(rec.tool.process.isRunning, "jack_rec exited: \(rec.tool.process.stderrText())")
 
-            // The links the gate cut outlive Earmuff: killed, it leaves the client silent, and the
-            // next Earmuff makes them again on a grant (a JACK client links its ports only once).
-            s.earmuff.process.send(SIGKILL)
-            #expect(await Wait.until(timeout: 30) { !s.earmuff.process.isRunning }, "earmuff did not die")
-            let from = Self.samples(rec).count
-            #expect(await Wait.until(timeout: 30) { Self.samples(rec).count >= from + rec.bytesPerSecond }, "jack_rec stopped recording")
-            let again = try EarmuffProcess(upstream: s.server.serverString, extraArguments: ["--log-level", "debug"],
-                                           environment: s.earmuff.environment)
-            defer { again.stop() }
-            let found = try await again.waitForStatus { $0.pipewire?.gating == true && $0.streams(of: key).count == 1 }
-            #expect(found.streams(of: key).map(\.audio) == ["silenced"], "\(found)")
-            let back = Self.samples(rec).count
-            #expect(await Wait.until(timeout: 30) { Self.samples(rec).count >= back + rec.bytesPerSecond / 2 })
-            let window = Self.samples(rec).dropFirst(from)
-            #expect(Self.realSamples(window) == 0, "\(Self.realSamples(window)) real samples while earmuff was gone and back\n\(again.log())")
-            try again.control("grant", key)
-            #expect(await Self.waitUntil(rec, tone: true), "grant after the restart: no tone\nearmuff log:\n\(again.log())")
+            // The links the gate cut outlive Earmuff: stopped or killed, it leaves the client
+            // silent, and the next Earmuff makes them again on a grant (a JACK client links its
+            // ports only once).
+            var current = s.earmuff
+            var next: [EarmuffProcess] = []
+            defer { next.forEach { $0.stop() } }
+            for signal in [SIGTERM, SIGKILL] {
+                let from = Self.samples(rec).count
+                current.process.send(signal)
+                #expect(await Wait.until(timeout: 30) { !current.process.isRunning }, "earmuff did not exit on signal \(signal)")
+                #expect(await Wait.until(timeout: 30) { Self.samples(rec).count >= from + rec.bytesPerSecond }, "jack_rec stopped recording")
+                let again = try EarmuffProcess(upstream: s.server.serverString, extraArguments: ["--log-level", "debug"],
+                                               environment: current.environment)
+                next.append(again)
+                let found = try await again.waitForStatus { $0.pipewire?.gating == true && $0.streams(of: key).count == 1 }
+                #expect(found.streams(of: key).map(\.audio) == ["silenced"], "\(found)")
+                let back = Self.samples(rec).count
+                #expect(await Wait.until(timeout: 30) { Self.samples(rec).count >= back + rec.bytesPerSecond / 2 })
+                let window = Self.samples(rec).dropFirst(from)
+                #expect(Self.realSamples(window) == 0,
+                        "signal \(signal): \(Self.realSamples(window)) real samples while earmuff was gone and back\n\(again.log())")
+                current = again
+            }
+            try current.control("grant", key)
+            #expect(await Self.waitUntil(rec, tone: true), "grant after the restarts: no tone\nearmuff log:\n\(current.log())")
             #expect(rec.tool.process.isRunning, "jack_rec exited: \(rec.tool.process.stderrText())")
         }
     }
