@@ -38,8 +38,11 @@ extension ConsentEngine {
         return permission(s, kind)
     }
 
+    /// With the kind's access off (the master switch) it is denied: the app hears nothing of
+    /// that kind whatever was decided, so it is not told it may (a request raises no prompt);
+    /// once access is on again, subscribers hear of its own state.
     func permission(_ s: ClientState, _ kind: Capability) -> PermissionState {
-        if s.identity.isUninspectable { return .denied }
+        if s.identity.isUninspectable || accessOff.contains(kind) { return .denied }
         if let fixed = policyDecision(s.identity.appKey, kind) { return fixed }
         if let once = s.once[kind] { return once }
         return effectiveDecision(for: s.identity.appKey, kind: kind).state

@@ -19,6 +19,13 @@
 //   outputs without a client count: an app's own recording may carry any
 //   `node.link-group`, and would otherwise pass for the capture side of a filter.
 //
+// - a tunnel source (PulseAudio's module-tunnel-source, pipewire-pulse's) carries
+//   what the source it reads on its server carries, and names it only by name
+//   (`tunnel.remote.source`): a monitor's name (`.monitor`) is system audio, the
+//   name of a source this server has is taken for that source (a tunnel to this
+//   server, or to one whose source of that name is the same kind of thing), any
+//   other name, or none, is not traced.
+//
 // A source is classified by following that chain to its end: a monitor at the
 // end makes it system audio, a device of its own a microphone. Where the chain
 // breaks (a filter without a master, a master or target not known, a group
@@ -37,6 +44,8 @@ public enum SourceFeed: Sendable, Equatable {
     case master(String)
     /// A pipewire-pulse filter or loopback: its capture side is the source output(s) of this `node.link-group`.
     case linkGroup(String)
+    /// A tunnel to a source of a Pulse server, of this name if it says.
+    case tunnel(String?)
     /// A virtual source whose feed the server does not say; why.
     case undetermined(String)
 
@@ -45,6 +54,8 @@ public enum SourceFeed: Sendable, Equatable {
         let props = info.proplist
         if info.isMonitor {
             self = .monitor
+        } else if props["tunnel.remote.server"] != nil || props["tunnel.remote.source"] != nil {
+            self = .tunnel(props["tunnel.remote.source"].flatMap { $0.isEmpty ? nil : $0 })
         } else if let master = props["device.master_device"], !master.isEmpty {
             self = .master(master)
         } else if let group = props["node.link-group"], !group.isEmpty {
@@ -101,6 +112,14 @@ extension SourceTable {
             return (.microphone, "")
         case .undetermined(let why):
             return (.systemAudio, why)
+        case .tunnel(let remote):
+            guard let remote else { return (.systemAudio, "a tunnel that does not say what it reads") }
+            if remote.hasSuffix(".monitor") { return (.systemAudio, "a tunnel to \(remote), a monitor") }
+            let named = sources.filter { $0.value.name == remote && $0.key != index }
+            guard named.count == 1, let next = named.first?.key else {
+                return (.systemAudio, "a tunnel to \(remote), which this server does not have")
+            }
+            return follow(index: next, from: seen)
         case .master(let name):
             if entry.driver == "module-virtual-source.c", entry.ownerModule != invalidIndex,
                sources.values.contains(where: { $0.feed == .monitor && $0.ownerModule == entry.ownerModule }) {

@@ -131,4 +131,23 @@ private func notices(in actions: [ConsentAction]) -> [(ClientID, Capability, Per
         _ = try e.setDecision(app, .denied, reason: .user, now: 3).get()
         #expect(e.settlePermissions().isEmpty)
     }
+
+    /// Access off (the master switch) silences every app of that kind whatever it was granted:
+    /// the API says denied, a request raises no prompt, and subscribers hear of both switches.
+    @Test func accessOffIsDeniedForEveryApp() throws {
+        var e = ConsentEngine(policy: ConsentPolicy(), decisions: [])
+        e.connect(c1, app)
+        e.connect(c2, other)
+        _ = try e.setDecision(app, .granted, reason: .user, now: 1).get()
+        e.permissionSubscription(c1, enabled: true)
+        #expect(e.permission(of: c1, kind: .microphone) == .granted)
+        _ = e.setAccess(.microphone, enabled: false)
+        #expect(e.permission(of: c1, kind: .microphone) == .denied)
+        #expect(notices(in: e.settlePermissions()).map { [$0.1.rawValue, $0.2.rawValue] } == [["microphone", "denied"]])
+        let asked = e.permissionRequested(c2, tag: 4, kind: .microphone, purpose: nil, now: 2)
+        #expect(asked.outcome == .answered(.denied) && prompts(in: asked.actions).isEmpty)
+        #expect(e.permission(of: c1, kind: .systemAudio) == .undetermined, "only the kind that is off")
+        _ = e.setAccess(.microphone, enabled: true)
+        #expect(notices(in: e.settlePermissions()).map(\.2) == [.granted])
+    }
 }

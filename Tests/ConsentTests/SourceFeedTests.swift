@@ -61,6 +61,29 @@ import Testing
         #expect(t.feedExplanation(of: 1) == nil)
     }
 
+    /// Tunnel sources, as PulseAudio 16.1 lists module-tunnel-source's (`tunnel.remote.*`):
+    /// they carry what the source they read carries, told by its name.
+    @Test func aTunnelTakesTheKindOfTheSourceItNames() {
+        func tunnel(_ index: UInt32, _ name: String, _ remote: String?) -> SourceInfo {
+            var props = ["tunnel.remote.server": "unix:/run/user/1000/pulse/native", "device.icon_name": "audio-input-microphone"]
+            props["tunnel.remote.source"] = remote
+            return Self.source(index, name, module: 40 + index, driver: "module-tunnel.c", props)
+        }
+        let t = Self.table(Self.pulseAudio + [tunnel(30, "tun-monitor", "out.monitor"), tunnel(31, "tun-mic", "mic"),
+                                              tunnel(32, "tun-remapped", "remapped"), tunnel(33, "tun-far", "alsa_input.far"),
+                                              tunnel(34, "tun-default", nil), tunnel(35, "tun-self", "tun-self")])
+        func kind(_ name: String) -> Capability? { t.kind(sourceIndex: invalidIndex, sourceName: name) }
+        #expect(kind("tun-monitor") == .systemAudio)
+        #expect(kind("tun-mic") == .microphone)
+        #expect(kind("tun-remapped") == .systemAudio)
+        #expect(kind("tun-far") == .systemAudio)  // not traced: the stricter kind
+        #expect(kind("tun-default") == .systemAudio)
+        #expect(kind("tun-self") == .systemAudio)
+        #expect(t.feedExplanation(of: 30) == "tun-monitor is system-audio: a tunnel to out.monitor, a monitor")
+        #expect(t.feedExplanation(of: 31) == "tun-mic is microphone: fed by mic")
+        #expect(t.feedExplanation(of: 33) == "tun-far is system-audio: a tunnel to alsa_input.far, which this server does not have")
+    }
+
     /// A valve carries whatever its native stream may hear (a microphone, through a grant of
     /// that stream's app), whatever it looks like: none of Earmuff's own nodes has a kind, by
     /// name or by index, so a stream of one stays silent whatever its app was granted.

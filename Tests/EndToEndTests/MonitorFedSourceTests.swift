@@ -88,6 +88,30 @@ extension EndToEnd {
             try await Self.expectOtherAppOnceSystemAudioIsGranted(s, remapped, source: "remapped")
         }
 
+        /// A tunnel source (module-tunnel-source) to this server's monitor names no master, only
+        /// the source it reads: it is system audio. A tunnel to the microphone is the microphone.
+        /// (pipewire-pulse 0.3.65 cannot tunnel to itself: its load-module times out.)
+        @Test func aTunnelToTheMonitorIsSystemAudio() async throws {
+            guard (try? ServerKind.selected()) != .pipewire else { return }
+            let s = try Setup()
+            defer { s.stop() }
+            let (player, _) = try await Kinds.playOtherApp(s)
+            defer { player.cleanup() }
+            try Self.load(s, ["module-tunnel-source", "server=\(s.server.serverString)", "source=\(PulseServer.sinkName).monitor",
+                              "source_name=tunneled"])
+            try Self.load(s, ["module-tunnel-source", "server=\(s.server.serverString)", "source=\(PulseServer.sourceName)",
+                              "source_name=tunmic"])
+            try s.earmuff.control("grant", s.key)
+            let tunneled = try s.record(device: "tunneled")
+            let overMic = try s.record(device: "tunmic")
+            defer { for r in [tunneled, overMic] { _ = r.stop() } }
+            try await Self.expectSilencedSystemAudio(s, tunneled, source: "tunneled")
+            #expect(await Wait.until(timeout: 60) { s.earmuff.log().contains("source catalog: tunneled is system-audio: ") }, "\(s.logs)")
+            let mic = try await Kinds.stream(s) { $0.source == "tunmic" && $0.kind == "microphone" && $0.audio == "real" }
+            #expect(mic != nil, "\(s.logs)")
+            try await Self.expectOtherAppOnceSystemAudioIsGranted(s, tunneled, source: "tunneled")
+        }
+
         /// PulseAudio's module-virtual-source on the monitor, and one on the mic whose uplink sink
         /// a module-loopback feeds from the monitor. (pipewire-pulse 0.3.65 has no module-virtual-source.)
         @Test func aVirtualSourceOnTheMonitorOrItsUplinkIsSystemAudio() async throws {

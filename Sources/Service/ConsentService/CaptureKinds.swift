@@ -80,9 +80,10 @@ final class CaptureKinds: Sendable {
     /// The server said, when asked at `askedAt` (monotonic), that source output `index` records
     /// from source `source` (the catalog asks after change events, and polls while streams are
     /// live): a stream of ours found elsewhere is decided again. An answer asked for before the
-    /// stream's last RECORD_STREAM_MOVED is older than what that said, and is ignored.
+    /// stream's last RECORD_STREAM_MOVED is older than what that said, and is ignored. A native
+    /// stream, which pipewire-pulse lists too, is placed by the gate, not by this.
     func sourceOutputChanged(index: UInt32, source: UInt32, askedAt: Double) {
-        guard let stream = registry.stream(sourceOutput: index) else { return }
+        guard let stream = registry.stream(sourceOutput: index), !stream.placedByGraph else { return }
         let name = catalog.snapshot.sources[source]?.name ?? ""
         let moved = stream.placement.withLock { p -> Bool in
             guard p.sourceIndex != source, askedAt > p.movedAt else { return false }
