@@ -106,6 +106,15 @@ extension EndToEnd {
                 return (rec, key, node)
             }
 
+            /// Grants `pw-record` (known by a first short recording); its app key.
+            func grantPwRecord() async throws -> String {
+                let probe = try pwRecord()
+                let key = try await key(of: probe)
+                _ = probe.stop()
+                try earmuff.control("grant", key)
+                return key
+            }
+
             /// The app key earmuff gave the client with `pid`, once it is connected.
             func key(of recording: Recording) async throws -> String {
                 let pid = recording.tool.process.pid
@@ -213,10 +222,7 @@ extension EndToEnd {
         @Test func grantedNativeRecordingGetsTheTone() async throws {
             let s = try await Setup()
             defer { s.stop() }
-            let probe = try s.pwRecord()
-            let key = try await s.key(of: probe)
-            _ = probe.stop()
-            try s.earmuff.control("grant", key)
+            let key = try await s.grantPwRecord()
             let rec = try s.pwRecord()
             #expect(await rec.waitForAudio(seconds: 1.5, timeout: 60), "\(s.logs)")
             #expect(await Self.waitUntil(rec, tone: true), "no tone: \(Helpers.analyze(Self.tail(rec, 1), format: .s16le))\n\(s.logs)")
@@ -238,33 +244,41 @@ extension EndToEnd {
             #expect(await rec.waitForAudio(seconds: 0.5, timeout: 60), "\(s.logs)")
             try s.earmuff.control("deny", key)
             #expect(await Self.waitUntil(rec, tone: false), "deny: not silence\n\(s.logs)")
+            try await Self.goneAndBackThenGranted(s, rec, key: key, recorder: recorder)
+        }
+
+        /// Stops Earmuff with SIGTERM, then kills the next one with SIGKILL, a new one starting
+        /// each time with the same store: `rec`, a denied recording, gets not one real sample
+        /// while Earmuff is gone, nor while the next one starts and adopts it (finds it silenced),
+        /// and keeps recording; then the last one's grant reaches the same process.
+        static func goneAndBackThenGranted(_ s: Setup, _ rec: Recording, key: String, recorder: String) async throws {
             var current = s.earmuff
             var next: [EarmuffProcess] = []
             defer { next.forEach { $0.stop() } }
             for signal in [SIGTERM, SIGKILL] {
-                let from = Self.samples(rec).count
+                let from = samples(rec).count
                 current.process.send(signal)
                 let gone = await Wait.until(timeout: 30) { !current.process.isRunning }
                 #expect(gone, "earmuff did not exit on signal \(signal)")
                 // A second of recording with no Earmuff at all.
-                let grown = await Wait.until(timeout: 30) { Self.samples(rec).count >= from + rec.bytesPerSecond }
+                let grown = await Wait.until(timeout: 30) { samples(rec).count >= from + rec.bytesPerSecond }
                 #expect(grown, "the recording stopped while earmuff was gone")
-                // The next Earmuff, with the same store, finds the stream where it was.
                 let again = try EarmuffProcess(upstream: s.server.serverString, extraArguments: ["--log-level", "debug"],
                                                environment: current.environment)
                 next.append(again)
                 let status = try await again.waitForStatus { $0.pipewire?.gating == true && $0.streams(of: key).count == 1 }
                 #expect(status.streams(of: key).map(\.audio) == ["silenced"], "\(status)")
-                let back = Self.samples(rec).count
-                #expect(await Wait.until(timeout: 30) { Self.samples(rec).count >= back + rec.bytesPerSecond / 2 })
-                let window = Self.samples(rec).dropFirst(from)
-                #expect(Self.realSamples(window) == 0,
-                        "signal \(signal): \(Self.realSamples(window)) real samples of \(window.count / 2)\nearmuff log:\n\(again.log())")
+                let back = samples(rec).count
+                #expect(await Wait.until(timeout: 30) { samples(rec).count >= back + rec.bytesPerSecond / 2 })
+                let window = samples(rec).dropFirst(from)
+                #expect(realSamples(window) == 0,
+                        "signal \(signal): \(realSamples(window)) real samples of \(window.count / 2)\nearmuff log:\n\(again.log())")
                 #expect(rec.tool.process.isRunning, "\(recorder) exited: \(rec.tool.process.stderrText())")
                 current = again
             }
             try current.control("grant", key)
-            #expect(await Self.waitUntil(rec, tone: true), "grant after the restarts: no tone\nearmuff log:\n\(current.log())")
+            #expect(await waitUntil(rec, tone: true), "grant after the restarts: no tone\nearmuff log:\n\(current.log())")
+            #expect(rec.tool.process.isRunning, "\(recorder) exited: \(rec.tool.process.stderrText())")
         }
 
         /// A native recording that may not record is no recording on the desktop: pipewire-pulse,
@@ -333,10 +347,7 @@ extension EndToEnd {
         @Test func aNativeRecordingClaimingAVolumeControlRecordsSilence() async throws {
             let s = try await Setup()
             defer { s.stop() }
-            let probe = try s.pwRecord()
-            let key = try await s.key(of: probe)
-            _ = probe.stop()
-            try s.earmuff.control("grant", key)
+            let key = try await s.grantPwRecord()
             let id = "org.PulseAudio.pavucontrol"
             let rec = try s.pwRecord(properties: "{ application.id = \"\(id)\" }")
             #expect(await rec.waitForAudio(seconds: 1.0, timeout: 60), "\(s.logs)")
@@ -909,29 +920,7 @@ extension EndToEnd {
             // The links the gate cut outlive Earmuff: stopped or killed, it leaves the client
             // silent, and the next Earmuff makes them again on a grant (a JACK client links its
             // ports only once).
-            var current = s.earmuff
-            var next: [EarmuffProcess] = []
-            defer { next.forEach { $0.stop() } }
-            for signal in [SIGTERM, SIGKILL] {
-                let from = Self.samples(rec).count
-                current.process.send(signal)
-                #expect(await Wait.until(timeout: 30) { !current.process.isRunning }, "earmuff did not exit on signal \(signal)")
-                #expect(await Wait.until(timeout: 30) { Self.samples(rec).count >= from + rec.bytesPerSecond }, "jack_rec stopped recording")
-                let again = try EarmuffProcess(upstream: s.server.serverString, extraArguments: ["--log-level", "debug"],
-                                               environment: current.environment)
-                next.append(again)
-                let found = try await again.waitForStatus { $0.pipewire?.gating == true && $0.streams(of: key).count == 1 }
-                #expect(found.streams(of: key).map(\.audio) == ["silenced"], "\(found)")
-                let back = Self.samples(rec).count
-                #expect(await Wait.until(timeout: 30) { Self.samples(rec).count >= back + rec.bytesPerSecond / 2 })
-                let window = Self.samples(rec).dropFirst(from)
-                #expect(Self.realSamples(window) == 0,
-                        "signal \(signal): \(Self.realSamples(window)) real samples while earmuff was gone and back\n\(again.log())")
-                current = again
-            }
-            try current.control("grant", key)
-            #expect(await Self.waitUntil(rec, tone: true), "grant after the restarts: no tone\nearmuff log:\n\(current.log())")
-            #expect(rec.tool.process.isRunning, "jack_rec exited: \(rec.tool.process.stderrText())")
+            try await Self.goneAndBackThenGranted(s, rec, key: key, recorder: "jack_rec")
         }
     }
 }
