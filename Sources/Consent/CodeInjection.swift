@@ -25,6 +25,16 @@ public enum CodeInjection {
         "LADSPA_PATH", "LV2_PATH",
     ]
 
+    /// What makes the dynamic linker load code into a program before its own (`LD_PRELOAD`,
+    /// `LD_AUDIT`), as `NAME=value`, or `environment-unreadable` when the environment could
+    /// not be read whole; nil when nothing does. For a process trusted by its executable (the
+    /// sound system's, the desktop's portal backend), whose toolkit variables are the session's
+    /// own (`GTK_MODULES` for accessibility), not the app's.
+    public static func preload(environment: [String: String], environmentComplete: Bool) -> String? {
+        if !environmentComplete { return "environment-unreadable" }
+        return ["LD_PRELOAD", "LD_AUDIT"].first { !(environment[$0] ?? "").isEmpty }.map { "\($0)=\(environment[$0] ?? "")" }
+    }
+
     /// Library directories the system's own wrappers put on LD_LIBRARY_PATH: `pw-jack` runs a
     /// JACK program on PipeWire's libjack (`/usr/${LIB}/pipewire-0.3/jack`, `${LIB}` left to the
     /// dynamic linker). They are the distribution's, writable by root alone, so a program

@@ -234,6 +234,18 @@ public func readSymbolicLink(_ path: String) -> String? {
     return String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
 }
 
+/// The names in directory `path` (without `.` and `..`), sorted; empty when it cannot be read.
+public func directoryEntries(_ path: String) -> [String] {
+    guard let d = opendir(path) else { return [] }
+    defer { closedir(d) }
+    var names: [String] = []
+    while let e = readdir(d) {
+        let name = withUnsafeBytes(of: e.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        if name != "." && name != ".." { names.append(name) }
+    }
+    return names.sorted()
+}
+
 /// What this process and its threads do to themselves.
 public enum ThisProcess {
     /// Names the calling thread (the kernel keeps 15 bytes) for `top -H`, gdb and /proc.

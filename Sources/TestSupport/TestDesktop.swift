@@ -40,13 +40,14 @@ public final class TestDesktop: Sendable {
         ["DISPLAY": x.name, "DBUS_SESSION_BUS_ADDRESS": bus.address, "GTK_MODULES": "gail:atk-bridge"]
     }
 
-    /// Starts the real `xdg-desktop-portal-gtk`, which owns `org.freedesktop.impl.portal.desktop.gtk`.
-    public func startGTKPortal() throws {
+    /// Starts the real `xdg-desktop-portal-gtk`, which owns `org.freedesktop.impl.portal.desktop.gtk`
+    /// (with `extra` in its environment).
+    public func startGTKPortal(extra: [String: String] = [:]) throws {
         let binary = ["/usr/libexec/xdg-desktop-portal-gtk", "/usr/lib/xdg-desktop-portal-gtk"]
             .first { FileManager.default.isExecutableFile(atPath: $0) }
         guard let binary else { throw TestSupportError("xdg-desktop-portal-gtk not found; install xdg-desktop-portal-gtk") }
         try bus.startService(binary, arguments: ["--replace"], owning: "org.freedesktop.impl.portal.desktop.gtk",
-                             environment: environment, hint: "xdg-desktop-portal-gtk")
+                             environment: environment.merging(extra) { $1 }, hint: "xdg-desktop-portal-gtk")
     }
 
     /// Starts the real `dunst`. Its context menu (opened by a middle click on a notification

@@ -219,14 +219,31 @@ extension EndToEnd {
             #expect(AudioAnalysis.isUniform(run.process.stdoutData(), value: 0), "the app heard the microphone")
         }
 
+        /// The desktop's own portal backend, started with a library preloaded into it (code that
+        /// could answer every dialog): not asked; the prompt goes to the notification.
+        @Test func aPortalBackendWithAPreloadedLibraryIsNotAsked() async throws {
+            let desktop = try TestDesktop()
+            defer { desktop.stop() }
+            try desktop.startGTKPortal(extra: ["LD_PRELOAD": "libm.so.6"])
+            try desktop.startDunst()
+            let s = try Setup(environment: desktop.environment)
+            defer { s.stop() }
+            let rec = try s.record()
+            defer { _ = rec.stop() }
+            _ = try desktop.person("notification-shown")
+            #expect(s.earmuff.log().contains("runs with LD_PRELOAD=libm.so.6"), "\(s.logs)")
+            #expect(try s.earmuff.app(s.key)?.state == "undetermined")
+        }
+
         /// A process that owns the GTK portal backend's name before the real one starts, and
         /// grants every dialog: Earmuff does not ask it (it is not the program the system
-        /// installs for that name) and the prompt goes to the notification.
+        /// installs for that name) and the prompt goes to the notification. Once the real
+        /// backend holds the name, the next app's prompt is its dialog.
         @Test func anImpostorPortalBackendIsNotAsked() async throws {
             let desktop = try TestDesktop()
             defer { desktop.stop() }
             let name = "org.freedesktop.impl.portal.desktop.gtk"
-            try desktop.bus.startService("/usr/bin/python3", arguments: [
+            let impostor = try desktop.bus.startService("/usr/bin/python3", arguments: [
                 "-m", "dbusmock", "--session", "-l", desktop.bus.logPath(name), name, "/org/freedesktop/portal/desktop",
                 "org.freedesktop.impl.portal.Access",
             ], owning: name, hint: "dbusmock")
@@ -244,6 +261,13 @@ extension EndToEnd {
             #expect(AudioAnalysis.isUniform(rec.data(), value: 0), "real audio: the impostor answered")
             #expect(try s.earmuff.app(s.key)?.state == "undetermined")
             _ = rec.stop()
+
+            impostor.terminate()
+            try desktop.startGTKPortal()
+            let (next, _) = try HeldStreamTests.startRecorder("pulsesrc", s)
+            defer { _ = next.stop() }
+            let dialog = try desktop.person("dialog", "wants to use your microphone")
+            #expect(dialog.contains("gst-launch-1.0 wants to use your microphone"), "\(dialog)\n\(s.logs)")
         }
     }
 }

@@ -68,6 +68,11 @@ enum DesktopServices {
             return "it is owned by process \(pid) (\(exe)), not by \(expected.sorted().joined(separator: " or ")), "
                 + "the program the system installs for it"
         }
+        // That program, with code of someone else's loaded into it first.
+        let facts = ProcessInspector.facts(pid: pid, uid: getuid(), gid: getgid(), launcherAppID: nil)
+        if let preload = CodeInjection.preload(environment: facts.environment, environmentComplete: facts.environmentComplete) {
+            return "its process \(pid) (\(exe)) runs with \(preload)"
+        }
         return nil
     }
 
@@ -88,16 +93,5 @@ enum DesktopServices {
         guard let p = realpath(path, nil) else { return nil }
         defer { free(p) }
         return String(cString: p)
-    }
-
-    private static func directoryEntries(_ dir: String) -> [String] {
-        guard let d = opendir(dir) else { return [] }
-        defer { closedir(d) }
-        var names: [String] = []
-        while let e = readdir(d) {
-            let name = withUnsafeBytes(of: e.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-            if name != "." && name != ".." { names.append(name) }
-        }
-        return names.sorted()
     }
 }

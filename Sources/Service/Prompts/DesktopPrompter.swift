@@ -96,6 +96,8 @@ final class DesktopPrompter: @unchecked Sendable {
     private var current: Shown?
     /// Portal backends whose replies could not be read, or that failed: not asked again.
     private var failedBackends: Set<String> = []
+    /// Owners (unique bus names) of a portal backend's name that are not its program: not asked.
+    private var distrustedOwners: Set<String> = []
     /// Portal backends seen to report no choices even with an Allow (xdg-desktop-portal-kde
     /// 5.27): asking them how long a denial lasts is pointless, so a denial there is lasting.
     private var backendsWithoutChoices: Set<String> = []
@@ -331,7 +333,12 @@ final class DesktopPrompter: @unchecked Sendable {
                 continue
             }
             if let why = DesktopServices.impostor(name, owner: owner, bus: b) {
-                portalFailed(name, "not trusted: \(why)")
+                // Passed over while that process holds the name: once the desktop's own backend
+                // has it again, prompts go to it.
+                if distrustedOwners.insert(owner).inserted {
+                    Log.warn("desktop prompts: \(name) is held by \(owner), which is not trusted: \(why); "
+                             + "prompts go to the next channel while it holds the name")
+                }
                 continue
             }
             return (name, owner)
