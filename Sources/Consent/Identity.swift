@@ -232,6 +232,30 @@ public enum IdentityClassifier {
         return appID(fromUnitName: String(leaf))
     }
 
+    /// Where a systemd user manager placed a process itself: the path of the manager's own
+    /// cgroup (`/user.slice/user-1000.slice/user@1000.service`) and the unit the process runs in,
+    /// when the cgroup path of a `/proc/PID/cgroup` text has only slices between the manager and
+    /// that unit (`…/user@1000.service/session.slice/pipewire.service`). A program of the user
+    /// makes cgroups only inside its own unit's subtree, under a unit that is no slice; and a
+    /// unit's name is the manager's to give, to one unit at a time. Nil for anything else: no
+    /// user manager, a process in a subtree a unit made, a scope's process.
+    public static func userUnit(fromCgroup text: String) -> (manager: String, unit: String)? {
+        guard let path = cgroupPath(text) else { return nil }
+        let parts = path.split(separator: "/").map(String.init)
+        guard let at = parts.lastIndex(where: { $0.hasPrefix("user@") && $0.hasSuffix(".service") }), at + 1 < parts.count,
+              let unit = parts.last, unit.hasSuffix(".service") else { return nil }
+        guard parts[(at + 1)..<(parts.count - 1)].allSatisfy({ $0.hasSuffix(".slice") }) else { return nil }
+        return ("/" + parts[...at].joined(separator: "/"), unit)
+    }
+
+    /// The path of the systemd user manager's own cgroup a process runs under, if any.
+    public static func userManager(fromCgroup text: String) -> String? {
+        guard let path = cgroupPath(text) else { return nil }
+        let parts = path.split(separator: "/").map(String.init)
+        guard let at = parts.lastIndex(where: { $0.hasPrefix("user@") && $0.hasSuffix(".service") }) else { return nil }
+        return "/" + parts[...at].joined(separator: "/")
+    }
+
     /// The unified (v2) cgroup path of a `/proc/PID/cgroup` text, else the v1 `name=systemd` one.
     static func cgroupPath(_ text: String) -> String? {
         var unified: String?

@@ -202,11 +202,17 @@ final class PipeWireDoor: LoopHandler, PipeWireGateObserver, @unchecked Sendable
         // checked here by the executable the kernel reports, as every client is: in this mount
         // namespace (in a sandbox of its own, any program can be bound over /usr/bin/pipewire),
         // and with no library preloaded into it.
-        let preloaded = ["LD_PRELOAD", "LD_AUDIT"].contains { !(facts.environment[$0] ?? "").isEmpty } || !facts.environmentComplete
+        let preloaded = CodeInjection.preload(environment: facts.environment, environmentComplete: facts.environmentComplete) != nil
         if uid == getuid(), facts.inspectable, !facts.foreignMountNamespace, !preloaded {
             if pid == getpid() { return .soundSystem }
-            if let exe = facts.exe, PipeWireSoundSystem.sessionManagers.contains(exe) { return .sessionManager }
-            if let exe = facts.exe, PipeWireSoundSystem.executables.contains(exe) { return .soundSystem }
+            if let exe = facts.exe, PipeWireSoundSystem.sessionManagers.contains(exe) || PipeWireSoundSystem.executables.contains(exe) {
+                // Where the session's user manager runs that program's units, only their processes are it.
+                if let why = SoundSystemUnits.refusal(exe: exe, cgroup: facts.cgroup) {
+                    Log.warn("pipewire: client \(client.id) (pid \(pid)) runs \(exe) but is not the session's: \(why); gated as an app")
+                } else {
+                    return PipeWireSoundSystem.sessionManagers.contains(exe) ? .sessionManager : .soundSystem
+                }
+            }
         }
         return open(client, facts)
     }

@@ -202,6 +202,24 @@ private let firefoxInfo = """
         #expect(IdentityClassifier.systemdAppID(fromCgroup: text) == nil)
     }
 
+    /// The unit a user manager placed a process in itself: only slices between the manager and
+    /// the unit; a cgroup a unit's process made under itself, or a scope's, is none.
+    @Test func aUserUnitIsOneTheManagerPlacedItsProcessIn() {
+        let manager = "/user.slice/user-1000.slice/user@1000.service"
+        func unit(_ path: String) -> String? {
+            IdentityClassifier.userUnit(fromCgroup: "0::\(path)\n").map { $0.manager == manager ? $0.unit : "other manager" }
+        }
+        #expect(unit("\(manager)/session.slice/pipewire-pulse.service") == "pipewire-pulse.service")
+        #expect(unit("\(manager)/app.slice/app-gnome.slice/wireplumber.service") == "wireplumber.service")
+        #expect(unit("\(manager)/app.slice/evil.service/wireplumber.service") == nil, "made under another unit")
+        #expect(unit("\(manager)/app.slice/app-x-1.scope/y.slice/pipewire.service") == nil, "made under a scope")
+        #expect(unit("\(manager)/app.slice/app-gnome-x-1.scope") == nil, "a scope")
+        #expect(unit("\(manager)") == nil)
+        #expect(unit("/system.slice/pipewire.service") == nil, "no user manager")
+        #expect(IdentityClassifier.userManager(fromCgroup: "0::\(manager)/app.slice/app-x-1.scope\n") == manager)
+        #expect(IdentityClassifier.userManager(fromCgroup: "0::/\n") == nil)
+    }
+
     @Test func cgroupV1Hybrid() {
         let text = """
             12:pids:/user.slice/user-1000.slice/user@1000.service
