@@ -240,20 +240,20 @@ public enum IdentityClassifier {
     /// unit's name is the manager's to give, to one unit at a time. Nil for anything else: no
     /// user manager, a process in a subtree a unit made, a scope's process.
     public static func userUnit(fromCgroup text: String) -> (manager: String, unit: String)? {
-        guard let path = cgroupPath(text) else { return nil }
-        let parts = path.split(separator: "/").map(String.init)
-        guard let at = parts.lastIndex(where: { $0.hasPrefix("user@") && $0.hasSuffix(".service") }), at + 1 < parts.count,
-              let unit = parts.last, unit.hasSuffix(".service") else { return nil }
-        guard parts[(at + 1)..<(parts.count - 1)].allSatisfy({ $0.hasSuffix(".slice") }) else { return nil }
-        return ("/" + parts[...at].joined(separator: "/"), unit)
+        guard let (manager, below) = userManagerPath(text), let unit = below.last, unit.hasSuffix(".service"),
+              below.dropLast().allSatisfy({ $0.hasSuffix(".slice") }) else { return nil }
+        return (manager, unit)
     }
 
     /// The path of the systemd user manager's own cgroup a process runs under, if any.
-    public static func userManager(fromCgroup text: String) -> String? {
+    public static func userManager(fromCgroup text: String) -> String? { userManagerPath(text)?.manager }
+
+    /// The user manager's cgroup path in a `/proc/PID/cgroup` text, and the path's parts below it.
+    private static func userManagerPath(_ text: String) -> (manager: String, below: ArraySlice<String>)? {
         guard let path = cgroupPath(text) else { return nil }
         let parts = path.split(separator: "/").map(String.init)
         guard let at = parts.lastIndex(where: { $0.hasPrefix("user@") && $0.hasSuffix(".service") }) else { return nil }
-        return "/" + parts[...at].joined(separator: "/")
+        return ("/" + parts[...at].joined(separator: "/"), parts[(at + 1)...])
     }
 
     /// The unified (v2) cgroup path of a `/proc/PID/cgroup` text, else the v1 `name=systemd` one.

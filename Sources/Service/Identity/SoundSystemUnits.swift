@@ -25,26 +25,29 @@ enum SoundSystemUnits {
     /// under runs that program's units, and it is in none of them. Nil when it is, or when no
     /// such unit runs.
     static func refusal(exe: String, cgroup: String?) -> String? {
-        guard let names = units[exe], let own = ProcessInspector.readSmallFile("/proc/self/cgroup"),
-              let manager = IdentityClassifier.userManager(fromCgroup: String(decoding: own, as: UTF8.self)) else { return nil }
-        let running = runningUnits(under: manager).filter { names.contains($0.name) }
+        guard let names = units[exe], let manager = ownManager else { return nil }
+        let running = runningUnits(under: manager).intersection(names)
         guard !running.isEmpty else { return nil }
         let placed = cgroup.flatMap(IdentityClassifier.userUnit(fromCgroup:))
-        if let placed, placed.manager == manager, running.contains(where: { $0.name == placed.unit }) { return nil }
-        return "the user manager runs \(exe) as \(running.map(\.name).sorted().joined(separator: " and ")), "
+        if let placed, placed.manager == manager, running.contains(placed.unit) { return nil }
+        return "the user manager runs \(exe) as \(running.sorted().joined(separator: " and ")), "
             + "and this process is \(placed.map { "in \($0.unit)" } ?? "in no unit of it")"
     }
 
-    /// The units the user manager whose cgroup is `manager` runs under its slices (the
-    /// unified hierarchy's, else the v1 `name=systemd` one's).
-    static func runningUnits(under manager: String) -> [(name: String, path: String)] {
+    /// The cgroup of the user manager Earmuff runs under, if any (it does not change).
+    private static let ownManager: String? = ProcessInspector.readSmallFile("/proc/self/cgroup")
+        .flatMap { IdentityClassifier.userManager(fromCgroup: String(decoding: $0, as: UTF8.self)) }
+
+    /// The names of the units the user manager whose cgroup is `manager` runs under its slices
+    /// (the unified hierarchy's, else the v1 `name=systemd` one's).
+    static func runningUnits(under manager: String) -> Set<String> {
         guard let root = ["/sys/fs/cgroup", "/sys/fs/cgroup/systemd"].first(where: { isDirectory($0 + manager) }) else { return [] }
-        var found: [(name: String, path: String)] = []
+        var found: Set<String> = []
         var slices = [manager]
         while let slice = slices.popLast() {
             for entry in directoryEntries(root + slice) {
                 if entry.hasSuffix(".slice") { slices.append(slice + "/" + entry) }
-                if entry.hasSuffix(".service") { found.append((entry, slice + "/" + entry)) }
+                if entry.hasSuffix(".service") { found.insert(entry) }
             }
         }
         return found
