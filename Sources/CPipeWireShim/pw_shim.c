@@ -323,13 +323,30 @@ static int update_permissions(earmuff_pw *pw, uint32_t id, const struct pw_permi
 }
 
 int earmuff_pw_show(earmuff_pw *pw, uint32_t client, uint32_t object) {
-    const struct pw_permission all = PW_PERMISSION_INIT(object, PW_PERM_ALL);
-    return update_permissions(pw, client, &all, 1);
+    return earmuff_pw_show_all(pw, client, &object, 1, 0);
 }
 
 int earmuff_pw_hide(earmuff_pw *pw, uint32_t client, uint32_t object) {
-    const struct pw_permission none = PW_PERMISSION_INIT(object, 0);
-    return update_permissions(pw, client, &none, 1);
+    return earmuff_pw_hide_all(pw, client, &object, 1);
+}
+
+/// Gives client `id` `permissions` on each of `objects`, in one bound proxy.
+static int permit(earmuff_pw *pw, uint32_t id, const uint32_t *objects, int count, uint32_t permissions) {
+    if (count <= 0) return 0;
+    struct pw_permission *updates = calloc((size_t)count, sizeof *updates);
+    if (!updates) return -ENOMEM;
+    for (int i = 0; i < count; i++) updates[i] = PW_PERMISSION_INIT(objects[i], permissions);
+    int r = update_permissions(pw, id, updates, count);
+    free(updates);
+    return r;
+}
+
+int earmuff_pw_show_all(earmuff_pw *pw, uint32_t client, const uint32_t *objects, int count, int restricted) {
+    return permit(pw, client, objects, count, restricted ? PW_PERM_R | PW_PERM_X : PW_PERM_ALL);
+}
+
+int earmuff_pw_hide_all(earmuff_pw *pw, uint32_t client, const uint32_t *objects, int count) {
+    return permit(pw, client, objects, count, 0);
 }
 
 int earmuff_pw_read_only(earmuff_pw *pw, uint32_t client, uint32_t object) {

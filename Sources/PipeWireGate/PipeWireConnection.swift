@@ -145,6 +145,21 @@ public final class PipeWireConnection {
         try check("pw_client_update_permissions(\(client), \(object))") { earmuff_pw_hide($0, client, object) }
     }
 
+    /// Shows `objects`, hidden before, to `client` again, with what its release gave it of
+    /// everything ("rwxm", or "rx" when `restricted`).
+    public func show(_ objects: [UInt32], to client: UInt32, restricted: Bool) throws(PipeWireError) {
+        try check("pw_client_update_permissions(\(client), \(objects.count) objects)") { handle in
+            objects.withUnsafeBufferPointer { earmuff_pw_show_all(handle, client, $0.baseAddress, Int32($0.count), restricted ? 1 : 0) }
+        }
+    }
+
+    /// Hides `objects` from `client` (until `show`).
+    public func hide(_ objects: [UInt32], from client: UInt32) throws(PipeWireError) {
+        try check("pw_client_update_permissions(\(client), \(objects.count) objects)") { handle in
+            objects.withUnsafeBufferPointer { earmuff_pw_hide_all(handle, client, $0.baseAddress, Int32($0.count)) }
+        }
+    }
+
     /// Lets `client` only read `object`: it can neither destroy it nor call its methods.
     public func readOnly(_ object: UInt32, for client: UInt32) throws(PipeWireError) {
         try check("pw_client_update_permissions(\(client), \(object))") { earmuff_pw_read_only($0, client, object) }

@@ -22,6 +22,11 @@
 // reconnects. JACK clients, which link their own ports, are unlinked while
 // silenced and linked again when they may record.
 //
+// Before all that, a gated client is not shown what it could record from
+// (sources, other apps' streams) of a kind its app is not granted (`withhold`):
+// PipeWire 0.3.65 lets a client link only what it sees. The police of links
+// above is the second wall, for what cannot be hidden.
+//
 // What the gate makes (nodes, links) lingers, so silence does not depend on
 // its connection: a stream keeps its route while Earmuff is gone, and the next
 // gate adopts what it finds when it connects (`finishListing`).
@@ -66,6 +71,9 @@ public protocol PipeWireGateObserver: AnyObject {
     /// It records from elsewhere now: may it be real?
     func captureMoved(_ stream: UInt32, origin: CaptureOrigin) -> Bool
     func captureEnded(_ stream: UInt32)
+    /// The kinds the app of `client` may record (`withhold` shows it the sources of those
+    /// kinds only); asked at each reconcile, so it must be cheap.
+    func granted(_ client: UInt32) -> Set<Capability>
     /// Whether the app of `client` may call itself the volume control `id`, which desktop
     /// indicators do not count as a recording (see `VolumeControls`).
     func mayClaim(_ client: UInt32, volumeControl id: String) -> Bool
@@ -175,6 +183,15 @@ public final class PipeWireGate: PipeWireEvents {
     private var metadataBound = false
     /// Held clients identified and waiting for the gate to be ready, and whether each is released restricted.
     private var held: [UInt32: Bool] = [:]
+    /// Gated clients released restricted ("rx": what a shown object gets back).
+    private var sandboxed: Set<UInt32> = []
+    /// What each gated client was last given of what it could record from (`withhold`):
+    /// hidden (true) or shown, by object id.
+    private var withheld: [UInt32: [UInt32: Bool]] = [:]
+    /// Gated clients that connected while this gate ran: they were given everything at their
+    /// release but what this gate hid. Of one that was there before (released by an earlier
+    /// Earmuff, which may have hidden anything), every object is set once.
+    private var releasedHere: Set<UInt32> = []
     /// The registry has listed what was there when the gate connected (it does so before the
     /// server makes the gate's first node), and the gate knows which of those nodes it adopts:
     /// until then it changes nothing.
@@ -276,7 +293,10 @@ public final class PipeWireGate: PipeWireEvents {
             case .sessionManager:
                 trusted.insert(id)
                 sessionManagers.insert(id)
-            case .app, .sandboxedApp: gated.insert(id)
+            case .app, .sandboxedApp:
+                gated.insert(id)
+                if admission == .sandboxedApp { sandboxed.insert(id) }
+                if listed { releasedHere.insert(id) }
             }
             if client.properties["pipewire.access"] == OwnNodes.holdAccess { held[id] = admission == .sandboxedApp }
             if trusted.contains(id) { restrict(gated.sorted(), nodes: [], soundSystem: [id]) }
@@ -348,6 +368,9 @@ public final class PipeWireGate: PipeWireEvents {
             if s.announced { observer?.captureEnded(id) }
         }
         if gated.remove(id) != nil { observer?.clientGone(id) }
+        sandboxed.remove(id)
+        withheld[id] = nil
+        releasedHere.remove(id)
         trusted.remove(id)
         sessionManagers.remove(id)
         held[id] = nil
@@ -619,6 +642,7 @@ public final class PipeWireGate: PipeWireEvents {
             let release = held.sorted { $0.key < $1.key }
             held = [:]
             restrict(release.map(\.key), nodes: gateNodes, soundSystem: trusted)
+            withhold(release.map(\.key), releasing: true)
             for (id, restricted) in release {
                 observer?.routed("client \(id): released\(restricted ? " (rx)" : "")")
                 do { try connection.releaseClient(id, restricted: restricted) } catch { observer?.refused("\(error)") }
@@ -718,6 +742,80 @@ public final class PipeWireGate: PipeWireEvents {
         // server handles one connection's requests in order).
         for id in unseen.sorted() where isRouted(id) { show(id) }
         conceal()
+        withhold(gated.sorted())
+    }
+
+    /// Default deny: a gated client sees what it could record from (a source, another app's
+    /// stream; a node with every port of it) only while its app is granted that kind, so it
+    /// cannot link it. PipeWire 0.3.65's link factory finds a link's nodes through the
+    /// registry, which shows a client only what it may read; what a client does not see, it
+    /// can neither list nor link, nor ask another client of its own to. Hidden before the
+    /// release, shown on a grant, hidden on a deny or reset; a node that appears later is
+    /// hidden a round trip after every client was told of it (a link made in that moment is
+    /// policed). Sinks stay shown (`withheldKind`): what is linked from their monitors is policed.
+    /// What the server holds outlives the gate.
+    ///
+    /// A JACK client keeps what it was shown until it disconnects: pipewire-jack 0.3.65 ends
+    /// its client ("JACK shut down") when an object it has bound goes from its view, so it is
+    /// hidden nothing after its release, and the gate's police unlinks it while it may not
+    /// record. (A client that says it is a JACK client only keeps what a grant showed it.)
+    private func withhold(_ clients: [UInt32], releasing: Bool = false) {
+        guard let observer else { return }
+        // The gate's own nodes are hidden from every client (`restrict`), one being made too.
+        let own = gateNodes
+        func isOwn(_ node: PipeWireNode) -> Bool {
+            own.contains(node.id) || Self.isGateName(node.name) && node.clientID.map { graph.clients[$0]?.pid == Self.ownPID } ?? true
+        }
+        var kinds: [UInt32: Capability] = [:]
+        for (id, node) in graph.nodes where !isOwn(node) {
+            if let kind = node.withheldKind { kinds[id] = kind }
+        }
+        var objects = kinds.map { (object: $0.key, node: $0.key, kind: $0.value) }
+        for port in graph.ports.values {
+            if let kind = kinds[port.node] { objects.append((port.id, port.node, kind)) }
+        }
+        objects.sort { $0.object < $1.object }
+        for client in clients where gated.contains(client) && held[client] == nil && graph.clients[client] != nil {
+            let granted = observer.granted(client)
+            let before = withheld[client] ?? [:]
+            // (A client found when the gate connected is released again, and may have bound anything.)
+            let keeps = isJackClient(client) && !(releasing && releasedHere.contains(client))
+            var given: [UInt32: Bool] = [:]
+            var hide: [UInt32] = [], show: [UInt32] = []
+            var changed: Set<Capability> = []
+            for o in objects where graph.nodes[o.node]?.clientID != client {
+                let was = before[o.object] ?? (releasedHere.contains(client) ? false : nil)
+                let hidden = !granted.contains(o.kind)
+                if hidden && keeps && was != true {
+                    given[o.object] = was // left as it is (unknown: as an earlier Earmuff left it)
+                    continue
+                }
+                given[o.object] = hidden
+                guard was != hidden else { continue }
+                if hidden { hide.append(o.object) } else { show.append(o.object) }
+                changed.insert(o.kind)
+            }
+            withheld[client] = given
+            guard !changed.isEmpty else { continue }
+            do {
+                try connection.hide(hide, from: client)
+                try connection.show(show, to: client, restricted: sandboxed.contains(client))
+            } catch { observer.refused("\(error)") }
+            observer.routed("client \(client): \(hide.count) objects hidden, \(show.count) shown "
+                            + "(\(changed.map(\.rawValue).sorted().joined(separator: ", ")); granted: "
+                            + "\(granted.isEmpty ? "nothing" : granted.map(\.rawValue).sorted().joined(separator: ", ")))")
+        }
+    }
+
+    /// A client of pipewire-jack: it says so, or it has a JACK node.
+    private func isJackClient(_ id: UInt32) -> Bool {
+        graph.clients[id]?.isJack == true || graph.nodes.values.contains { $0.clientID == id && $0.isJack }
+    }
+
+    /// The daemon's decisions for `client`'s app changed: what it sees follows.
+    public func grantsChanged(client: UInt32) {
+        guard listed else { return }
+        withhold([client])
     }
 
     /// A capture that may not record is no recording on the desktop: it is hidden from the

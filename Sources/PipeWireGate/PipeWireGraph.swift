@@ -20,6 +20,8 @@ public struct PipeWireClient: Sendable, Equatable {
     /// What the client calls itself: a hint for display only.
     public var applicationName: String? { properties["application.name"] }
     public var processBinary: String? { properties["application.process.binary"] }
+    /// A JACK client (pipewire-jack says so at connect; any client can).
+    public var isJack: Bool { properties["client.api"] == "jack" }
 }
 
 /// The audio format a node negotiated (its `Format` param).
@@ -77,6 +79,16 @@ public struct PipeWireNode: Sendable, Equatable {
         case let c where c.hasPrefix("Audio/Source") || c == "Audio/Duplex": .microphone
         default: nil
         }
+    }
+}
+
+extension PipeWireNode {
+    /// The kind a client must be granted to see this node (and link from it): a source's or
+    /// another app's stream's kind. Nil for a sink, whose monitor PipeWire 0.3.65 lets any
+    /// client that sees the sink link by the sink's id: hiding it would hide the sink from
+    /// players too, so what is linked from it is policed instead.
+    public var withheldKind: Capability? {
+        mediaClass.hasPrefix("Audio/Sink") ? nil : capturedKind
     }
 }
 

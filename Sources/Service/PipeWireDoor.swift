@@ -74,6 +74,9 @@ final class PipeWireDoor: LoopHandler, PipeWireGateObserver, @unchecked Sendable
     /// The gate's silent source is ready (status says "gating" only then).
     private var isReady = false
     private let published: Locked<PipeWireInfo>
+    /// The kinds each native client may record, by its PipeWire id: set by the consent service
+    /// (under its engine's lock, from any thread), read by the gate at each reconcile.
+    private let grants = Locked<[UInt32: Set<Capability>]>([:])
     /// Connections lost while gating, and the last one's reason and time.
     private var cuts = 0
     private var lastCut: (reason: String, at: Double)?
@@ -219,7 +222,10 @@ final class PipeWireDoor: LoopHandler, PipeWireGateObserver, @unchecked Sendable
 
     private func open(_ client: PipeWireClient, _ facts: ProcessFacts) -> PipeWireAdmission {
         let identity = IdentityClassifier.classify(facts)
-        let session = SessionState(id: takeID(), identity: identity, launcherAppID: nil, connectedAt: wallClockNow())
+        let id = client.id
+        let session = SessionState(id: takeID(), identity: identity, launcherAppID: nil, connectedAt: wallClockNow()) {
+            [weak self] kind, granted in self?.grantChanged(id, kind, granted)
+        }
         session.properties.withLock {
             $0.applicationName = client.applicationName
             $0.processBinary = client.processBinary
@@ -232,7 +238,29 @@ final class PipeWireDoor: LoopHandler, PipeWireGateObserver, @unchecked Sendable
         return identity.method == .flatpak ? .sandboxedApp : .app
     }
 
+    /// Called under the consent engine's lock (from the loop while the client is admitted,
+    /// from any thread afterwards): the gate shows or hides what the client may record from
+    /// on the loop.
+    private func grantChanged(_ client: UInt32, _ kind: Capability, _ granted: Bool) {
+        let changed = grants.withLock { grants in
+            var kinds = grants[client] ?? []
+            let changed = granted ? kinds.insert(kind).inserted : kinds.remove(kind) != nil
+            grants[client] = kinds
+            return changed
+        }
+        guard changed else { return }
+        loop.post { [weak self] in
+            guard let self, sessions[client] != nil else { return }
+            gate?.grantsChanged(client: client)
+        }
+    }
+
+    func granted(_ client: UInt32) -> Set<Capability> {
+        grants.withLock { $0[client] ?? [] }
+    }
+
     func clientGone(_ client: UInt32) {
+        grants.withLock { $0[client] = nil }
         guard let session = sessions.removeValue(forKey: client) else { return }
         observer.sessionClosed(session)
         if isReady { publish(nil) }

@@ -36,6 +36,29 @@ extension EndToEnd {
                     stop()
                     throw TestSupportError("the PipeWire gate did not connect: \(String(describing: status.pipewire))")
                 }
+                // The tests look at the graph with pw-cli: an app sees a source only once its kind
+                // is granted.
+                do {
+                    try grant(program: "pw-cli", kinds: Self.kinds)
+                } catch {
+                    stop()
+                    throw error
+                }
+            }
+
+            static let kinds = ["microphone", "system-audio", "app-audio"]
+
+            /// The app key of program `name`: the tests' programs run unsandboxed, outside any
+            /// app's scope, so they are known by their executable.
+            static func key(program name: String) throws -> String {
+                guard let path = findExecutable(name) else { throw TestSupportError("\(name) not found") }
+                return "exe:" + URL(fileURLWithPath: path).resolvingSymlinksInPath().path
+            }
+
+            /// Grants program `name` (see `key(program:)`) `kinds`.
+            func grant(program name: String, kinds: [String]) throws {
+                let key = try Self.key(program: name)
+                for kind in kinds { try earmuff.control("grant", key, "--kind", kind) }
             }
 
             func stop() {
@@ -598,7 +621,7 @@ extension EndToEnd {
 
         /// Ways around the silent source, each tried on a running non-granted recording
         /// (the audio recorded after each must still be exact zeros): another process of the
-        /// same user links the microphone into it or into the silent source's own input
+        /// same user, granted the microphone or not, links the microphone into it or into the silent source's own input
         /// (`pw-link`), destroys the silent source (`pw-cli destroy`), or names the microphone as its
         /// target in the metadata (`pw-metadata`); a client names the microphone as its own
         /// target (`pw-record --target`); a client calls itself `wireplumber` (argv[0] of
@@ -622,9 +645,15 @@ extension EndToEnd {
                 #expect(Self.isZeros(Self.tail(rec, 0.5)), "\(what): not silent afterwards\n\(s.logs)")
             }
 
-            // A link the client makes itself carries audio until the gate's removal lands: PipeWire
-            // 0.3.65 enforces no link permissions, so it cannot be refused, only destroyed.
-            try await staysSilent("pw-link mic → stream", tolerating: Self.linkLeakBound) {
+            // The microphone is not there for another app not granted it: it cannot link it.
+            try await staysSilent("pw-link mic → stream") {
+                let r = try Tool.run("pw-link", args: [PipeWireServer.sourceName, String(node)], server: "", environment: env, timeout: 30)
+                #expect(!r.succeeded, "pw-link, not granted the microphone, linked it: \(r)")
+            }
+            // One granted it can: its link carries audio until the gate's removal lands (PipeWire
+            // 0.3.65 checks a link only against what its maker may see).
+            try s.grant(program: "pw-link", kinds: ["microphone"])
+            try await staysSilent("pw-link, granted the microphone: mic → stream", tolerating: Self.linkLeakBound) {
                 _ = try Tool.run("pw-link", args: [PipeWireServer.sourceName, String(node)], server: "", environment: env, timeout: 30)
             }
             // The silent source is hidden from apps: they cannot cut its link into their stream,
@@ -744,11 +773,14 @@ extension EndToEnd {
         }
 
         /// Every node of an app is a recorder. `pw-record` calls its node a sink (media class
-        /// `Audio/Sink`, linked by nobody: `--target 0`) and links into it, itself, the
+        /// `Audio/Sink`, linked by nobody: `--target 0`), and `pw-link` links into it the
         /// microphone, the sink (its monitor: system audio) or a player's stream (app audio).
-        /// With no grant, each link is destroyed as it appears: what it carried until then stays
-        /// within `linkLeakBound`, the node shows in status as a capture of that kind, and a
-        /// warning names it. The kind's grant links it again in the same process.
+        /// While `pw-link` is not granted that kind, the microphone and the player are not there
+        /// for it: it cannot link them (the sink it can: its monitor is policed). Once it is, it
+        /// links them, and with no grant for `pw-record`'s app each link is destroyed as it
+        /// appears: what it carried until then stays within `linkLeakBound`, the node shows in
+        /// status as a capture of that kind, and a warning names it. The kind's grant to
+        /// `pw-record` links it again in the same process.
         @Test func anAppsSinkRecordsNothingItWasNotGranted() async throws {
             let s = try await Setup()
             defer { s.stop() }
@@ -773,9 +805,19 @@ extension EndToEnd {
                 }
                 #expect(ported, "\(name) has no input port\n\(s.logs)")
                 let output = try #require(try s.ports(of: from, output: true).first, "node \(from) has no output port")
+                if kind != "system-audio" {
+                    let link = try Tool.run("pw-link", args: [output, inputs[0]], server: "", environment: env, timeout: 30)
+                    #expect(!link.succeeded, "\(kind): pw-link, not granted it, linked \(output) \(inputs[0]): \(link)")
+                }
+                try s.grant(program: "pw-link", kinds: [kind])
                 for input in inputs {
-                    let link = try Tool.run("pw-link", args: [output, input], server: "", environment: env, timeout: 30)
-                    #expect(link.succeeded, "\(kind): pw-link \(output) \(input): \(link)")
+                    // Its grant reaches the server a moment after the control command returns.
+                    var link: ToolResult?
+                    await Wait.until(timeout: 30, interval: 0.05) {
+                        link = try? Tool.run("pw-link", args: [output, input], server: "", environment: env, timeout: 30)
+                        return link?.succeeded == true
+                    }
+                    #expect(link?.succeeded == true, "\(kind): pw-link \(output) \(input): \(String(describing: link))")
                 }
                 let status = try await s.earmuff.waitForStatus { $0.streams(of: key).map(\.kind) == [kind] }
                 #expect(status.streams(of: key).map(\.kind) == [kind], "\(kind): \(status)\n\(s.logs)")
@@ -868,53 +910,80 @@ extension EndToEnd {
             #expect(status.pipewire?.gating == true, "\(String(describing: status.pipewire))\n\(earmuff.log())")
         }
 
-        /// A JACK client through `pw-jack` (`jack_rec`, linking itself to the microphone's
-        /// port): it has no media class and no session manager moves it, so the gate unlinks it
-        /// while it may not record (its unconnected input reads zeros) and links it again after
-        /// a grant. Undetermined: zeros (but for what its own first link carried before the gate
-        /// destroyed it) and one prompt; grant and deny flip the same process.
-        ///
-        /// pipewire-jack 0.3.65 ends its client when the gate destroys the client's own link
-        /// before `jack_connect` has let go of the link's proxy (its proxy's destroy then fails
-        /// with "unknown resource", which it takes for a broken connection: "JACK shut down").
-        /// That race is the library's and cannot be avoided without leaving the link up; when
-        /// it happens, jack_rec is started again (at most twice) and the test says so.
-        @Test func aJackClientThroughPwJackIsSilencedAndFlipsLive() async throws {
+        /// Default deny: an app sees what it could record from only while its app is granted that
+        /// kind. `pw-link -o` (a new client each time) lists no port of the microphone nor of a
+        /// player's stream while it is undetermined, the sink's monitor always (it is policed);
+        /// the microphone's once it is granted the microphone, the player's once app audio too;
+        /// a deny of the microphone takes the microphone's away again.
+        @Test func anAppSeesASourceOnlyWhileItsKindIsGranted() async throws {
             let s = try await Setup()
             defer { s.stop() }
-            /// jack_rec, once it is a client of the gate or has exited.
-            func jackRec() async throws -> Recording {
-                let rec = try Tool.startRecordingCommand(
-                    "pw-jack", args: ["jack_rec", "-f", "recording.raw", "-d", "120", "-b", "16", "\(PipeWireServer.sourceName):capture_MONO"],
-                    server: "", purpose: nil, environment: s.server.nativeClientEnvironment)
-                let process = rec.tool.process
-                _ = try await s.earmuff.waitForStatus { $0.clients.contains { $0.pid == process.pid } || !process.isRunning }
-                return rec
+            try s.server.playTone(sink: PipeWireServer.sinkName, frequency: 660)
+            let env = s.server.nativeClientEnvironment
+            let player = try #require(try s.node(matching: "media.class = \"Stream/Output/Audio\""), "no player stream")
+            let mic = try #require(try s.node(matching: "node.name = \"\(PipeWireServer.sourceName)\""), "no microphone")
+            let sink = try #require(try s.node(matching: "node.name = \"\(PipeWireServer.sinkName)\""), "no sink")
+            let ports = (mic: try s.ports(of: mic.id, output: true), player: try s.ports(of: player.id, output: true),
+                         monitor: try s.ports(of: sink.id, output: true))
+            #expect(!ports.mic.isEmpty && !ports.player.isEmpty && !ports.monitor.isEmpty, "\(ports)")
+            /// The ids of the output ports `pw-link -o -I` lists ("  42 mic:capture_MONO").
+            func listed() throws -> Set<String> {
+                let r = try Tool.run("pw-link", args: ["-o", "-I"], server: "", environment: env, timeout: 30)
+                return Set(r.stdoutText.split(separator: "\n").compactMap { $0.split(separator: " ").first.map(String.init) })
             }
-            var rec = try await jackRec()
-            for attempt in 1...2 {
-                let process = rec.tool.process
-                guard !process.isRunning, process.stderrText().contains("JACK shut down") else { break }
-                print("PipeWire gate, jack_rec: pipewire-jack shut its client down as the gate destroyed its link (attempt \(attempt)); starting it again")
-                _ = rec.stop()
-                rec = try await jackRec()
+            /// Waits until pw-link lists the microphone's, the player's and the monitor's ports as said.
+            func shows(mic: Bool, player: Bool) async -> Bool {
+                await Wait.until(timeout: 30, interval: 0.05) {
+                    guard let seen = try? listed() else { return false }
+                    return ports.mic.allSatisfy(seen.contains) == mic && ports.player.allSatisfy(seen.contains) == player
+                        && ports.mic.contains(where: seen.contains) == mic && ports.player.contains(where: seen.contains) == player
+                        && ports.monitor.allSatisfy(seen.contains)
+                }
             }
+            #expect(await shows(mic: false, player: false), "undetermined: \((try? listed())?.sorted() ?? []), \(ports)\n\(s.logs)")
+            try s.grant(program: "pw-link", kinds: ["microphone"])
+            #expect(await shows(mic: true, player: false), "microphone granted: \((try? listed())?.sorted() ?? []), \(ports)\n\(s.logs)")
+            try s.grant(program: "pw-link", kinds: ["app-audio"])
+            #expect(await shows(mic: true, player: true), "app audio granted: \((try? listed())?.sorted() ?? []), \(ports)\n\(s.logs)")
+            try s.earmuff.control("deny", try Setup.key(program: "pw-link"), "--kind", "microphone")
+            #expect(await shows(mic: false, player: true), "microphone denied: \((try? listed())?.sorted() ?? []), \(ports)\n\(s.logs)")
+        }
+
+        /// A JACK client through `pw-jack` (`jack_rec`, linking itself to the microphone's
+        /// port): it has no media class and no session manager moves it. Undetermined, the
+        /// microphone is not there for it (`jack_lsp` lists no port of it, `jack_rec` cannot
+        /// connect to it). Granted, it links itself and records the tone; a deny unlinks it (its
+        /// unconnected input reads zeros) and a grant links it again, in the same process.
+        @Test func aJackClientSeesTheMicrophoneOnceGrantedAndFlipsLive() async throws {
+            let s = try await Setup()
+            defer { s.stop() }
+            let env = s.server.nativeClientEnvironment
+            let port = "\(PipeWireServer.sourceName):capture_MONO"
+            let listed = try Tool.run("pw-jack", args: ["jack_lsp"], server: "", environment: env, timeout: 30)
+            #expect(listed.succeeded && !listed.stdoutText.contains(port), "undetermined jack_lsp lists the microphone: \(listed)")
+            func jackRec() throws -> Recording {
+                try Tool.startRecordingCommand(
+                    "pw-jack", args: ["jack_rec", "-f", "recording.raw", "-d", "120", "-b", "16", port],
+                    server: "", purpose: nil, environment: env)
+            }
+            let refused = try jackRec()
+            #expect(refused.tool.process.wait(timeout: 30) != nil, "undetermined jack_rec is still running")
+            #expect(refused.tool.process.stderrText().contains("cannot connect"), "\(refused.tool.process.stderrText())")
+            #expect(Self.realSamples(Self.samples(refused)) == 0, "undetermined jack_rec: \(Helpers.analyze(Self.samples(refused), format: .s16le))")
+
+            try s.grant(program: "jack_rec", kinds: ["microphone"])
+            let rec = try jackRec()
             let key = try await s.key(of: rec)
-            #expect(await Wait.until(timeout: 60, interval: 0.05) { Self.samples(rec).count >= rec.bytesPerSecond },
-                    "\(rec.tool.process.stderrText())\n\(s.logs)")
-            // It links the microphone's port itself: what that link carries until the gate destroys it.
-            let leaked = Self.realSamples(Self.samples(rec))
-            print("PipeWire gate, jack_rec: \(leaked) real samples before its own link was gone")
-            #expect(leaked <= Self.linkLeakBound, "undetermined JACK client: \(Helpers.analyze(Self.samples(rec), format: .s16le))\n\(s.logs)")
-            #expect(await Self.waitUntil(rec, tone: false), "undetermined JACK client: not silent\n\(s.logs)")
-            let status = try await s.earmuff.waitForStatus { $0.prompts(of: key).count == 1 }
-            #expect(status.prompts(of: key).count == 1, "\(status)")
+            #expect(key == (try Setup.key(program: "jack_rec")), "\(s.logs)")
+            #expect(await Self.waitUntil(rec, tone: true), "granted: no tone: \(rec.tool.process.stderrText())\n\(s.logs)")
             // JACK's one format: 32-bit float, a port per channel, at the graph's rate.
-            #expect(status.streams(of: key).map(\.sampleSpec) == ["float32le 1ch"], "\(status)")
+            #expect(try s.earmuff.status().streams(of: key).map(\.sampleSpec) == ["float32le 1ch"])
+            try s.earmuff.control("deny", key)
+            #expect(await Self.waitUntil(rec, tone: false), "deny: not silence\n\(s.logs)")
             try s.earmuff.control("grant", key)
             #expect(await Self.waitUntil(rec, tone: true), "grant: no tone\n\(s.logs)")
             try s.earmuff.control("deny", key)
-            #expect(await Self.waitUntil(rec, tone: false), "deny: not silence\n\(s.logs)")
+            #expect(await Self.waitUntil(rec, tone: false), "deny again: not silence\n\(s.logs)")
             #expect(rec.tool.process.isRunning, "jack_rec exited: \(rec.tool.process.stderrText())")
 
             // The links the gate cut outlive Earmuff: stopped or killed, it leaves the client

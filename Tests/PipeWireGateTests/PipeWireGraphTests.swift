@@ -49,6 +49,17 @@ import Testing
         #expect(g.factories[10] == nil)
     }
 
+    /// What an app sees only once granted its kind: a source, another app's stream; not a
+    /// sink (its monitor is policed), nor what records or has no class.
+    @Test func aSourceOrAnotherAppsStreamIsWithheldASinkIsNot() {
+        var g = Self.graph()
+        g.add(id: 44, type: "Node", properties: ["media.class": "Audio/Duplex", "node.name": "interface"])
+        g.add(id: 45, type: "Node", properties: ["media.class": "Audio/Sink/Virtual", "node.name": "effects"])
+        g.add(id: 46, type: "Node", properties: ["client.api": "jack", "node.name": "jack_rec"])
+        let kinds = [40: Capability.microphone, 41: nil, 42: .appAudio, 43: .systemAudio, 44: .microphone, 45: nil, 46: nil, 50: nil]
+        for (id, kind) in kinds { #expect(g.nodes[UInt32(id)]?.withheldKind == kind, "node \(id)") }
+    }
+
     @Test func aStreamWithNoLinkOrTargetRecordsTheDefaultSource() {
         let g = Self.graph()
         #expect(g.nodes[50]?.isCaptureStream == true)

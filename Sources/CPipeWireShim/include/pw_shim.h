@@ -81,6 +81,13 @@ int earmuff_pw_show(earmuff_pw *pw, uint32_t client, uint32_t object);
 /// Hides `object` from `client` (a manager's permission update: none on it).
 int earmuff_pw_hide(earmuff_pw *pw, uint32_t client, uint32_t object);
 
+/// Shows each of `objects` to `client` again, with what its release gave it of everything
+/// ("rwxm", or with `restricted` "rx"), in one bound proxy.
+int earmuff_pw_show_all(earmuff_pw *pw, uint32_t client, const uint32_t *objects, int count, int restricted);
+
+/// Hides each of `objects` from `client`, in one bound proxy.
+int earmuff_pw_hide_all(earmuff_pw *pw, uint32_t client, const uint32_t *objects, int count);
+
 /// Lets `client` only read `object` (a manager's permission update: "r"): it sees it, and can
 /// neither destroy it nor call its methods (a client's: set its permissions).
 int earmuff_pw_read_only(earmuff_pw *pw, uint32_t client, uint32_t object);

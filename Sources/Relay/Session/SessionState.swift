@@ -93,11 +93,18 @@ public final class SessionState: Sendable {
     /// The server's index for this client (from the SET_CLIENT_NAME reply).
     public let clientIndex = Locked<UInt32?>(nil)
 
-    public init(id: UInt64, identity: ClientIdentity, launcherAppID: String?, connectedAt: Double) {
+    /// Told whether the client may record each kind, from when it opens and at every change
+    /// (called under the consent engine's lock: it must not block). The PipeWire door shows a
+    /// client the sources of the kinds it may record only.
+    public let grantWatch: (@Sendable (Capability, Bool) -> Void)?
+
+    public init(id: UInt64, identity: ClientIdentity, launcherAppID: String?, connectedAt: Double,
+                grantWatch: (@Sendable (Capability, Bool) -> Void)? = nil) {
         self.id = id
         self.identity = identity
         self.launcherAppID = launcherAppID
         self.connectedAt = connectedAt
+        self.grantWatch = grantWatch
     }
 
     public var protocolVersion: UInt32 { version.load(ordering: .acquiring) }

@@ -63,7 +63,11 @@ final class Decisions: Sendable {
                 case let .answerPermission(c, tag, kind, state):
                     answerPermission(c, tag: tag, kind: kind, state)
                 case let .notifyPermission(c, kind, state):
-                    clients.inject(sessionID: c.rawValue, packet: PermissionEvent(kind: kind.rawValue, state: state.rawValue).packet)
+                    if let watch = registry.session(c.rawValue)?.grantWatch {
+                        watch(kind, state == .granted)
+                    } else {
+                        clients.inject(sessionID: c.rawValue, packet: PermissionEvent(kind: kind.rawValue, state: state.rawValue).packet)
+                    }
                 default:
                     break
                 }

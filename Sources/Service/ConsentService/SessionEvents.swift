@@ -36,8 +36,14 @@ final class SessionEvents: SessionObserver {
         let command = identity.isUninspectable || identity.pid <= 0 ? nil
             : ProcessInspector.linkName(pid: identity.pid, executable: identity.executable)
         decisions.withEngine { e in
-            ((), e.clientConnected(ClientID(session.id), identity: identity, launcherPurpose: purpose,
-                                   commandName: command, now: wallClockNow()))
+            let actions = e.clientConnected(ClientID(session.id), identity: identity, launcherPurpose: purpose,
+                                            commandName: command, now: wallClockNow())
+            if let watch = session.grantWatch {
+                // From its state now; changes come as the permission API's notifications.
+                e.permissionSubscription(ClientID(session.id), enabled: true)
+                for kind in Capability.allCases { watch(kind, e.permission(of: ClientID(session.id), kind: kind) == .granted) }
+            }
+            return ((), actions)
         }
         snap?.sessionOpened(id: session.id, identity: session.identity) { [decisions] in
             decisions.reapplyAccess(session: session.id)
