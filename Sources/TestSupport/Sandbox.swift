@@ -38,12 +38,13 @@ public enum Sandbox {
         return Recording(tool: tool, format: format, rate: rate, channels: channels)
     }
 
-    /// Starts `command` as Flatpak app `appID` seeing `sessionSocket` (see `startFlatpakRecording`).
-    /// `files` are copied into the sandbox's working directory (`RunningTool.directory`, the same
-    /// path inside) first.
+    /// Starts `command` as Flatpak app `appID` seeing `sessionSocket` (see `startFlatpakRecording`),
+    /// and PipeWire's `pipeWireSocket` where an app given `--filesystem=xdg-run/pipewire-0`
+    /// finds it, when given. `files` are copied into the sandbox's working directory
+    /// (`RunningTool.directory`, the same path inside) first.
     public static func startFlatpak(
         appID: String, sessionSocket: String, purpose: String?, command: [String], files: [String] = [],
-        maxLifetime: Int = 900, cgroup: String? = nil
+        maxLifetime: Int = 900, cgroup: String? = nil, pipeWireSocket: String? = nil
     ) throws -> RunningTool {
         guard let bwrap = findExecutable("bwrap") else { throw TestSupportError("bwrap not found in PATH; install bubblewrap") }
         let dir = try TempDir.make(prefix: "earmuff-flatpak")
@@ -69,8 +70,9 @@ public enum Sandbox {
             args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/run",
                      "--dir", "/run/user/\(getuid())",
                      "--bind", sessionSocket, flatpakPulseSocket,
-                     "--ro-bind", "\(dir)/flatpak-info", "/.flatpak-info",
-                     "--bind", dir, dir, "--chdir", dir] + command
+                     "--ro-bind", "\(dir)/flatpak-info", "/.flatpak-info"]
+            if let pipeWireSocket { args += ["--bind", pipeWireSocket, "/run/user/\(getuid())/pipewire-0"] }
+            args += ["--bind", dir, dir, "--chdir", dir] + command
             var executable = bwrap
             if let cgroup {
                 args = ["-c", "echo $$ > \"$0/cgroup.procs\" && exec \"$@\"", cgroup, bwrap] + args

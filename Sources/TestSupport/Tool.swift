@@ -186,7 +186,7 @@ public final class Recording: Sendable {
     /// Path of the raw output file.
     public var file: String { "\(tool.directory)/recording.raw" }
 
-    init(tool: RunningTool, format: PCMFormat, rate: Int, channels: Int) {
+    public init(tool: RunningTool, format: PCMFormat, rate: Int, channels: Int) {
         self.tool = tool
         self.format = format
         self.rate = rate

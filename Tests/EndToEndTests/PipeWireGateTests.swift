@@ -837,6 +837,63 @@ extension EndToEnd {
             }
         }
 
+        /// Two ways to a microphone, tried by a Flatpak-shaped app (bubblewrap, a `/.flatpak-info`,
+        /// only `pipewire-0` and Earmuff's Pulse socket of the runtime directory) with system audio
+        /// granted and the microphone denied, while a granted `pipewiresrc` records through a valve
+        /// fed from the microphone:
+        /// - a `pw-record` node that calls itself a sink, and `pw-link mic` into it: the microphone
+        ///   is not there for the app, so the link fails and the node hears 0 real samples (before:
+        ///   145,166 of 145,408 samples, from such a sandbox too);
+        /// - `parecord` of a valve through the Pulse door: refused, a valve is no source
+        ///   (before: it heard the microphone, 292,376 of 294,912).
+        @Test func aFlatpakShapedAppReachesNoMicrophoneThroughANodeOfItsOwnOrAValve() async throws {
+            let s = try await Setup()
+            defer { s.stop() }
+            try s.grant(program: "gst-launch-1.0", kinds: ["microphone"])
+            let granted = try s.gstRecord("pipewiresrc")
+            defer { _ = granted.stop() }
+            #expect(await Self.waitUntil(granted, tone: true), "the granted pipewiresrc hears no tone\n\(s.logs)")
+            let app = "org.example.Eavesdropper"
+            try s.earmuff.control("grant", "flatpak:\(app)", "--kind", "system-audio")
+            try s.earmuff.control("deny", "flatpak:\(app)", "--kind", "microphone")
+            let rate = PipeWireServer.toneRate
+            let script = """
+                pw-record --target 0 -P '{ media.class = "Audio/Sink" node.name = evil.rec }' --format s16 --rate \(rate) --channels 1 - > recording.raw &
+                until pw-link -i | grep -q '^evil.rec:'; do sleep 0.05; done
+                pw-link \(PipeWireServer.sourceName) evil.rec > link.out 2>&1; echo $? > link.status
+                pw-link -o > outputs.txt
+                for valve in 1 2; do
+                    timeout 5 parecord --raw --device=earmuff.valve.$valve valve.$valve.raw >> valve.out 2>&1 && echo recorded >> valve.status
+                done
+                echo done >> valve.status
+                wait
+                """
+            let run = try Sandbox.startFlatpak(appID: app, sessionSocket: s.earmuff.listenPath, purpose: nil,
+                                               command: ["/bin/sh", "-c", script], pipeWireSocket: "\(s.server.runtimeDir)/pipewire-0")
+            defer { run.cleanup() }
+            let rec = Recording(tool: run, format: .s16le, rate: rate, channels: 1)
+            func file(_ name: String) -> String { (try? String(contentsOfFile: "\(run.directory)/\(name)", encoding: .utf8)) ?? "" }
+            #expect(await Wait.until(timeout: 60, interval: 0.05) { file("valve.status").contains("done") },
+                    "the sandboxed script did not get through: \(run.process.stderrText())\n\(s.logs)")
+            #expect(file("link.status").trimmingCharacters(in: .whitespacesAndNewlines) != "0", "pw-link linked the microphone: \(file("link.out"))")
+            #expect(!file("outputs.txt").contains("\(PipeWireServer.sourceName):") && !file("outputs.txt").contains("earmuff."),
+                    "the app sees the microphone or a valve: \(file("outputs.txt"))")
+            #expect(!file("valve.status").contains("recorded"), "parecord recorded a valve: \(file("valve.out"))")
+            for valve in 1...2 {
+                #expect(Self.realSamples((try? Data(contentsOf: URL(fileURLWithPath: "\(run.directory)/valve.\(valve).raw"))) ?? Data()) == 0)
+            }
+            // Nothing is linked into its node (nothing drives it, so it may have recorded nothing at
+            // all), as the host's pw-link, granted every kind, lists the links.
+            try s.grant(program: "pw-link", kinds: Setup.kinds)
+            let links = try Tool.run("pw-link", args: ["-l"], server: "", environment: s.server.nativeClientEnvironment, timeout: 30)
+            #expect(!Self.linkedInto("evil.rec", links.stdoutText), "\(links.stdoutText)")
+            let real = Self.realSamples(Self.samples(rec))
+            print("PipeWire gate, a Flatpak-shaped app's own sink with pw-link mic: \(real) real samples of \(Self.samples(rec).count / 2)")
+            #expect(real == 0, "\(Helpers.analyze(Self.samples(rec), format: .s16le))\n\(s.logs)")
+            let status = try await s.earmuff.waitForStatus { $0.clients.contains { $0.appKey == "flatpak:\(app)" } }
+            #expect(status.clients.contains { $0.appKey == "flatpak:\(app)" }, "the sandboxed app is not known as the Flatpak: \(status)")
+        }
+
         /// The sound system is trusted by what it runs, in Earmuff's own mount namespace: a
         /// recorder in a sandbox of its own, with `pw-cat` bound over `/usr/bin/pipewire`, is an
         /// app like any other (before: taken for the sound system, it heard the microphone).
