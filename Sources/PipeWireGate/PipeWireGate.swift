@@ -179,6 +179,8 @@ public final class PipeWireGate: PipeWireEvents {
     /// The valve kept ready for the next stream that never reconnects.
     private var spare: UInt32?
     private var lost = false
+    /// The gate's own client (the one whose process is this one), once listed.
+    private var ownClient: UInt32?
     private var announcedReady = false
     private var metadataBound = false
     /// Held clients identified and waiting for the gate to be ready, and whether each is released restricted.
@@ -289,7 +291,9 @@ public final class PipeWireGate: PipeWireEvents {
             let client = graph.clients[id]!
             let admission = observer?.admit(client) ?? .soundSystem
             switch admission {
-            case .soundSystem: trusted.insert(id)
+            case .soundSystem:
+                trusted.insert(id)
+                if client.pid == Self.ownPID { ownClient = id }
             case .sessionManager:
                 trusted.insert(id)
                 sessionManagers.insert(id)
@@ -340,6 +344,18 @@ public final class PipeWireGate: PipeWireEvents {
     }
 
     public func globalRemoved(id: UInt32) {
+        // The server's core and the gate's own client go only with the connection: gone from
+        // the registry, the gate was blinded (a client with M on the gate's client set its
+        // permissions, hiding everything: the server removes the core first). It sees no new
+        // client or stream from now on, so it drops the connection (a cut, shown in status)
+        // before it acts on anything else that seems to go, and the door connects anew.
+        guard !lost else { return }
+        if id == 0 || id == ownClient {
+            lost = true
+            observer?.connectionLost("the gate was blinded: \(id == 0 ? "the server's core" : "its own client") "
+                                     + "left its view (its permissions were changed)")
+            return
+        }
         adoptable[id] = nil
         if candidates.remove(id) != nil { finishListing() }
         if let link = graph.links[id] { watchUnlinked(link.inputNode) }

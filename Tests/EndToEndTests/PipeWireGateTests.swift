@@ -449,6 +449,62 @@ extension EndToEnd {
             #expect(printed.stdoutText.contains("cut once, last at "), "\(printed.stdoutText)")
         }
 
+        /// Blinded: a client of the sound system (here a second WirePlumber, whose only script
+        /// sets the default permissions of Earmuff's connection to none, once) leaves the gate
+        /// seeing nothing, so no later client or stream. The gate takes that for a cut: status
+        /// counts it with why, the door connects anew and gates again, a denied recording hears
+        /// not one real sample meanwhile, and a recorder started afterwards is decided as before.
+        /// (Apps cannot do this: they may only read Earmuff's client, `anAppCannotCutTheGate`.)
+        @Test func aBlindedGateIsACutAndGatesAgain() async throws {
+            let s = try await Setup()
+            defer { s.stop() }
+            let (rec, key, _) = try await s.recordingNode()
+            try s.earmuff.control("deny", key)
+            #expect(await Self.waitUntil(rec, tone: false), "deny: not silence\n\(s.logs)")
+            let dir = try Helpers.scratch()
+            defer { TempDir.remove(dir) }
+            try TempDir.makeDirectory("\(dir)/scripts")
+            try """
+                context.properties = { log.level = 2 wireplumber.script-engine = lua-scripting }
+                context.modules = [ { name = libpipewire-module-protocol-native } ]
+                wireplumber.components = [
+                  { name = libwireplumber-module-lua-scripting, type = module }
+                  { name = earmuff-test-blind.lua, type = script/lua }
+                ]
+                """.write(toFile: "\(dir)/blind.conf", atomically: true, encoding: .utf8)
+            try """
+                blinded = false
+                clients = ObjectManager { Interest { type = "client", Constraint { "application.name", "=", "earmuff" } } }
+                clients:connect("object-added", function (_, client)
+                  if not blinded then
+                    blinded = true
+                    client:update_permissions { ["any"] = "-" }
+                  end
+                end)
+                clients:activate()
+                """.write(toFile: "\(dir)/scripts/earmuff-test-blind.lua", atomically: true, encoding: .utf8)
+            let from = Self.samples(rec).count
+            var env = s.server.nativeClientEnvironment
+            env["WIREPLUMBER_CONFIG_DIR"] = dir
+            env["WIREPLUMBER_DATA_DIR"] = dir
+            let blinder = try Tool.start("wireplumber", args: ["-c", "blind.conf"], server: "", environment: env)
+            defer { blinder.cleanup() }
+            let cut = try await s.earmuff.waitForStatus { $0.pipewire?.cuts == 1 && $0.pipewire?.gating == true }
+            #expect(cut.pipewire?.cuts == 1 && cut.pipewire?.lastCut?.contains("blinded") == true,
+                    "\(String(describing: cut.pipewire))\nwireplumber: \(blinder.process.stderrText())\n\(s.logs)")
+            #expect(cut.pipewire?.gating == true, "\(String(describing: cut.pipewire))\n\(s.logs)")
+            #expect(await Wait.until(timeout: 30) { Self.samples(rec).count >= from + rec.bytesPerSecond })
+            let window = Self.samples(rec).dropFirst(from)
+            #expect(Self.realSamples(window) == 0, "\(Self.realSamples(window)) real samples of \(window.count / 2)\n\(s.logs)")
+            #expect(rec.tool.process.isRunning, "pw-record exited: \(rec.tool.process.stderrText())")
+            let printed = try s.earmuff.control("status")
+            #expect(printed.stdoutText.contains("cut once, last at "), "\(printed.stdoutText)")
+            let next = try s.pwRecord()
+            #expect(try await s.key(of: next) == key, "\(s.logs)")
+            #expect(await next.waitForAudio(seconds: 0.5, timeout: 60), "the next recorder was not released\n\(s.logs)")
+            #expect(next.isExactSilence(), "the next recorder hears real samples\n\(s.logs)")
+        }
+
         /// Held at connect: while earmuff is stopped (SIGSTOP), a fresh `pw-record` and a
         /// `pw-play` are clients of the server, held for earmuff, with no stream and no audio;
         /// once earmuff runs it releases them: the recording is exact zeros, then the tone after
