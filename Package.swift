@@ -73,10 +73,10 @@ let package = Package(
                           path: "examples/RequestPermission"),
 
         // Benchmarks (run in release: swift run -c release earmuff-bench)
-        .executableTarget(name: "earmuff-bench", dependencies: ["TestSupport", "PulseWire", "CLinux"]),
+        .executableTarget(name: "earmuff-bench", dependencies: ["TestSupport", "PulseWire", "CLinux", "LinuxSystem"]),
 
         // Tests
-        .target(name: "TestSupport", dependencies: ["PulseWire", "CLinux"]),
+        .target(name: "TestSupport", dependencies: ["PulseWire", "CLinux", "LinuxSystem"]),
         .testTarget(name: "PulseWireTests", dependencies: ["PulseWire"]),
         .testTarget(name: "RingTests", dependencies: ["Ring"]),
         .testTarget(name: "LinuxSystemTests", dependencies: ["LinuxSystem"]),

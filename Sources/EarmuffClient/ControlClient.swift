@@ -104,23 +104,17 @@ public final class ControlClient {
 
     /// Sends a message without waiting for anything.
     public func send(_ message: ClientMessage) throws(ControlClientError) {
-        var bytes = ControlCodec.encodeLine(message)
-        var offset = 0
-        while offset < bytes.count {
-            let n = bytes.withUnsafeMutableBytes { buf in
-                Glibc.send(fd, buf.baseAddress! + offset, buf.count - offset, Int32(MSG_NOSIGNAL))  // non-nil: an encoded line is never empty
+        let bytes = ControlCodec.encodeLine(message)
+        do throws(SendFailure<ControlClientError>) {
+            try FileDescriptor.borrowing(fd) { socket throws(SendFailure<ControlClientError>) in
+                try socket.sendAll(bytes) { () throws(ControlClientError) in _ = try waitFor(Int16(POLLOUT), timeoutMs: 5000) }
             }
-            if n > 0 {
-                offset += n
-                continue
+        } catch {
+            switch error {
+            case .gaveUp(let e): throw e
+            case .failed(let e):
+                throw ControlClientError(.closed, errno: e, "the daemon at \(path) closed the connection (\(e)); check that it is running with 'earmuff status'")
             }
-            let e = Errno.current
-            if e == .interrupted { continue }
-            if e == .wouldBlock {
-                try waitFor(Int16(POLLOUT), timeoutMs: 5000)
-                continue
-            }
-            throw ControlClientError(.closed, errno: e, "the daemon at \(path) closed the connection (\(e)); check that it is running with 'earmuff status'")
         }
     }
 
@@ -185,22 +179,23 @@ public final class ControlClient {
     private func fill(timeoutMs: Int32, waitForConnect: Bool) throws(ControlClientError) -> Bool {
         var buffer = [UInt8](repeating: 0, count: 65536)
         while true {
-            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+            let n: Int
+            do throws(Errno) {
+                n = try FileDescriptor.borrowing(fd) { socket throws(Errno) in try socket.receive(into: &buffer, waiting: false) }
+            } catch {
+                let e = error
+                if e == .wouldBlock || (waitForConnect && e == .notConnected) {
+                    if try !waitFor(Int16(POLLIN), timeoutMs: timeoutMs) { return false }
+                    continue
+                }
+                if waitForConnect { throw Self.unreachable(path, e, startHint: startHint) }
+                throw ControlClientError(.closed, errno: e, "lost the connection to the daemon at \(path) (\(e)); check that it is running with 'earmuff status'")
+            }
             if n > 0 {
                 framer.append(buffer[0..<n])
                 return true
             }
-            let e = Errno.current
-            if n == 0 {
-                throw ControlClientError(.closed, "the daemon at \(path) closed the connection; check its log, or restart it with 'earmuff serve'")
-            }
-            if e == .interrupted { continue }
-            if e == .wouldBlock || (waitForConnect && e == .notConnected) {
-                if try !waitFor(Int16(POLLIN), timeoutMs: timeoutMs) { return false }
-                continue
-            }
-            if waitForConnect { throw Self.unreachable(path, e, startHint: startHint) }
-            throw ControlClientError(.closed, errno: e, "lost the connection to the daemon at \(path) (\(e)); check that it is running with 'earmuff status'")
+            throw ControlClientError(.closed, "the daemon at \(path) closed the connection; check its log, or restart it with 'earmuff serve'")
         }
     }
 

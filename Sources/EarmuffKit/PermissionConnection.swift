@@ -200,17 +200,16 @@ final class PermissionConnection: Sendable {
 
     // MARK: socket
 
+    /// Sends all of `bytes` on the blocking socket.
     private func sendAll(_ bytes: [UInt8]) -> Bool {
-        var sent = 0
-        while sent < bytes.count {
-            let n = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + sent, $0.count - sent, Int32(MSG_NOSIGNAL)) }
-            if n < 0 {
-                if errno == EINTR { continue }
-                return false
+        do throws(SendFailure<Errno>) {
+            try FileDescriptor.borrowing(fd) { socket throws(SendFailure<Errno>) in
+                try socket.sendAll(bytes) { () throws(Errno) in throw .wouldBlock }
             }
-            sent += n
+            return true
+        } catch {
+            return false
         }
-        return true
     }
 
     /// The first packet (AUTH) carries the process's credentials, as libpulse sends them.
@@ -227,12 +226,14 @@ final class PermissionConnection: Sendable {
             var buffer = [UInt8](repeating: 0, count: 64 * 1024)
             var why = "the sound server closed the connection"
             reading: while true {
-                let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-                if n < 0 && errno == EINTR { continue }
-                if n <= 0 {
-                    if n < 0 { why = "reading from the sound server: \(Errno.current)" }
+                let n: Int
+                do throws(Errno) {
+                    n = try FileDescriptor.borrowing(fd) { socket throws(Errno) in try socket.receive(into: &buffer) }
+                } catch {
+                    why = "reading from the sound server: \(error)"
                     break
                 }
+                if n == 0 { break }
                 parser.append(contentsOf: buffer[0..<n])
                 do {
                     while let frame = try parser.next() {

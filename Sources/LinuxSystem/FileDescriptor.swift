@@ -115,6 +115,44 @@ extension FileDescriptor {
         try Errno.check(earmuff_sendv(rawValue, vector, Int32(count)))
     }
 
+    /// One send(2) of `bytes` (no SIGPIPE; with `waiting` false, MSG_DONTWAIT), made again
+    /// after an interruption; returns the bytes sent.
+    public func send(_ bytes: ArraySlice<UInt8>, waiting: Bool = true) throws(Errno) -> Int {
+        let flags = Int32(MSG_NOSIGNAL) | (waiting ? 0 : Int32(MSG_DONTWAIT))
+        while true {
+            let n = bytes.withUnsafeBytes { Glibc.send(rawValue, $0.baseAddress, $0.count, flags) }
+            if n >= 0 { return n }
+            let e = Errno.current
+            if e != .interrupted { throw e }
+        }
+    }
+
+    /// Sends every byte of `bytes`; each time the socket is full (EAGAIN: it does not block, or
+    /// its send timeout ran out) `whenFull` runs, which waits for room or throws.
+    public func sendAll<E: Error>(_ bytes: [UInt8], whenFull: () throws(E) -> Void) throws(SendFailure<E>) {
+        var sent = 0
+        while sent < bytes.count {
+            do throws(Errno) {
+                sent += try send(bytes[sent...])
+            } catch {
+                guard error == .wouldBlock else { throw .failed(error) }
+                do throws(E) { try whenFull() } catch { throw .gaveUp(error) }
+            }
+        }
+    }
+
+    /// One recv(2) into `buffer` (with `waiting` false, MSG_DONTWAIT), made again after an
+    /// interruption; returns the bytes read, 0 at end of file.
+    public func receive(into buffer: inout [UInt8], waiting: Bool = true) throws(Errno) -> Int {
+        let flags = waiting ? 0 : Int32(MSG_DONTWAIT)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { Glibc.recv(rawValue, $0.baseAddress, $0.count, flags) }
+            if n >= 0 { return n }
+            let e = Errno.current
+            if e != .interrupted { throw e }
+        }
+    }
+
     /// Sends `bytes` with this process's own credentials attached (SCM_CREDENTIALS).
     public func sendWithCredentials(_ bytes: UnsafeRawBufferPointer) throws(Errno) -> Int {
         try Errno.check(earmuff_send_with_creds(rawValue, bytes.baseAddress, bytes.count))
@@ -129,6 +167,12 @@ extension FileDescriptor {
     public func shutdownWriting() {
         _ = Glibc.shutdown(rawValue, Int32(SHUT_WR))
     }
+}
+
+/// Why `sendAll` stopped: the socket failed, or the wait for room gave up.
+public enum SendFailure<E: Error>: Error {
+    case failed(Errno)
+    case gaveUp(E)
 }
 
 // MARK: epoll and eventfd

@@ -89,23 +89,25 @@ struct SnapdClient: Sendable {
         } catch {
             return .failed("cannot connect to \(socketPath): \(error)")
         }
-        var sent = 0
-        while sent < request.count {
-            let n = request.withUnsafeBytes { send(fd, $0.baseAddress! + sent, $0.count - sent, Int32(MSG_NOSIGNAL)) }  // non-nil: request is non-empty
-            if n < 0 && errno == EINTR { continue }
-            guard n > 0 else { return .failed("writing to snapd: \(Errno.current)") }
-            sent += n
+        // The send timeout set above is the one wait: a full socket after it gives up.
+        do throws(SendFailure<Errno>) {
+            try socket.sendAll(request) { () throws(Errno) in throw .timedOut }
+        } catch {
+            switch error {
+            case .failed(let e), .gaveUp(let e): return .failed("writing to snapd: \(e)")
+            }
         }
         let deadline = monotonicSeconds() + timeout
         var out: [UInt8] = []
         var buf = [UInt8](repeating: 0, count: 16384)
         while true {
-            let n = buf.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-            if n == 0 { break }
-            if n < 0 {
-                if errno == EINTR && monotonicSeconds() < deadline { continue }
-                return .failed(errno == EAGAIN ? "snapd did not answer within \(timeout) s" : "reading from snapd: \(Errno.current)")
+            let n: Int
+            do throws(Errno) {
+                n = try socket.receive(into: &buf)
+            } catch {
+                return .failed(error == .wouldBlock ? "snapd did not answer within \(timeout) s" : "reading from snapd: \(error)")
             }
+            if n == 0 { break }
             out += buf[..<n]
             if out.count > 4 << 20 { return .failed("snapd's answer is larger than 4 MiB") }
             if monotonicSeconds() > deadline { return .failed("snapd did not finish answering within \(timeout) s") }

@@ -8,6 +8,7 @@
 import CLinux
 import Foundation
 import Glibc
+import LinuxSystem
 import PulseWire
 
 /// A blocking Unix-socket connection to a native-protocol endpoint that sends raw bytes.
@@ -27,7 +28,7 @@ public final class RawClient {
         guard earmuff_unix_connect(s, path) == 0 else {
             let e = errno
             Glibc.close(s)
-            throw TestSupportError("connect to \(path): \(String(cString: strerror(e)))")
+            throw TestSupportError("connect to \(path): \(Errno(rawValue: e))")
         }
         fd = s
     }
@@ -57,7 +58,7 @@ public final class RawClient {
             }
             if n < 0 {
                 if errno == EINTR { continue }
-                throw TestSupportError("send: \(String(cString: strerror(errno)))")
+                throw TestSupportError("send: \(Errno(rawValue: errno))")
             }
             sent += n
         }
@@ -67,7 +68,7 @@ public final class RawClient {
     public func send(_ bytes: [UInt8], passing passFD: Int32) throws {
         precondition(!bytes.isEmpty, "a descriptor needs at least one data byte to travel with")
         let n = bytes.withUnsafeBytes { buf in earmuff_send_with_fd(fd, buf.baseAddress, buf.count, passFD) }
-        if n < 0 { throw TestSupportError("sendmsg with fd: \(String(cString: strerror(errno)))") }
+        if n < 0 { throw TestSupportError("sendmsg with fd: \(Errno(rawValue: errno))") }
         if n < bytes.count { try send(Array(bytes[n...])) }
     }
 
@@ -148,7 +149,7 @@ public final class RawClient {
         let r = poll(&pfd, 1, ms)
         if r < 0 {
             if errno == EINTR { return true }
-            throw TestSupportError("poll: \(String(cString: strerror(errno)))")
+            throw TestSupportError("poll: \(Errno(rawValue: errno))")
         }
         if r == 0 { return false }
         var buf = [UInt8](repeating: 0, count: 64 * 1024)
@@ -159,7 +160,7 @@ public final class RawClient {
         }
         if n < 0 {
             if errno == EAGAIN || errno == EINTR { return true }
-            throw TestSupportError("recv: \(String(cString: strerror(errno)))")
+            throw TestSupportError("recv: \(Errno(rawValue: errno))")
         }
         if !discard { parser.append(contentsOf: buf[0..<n]) }
         return true

@@ -11,6 +11,7 @@
 import CLinux
 import Foundation
 import Glibc
+import LinuxSystem
 
 enum CalibrationRelay {
     static let argument = "--calibration-relay"
@@ -23,11 +24,11 @@ enum CalibrationRelay {
         let listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue)
                               | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard listener >= 0, bindUnix(listener, listen), Glibc.listen(listener, 1024) == 0 else {
-            die("cannot listen at \(listen): \(String(cString: strerror(errno)))")
+            die("cannot listen at \(listen): \(Errno(rawValue: errno))")
         }
         let ep = earmuff_epoll_create()
         guard ep >= 0, earmuff_epoll_add(ep, listener, EARMUFF_EPOLLIN, UInt64(listener)) == 0 else {
-            die("epoll: \(String(cString: strerror(errno)))")
+            die("epoll: \(Errno(rawValue: errno))")
         }
         var peer: [Int32: Int32] = [:]
         // Bytes a socket did not take yet; while any wait, the other side is not read
@@ -68,7 +69,7 @@ enum CalibrationRelay {
             let n = earmuff_epoll_wait(ep, &events, &datas, maxEvents, spinning ? 0 : -1)
             if n < 0 {
                 if errno == EINTR { continue }
-                die("epoll_wait: \(String(cString: strerror(errno)))")
+                die("epoll_wait: \(Errno(rawValue: errno))")
             }
             var forwarded = false
             for i in 0..<Int(n) {

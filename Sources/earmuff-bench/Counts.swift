@@ -10,6 +10,7 @@
 
 import Foundation
 import Glibc
+import LinuxSystem
 import TestSupport
 
 /// One relay's counts over a piece of work, divided by how many units it was.
@@ -74,7 +75,7 @@ enum Counts {
             output = "\(workDir)/perf-\(pid)-\(UInt32.random(in: 0...UInt32.max)).csv"
             let ctl = "\(output).ctl", ack = "\(output).ack"
             guard mkfifo(ctl, 0o600) == 0, mkfifo(ack, 0o600) == 0 else {
-                throw BenchError("mkfifo: \(String(cString: strerror(errno)))")
+                throw BenchError("mkfifo: \(Errno(rawValue: errno))")
             }
             // Read-write: the open never blocks, and perf finds a reader when it opens it.
             acknowledgement = open(ack, O_RDWR | O_NONBLOCK | O_CLOEXEC)
@@ -110,7 +111,7 @@ enum Counts {
         private func command(_ name: String) throws {
             let line = Array("\(name)\n".utf8)
             guard line.withUnsafeBytes({ write(control, $0.baseAddress, $0.count) }) == line.count else {
-                throw BenchError("perf control: \(String(cString: strerror(errno)))")
+                throw BenchError("perf control: \(Errno(rawValue: errno))")
             }
             var got: [UInt8] = []
             let acked = Wait.untilBlocking(timeout: 20, interval: 0.001) { [perf, acknowledgement] in

@@ -6,6 +6,7 @@
 
 import CLinux
 import Glibc
+import LinuxSystem
 import PulseWire
 
 /// Fails a benchmark step with a message.
@@ -100,14 +101,14 @@ final class NativeClient {
     /// `scratch` is the receive buffer; connections driven from one thread may share it.
     init(path: String, scratch: UnsafeMutableRawBufferPointer, timeout: Double = 20) throws {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw BenchError("socket: \(String(cString: strerror(errno)))") }
+        guard fd >= 0 else { throw BenchError("socket: \(Errno(rawValue: errno))") }
         var tv = timeval(tv_sec: Int(timeout), tv_usec: Int((timeout - timeout.rounded(.down)) * 1e6))
         _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
         _ = setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
         guard earmuff_unix_connect(fd, path) == 0 else {
             let e = errno
             close(fd)
-            throw BenchError("connect \(path): \(String(cString: strerror(e)))")
+            throw BenchError("connect \(path): \(Errno(rawValue: e))")
         }
         self.fd = fd
         self.scratch = scratch
@@ -133,7 +134,7 @@ final class NativeClient {
                 let n = Glibc.send(fd, buf.baseAddress! + off, buf.count - off, Int32(MSG_NOSIGNAL))
                 if n < 0 {
                     if errno == EINTR { continue }
-                    throw BenchError("send: \(String(cString: strerror(errno)))")
+                    throw BenchError("send: \(Errno(rawValue: errno))")
                 }
                 off += n
             }
@@ -152,7 +153,7 @@ final class NativeClient {
             if n < 0 {
                 if errno == EINTR { continue }
                 if errno == EAGAIN || errno == EWOULDBLOCK { return .wouldBlock }
-                throw BenchError("recv: \(String(cString: strerror(errno)))")
+                throw BenchError("recv: \(Errno(rawValue: errno))")
             }
             try counter.consume(UnsafeRawBufferPointer(rebasing: scratch[0..<n]))
             return .data

@@ -302,7 +302,14 @@ public final class ControlServer: @unchecked Sendable {
     private func readFrom(_ c: Connection) {
         // Bounded per wakeup so one busy peer cannot starve the others (epoll is level-triggered).
         for _ in 0..<8 {
-            let n = readBuffer.withUnsafeMutableBytes { recv(c.fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+            let n: Int
+            do throws(Errno) {
+                n = try FileDescriptor.borrowing(c.fd) { socket throws(Errno) in try socket.receive(into: &readBuffer, waiting: false) }
+            } catch {
+                if error == .wouldBlock { return }
+                drop(c, reason: error == .connectionReset ? nil : "read failed (\(error))")
+                return
+            }
             if n > 0 {
                 c.lastActivity = monotonicNow()
                 c.framer.append(readBuffer[0..<n])
@@ -310,13 +317,7 @@ public final class ControlServer: @unchecked Sendable {
                 if connections[c.id] == nil || c.readClosed { return }
                 continue
             }
-            if n == 0 {
-                peerFinishedWriting(c)
-                return
-            }
-            let e = Errno.current
-            if e == .wouldBlock || e == .interrupted { return }
-            drop(c, reason: e == .connectionReset ? nil : "read failed (\(e))")
+            peerFinishedWriting(c)
             return
         }
     }
@@ -436,18 +437,14 @@ public final class ControlServer: @unchecked Sendable {
 
     private func flush(_ c: Connection) {
         while c.pending > 0 {
-            let n = c.out.withUnsafeBytes { buf in
-                Glibc.send(c.fd, buf.baseAddress! + c.outStart, c.pending, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))  // non-nil: pending > 0 means the array is non-empty
+            do throws(Errno) {
+                let out = c.out[c.outStart...]
+                c.outStart += try FileDescriptor.borrowing(c.fd) { socket throws(Errno) in try socket.send(out, waiting: false) }
+            } catch {
+                if error == .wouldBlock { break }
+                drop(c, reason: error.isPeerClosed ? nil : "write failed (\(error))")
+                return
             }
-            if n > 0 {
-                c.outStart += n
-                continue
-            }
-            let e = Errno.current
-            if n < 0 && e == .interrupted { continue }
-            if n < 0 && e == .wouldBlock { break }
-            drop(c, reason: e.isPeerClosed ? nil : "write failed (\(e))")
-            return
         }
         if c.pending == 0 {
             c.out.removeAll(keepingCapacity: c.out.capacity <= 65536)
