@@ -45,12 +45,12 @@ public final class ControlClient {
     public let path: String
     /// The daemon's greeting.
     public private(set) var greeting: ServerHello
-    /// The connected descriptor, for `poll` alongside other input.
-    public let fd: Int32
+    private var socket: FileDescriptor
+    /// The connected descriptor, for `poll` alongside other input (-1 once closed).
+    public var fd: Int32 { socket.rawValue }
     private var framer = LineFramer(limit: ControlLimits.maxServerLine)
     private var queued: [ServerMessage] = []
     private var nextID = 1
-    private var closed = false
     /// How to start the daemon, for the message when nothing answers.
     private let startHint: String
 
@@ -74,7 +74,7 @@ public final class ControlClient {
         } catch {
             throw Self.unreachable(path, error, startHint: startHint)
         }
-        self.fd = socket.release()
+        self.socket = socket
         greeting = ServerHello(daemonVersion: "", pid: 0)
         guard case .response(_, .hello(let hello))? = try nextMessage(timeoutMs: timeoutMs, waitForConnect: true) else {
             throw ControlClientError(.protocolError, "\(path) did not greet like an earmuff daemon; check the path given with --control")
@@ -85,15 +85,8 @@ public final class ControlClient {
         greeting = hello
     }
 
-    deinit { close() }
-
-    /// Closes the connection.
-    public func close() {
-        if !closed {
-            closed = true
-            Glibc.close(fd)
-        }
-    }
+    /// Closes the connection (the socket closes itself when the client goes, too).
+    public func close() { socket.close() }
 
     private static func unreachable(_ path: String, _ e: Errno, startHint: String) -> ControlClientError {
         let hint = e == .permissionDenied || e == .operationNotPermitted

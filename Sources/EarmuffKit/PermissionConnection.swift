@@ -19,7 +19,10 @@ enum CallResult: Sendable {
 }
 
 final class PermissionConnection: Sendable {
-    private let fd: Int32
+    /// Closed with the connection, once nothing (the reader included) holds it, so no write
+    /// can reach a descriptor number the process has reused.
+    private let socket: FileDescriptor
+    private var fd: Int32 { socket.rawValue }
     private struct State {
         var nextTag: UInt32 = 2
         var waiting: [UInt32: @Sendable (CallResult) -> Void] = [:]
@@ -31,7 +34,7 @@ final class PermissionConnection: Sendable {
     /// Serialises whole frames on the socket; true once the first (AUTH, with credentials) went.
     private let writing = Locked(false)
 
-    private init(fd: Int32) { self.fd = fd }
+    private init(socket: consuming FileDescriptor) { self.socket = socket }
 
     /// Connects to the first of `paths` that answers and completes the handshake, each step
     /// within `timeout` seconds; throws why not.
@@ -54,20 +57,15 @@ final class PermissionConnection: Sendable {
                 failures.append("\(path): \(error)")
                 continue
             }
-            let s = socket.release()
             var tv = timeval(tv_sec: max(1, Int(timeout)), tv_usec: 0)
-            setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
-            let c = PermissionConnection(fd: s)
+            setsockopt(socket.rawValue, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+            let c = PermissionConnection(socket: socket)
             c.startReader()
             try c.handshake(environment: environment, timeout: timeout)
             return c
         }
         throw UnavailableReason("no sound server answers at \(failures.joined(separator: "; "))")
     }
-
-    // The descriptor is closed only here, once nothing (the reader included) holds the
-    // connection, so no write can reach a descriptor number the process has reused.
-    deinit { Glibc.close(fd) }
 
     /// Ends the connection: no new request goes out, and the reader sees the end and tells
     /// every waiting request.

@@ -3,8 +3,9 @@
 import CLinux
 import Glibc
 
-/// An open file descriptor that this value owns (`~Copyable`: one owner, one close).
-public struct FileDescriptor: ~Copyable {
+/// An open file descriptor that this value owns (`~Copyable`: one owner, one close; it may
+/// move to another thread with its owner).
+public struct FileDescriptor: ~Copyable, Sendable {
     /// The descriptor number, -1 once closed (or for `FileDescriptor.none`).
     public private(set) var rawValue: Int32
 

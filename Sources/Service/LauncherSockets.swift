@@ -62,22 +62,18 @@ final class LauncherSockets: Sendable {
         let mine = ProcessInspector.ownExecutable
         let theirs = readSymbolicLink("/proc/\(pid)/exe").map(IdentityClassifier.cleanExecutablePath)
         guard let mine, theirs == mine else { throw .notEarmuff(pid: pid, exe: theirs) }
-        let pidfd: Int32
+        let pidfd: FileDescriptor
         do throws(Errno) {
-            pidfd = try FileDescriptor.process(pid).release()
+            pidfd = try FileDescriptor.process(pid)
         } catch {
-            pidfd = -1
-        }
-        // Stamped after the pidfd exists, so the pidfd refers to the stamped process.
-        guard pidfd >= 0, let owner = Lineage.stamp(of: pid) else {
-            if pidfd >= 0 { Glibc.close(pidfd) }
             throw .gone(pid: pid)
         }
+        // Stamped after the pidfd exists, so the pidfd refers to the stamped process.
+        guard let owner = Lineage.stamp(of: pid) else { throw .gone(pid: pid) }
         let path = "\(directory)/\(appID)@\(pid)"
         do {
             try open(path)
         } catch {
-            Glibc.close(pidfd)
             throw .socket("cannot open a launcher socket at \(path): \(error)")
         }
         let exit = OwnerExit(pidfd: pidfd, loop: loop) { [weak self] in
@@ -117,23 +113,21 @@ private final class OwnerExit: LoopHandler, @unchecked Sendable {
     // @unchecked Sendable: `token` and `pidfd` change only on `loop` (checked); other threads
     // only post `watch` and `cancel` to it.
     private let loop: EventLoop
-    private var pidfd: Int32
+    private var pidfd: FileDescriptor
     private var token: UInt64 = 0
     private let exited: @Sendable () -> Void
 
-    init(pidfd: Int32, loop: EventLoop, exited: @escaping @Sendable () -> Void) {
+    init(pidfd: consuming FileDescriptor, loop: EventLoop, exited: @escaping @Sendable () -> Void) {
         self.pidfd = pidfd
         self.loop = loop
         self.exited = exited
     }
 
-    deinit { if pidfd >= 0 { _ = Glibc.close(pidfd) } }
-
     func watch() {
         loop.assertInLoop()
-        guard pidfd >= 0 else { return }
+        guard pidfd.isOpen else { return }
         do {
-            token = try loop.register(pidfd, events: PollEvents.input, handler: self)
+            token = try loop.register(pidfd.rawValue, events: PollEvents.input, handler: self)
         } catch {
             Log.error("launcher sockets: cannot watch an owner's exit (\(error)); its socket stays until Earmuff stops")
         }
@@ -147,9 +141,8 @@ private final class OwnerExit: LoopHandler, @unchecked Sendable {
     /// Stops watching and closes the pidfd.
     func cancel() {
         loop.assertInLoop()
-        if token != 0 { loop.remove(pidfd, token: token) }
+        if token != 0 { loop.remove(pidfd.rawValue, token: token) }
         token = 0
-        if pidfd >= 0 { _ = Glibc.close(pidfd) }
-        pidfd = -1
+        pidfd.close()
     }
 }

@@ -67,7 +67,9 @@ public final class ControlServer: @unchecked Sendable {
     // Loop-only state.
     final class Connection {
         let id: UInt64
-        let fd: Int32
+        /// Its socket, closed when it is dropped (or when the connection goes, if it never was).
+        private(set) var socket: FileDescriptor
+        var fd: Int32 { socket.rawValue }
         /// The peer's credentials (subscribers are counted per uid).
         var peer = ControlPeer(pid: 0, uid: 0, gid: 0)
         /// Whether the peer runs one of Earmuff's own programs, once asked (`isOwn`).
@@ -85,11 +87,13 @@ public final class ControlServer: @unchecked Sendable {
         var closeAfterFlush = false
         var watchingWrite = false
 
-        init(id: UInt64, fd: Int32, limit: Int) {
+        init(id: UInt64, socket: consuming FileDescriptor, limit: Int) {
             self.id = id
-            self.fd = fd
+            self.socket = socket
             framer = LineFramer(limit: limit)
         }
+
+        func close() { socket.close() }
 
         var pending: Int { out.count - outStart }
     }
@@ -258,18 +262,17 @@ public final class ControlServer: @unchecked Sendable {
                 continue
             }
             guard makeRoom(for: cred.pid) else { continue }
-            let fd = socket.release()
             let id = nextID
             nextID += 1
-            let c = Connection(id: id, fd: fd, limit: options.maxLineBytes)
+            let c = Connection(id: id, socket: socket, limit: options.maxLineBytes)
             c.peer = ControlPeer(pid: cred.pid, uid: cred.uid, gid: cred.gid)
             do {
-                c.token = try loop.register(fd, events: PollEvents.input, handler: Watcher { [self] events in
+                c.token = try loop.register(c.fd, events: PollEvents.input, handler: Watcher { [self] events in
                     service(id, events: events)
                 })
             } catch {
                 log(.warn, "control: cannot watch a new connection (\(error))")
-                close(fd)
+                c.close()
                 continue
             }
             connections[id] = c
@@ -475,7 +478,7 @@ public final class ControlServer: @unchecked Sendable {
         guard connections.removeValue(forKey: c.id) != nil else { return }
         if let reason { log(.warn, "control#\(c.id): dropped: \(reason)") } else { log(.debug, "control#\(c.id): closed") }
         loop.remove(c.fd, token: c.token)
-        close(c.fd)
+        c.close()
         withShared {
             $0.subscribers.remove(c.id)
             $0.open.remove(c.id)
