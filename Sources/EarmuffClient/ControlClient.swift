@@ -99,9 +99,7 @@ public final class ControlClient {
     public func send(_ message: ClientMessage) throws(ControlClientError) {
         let bytes = ControlCodec.encodeLine(message)
         do throws(SendFailure<ControlClientError>) {
-            try FileDescriptor.borrowing(fd) { socket throws(SendFailure<ControlClientError>) in
-                try socket.sendAll(bytes) { () throws(ControlClientError) in _ = try waitFor(Int16(POLLOUT), timeoutMs: 5000) }
-            }
+            try socket.sendAll(bytes) { () throws(ControlClientError) in _ = try waitFor(Int16(POLLOUT), timeoutMs: 5000) }
         } catch {
             switch error {
             case .gaveUp(let e): throw e
@@ -174,7 +172,7 @@ public final class ControlClient {
         while true {
             let n: Int
             do throws(Errno) {
-                n = try FileDescriptor.borrowing(fd) { socket throws(Errno) in try socket.receive(into: &buffer, waiting: false) }
+                n = try socket.receive(into: &buffer, waiting: false)
             } catch {
                 let e = error
                 if e == .wouldBlock || (waitForConnect && e == .notConnected) {

@@ -22,7 +22,6 @@ final class PermissionConnection: Sendable {
     /// Closed with the connection, once nothing (the reader included) holds it, so no write
     /// can reach a descriptor number the process has reused.
     private let socket: FileDescriptor
-    private var fd: Int32 { socket.rawValue }
     private struct State {
         var nextTag: UInt32 = 2
         var waiting: [UInt32: @Sendable (CallResult) -> Void] = [:]
@@ -71,7 +70,7 @@ final class PermissionConnection: Sendable {
     /// every waiting request.
     func close(_ why: String = "the connection was closed") {
         state.withLock { if $0.closed == nil { $0.closed = why } }
-        _ = shutdown(fd, Int32(SHUT_RDWR))
+        _ = shutdown(socket.rawValue, Int32(SHUT_RDWR))
     }
 
     var isOpen: Bool { state.withLock { $0.closed == nil } }
@@ -201,9 +200,7 @@ final class PermissionConnection: Sendable {
     /// Sends all of `bytes` on the blocking socket.
     private func sendAll(_ bytes: [UInt8]) -> Bool {
         do throws(SendFailure<Errno>) {
-            try FileDescriptor.borrowing(fd) { socket throws(SendFailure<Errno>) in
-                try socket.sendAll(bytes) { () throws(Errno) in throw .wouldBlock }
-            }
+            try socket.sendAll(bytes) { () throws(Errno) in throw .wouldBlock }
             return true
         } catch {
             return false
@@ -212,7 +209,7 @@ final class PermissionConnection: Sendable {
 
     /// The first packet (AUTH) carries the process's credentials, as libpulse sends them.
     private func sendWithCredentials(_ bytes: [UInt8]) -> Bool {
-        let sent = bytes.withUnsafeBytes { b in FileDescriptor.borrowing(fd) { try? $0.sendWithCredentials(b) } }
+        let sent = bytes.withUnsafeBytes { try? socket.sendWithCredentials($0) }
         guard let n = sent else { return false }
         return n == bytes.count || sendAll(Array(bytes[n...]))
     }
@@ -226,7 +223,7 @@ final class PermissionConnection: Sendable {
             reading: while true {
                 let n: Int
                 do throws(Errno) {
-                    n = try FileDescriptor.borrowing(fd) { socket throws(Errno) in try socket.receive(into: &buffer) }
+                    n = try socket.receive(into: &buffer)
                 } catch {
                     why = "reading from the sound server: \(error)"
                     break

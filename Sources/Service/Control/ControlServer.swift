@@ -307,7 +307,7 @@ public final class ControlServer: @unchecked Sendable {
         for _ in 0..<8 {
             let n: Int
             do throws(Errno) {
-                n = try FileDescriptor.borrowing(c.fd) { socket throws(Errno) in try socket.receive(into: &readBuffer, waiting: false) }
+                n = try c.socket.receive(into: &readBuffer, waiting: false)
             } catch {
                 if error == .wouldBlock { return }
                 drop(c, reason: error == .connectionReset ? nil : "read failed (\(error))")
@@ -442,7 +442,7 @@ public final class ControlServer: @unchecked Sendable {
         while c.pending > 0 {
             do throws(Errno) {
                 let out = c.out[c.outStart...]
-                c.outStart += try FileDescriptor.borrowing(c.fd) { socket throws(Errno) in try socket.send(out, waiting: false) }
+                c.outStart += try c.socket.send(out, waiting: false)
             } catch {
                 if error == .wouldBlock { break }
                 drop(c, reason: error.isPeerClosed ? nil : "write failed (\(error))")
