@@ -12,6 +12,7 @@ import Glibc
 import LinuxSystem
 import PulseWire
 import Ring
+import Runtime
 import Synchronization
 
 /// Tunables of the relay.
@@ -117,6 +118,8 @@ public final class Daemon: @unchecked Sendable {
     let observer: SessionObserver
     /// The loops sessions run on; the first also accepts.
     let loops: [EventLoop]
+    /// Each loop's audio tuning (how it waits, the buffers its sessions share).
+    let tunings: [AudioTuning]
     /// Each loop's sessions that have not finished their handshake (touched on that loop only).
     private let handshakes: [HandshakeDeadlines]
     /// The loop that owns the listening sockets.
@@ -145,10 +148,14 @@ public final class Daemon: @unchecked Sendable {
         self.identify = identify
         packetBudget = PacketBudget(limit: options.clientPacketBudget)
         var loops: [EventLoop] = []
+        var tunings: [AudioTuning] = []
         for i in 0..<max(1, options.loops) {
-            loops.append(try EventLoop(name: "loop-\(i)", coalesceWindow: options.coalesceWindow))
+            let tuning = try AudioTuning(name: "loop-\(i)", coalesceWindow: options.coalesceWindow)
+            loops.append(try EventLoop(name: tuning.name, waiting: tuning))
+            tunings.append(tuning)
         }
         self.loops = loops
+        self.tunings = tunings
         handshakes = loops.map(HandshakeDeadlines.init)
     }
 
@@ -359,6 +366,7 @@ public final class Daemon: @unchecked Sendable {
         let up = ByteRing(capacity: options.ringCapacity)
         let down = ByteRing(capacity: options.ringCapacity)
         let loop = loops[nextLoop]
+        let audio = tunings[nextLoop]
         let handshakes = self.handshakes[nextLoop]
         nextLoop = (nextLoop + 1) % loops.count
         let observer = self.observer
@@ -366,13 +374,13 @@ public final class Daemon: @unchecked Sendable {
             nextStreamID.add(1, ordering: .relaxed).oldValue
         }, post: { loop.post($0) })
         let replies = ServerToClientFilter(state: state, observer: observer, channels: records)
-        let server = Half(.server(replies), loop: loop, state: state, produceInto: down, consumeFrom: up)
+        let server = Half(.server(replies), loop: loop, audio: audio, state: state, produceInto: down, consumeFrom: up)
         let requests = ClientToServerFilter(state: state, observer: observer, channels: records, budget: packetBudget,
                                             handshakeFinished: { handshakes.finished() }) { [weak server] tag, code in
             state.queueInjection(ErrorReply(code: code).packet(tag: tag, version: state.protocolVersion))
             server?.notify(.inject)
         }
-        let client = Half(.client(requests), loop: loop, state: state, produceInto: up, consumeFrom: down,
+        let client = Half(.client(requests), loop: loop, audio: audio, state: state, produceInto: up, consumeFrom: down,
                           packetLimit: options.maxClientPacket)
         client.peer = server
         server.peer = client

@@ -8,6 +8,7 @@ import ConsentStore
 import ControlProtocol
 import LinuxSystem
 import Relay
+import Runtime
 
 /// Where launcher sockets are opened and closed (the relay's accept loop).
 protocol LauncherSocketHost: AnyObject, Sendable {

@@ -15,7 +15,7 @@
 import Consent
 import Glibc
 import LinuxSystem
-import Relay
+import Runtime
 
 final class LauncherSockets: Sendable {
     private struct Run {

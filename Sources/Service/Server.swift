@@ -6,6 +6,7 @@ import ControlProtocol
 import Foundation
 import Glibc
 import Relay
+import Runtime
 
 /// Options of `earmuff serve` as given on the command line.
 public struct ServeOptions: Sendable {

@@ -12,7 +12,7 @@ import Consent
 import Foundation
 import Glibc
 import LinuxSystem
-import Relay
+import Runtime
 
 /// snapd's answer about one snap.
 enum SnapConnectionAnswer: Equatable, Sendable {

@@ -25,6 +25,7 @@ import Consent
 import Glibc
 import PulseWire
 import Relay
+import Runtime
 import Synchronization
 
 /// Where the consent service learns what each source is: the source catalog, or a fixed table
@@ -123,6 +124,8 @@ private final class CatalogConnection: LoopHandler, Wakeable, @unchecked Sendabl
     private var token: UInt64 = 0
     private var conversation = CatalogConversation()
     private var parser = FrameParser()
+    /// What one read takes from the server's socket.
+    private let input = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 16)
     private var output: [UInt8] = []
     private var written = 0
     private var credentialsSent = false
@@ -144,6 +147,8 @@ private final class CatalogConnection: LoopHandler, Wakeable, @unchecked Sendabl
         self.published = published
         self.callbacks = callbacks
     }
+
+    deinit { input.deallocate() }
 
     // MARK: any thread
 
@@ -206,9 +211,9 @@ private final class CatalogConnection: LoopHandler, Wakeable, @unchecked Sendabl
         var closedFDs: Int32 = 0
         var sender: Int32 = 0
         do {
-            let n = try socket.receiveClosingDescriptors(into: loop.scratch, closedCount: &closedFDs, senderPID: &sender)
+            let n = try socket.receiveClosingDescriptors(into: input, closedCount: &closedFDs, senderPID: &sender)
             guard n > 0 else { return failed(SourceCatalogError("the server closed the connection")) }
-            parser.append(UnsafeRawBufferPointer(rebasing: loop.scratch[0..<n]))
+            parser.append(UnsafeRawBufferPointer(rebasing: input[0..<n]))
         } catch {
             if error.isNotReady { return }
             if error.isPeerClosed { return failed(SourceCatalogError("the server closed the connection")) }

@@ -10,7 +10,7 @@
 import LinuxSystem
 import Consent
 import ConsentStore
-import Relay
+import Runtime
 
 final class StoreWriter: Sendable {
 

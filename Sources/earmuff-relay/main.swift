@@ -9,6 +9,7 @@ import Basics
 import Glibc
 import PulseWire
 import Relay
+import Runtime
 
 /// Lets everything through. Safe from any thread: it keeps nothing but the relay it answers on.
 final class OpenGate: SessionObserver, @unchecked Sendable {

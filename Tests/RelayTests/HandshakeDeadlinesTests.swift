@@ -3,6 +3,7 @@
 // finished sessions cost one timer, not one each, or none once they say so.
 import Glibc
 @testable import Relay
+import Runtime
 import Synchronization
 import Testing
 import TestSupport

@@ -1,6 +1,7 @@
 // Lines a client can cause at will are written at most `burst` per interval; the next
 // line written says how many were left out.
 import Basics
+import Runtime
 import Testing
 @testable import Relay
 

@@ -4,6 +4,7 @@
 import Basics
 @testable import Relay
 import PulseWire
+import Runtime
 import Testing
 
 @Suite struct RecordChannelsTests {

@@ -6,6 +6,7 @@ import Basics
 import Foundation
 @testable import Relay
 import PulseWire
+import Runtime
 import Synchronization
 import TestSupport
 import Testing
@@ -202,12 +203,12 @@ extension CoalescingTests {
         }
         // The first 20 ms period tells the loop the stream is fast; count after it.
         #expect(read(32 << 20) >= 32 << 20, "the flood stopped")
-        let loop = daemon.loops[0]
-        let sleepsBefore = loop.batchingSleeps.load(ordering: .relaxed)
+        let counters = daemon.tunings[0].counters
+        let sleepsBefore = counters.batchingSleeps.load(ordering: .relaxed)
         let start = Wait.now()
         let received = read(256 << 20)
         let elapsed = Wait.now() - start
-        let sleeps = loop.batchingSleeps.load(ordering: .relaxed) - sleepsBefore
+        let sleeps = counters.batchingSleeps.load(ordering: .relaxed) - sleepsBefore
         #expect(received >= 256 << 20, "the flood stopped after \(received) bytes")
         // Asleep, the loop lets the flood server's socket fill and stop it.
         let asleep = Double(sleeps) * options.coalesceWindow
@@ -250,7 +251,7 @@ extension CoalescingTests {
 
         /// `count` GET_SERVER_INFO round trips, `pause` seconds apart; the loop's counts over them.
         func roundTrips(_ count: Int, pause: Double = 0) throws -> Polls {
-            let loop = daemon.loops[0]
+            let loop = daemon.tunings[0].counters
             func now() -> Polls {
                 Polls(found: loop.pollsFound.load(ordering: .relaxed), ranOut: loop.pollsRanOut.load(ordering: .relaxed),
                       batchingSleeps: loop.batchingSleeps.load(ordering: .relaxed),
@@ -372,7 +373,7 @@ private struct SpliceRelay {
     let dir: String
     let flood: FloodServer
     let daemon: Daemon
-    var loop: EventLoop { daemon.loops[0] }
+    var loop: AudioTuning.Counters { daemon.tunings[0].counters }
 
     init(_ name: String, pacing: FloodServer.Pacing) throws {
         dir = try relayDirectory(name)

@@ -2,6 +2,7 @@
 // asks when it connects, and what each reply and event changes or asks next.
 import Consent
 import Foundation
+import Runtime
 @testable import Service
 import PulseWire
 @testable import Relay

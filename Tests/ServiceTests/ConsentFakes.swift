@@ -6,6 +6,7 @@ import ControlProtocol
 import Glibc
 import PulseWire
 @testable import Relay
+import Runtime
 import Synchronization
 @testable import Service
 

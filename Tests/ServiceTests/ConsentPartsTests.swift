@@ -7,6 +7,7 @@ import Consent
 import ControlProtocol
 import PulseWire
 @testable import Relay
+import Runtime
 import Testing
 @testable import Service
 

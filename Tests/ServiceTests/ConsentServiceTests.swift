@@ -8,6 +8,7 @@ import ControlProtocol
 import Glibc
 import PulseWire
 @testable import Relay
+import Runtime
 import Synchronization
 import Testing
 import TestSupport

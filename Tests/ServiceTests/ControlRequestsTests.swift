@@ -6,6 +6,7 @@ import ConsentStore
 import ControlProtocol
 import Glibc
 @testable import Relay
+import Runtime
 import Synchronization
 import Testing
 import TestSupport

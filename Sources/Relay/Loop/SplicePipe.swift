@@ -7,6 +7,7 @@
 // like any other bytes.
 import Glibc
 import LinuxSystem
+import Runtime
 
 /// A loop's pipe for passing payloads through (used only on the loop's thread).
 final class SplicePipe {

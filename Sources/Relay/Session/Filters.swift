@@ -18,6 +18,7 @@
 // unknown channels are dropped.
 import Basics
 import PulseWire
+import Runtime
 
 /// Receives session events the consent layer cares about. Called on loop
 /// threads: implementations must not block (no SQLite, no prompts inline).

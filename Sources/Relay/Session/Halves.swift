@@ -5,6 +5,7 @@ import Basics
 import LinuxSystem
 import PulseWire
 import Ring
+import Runtime
 
 extension Half {
     /// After each processed chunk.
@@ -16,7 +17,7 @@ extension Half {
             if forwarded != requestsSeen {
                 requestsSeen = forwarded
                 // Never after audio: only requests (packets, which all carry a tag) start a reply poll.
-                loop.stayAwake()
+                audio.stayAwake()
                 peer?.updateAwaitingReply()
             }
         case .server:
@@ -58,7 +59,7 @@ extension Half {
             replies.endAll()
             if countedAsAwaiting {
                 countedAsAwaiting = false
-                loop.sessionsAwaitingReplies -= 1
+                audio.sessionsAwaitingReplies -= 1
             }
         }
     }
@@ -70,9 +71,9 @@ extension Half {
         let awaits = !closed && state.awaitsReply
         guard awaits != countedAsAwaiting else { return }
         countedAsAwaiting = awaits
-        loop.sessionsAwaitingReplies += awaits ? 1 : -1
+        audio.sessionsAwaitingReplies += awaits ? 1 : -1
         // The last reply the app waited for went out: its next request may follow at once.
-        if !awaits && !closed { loop.stayAwakeForNextRequest() }
+        if !awaits && !closed { audio.stayAwakeForNextRequest() }
     }
 
     /// Connects to the server at `path` (on the session's loop) and starts watching it.

@@ -9,6 +9,7 @@
 // and finish their handshake cost no wake-up at all (a timer per session would
 // wake the loop once per client, five seconds after it connected; one timer,
 // never cancelled, once per loop).
+import Runtime
 
 /// Owned by one loop: `add` and the timer run on that loop's thread only.
 final class HandshakeDeadlines: @unchecked Sendable {

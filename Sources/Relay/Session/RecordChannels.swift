@@ -14,6 +14,7 @@
 // elsewhere reaches it as a posted task (`reconcile`).
 import Basics
 import PulseWire
+import Runtime
 import Synchronization
 
 /// Where a held stream says it records from (the observer's answer for a request it holds).

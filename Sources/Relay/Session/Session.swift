@@ -17,6 +17,7 @@ import Glibc
 import LinuxSystem
 import PulseWire
 import Ring
+import Runtime
 import Synchronization
 
 /// Where a record stream records from, and what that captures.
@@ -143,6 +144,8 @@ final class Half: LoopHandler, Wakeable, FrameSink, @unchecked Sendable {
     // @unchecked Sendable: every mutable property is touched only on `loop`'s
     // thread, except `signals`, which is atomic; other threads only call `notify`.
     let loop: EventLoop
+    /// The loop's audio tuning and the buffers its sessions share.
+    let audio: AudioTuning
     let state: SessionState
     let side: HalfSide
     /// What this half reads, frame by frame (its direction's filter decides).
@@ -180,10 +183,11 @@ final class Half: LoopHandler, Wakeable, FrameSink, @unchecked Sendable {
     var countedAsAwaiting = false
 
     /// `packetLimit` bounds what this half buffers of one packet it reads.
-    init(_ side: HalfSide, loop: EventLoop, state: SessionState, produceInto: ByteRing, consumeFrom: ByteRing,
-         packetLimit: Int = Int(Limits.maxFrameLength)) {
+    init(_ side: HalfSide, loop: EventLoop, audio: AudioTuning, state: SessionState, produceInto: ByteRing,
+         consumeFrom: ByteRing, packetLimit: Int = Int(Limits.maxFrameLength)) {
         self.side = side
         self.loop = loop
+        self.audio = audio
         self.state = state
         frames = FrameProcessor(packetLimit: packetLimit)
         producerRing = produceInto
@@ -271,7 +275,7 @@ final class Half: LoopHandler, Wakeable, FrameSink, @unchecked Sendable {
     func readAvailable() {
         guard reading, !readEOF else { return }
         var rounds = 0
-        let scratch = loop.scratch
+        let scratch = audio.scratch
         while !closed {
             if rounds == 16 {
                 // Fair share done; the socket may hold more and, edge-triggered,
@@ -312,7 +316,7 @@ final class Half: LoopHandler, Wakeable, FrameSink, @unchecked Sendable {
             // After a large payload that passed, read only the next descriptor: if the payload
             // after it passes too, it is spliced whole rather than read.
             if frames.lastPassingMemblockLength >= SplicePipe.minimumPayload, let missing = frames.descriptorBytesMissing,
-               loop.splicePipe != nil {
+               audio.splicePipe != nil {
                 want = min(want, missing)
             }
             let limit = UnsafeMutableRawBufferPointer(rebasing: scratch[0..<want])
@@ -332,7 +336,7 @@ final class Half: LoopHandler, Wakeable, FrameSink, @unchecked Sendable {
                 endOfInput(reason: "\(sideName) closed the connection")
                 return
             }
-            loop.noteRead(n, rate: &inputRate)
+            audio.noteRead(n, rate: &inputRate)
             if closedFDs > 0 { Log.debug("session \(state.id): closed \(closedFDs) fd(s) received from the \(sideName)") }
             let chunk = UnsafeMutableRawBufferPointer(rebasing: limit[0..<n])
             do {
@@ -346,7 +350,7 @@ final class Half: LoopHandler, Wakeable, FrameSink, @unchecked Sendable {
                     try frames.process(chunk, filter: replies, sink: self)
                 }
             } catch {
-                loop.gather.drain(skipping: .max) { _ in }
+                audio.gather.drain(skipping: .max) { _ in }
                 close(reason: "protocol violation from the \(sideName): \(error)")
                 return
             }
@@ -387,7 +391,7 @@ final class Half: LoopHandler, Wakeable, FrameSink, @unchecked Sendable {
     /// peer's through the loop's pipe, while nothing of ours waits to go out before them.
     /// What the peer's socket does not take is read back and kept like any bytes we read.
     private func splicePayload(_ remaining: Int) -> SpliceEnd {
-        guard let pipe = loop.splicePipe, let consumer = peer, backlog.isEmpty, loop.gather.isEmpty,
+        guard let pipe = audio.splicePipe, let consumer = peer, backlog.isEmpty, audio.gather.isEmpty,
               consumer.takesPeerBytes else { return .read }
         // Bytes the peer cannot write now stay in our socket, not in the ring: read, they would
         // cost two copies; once the peer has caught up they are spliced.
@@ -402,23 +406,23 @@ final class Half: LoopHandler, Wakeable, FrameSink, @unchecked Sendable {
                 return error == .wouldBlock ? .sourceEmpty : .read
             }
             if moved == 0 { return .read }
-            loop.noteRead(moved, rate: &inputRate)
+            audio.noteRead(moved, rate: &inputRate)
             switch side {
             case .client(let requests): frames.passedOn(moved, filter: requests)
             case .server(let replies): frames.passedOn(moved, filter: replies)
             }
             left -= moved
             let taken = consumer.spliceThrough(pipe, moved)
-            loop.splicedBytes.add(taken, ordering: .relaxed)
+            audio.counters.splicedBytes.add(taken, ordering: .relaxed)
             if taken < moved {
-                let back = pipe.takeBack(moved - taken, into: loop.scratch)
+                let back = pipe.takeBack(moved - taken, into: audio.scratch)
                 guard back == moved - taken else {
-                    loop.stopSplicing()
+                    audio.stopSplicing()
                     close(reason: "lost \(moved - taken - back) payload bytes in the splice pipe")
                     return .read
                 }
-                loop.splicedBack.add(back, ordering: .relaxed)
-                _ = store(UnsafeRawBufferPointer(rebasing: loop.scratch[0..<back]))
+                audio.counters.splicedBack.add(back, ordering: .relaxed)
+                _ = store(UnsafeRawBufferPointer(rebasing: audio.scratch[0..<back]))
                 consumer.drainConsumerRing()
                 return .read
             }
@@ -472,10 +476,10 @@ final class Half: LoopHandler, Wakeable, FrameSink, @unchecked Sendable {
         guard backlog.isEmpty, let consumer = peer, consumer.acceptsWriteThrough else {
             // Nothing is gathered here: what stops gathering (a socket that is full, a backlog)
             // only ever starts at a write, which empties the gather.
-            assert(loop.gather.isEmpty, "bytes stored behind gathered ones")
+            assert(audio.gather.isEmpty, "bytes stored behind gathered ones")
             return store(bytes)
         }
-        if loop.gather.add(bytes) { return false }
+        if audio.gather.add(bytes) { return false }
         // The gather is full, or these bytes do not stay put: write everything now.
         return writeGathered(then: bytes)
     }
@@ -499,7 +503,7 @@ final class Half: LoopHandler, Wakeable, FrameSink, @unchecked Sendable {
     /// backlog), in order. Returns whether the consumer must be woken.
     @discardableResult
     private func writeGathered(then extra: UnsafeRawBufferPointer = UnsafeRawBufferPointer(start: nil, count: 0)) -> Bool {
-        let gather = loop.gather
+        let gather = audio.gather
         guard !gather.isEmpty || !extra.isEmpty else { return false }
         let sent = peer?.writeThrough(gather, then: extra) ?? 0
         var wake = false

@@ -3,6 +3,7 @@
 import Basics
 import LinuxSystem
 import PulseWire
+import Runtime
 import Synchronization
 
 /// A request whose reply the S→C side must recognise, keyed by tag.

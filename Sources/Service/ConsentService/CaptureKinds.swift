@@ -6,6 +6,7 @@
 import Consent
 import PulseWire
 import Relay
+import Runtime
 
 final class CaptureKinds: Sendable {
     private let decisions: Decisions

@@ -8,6 +8,7 @@ import Glibc
 import LinuxSystem
 import PulseWire
 import Relay
+import Runtime
 import Wording
 
 final class ConsentViews: Sendable {

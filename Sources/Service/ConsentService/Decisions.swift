@@ -13,6 +13,7 @@ import ControlProtocol
 import LinuxSystem
 import PulseWire
 import Relay
+import Runtime
 import Wording
 
 final class Decisions: Sendable {

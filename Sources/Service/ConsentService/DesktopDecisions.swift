@@ -4,7 +4,7 @@
 // shown as it is in force again. GNOME's switch for the microphone as a whole
 // (followed on the gnome-privacy loop) is the master switch's for the microphone.
 import Consent
-import Relay
+import Runtime
 
 final class DesktopDecisions: Sendable {
     private let decisions: Decisions

@@ -5,7 +5,7 @@
 // an answer does; this turns each into its engine call.
 import Consent
 import ControlProtocol
-import Relay
+import Runtime
 import Wording
 
 final class PromptAnswers: Sendable {

@@ -5,6 +5,7 @@
 import Consent
 import PulseWire
 import Relay
+import Runtime
 
 final class SessionEvents: SessionObserver {
     private let decisions: Decisions

@@ -14,7 +14,7 @@
 import Consent
 import ControlProtocol
 import Glibc
-import Relay
+import Runtime
 
 extension ControlServer {
     /// Frees a slot for a new connection of `pid` if all are taken; false when none can be freed.

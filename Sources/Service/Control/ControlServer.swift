@@ -18,7 +18,7 @@ import ConsentStore
 import ControlProtocol
 import Glibc
 import LinuxSystem
-import Relay
+import Runtime
 
 /// Serves the control protocol on a Unix socket from its own thread.
 ///

@@ -29,7 +29,7 @@
 import Consent
 import DBus
 import Glibc
-import Relay
+import Runtime
 
 final class DesktopPermissions: @unchecked Sendable {
     // @unchecked Sendable: `loop` is thread-safe; everything else belongs to the loop, whose

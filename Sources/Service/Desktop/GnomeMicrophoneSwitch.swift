@@ -22,7 +22,7 @@
 // others post to it.
 import Glibc
 import LinuxSystem
-import Relay
+import Runtime
 
 final class GnomeMicrophoneSwitch: LoopHandler, @unchecked Sendable {
     // @unchecked Sendable: `loop` is thread-safe; everything else belongs to the loop, whose

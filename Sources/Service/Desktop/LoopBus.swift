@@ -10,7 +10,7 @@
 import DBus
 import Glibc
 import LinuxSystem
-import Relay
+import Runtime
 
 final class LoopBus: LoopHandler {
     let bus: BusConnection

@@ -6,7 +6,7 @@
 // exhausted by blocked work items, and its timers then wait). Actions must be
 // short: they run one after another on that loop's thread.
 import LinuxSystem
-import Relay
+import Runtime
 
 final class DeadlineTimers: Sendable {
     private let loop: EventLoop

@@ -14,7 +14,7 @@ import Consent
 import Foundation
 import Glibc
 import LinuxSystem
-import Relay
+import Runtime
 
 final class DesktopEntries: Sendable {
     struct Entry: Sendable, Equatable {

@@ -28,7 +28,7 @@ import Consent
 import ControlProtocol
 import DBus
 import Glibc
-import Relay
+import Runtime
 import Wording
 
 final class DesktopPrompter: @unchecked Sendable {

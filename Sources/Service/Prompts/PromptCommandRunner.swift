@@ -13,7 +13,7 @@
 // status, so that it can say how long its answer lasts.
 import Glibc
 import LinuxSystem
-import Relay
+import Runtime
 
 final class PromptCommandRunner: Sendable {
     struct Job: Sendable {

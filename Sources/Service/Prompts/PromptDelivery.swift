@@ -15,7 +15,7 @@
 import Consent
 import ControlProtocol
 import LinuxSystem
-import Relay
+import Runtime
 
 final class PromptDelivery: @unchecked Sendable {
     // @unchecked Sendable: `entries` is locked; the parts are thread-safe.

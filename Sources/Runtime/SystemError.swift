@@ -17,7 +17,7 @@ public struct SystemError: Error, CustomStringConvertible, Sendable {
 }
 
 /// Creates the missing directories of `path`'s parent, mode 0700.
-func makeParentDirectory(of path: String) throws(SystemError) {
+public func makeParentDirectory(of path: String) throws(SystemError) {
     do {
         try PrivateDirectories.createParents(of: path)
     } catch {
