@@ -44,23 +44,26 @@ let package = Package(
         // The threads every part of the daemon runs on: the event loop, workers, the logger,
         // the clocks and the system error type. No audio tuning (that is the relay's).
         .target(name: "Runtime", dependencies: ["Basics", "LinuxSystem"]),
+        // What the Pulse relay and the PipeWire door share of clients and streams, and tell the
+        // consent service through: SessionState, RecordStream, SessionObserver.
+        .target(name: "StreamState", dependencies: ["Basics", "PulseWire", "LinuxSystem"]),
 
         // The audio path: event loops, sessions, filters, sockets. Moves bytes; asks the
         // service through SessionObserver. Never links SQLite or sd-bus (scripts/check-relay-links).
         // Its release builds skip the runtime exclusivity checks (a third of the relay's own
         // instructions per request, docs/PERFORMANCE.md); debug and test builds keep them.
-        .target(name: "Relay", dependencies: ["Basics", "PulseWire", "Ring", "LinuxSystem", "Runtime"],
+        .target(name: "Relay", dependencies: ["Basics", "PulseWire", "Ring", "LinuxSystem", "Runtime", "StreamState"],
                 swiftSettings: [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]),
         // The consent service above it: decisions, prompts, the desktop, the control socket.
         // The native PipeWire door: a manager connection that routes non-granted capture to silence.
         .target(name: "PipeWireGate", dependencies: ["CPipeWireShim", "Basics", "LinuxSystem"]),
-        .target(name: "Service", dependencies: ["Relay", "Runtime", "Basics", "PulseWire", "Consent", "ConsentStore", "ControlProtocol", "Wording", "LinuxSystem", "DBus", "PipeWireGate"]),
+        .target(name: "Service", dependencies: ["Relay", "Runtime", "StreamState", "Basics", "PulseWire", "Consent", "ConsentStore", "ControlProtocol", "Wording", "LinuxSystem", "DBus", "PipeWireGate"]),
         .target(name: "EarmuffClient", dependencies: ["ControlProtocol", "LinuxSystem"]),
         .target(name: "EarmuffCLI", dependencies: ["Service", "Relay", "EarmuffClient", "ControlProtocol", "Wording", "Consent", "Basics",
                                                    "ConsentStore", "LinuxSystem", "SettingsModel"]),
         .executableTarget(name: "earmuff", dependencies: ["EarmuffCLI"]),
         // The relay alone, every stream real: the link check's subject and the relay's own cost.
-        .executableTarget(name: "earmuff-relay", dependencies: ["Relay", "Runtime", "Basics", "PulseWire"]),
+        .executableTarget(name: "earmuff-relay", dependencies: ["Relay", "Runtime", "StreamState", "Basics", "PulseWire"]),
 
         // The settings window: what it shows (pure), and the GTK app around it
         .target(name: "SettingsModel", dependencies: ["Consent", "ControlProtocol", "Wording"]),
@@ -88,8 +91,8 @@ let package = Package(
         .testTarget(name: "ConsentStoreTests", dependencies: ["ConsentStore", "Consent"]),
         .target(name: "ControlSamples", dependencies: ["ControlProtocol"], path: "Tests/ControlSamples"),
         .testTarget(name: "ControlProtocolTests", dependencies: ["ControlProtocol", "ControlSamples", "Consent"]),
-        .testTarget(name: "RelayTests", dependencies: ["Relay", "Runtime", "Basics", "PulseWire", "Ring", "LinuxSystem", "TestSupport"]),
-        .testTarget(name: "ServiceTests", dependencies: ["Service", "Relay", "Runtime", "PipeWireGate", "EarmuffClient", "ControlProtocol", "Consent",
+        .testTarget(name: "RelayTests", dependencies: ["Relay", "Runtime", "StreamState", "Basics", "PulseWire", "Ring", "LinuxSystem", "TestSupport"]),
+        .testTarget(name: "ServiceTests", dependencies: ["Service", "Relay", "Runtime", "StreamState", "PipeWireGate", "EarmuffClient", "ControlProtocol", "Consent",
                                                         "ConsentStore", "PulseWire", "Ring", "LinuxSystem", "TestSupport"]),
         .testTarget(name: "EarmuffKitTests", dependencies: ["EarmuffKit", "PulseWire", "TestSupport"]),
         .testTarget(name: "SettingsModelTests", dependencies: ["SettingsModel", "Consent", "ControlProtocol"]),

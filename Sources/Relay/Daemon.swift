@@ -13,6 +13,7 @@ import LinuxSystem
 import PulseWire
 import Ring
 import Runtime
+import StreamState
 import Synchronization
 
 /// Tunables of the relay.
@@ -50,7 +51,8 @@ public struct RelayOptions: Sendable {
 
 /// One row of the session table, for status.
 struct SessionEntry {
-    let state: SessionState
+    let conversation: Conversation
+    var state: SessionState { conversation.state }
     weak var upstream: Half?
 }
 
@@ -289,16 +291,16 @@ public final class Daemon: @unchecked Sendable {
     /// nothing for the longest, at least `handshakeTimeout`, to make room for a client of `app`;
     /// false when there is none.
     private func makeRoom(for app: AppKey, pid: Int32) -> Bool {
-        let now = SessionState.monotonicMilliseconds()
+        let now = Conversation.monotonicMilliseconds()
         let idleEnough = UInt64(options.handshakeTimeout * 1000)
         let victim = sessions.withLock { s in
-            s.values.map(\.state).filter {
-                $0.handshakeDone.load(ordering: .relaxed) && $0.reasonClosed == nil && $0.holdsNothing
+            s.values.map(\.conversation).filter {
+                $0.handshakeDone.load(ordering: .relaxed) && $0.state.reasonClosed == nil && $0.holdsNothing
                     && now &- $0.lastPacketAt.load(ordering: .relaxed) >= idleEnough
-            }.min { ($0.lastPacketAt.load(ordering: .relaxed), $0.id) < ($1.lastPacketAt.load(ordering: .relaxed), $1.id) }
+            }.min { ($0.lastPacketAt.load(ordering: .relaxed), $0.state.id) < ($1.lastPacketAt.load(ordering: .relaxed), $1.state.id) }
         }
-        guard let victim else { return false }
-        let silent = (now &- victim.lastPacketAt.load(ordering: .relaxed)) / 100
+        guard let (victim, idleSince) = victim.map({ ($0.state, $0.lastPacketAt.load(ordering: .relaxed)) }) else { return false }
+        let silent = (now &- idleSince) / 100
         refusalLog.record(.warn, "closed session \(victim.id) (\(victim.identity.appKey)), which holds no stream and was silent "
                           + "for \(silent / 10).\(silent % 10) s, to make room for \(app) pid \(pid): max-clients "
                           + "(\(options.maxClients)) clients are connected")
@@ -370,17 +372,18 @@ public final class Daemon: @unchecked Sendable {
         let handshakes = self.handshakes[nextLoop]
         nextLoop = (nextLoop + 1) % loops.count
         let observer = self.observer
-        let records = RecordChannels(state: state, observer: observer, newStreamID: { [self] in
+        let conversation = Conversation(state)
+        let records = RecordChannels(conversation: conversation, observer: observer, newStreamID: { [self] in
             nextStreamID.add(1, ordering: .relaxed).oldValue
         }, post: { loop.post($0) })
-        let replies = ServerToClientFilter(state: state, observer: observer, channels: records)
-        let server = Half(.server(replies), loop: loop, audio: audio, state: state, produceInto: down, consumeFrom: up)
-        let requests = ClientToServerFilter(state: state, observer: observer, channels: records, budget: packetBudget,
+        let replies = ServerToClientFilter(conversation: conversation, observer: observer, channels: records)
+        let server = Half(.server(replies), loop: loop, audio: audio, conversation: conversation, produceInto: down, consumeFrom: up)
+        let requests = ClientToServerFilter(conversation: conversation, observer: observer, channels: records, budget: packetBudget,
                                             handshakeFinished: { handshakes.finished() }) { [weak server] tag, code in
             state.queueInjection(ErrorReply(code: code).packet(tag: tag, version: state.protocolVersion))
             server?.notify(.inject)
         }
-        let client = Half(.client(requests), loop: loop, audio: audio, state: state, produceInto: up, consumeFrom: down,
+        let client = Half(.client(requests), loop: loop, audio: audio, conversation: conversation, produceInto: up, consumeFrom: down,
                           packetLimit: options.maxClientPacket)
         client.peer = server
         server.peer = client
@@ -388,7 +391,7 @@ public final class Daemon: @unchecked Sendable {
         records.outlet = outlet
         let fd = socket.rawValue
         client.socket = socket
-        sessions.withLock { $0[id] = SessionEntry(state: state, upstream: server) }
+        sessions.withLock { $0[id] = SessionEntry(conversation: conversation, upstream: server) }
         observer.sessionOpened(state)
         client.onClose = { [self] in
             sessions.withLock { _ = $0.removeValue(forKey: id) }
@@ -411,7 +414,7 @@ public final class Daemon: @unchecked Sendable {
             // A connection that never finishes its handshake would hold a server slot for ever.
             handshakes.add(deadline: monotonicNow() + timeout, done: { [weak client] in
                 guard let client, !client.closed else { return true }
-                return state.handshakeDone.load(ordering: .relaxed)
+                return conversation.handshakeDone.load(ordering: .relaxed)
             }, expire: { [weak client] in
                 let why = "did not send AUTH and SET_CLIENT_NAME within handshake-timeout (\(timeout) s)"
                 handshakeLog.record(.warn, "closed session \(id) (\(identity.appKey), pid \(identity.pid)): \(why)")

@@ -27,7 +27,7 @@
 // - The obsolete autoload commands, which PulseAudio itself would disconnect for.
 import Consent
 import PulseWire
-import Relay
+import StreamState
 
 /// How a request is checked before it is forwarded (as PipeWire's
 /// pulse-server gives each command its access check in `commands.h`).

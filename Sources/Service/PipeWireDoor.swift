@@ -17,9 +17,9 @@ import ControlProtocol
 import Glibc
 import LinuxSystem
 import PipeWireGate
-import Relay
 import PulseWire
 import Runtime
+import StreamState
 
 /// Where the session's PipeWire listens, found as libpipewire finds it: $PIPEWIRE_REMOTE
 /// (a name or a path), else `pipewire-0`, in $PIPEWIRE_RUNTIME_DIR, else $XDG_RUNTIME_DIR.

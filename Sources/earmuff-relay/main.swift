@@ -10,6 +10,7 @@ import Glibc
 import PulseWire
 import Relay
 import Runtime
+import StreamState
 
 /// Lets everything through. Safe from any thread: it keeps nothing but the relay it answers on.
 final class OpenGate: SessionObserver, @unchecked Sendable {

@@ -3,6 +3,7 @@
 import Basics
 @testable import Relay
 import PulseWire
+import StreamState
 import Testing
 
 /// Records what the filters report; grants streams when `grant` is set, refuses LOAD_MODULE.
@@ -66,6 +67,7 @@ func payload(_ command: Command, tag: UInt32, _ body: (inout TagStructWriter) ->
 
 struct Pair {
     let state: SessionState
+    let conversation: Conversation
     let observer = FakeObserver()
     let c2s: ClientToServerFilter
     let s2c: ServerToClientFilter
@@ -74,16 +76,18 @@ struct Pair {
         let identity = ClientIdentity(pid: 1, uid: 1000, gid: 1000, appKey: AppKey(kind: "exe", value: "/usr/bin/app"),
                                       method: .executable)
         let state = SessionState(id: 1, identity: identity, launcherAppID: nil, connectedAt: 0)
+        let conversation = Conversation(state)
         self.state = state
+        self.conversation = conversation
         let observer = self.observer
         var next: UInt64 = 0
-        let records = RecordChannels(state: state, observer: observer, newStreamID: { next += 1; return next },
+        let records = RecordChannels(conversation: conversation, observer: observer, newStreamID: { next += 1; return next },
                                      post: { $0() })
         records.outlet = outlet
-        c2s = ClientToServerFilter(state: state, observer: observer, channels: records) { tag, code in
+        c2s = ClientToServerFilter(conversation: conversation, observer: observer, channels: records) { tag, code in
             observer.refused.append((tag, code))
         }
-        s2c = ServerToClientFilter(state: state, observer: observer, channels: records)
+        s2c = ServerToClientFilter(conversation: conversation, observer: observer, channels: records)
     }
 
     let outlet = FakeOutlet()
@@ -154,7 +158,7 @@ struct Pair {
         #expect(try p.c2s.packet(&request) == .drop)
         #expect(p.observer.permissionCalls.map(\.tag) == [7])
         #expect(p.observer.permissionCalls.first?.call == .request(kind: "microphone", purpose: "Memos"))
-        #expect(p.state.tagProblem(7) == nil, "the tag waits for no server reply")
+        #expect(p.conversation.tagProblem(7) == nil, "the tag waits for no server reply")
         var restore = payload(.extension, tag: 8) {
             $0.writeU32(invalidIndex)
             $0.writeString("module-stream-restore")

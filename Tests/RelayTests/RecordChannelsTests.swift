@@ -5,6 +5,7 @@ import Basics
 @testable import Relay
 import PulseWire
 import Runtime
+import StreamState
 import Testing
 
 @Suite struct RecordChannelsTests {
@@ -29,7 +30,7 @@ import Testing
         p.observer.hold = HeldPlacement(sourceName: "mic", sourceIndex: 1)
         var create = request(corked: corked).packet(tag: 2, version: version)
         #expect(try p.c2s.packet(&create) == .drop, "a held request is not forwarded")
-        #expect(p.state.tagProblem(2) == nil, "nothing waits for a server reply")
+        #expect(p.conversation.tagProblem(2) == nil, "nothing waits for a server reply")
         #expect(p.outlet.toClient.count == 1)
         let reply = try CreateRecordStreamReply.decodePacket(try #require(p.outlet.toClient.first), version: version)
         #expect(reply.tag == 2)
@@ -69,7 +70,7 @@ import Testing
         let stream = try #require(p.observer.started.first)
         #expect(stream.channel == Self.held && !stream.isReal && p.s2c.records[Self.held] === stream)
         #expect(p.c2s.channels.takeUpstream().isEmpty, "nothing is asked of the server")
-        #expect(p.state.ownSourceOutputs.withLock { $0 }.isEmpty && !p.state.holdsNothing)
+        #expect(p.state.ownSourceOutputs.withLock { $0 }.isEmpty && !p.conversation.holdsNothing)
         #expect(p.outlet.ticks == [RecordChannels.tickBounds.high])
 
         // Whole pieces of one tick (0.1 s: 9600 bytes): two of the quarter second due.
@@ -103,7 +104,7 @@ import Testing
 
         var delete = DeleteRecordStream(channel: Self.held).packet(tag: 6, version: Self.version)
         #expect(try p.c2s.packet(&delete) == .drop)
-        #expect(p.observer.ended.map(\.channel) == [Self.held] && p.state.holdsNothing)
+        #expect(p.observer.ended.map(\.channel) == [Self.held] && p.conversation.holdsNothing)
     }
 
     @Test("granted, a held stream gets a stream on the server with what the app was given; its audio comes under the app's channel")
@@ -114,7 +115,7 @@ import Testing
         stream.placement.withLock { $0.kind = .microphone }
         stream.setReal(true)
         let (tag, packet) = try Self.upstream(p)
-        #expect(tag >= RecordChannels.firstOwnTag && p.state.tagProblem(tag) != nil)
+        #expect(tag >= RecordChannels.firstOwnTag && p.conversation.tagProblem(tag) != nil)
         let asked = try CreateRecordStreamRequest.decodePacket(packet, version: Self.version).message
         #expect(asked.sampleSpec == SampleSpec(format: .s16le, channels: 1, rate: 48000) && !asked.fixRate)
         #expect(asked.fragSize == 192_000 && asked.maxLength == RecordChannels.maximumLength && !asked.corked)
@@ -233,7 +234,7 @@ import Testing
         let (tag, _) = try Self.upstream(p)
         var error = ErrorReply(code: .noEntity).packet(tag: tag, version: Self.version)
         #expect(try p.s2c.packet(&error) == .drop)
-        #expect(p.state.tagProblem(tag) == nil)
+        #expect(p.conversation.tagProblem(tag) == nil)
         #expect(!p.s2c.channels.dueSilence(now: monotonicNow() + 0.1, room: 1 << 20).isEmpty)
     }
 }

@@ -7,6 +7,7 @@ import Foundation
 @testable import Relay
 import PulseWire
 import Runtime
+import StreamState
 import Synchronization
 import TestSupport
 import Testing

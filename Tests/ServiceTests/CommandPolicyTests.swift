@@ -3,6 +3,7 @@ import Consent
 @testable import Service
 import PulseWire
 @testable import Relay
+import StreamState
 import Testing
 
 @Suite struct CommandPolicyTests {

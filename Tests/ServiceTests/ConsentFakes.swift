@@ -7,6 +7,7 @@ import Glibc
 import PulseWire
 @testable import Relay
 import Runtime
+import StreamState
 import Synchronization
 @testable import Service
 

@@ -9,6 +9,7 @@ import Glibc
 import PulseWire
 @testable import Relay
 import Runtime
+import StreamState
 import Synchronization
 import Testing
 import TestSupport

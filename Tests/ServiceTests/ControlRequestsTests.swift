@@ -7,6 +7,7 @@ import ControlProtocol
 import Glibc
 @testable import Relay
 import Runtime
+import StreamState
 import Synchronization
 import Testing
 import TestSupport

@@ -2,8 +2,8 @@
 // status shows a format that is not (or not wholly) known.
 import PipeWireGate
 import PulseWire
-import Relay
 @testable import Service
+import StreamState
 import Testing
 
 @Suite struct PipeWireFormatTests {

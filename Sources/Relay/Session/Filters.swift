@@ -19,48 +19,10 @@
 import Basics
 import PulseWire
 import Runtime
-
-/// Receives session events the consent layer cares about. Called on loop
-/// threads: implementations must not block (no SQLite, no prompts inline).
-public protocol SessionObserver: AnyObject, Sendable {
-    /// A client connected (identity fixed).
-    func sessionOpened(_ session: SessionState)
-    /// The client's connection is gone.
-    func sessionClosed(_ session: SessionState)
-    /// The client's self-description changed (display only).
-    func clientPropertiesChanged(_ session: SessionState)
-    /// A CREATE_RECORD_STREAM request is about to be forwarded; nil to proceed,
-    /// or the reason to close the connection.
-    func recordStreamRequested(_ session: SessionState, request: CreateRecordStreamRequest) -> String?
-    /// Whether Earmuff holds the stream the request asks for (answers it itself and sends it
-    /// silence, with no stream on the server, until it may record) and where it says the stream
-    /// records from; nil to forward the request.
-    func holdPlacement(_ session: SessionState, request: CreateRecordStreamRequest) -> HeldPlacement?
-    /// Whether the server's source-output `index` is a recording that may not record, hidden
-    /// from the server's clients (a native stream of the PipeWire door): left out of what the
-    /// app is told of the server's source-outputs.
-    func conceals(sourceOutput index: UInt32) -> Bool
-    /// A record stream exists now; the observer sets its initial access.
-    func recordStreamStarted(_ session: SessionState, stream: RecordStream)
-    /// A record stream records from another source now (its placement says which); the
-    /// observer sets its access before the stream's next frame is handled.
-    func recordStreamMoved(_ session: SessionState, stream: RecordStream)
-    /// A record stream went away.
-    func recordStreamEnded(_ session: SessionState, stream: RecordStream)
-    /// The policy decision for a client request (e.g. LOAD_MODULE); nil to forward, or the reason to refuse with ERROR(ACCESS).
-    func refusal(for command: Command, payload: [UInt8], session: SessionState) -> String?
-    /// A request to Earmuff's own permission extension (never forwarded): the observer replies on
-    /// the session (now or once the person answers). Nil, or the reason to close the connection.
-    func permissionCall(_ session: SessionState, tag: UInt32, call: PermissionCall) -> String?
-}
-
-extension SessionObserver {
-    /// Every request is forwarded.
-    public func holdPlacement(_ session: SessionState, request: CreateRecordStreamRequest) -> HeldPlacement? { nil }
-    public func conceals(sourceOutput index: UInt32) -> Bool { false }
-}
+import StreamState
 
 final class ClientToServerFilter: FrameFilter {
+    private let conversation: Conversation
     private let state: SessionState
     private let observer: SessionObserver
     /// The session's record streams (shared with the other direction, on the same thread).
@@ -78,9 +40,10 @@ final class ClientToServerFilter: FrameFilter {
     /// Called (on the session's loop) once the client has sent SET_CLIENT_NAME.
     private let handshakeFinished: () -> Void
 
-    init(state: SessionState, observer: SessionObserver, channels: RecordChannels, budget: PacketBudget? = nil,
+    init(conversation: Conversation, observer: SessionObserver, channels: RecordChannels, budget: PacketBudget? = nil,
          handshakeFinished: @escaping () -> Void = {}, refuse: @escaping (UInt32, UInt32) -> Void) {
-        self.state = state
+        self.conversation = conversation
+        self.state = conversation.state
         self.observer = observer
         self.channels = channels
         self.budget = budget
@@ -111,7 +74,7 @@ final class ClientToServerFilter: FrameFilter {
 
     func packet(_ header: PacketHeader, body: TagStructReader,
                 payload: inout [UInt8]) throws(ProtocolViolation) -> FrameDisposition {
-        state.lastPacketAt.store(SessionState.monotonicMilliseconds(), ordering: .relaxed)
+        conversation.lastPacketAt.store(Conversation.monotonicMilliseconds(), ordering: .relaxed)
         // Default deny: an opcode outside the table, or one only a server
         // sends, is never forwarded (PulseAudio would drop the client anyway).
         guard let command = Command(rawValue: header.command) else {
@@ -155,7 +118,7 @@ final class ClientToServerFilter: FrameFilter {
         // Replies are matched to requests by tag: a tag still waiting for its reply
         // would let one request's reply pass for another's (a PLAY_SAMPLE index taken
         // for the client's own index, an AUTH reply with its flags).
-        if let problem = state.tagProblem(header.tag) {
+        if let problem = conversation.tagProblem(header.tag) {
             throw ProtocolViolation("\(command.info.name): \(problem)")
         }
         var expected: PendingRequest?
@@ -199,8 +162,8 @@ final class ClientToServerFilter: FrameFilter {
             let msg = try SetClientName.decode(from: &r, version: version)
             state.properties.withLock { $0.update(from: msg.proplist) }
             observer.clientPropertiesChanged(state)
-            if !state.handshakeDone.load(ordering: .relaxed) {
-                state.handshakeDone.store(true, ordering: .relaxed)
+            if !conversation.handshakeDone.load(ordering: .relaxed) {
+                conversation.handshakeDone.store(true, ordering: .relaxed)
                 handshakeFinished()
             }
             expected = .setClientName
@@ -270,7 +233,7 @@ final class ClientToServerFilter: FrameFilter {
         if let (request, placement) = held, channels.hold(request, tag: header.tag, at: placement) {
             return .drop
         }
-        state.expectReply(tag: header.tag, expected)
+        conversation.expectReply(tag: header.tag, expected)
         return .pass
     }
 
@@ -307,7 +270,7 @@ final class ClientToServerFilter: FrameFilter {
     /// The identity is the process that connected; another one writing on its connection
     /// (a child it was handed to, before or after an exec) is not it.
     private func checkSender(_ command: Command) throws(ProtocolViolation) {
-        let sender = state.lastSenderPID.load(ordering: .relaxed)
+        let sender = conversation.lastSenderPID.load(ordering: .relaxed)
         if sender != 0 && sender != state.identity.pid {
             throw ProtocolViolation("\(command.info.name) was sent by pid \(sender), not by pid "
                                     + "\(state.identity.pid) that connected and was identified")
@@ -339,6 +302,7 @@ final class ClientToServerFilter: FrameFilter {
 }
 
 final class ServerToClientFilter: FrameFilter {
+    private let conversation: Conversation
     private let state: SessionState
     private let observer: SessionObserver
     /// The session's record streams (shared with the other direction, on the same thread).
@@ -346,8 +310,9 @@ final class ServerToClientFilter: FrameFilter {
     /// The stream of the memblock under way (its byte counters).
     private var current: RecordStream?
 
-    init(state: SessionState, observer: SessionObserver, channels: RecordChannels) {
-        self.state = state
+    init(conversation: Conversation, observer: SessionObserver, channels: RecordChannels) {
+        self.conversation = conversation
+        self.state = conversation.state
         self.observer = observer
         self.channels = channels
     }
@@ -391,10 +356,10 @@ final class ServerToClientFilter: FrameFilter {
         guard let command = Command(rawValue: header.command) else { return .pass }
         switch command {
         case .reply:
-            guard let request = state.takePending(tag: header.tag) else { return .pass }
+            guard let request = conversation.takePending(tag: header.tag) else { return .pass }
             return try handleReply(request, tag: header.tag, body: body, payload: &payload)
         case .error:
-            guard let request = state.takePending(tag: header.tag) else { return .pass }
+            guard let request = conversation.takePending(tag: header.tag) else { return .pass }
             if request.isEarmuffs {
                 channels.ownReply(request, reply: nil)
                 return .drop

@@ -6,6 +6,7 @@ import LinuxSystem
 import PulseWire
 import Ring
 import Runtime
+import StreamState
 
 extension Half {
     /// After each processed chunk.
@@ -68,7 +69,7 @@ extension Half {
     /// batching audio) in step with this session's outstanding requests.
     func updateAwaitingReply() {
         guard case .server = side else { return }
-        let awaits = !closed && state.awaitsReply
+        let awaits = !closed && conversation.awaitsReply
         guard awaits != countedAsAwaiting else { return }
         countedAsAwaiting = awaits
         audio.sessionsAwaitingReplies += awaits ? 1 : -1

@@ -15,17 +15,8 @@
 import Basics
 import PulseWire
 import Runtime
+import StreamState
 import Synchronization
-
-/// Where a held stream says it records from (the observer's answer for a request it holds).
-public struct HeldPlacement: Sendable, Equatable {
-    public var sourceName: String?
-    public var sourceIndex: UInt32
-    public init(sourceName: String?, sourceIndex: UInt32) {
-        self.sourceName = sourceName
-        self.sourceIndex = sourceIndex
-    }
-}
 
 /// What the table needs done by the session's halves.
 protocol RecordOutlet: AnyObject {
@@ -73,6 +64,7 @@ final class ServedRecord {
 
 final class RecordChannels: @unchecked Sendable {
     // @unchecked Sendable: touched only on the session's loop thread (`reconcile` is posted there).
+    private let conversation: Conversation
     private let state: SessionState
     private let observer: SessionObserver
     private let newStreamID: () -> UInt64
@@ -110,9 +102,10 @@ final class RecordChannels: @unchecked Sendable {
     /// How often a held stream's clock sends: its fragment, within these bounds.
     static let tickBounds = (low: 0.01, high: 0.1)
 
-    init(state: SessionState, observer: SessionObserver, newStreamID: @escaping () -> UInt64,
+    init(conversation: Conversation, observer: SessionObserver, newStreamID: @escaping () -> UInt64,
          post: @escaping @Sendable (@escaping @Sendable () -> Void) -> Void) {
-        self.state = state
+        self.conversation = conversation
+        self.state = conversation.state
         self.observer = observer
         self.newStreamID = newStreamID
         self.post = post
@@ -222,7 +215,7 @@ final class RecordChannels: @unchecked Sendable {
 
     private func add(_ record: ServedRecord) {
         byApp[record.channel] = record
-        state.liveRecords.store(byApp.count, ordering: .relaxed)
+        conversation.liveRecords.store(byApp.count, ordering: .relaxed)
     }
 
     /// A number of `counter`'s range that `taken` does not hold.
@@ -309,7 +302,7 @@ final class RecordChannels: @unchecked Sendable {
     private func end(_ record: ServedRecord) {
         guard byApp[record.channel] === record else { return }
         byApp[record.channel] = nil
-        state.liveRecords.store(byApp.count, ordering: .relaxed)
+        conversation.liveRecords.store(byApp.count, ordering: .relaxed)
         record.clock = nil
         observer.recordStreamEnded(state, stream: record.stream)
     }
@@ -328,12 +321,12 @@ final class RecordChannels: @unchecked Sendable {
         while true {
             let tag = nextOwnTag
             nextOwnTag = nextOwnTag == invalidIndex - 1 ? Self.firstOwnTag : nextOwnTag + 1
-            if !state.tagInUse(tag) { return tag }
+            if !conversation.tagInUse(tag) { return tag }
         }
     }
 
     private func send(_ packet: [UInt8], expecting request: PendingRequest, tag: UInt32) {
-        state.expectReply(tag: tag, request)
+        conversation.expectReply(tag: tag, request)
         upstream.append(packet)
         outlet?.upstreamQueued()
     }

@@ -5,8 +5,8 @@
 // lock of its own; the engine call goes through Decisions.
 import Consent
 import PulseWire
-import Relay
 import Runtime
+import StreamState
 
 final class CaptureKinds: Sendable {
     private let decisions: Decisions

@@ -18,7 +18,6 @@
 import Consent
 import ConsentStore
 import LinuxSystem
-import Relay
 
 /// The parts, each built with its collaborators; the daemon passes the real ones (from
 /// `ConsentService`), tests pass fakes.

@@ -9,6 +9,7 @@ import LinuxSystem
 import PulseWire
 import Relay
 import Runtime
+import StreamState
 import Wording
 
 final class ConsentViews: Sendable {

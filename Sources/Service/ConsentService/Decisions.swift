@@ -12,8 +12,8 @@ import Consent
 import ControlProtocol
 import LinuxSystem
 import PulseWire
-import Relay
 import Runtime
+import StreamState
 import Wording
 
 final class Decisions: Sendable {

@@ -5,8 +5,8 @@
 // names an app, and nothing an app sends decides anything.
 import Consent
 import PulseWire
-import Relay
 import Runtime
+import StreamState
 
 final class PermissionCalls: Sendable {
     private let decisions: Decisions

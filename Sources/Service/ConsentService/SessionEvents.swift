@@ -4,8 +4,8 @@
 // runs for microseconds under its lock, and the rest is queued.
 import Consent
 import PulseWire
-import Relay
 import Runtime
+import StreamState
 
 final class SessionEvents: SessionObserver {
     private let decisions: Decisions

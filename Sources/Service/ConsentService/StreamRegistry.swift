@@ -4,7 +4,7 @@
 import Consent
 import ControlProtocol
 import LinuxSystem
-import Relay
+import StreamState
 
 final class StreamRegistry: Sendable {
     private struct Tables {

@@ -4,7 +4,7 @@
 // whichever thread ran the engine call; its table has a lock of its own.
 import Consent
 import LinuxSystem
-import Relay
+import StreamState
 import Wording
 
 final class UsageRows: Sendable {
