@@ -1,5 +1,6 @@
 // The glitch part: what a person hears, under load. A real PulseAudio, and
-// beside each other in the same window, directly and through earmuff, a
+// beside each other in the same window, directly, through the calibration
+// relay and through earmuff, a
 // playback stream (`pacat --latency-msec=10`) and a record stream (`parecord
 // --latency-msec=10`), optionally with more playback streams beside them (a
 // desktop with many tabs), while `stress-ng --cpu N` keeps every core busy.
@@ -12,7 +13,7 @@ import Foundation
 import Glibc
 import TestSupport
 
-/// What one path (direct or earmuff) saw in a glitch window.
+/// What one path (direct, the calibration relay or earmuff) saw in a glitch window.
 struct GlitchCounts {
     var playbackUnderruns = 0
     var recordOverruns = 0
@@ -40,7 +41,7 @@ enum Glitches {
 
     /// Runs one window: `extraPlayback` more playback streams per path beside
     /// the measured pair. `earmuff` must already let `pacat` record system audio.
-    static func window(server: PulseServer, earmuff: Relay, extraPlayback: Int, seconds: Double,
+    static func window(server: PulseServer, earmuff: Relay, calibration: Relay?, extraPlayback: Int, seconds: Double,
                        workDir: String) throws -> GlitchResult {
         guard let pacat = findExecutable("pacat"), let stress = findExecutable("stress-ng") else {
             throw BenchError("the glitch part needs pacat and stress-ng (apt-get install pulseaudio-utils stress-ng)")
@@ -52,12 +53,19 @@ enum Glitches {
             stdoutPath: "\(workDir)/stress.log", stderrPath: "\(workDir)/stress.log", maxLifetime: Int(seconds) + 90)
         defer { _ = hog.terminate(signal: SIGTERM, grace: 2) }
 
-        let paths: [(Mode, String)] = [(.direct, server.socketPath), (.earmuff, earmuff.path)]
+        let paths: [(Mode, String)] = [(.direct, server.socketPath)] + (calibration.map { [(.relay, $0.path)] } ?? [])
+            + [(.earmuff, earmuff.path)]
         var streams: [(mode: Mode, name: String, playback: Bool, process: ChildProcess)] = []
         defer { for s in streams where s.process.isRunning { _ = s.process.terminate(signal: SIGKILL, grace: 1) } }
+        // The calibration relay moves bytes and nothing else: a client that agreed on shared
+        // memory with the server behind it would get blocks it cannot map. Its clients ask for
+        // none, as every client of earmuff ends up (earmuff takes the flags out of AUTH).
+        let noSharedMemory = "\(workDir)/client-noshm.conf"
+        try "enable-shm = no\nenable-memfd = no\n".write(toFile: noSharedMemory, atomically: true, encoding: .utf8)
         for (mode, socket) in paths {
             var env = Tool.privateEnvironment(root: workDir)
             env["PULSE_SERVER"] = "unix:\(socket)"
+            if mode == .relay { env["PULSE_CLIENTCONFIG"] = noSharedMemory }
             let names = [("\(mode)-play", true), ("\(mode)-record", false)]
                 + (0..<extraPlayback).map { ("\(mode)-tab\($0)", true) }
             for (name, playback) in names {
