@@ -23,11 +23,13 @@ let package = Package(
         .target(name: "LinuxSystem", dependencies: ["CLinux"]),
         .systemLibrary(name: "CSystemd", path: "Sources/CSystemd"),
         .systemLibrary(name: "CPulseSimple", path: "Sources/CPulseSimple"),
-        .systemLibrary(name: "CAdwaita", path: "Sources/CAdwaita", pkgConfig: "libadwaita-1",
-                       providers: [.apt(["libadwaita-1-dev", "libgtk-4-dev"])]),
+        .systemLibrary(
+            name: "CAdwaita", path: "Sources/CAdwaita", pkgConfig: "libadwaita-1",
+            providers: [.apt(["libadwaita-1-dev", "libgtk-4-dev"])]),
         .target(name: "CSettingsShim", dependencies: ["CAdwaita"]),
-        .systemLibrary(name: "CPipeWire", path: "Sources/CPipeWire", pkgConfig: "libpipewire-0.3",
-                       providers: [.apt(["libpipewire-0.3-dev"])]),
+        .systemLibrary(
+            name: "CPipeWire", path: "Sources/CPipeWire", pkgConfig: "libpipewire-0.3",
+            providers: [.apt(["libpipewire-0.3-dev"])]),
         .target(name: "CPipeWireShim", dependencies: ["CPipeWire"]),
 
         // Pure core
@@ -52,15 +54,25 @@ let package = Package(
         // service through SessionObserver. Never links SQLite or sd-bus (scripts/check-relay-links).
         // Its release builds skip the runtime exclusivity checks (a third of the relay's own
         // instructions per request, docs/PERFORMANCE.md); debug and test builds keep them.
-        .target(name: "Relay", dependencies: ["Basics", "PulseWire", "Ring", "LinuxSystem", "Runtime", "StreamState"],
-                swiftSettings: [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]),
+        .target(
+            name: "Relay", dependencies: ["Basics", "PulseWire", "Ring", "LinuxSystem", "Runtime", "StreamState"],
+            swiftSettings: [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]),
         // The consent service above it: decisions, prompts, the desktop, the control socket.
         // The native PipeWire door: a manager connection that routes non-granted capture to silence.
         .target(name: "PipeWireGate", dependencies: ["CPipeWireShim", "Basics", "LinuxSystem"]),
-        .target(name: "Service", dependencies: ["Relay", "Runtime", "StreamState", "Basics", "PulseWire", "Consent", "ConsentStore", "ControlProtocol", "Wording", "LinuxSystem", "DBus", "PipeWireGate"]),
+        .target(
+            name: "Service",
+            dependencies: [
+                "Relay", "Runtime", "StreamState", "Basics", "PulseWire", "Consent", "ConsentStore", "ControlProtocol", "Wording", "LinuxSystem", "DBus",
+                "PipeWireGate",
+            ]),
         .target(name: "EarmuffClient", dependencies: ["ControlProtocol", "LinuxSystem"]),
-        .target(name: "EarmuffCLI", dependencies: ["Service", "Relay", "EarmuffClient", "ControlProtocol", "Wording", "Consent", "Basics",
-                                                   "ConsentStore", "LinuxSystem", "SettingsModel"]),
+        .target(
+            name: "EarmuffCLI",
+            dependencies: [
+                "Service", "Relay", "EarmuffClient", "ControlProtocol", "Wording", "Consent", "Basics",
+                "ConsentStore", "LinuxSystem", "SettingsModel",
+            ]),
         .executableTarget(name: "earmuff", dependencies: ["EarmuffCLI"]),
         // The relay alone, every stream real: the link check's subject and the relay's own cost.
         .executableTarget(name: "earmuff-relay", dependencies: ["Relay", "Runtime", "StreamState", "Basics", "PulseWire"]),
@@ -69,14 +81,19 @@ let package = Package(
         .target(name: "SettingsModel", dependencies: ["Consent", "ControlProtocol", "Wording"]),
         // The control thread the window and the indicator share: a subscribed connection, kept up.
         .target(name: "SettingsLink", dependencies: ["SettingsModel", "EarmuffClient", "ControlProtocol", "LinuxSystem"]),
-        .executableTarget(name: "earmuff-settings", dependencies: ["SettingsModel", "SettingsLink", "ControlProtocol",
-                                                                   "LinuxSystem", "CAdwaita", "CSettingsShim"]),
+        .executableTarget(
+            name: "earmuff-settings",
+            dependencies: [
+                "SettingsModel", "SettingsLink", "ControlProtocol",
+                "LinuxSystem", "CAdwaita", "CSettingsShim",
+            ]),
         .executableTarget(name: "earmuff-indicator", dependencies: ["SettingsModel", "SettingsLink", "DBus", "LinuxSystem"]),
 
         // The app library and its example (records with libpulse-simple, as an app would)
         .target(name: "EarmuffKit", dependencies: ["PulseWire", "LinuxSystem"]),
-        .executableTarget(name: "earmuff-request-permission", dependencies: ["EarmuffKit", "CPulseSimple"],
-                          path: "examples/RequestPermission"),
+        .executableTarget(
+            name: "earmuff-request-permission", dependencies: ["EarmuffKit", "CPulseSimple"],
+            path: "examples/RequestPermission"),
 
         // Benchmarks (run in release: swift run -c release earmuff-bench)
         .executableTarget(name: "earmuff-bench", dependencies: ["TestSupport", "PulseWire", "CLinux", "LinuxSystem"]),
@@ -92,12 +109,20 @@ let package = Package(
         .target(name: "ControlSamples", dependencies: ["ControlProtocol"], path: "Tests/ControlSamples"),
         .testTarget(name: "ControlProtocolTests", dependencies: ["ControlProtocol", "ControlSamples", "Consent"]),
         .testTarget(name: "RelayTests", dependencies: ["Relay", "Runtime", "StreamState", "Basics", "PulseWire", "Ring", "LinuxSystem", "TestSupport"]),
-        .testTarget(name: "ServiceTests", dependencies: ["Service", "Relay", "Runtime", "StreamState", "PipeWireGate", "EarmuffClient", "ControlProtocol", "Consent",
-                                                        "ConsentStore", "PulseWire", "Ring", "LinuxSystem", "TestSupport"]),
+        .testTarget(
+            name: "ServiceTests",
+            dependencies: [
+                "Service", "Relay", "Runtime", "StreamState", "PipeWireGate", "EarmuffClient", "ControlProtocol", "Consent",
+                "ConsentStore", "PulseWire", "Ring", "LinuxSystem", "TestSupport",
+            ]),
         .testTarget(name: "EarmuffKitTests", dependencies: ["EarmuffKit", "PulseWire", "TestSupport"]),
         .testTarget(name: "SettingsModelTests", dependencies: ["SettingsModel", "Consent", "ControlProtocol"]),
         .testTarget(name: "EarmuffCLITests", dependencies: ["EarmuffCLI", "ControlProtocol", "ControlSamples", "Wording", "Consent", "ConsentStore"]),
-        .testTarget(name: "EndToEndTests", dependencies: ["TestSupport", "PulseWire", "EarmuffKit", "earmuff", "earmuff-relay", "earmuff-request-permission",
-                                                             "earmuff-settings", "earmuff-indicator", "SettingsModel"]),
+        .testTarget(
+            name: "EndToEndTests",
+            dependencies: [
+                "TestSupport", "PulseWire", "EarmuffKit", "earmuff", "earmuff-relay", "earmuff-request-permission",
+                "earmuff-settings", "earmuff-indicator", "SettingsModel",
+            ]),
     ]
 )

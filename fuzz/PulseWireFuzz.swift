@@ -111,8 +111,9 @@ func drain(_ parser: inout FrameParser, into outcome: inout ParseOutcome, reusin
                 require(parser.bufferedByteCount == before, "next() returned nil but consumed bytes")
                 return
             }
-            require(parser.bufferedByteCount == before - Limits.descriptorSize - frame.payload.count,
-                    "next() consumed a different byte count than the frame's size")
+            require(
+                parser.bufferedByteCount == before - Limits.descriptorSize - frame.payload.count,
+                "next() consumed a different byte count than the frame's size")
             outcome.frames.append(frame)
         } catch {
             require(parser.bufferedByteCount == before, "a throwing next() consumed bytes")
@@ -198,7 +199,8 @@ func checkFrameStream(_ body: [UInt8], chunking: UInt8) -> [[UInt8]] {
         if frame.descriptor.isPacket {
             // PulseAudio ignores the offset words of a packet frame, so only length and channel must agree.
             let packet = Frame(packet: frame.payload)
-            require(packet.descriptor.length == frame.descriptor.length && packet.descriptor.isPacket
+            require(
+                packet.descriptor.length == frame.descriptor.length && packet.descriptor.isPacket
                     && packet.payload == frame.payload, "Frame(packet:) differs")
         }
         let offset = frame.descriptor.offset
@@ -306,14 +308,16 @@ func checkProcessor(_ body: [UInt8], chunking: UInt8) {
         }
         offset += size
     }
-    require((thrown != nil) == (whole.error != nil),
-            "processor threw \(String(describing: thrown)), reference parse found \(String(describing: whole.error))")
+    require(
+        (thrown != nil) == (whole.error != nil),
+        "processor threw \(String(describing: thrown)), reference parse found \(String(describing: whole.error))")
     require(handler.output == expected, "processor output differs from the reference frames under the same decisions")
     require(handler.payloadBytes == expectedPayload, "processor counted \(handler.payloadBytes) payload bytes, expected \(expectedPayload)")
     if thrown == nil {
         require(processor.isAtFrameBoundary == (whole.leftover == 0), "frame boundary disagrees with the leftover")
-        require(processor.packetsForwarded == whole.frames.filter { $0.descriptor.isPacket && !handler.refuses($0.payload) }.count,
-                "packetsForwarded disagrees")
+        require(
+            processor.packetsForwarded == whole.frames.filter { $0.descriptor.isPacket && !handler.refuses($0.payload) }.count,
+            "packetsForwarded disagrees")
     }
 }
 
@@ -395,7 +399,8 @@ func checkPermissionExtension(_ payload: [UInt8], _ afterHeader: TagStructReader
         let (index, name) = try PermissionExtension.addressee(&reader)
         let call = try PermissionCall.decode(from: &reader)
         if index == invalidIndex, name == PermissionExtension.moduleName, reader.isAtEnd {
-            if case .unknown = call {} else {
+            if case .unknown = call {
+            } else {
                 require(call.packet(tag: header.tag) == payload, "PermissionCall \(call): encode(decode(x)) != x")
             }
         }
@@ -426,8 +431,9 @@ func roundTrip<M: PacketMessage>(
         message = try M.decode(from: &reader, version: version)
     } catch {
         _ = error.description
-        require(header.command != M.command.rawValue || (try? M.decodePacket(payload, version: version)) == nil,
-                "\(M.self).decodePacket accepted what decode(from:) rejected")
+        require(
+            header.command != M.command.rawValue || (try? M.decodePacket(payload, version: version)) == nil,
+            "\(M.self).decodePacket accepted what decode(from:) rejected")
         return
     }
     require(reader.isAtEnd, "\(M.self) v\(version) succeeded without consuming the packet")
@@ -513,8 +519,9 @@ func skipChecked(_ reader: inout TagStructReader) -> Bool {
         require(!typedOK, "skipValue failed where the typed read succeeded: \(error)")
         return false
     }
-    require(typedOK && typed.position == reader.position,
-            "skipValue from \(before) ended at \(reader.position), the typed read at \(typedOK ? typed.position : -1)")
+    require(
+        typedOK && typed.position == reader.position,
+        "skipValue from \(before) ended at \(reader.position), the typed read at \(typedOK ? typed.position : -1)")
     return true
 }
 
@@ -608,7 +615,8 @@ func readOne(_ reader: inout TagStructReader, op: UInt8) -> Bool {
 
 private func finish(_ reader: TagStructReader, _ before: Int, _ encoded: [UInt8]) -> Bool {
     require(reader.position > before && reader.position <= reader.bytes.count, "read did not advance within the payload")
-    require(encoded[...] == reader.bytes[before..<reader.position],
-            "value read at \(before) does not re-encode to the bytes it consumed")
+    require(
+        encoded[...] == reader.bytes[before..<reader.position],
+        "value read at \(before) does not re-encode to the bytes it consumed")
     return true
 }

@@ -53,7 +53,7 @@ public struct AppKey: Hashable, Sendable, Codable, CustomStringConvertible, Comp
         let kind = String(text[..<colon])
         let value = String(text[text.index(after: colon)...])
         guard !kind.isEmpty, !value.isEmpty,
-              kind.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" })
+            kind.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" })
         else { return nil }
         self.init(kind: kind, value: value)
     }
@@ -65,8 +65,10 @@ public struct AppKey: Hashable, Sendable, Codable, CustomStringConvertible, Comp
     public init(from decoder: any Decoder) throws {
         let text = try decoder.singleValueContainer().decode(String.self)
         guard let key = AppKey(parsing: text) else {
-            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath,
-                                                    debugDescription: "not an app key: \(text)"))
+            throw DecodingError.dataCorrupted(
+                .init(
+                    codingPath: decoder.codingPath,
+                    debugDescription: "not an app key: \(text)"))
         }
         self = key
     }
@@ -101,9 +103,11 @@ public struct ClientIdentity: Sendable, Equatable {
     /// started as, which an app's children share): prompts are shared out fairly among origins.
     public var origin: String?
 
-    public init(pid: Int32, uid: UInt32, gid: UInt32, appKey: AppKey, method: IdentificationMethod,
-                executable: String? = nil, script: String? = nil, strength: IdentityStrength? = nil,
-                caveat: String? = nil, startTime: UInt64? = nil, origin: String? = nil) {
+    public init(
+        pid: Int32, uid: UInt32, gid: UInt32, appKey: AppKey, method: IdentificationMethod,
+        executable: String? = nil, script: String? = nil, strength: IdentityStrength? = nil,
+        caveat: String? = nil, startTime: UInt64? = nil, origin: String? = nil
+    ) {
         self.pid = pid
         self.uid = uid
         self.gid = gid

@@ -16,9 +16,11 @@ public enum VolumeControls {
     public static let owners: [String: Set<String>] = [
         "org.PulseAudio.pavucontrol": ["exe:/usr/bin/pavucontrol"],
         // libgvc, GNOME's mixer library: GNOME Shell, Settings, and the desktops built on them.
-        "org.gnome.VolumeControl": ["exe:/usr/bin/gnome-shell", "exe:/usr/bin/gnome-control-center",
-                                    "exe:/usr/libexec/gnome-flashback", "exe:/usr/bin/gnome-flashback",
-                                    "exe:/usr/bin/cinnamon", "exe:/usr/bin/budgie-panel", "exe:/usr/bin/budgie-daemon"],
+        "org.gnome.VolumeControl": [
+            "exe:/usr/bin/gnome-shell", "exe:/usr/bin/gnome-control-center",
+            "exe:/usr/libexec/gnome-flashback", "exe:/usr/bin/gnome-flashback",
+            "exe:/usr/bin/cinnamon", "exe:/usr/bin/budgie-panel", "exe:/usr/bin/budgie-daemon",
+        ],
         "org.kde.kmixd": ["exe:/usr/bin/kmix", "exe:/usr/bin/kmixd"],
     ]
 

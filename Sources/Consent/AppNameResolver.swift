@@ -137,14 +137,18 @@ public enum AppNameResolver {
     // MARK: step 1, on the command line
 
     /// The key for `text`, or nil to send it as typed (the daemon matches it with the apps it knows).
-    public static func program(_ text: String, searchPath: String?, cwd: String,
-                               files: some ProgramFiles) -> Result<Resolution, Failure>? {
+    public static func program(
+        _ text: String, searchPath: String?, cwd: String,
+        files: some ProgramFiles
+    ) -> Result<Resolution, Failure>? {
         if let key = AppKey(parsing: text) {
             guard key.kind == "exe", key.value.hasPrefix("/"), let real = files.realPath(key.value), real != key.value else {
                 return .success(Resolution(key: text, note: nil))
             }
-            return .success(Resolution(key: "exe:" + real,
-                                       note: "\(key.value) is a link to \(real), which its processes report; deciding for exe:\(real)"))
+            return .success(
+                Resolution(
+                    key: "exe:" + real,
+                    note: "\(key.value) is a link to \(real), which its processes report; deciding for exe:\(real)"))
         }
         if text.contains("/") {
             guard let path = IdentityClassifier.absolute(text, cwd: cwd) else { return .failure(.noSuchFile(text)) }
@@ -203,9 +207,10 @@ public enum AppNameResolver {
             return .success(key)
         }
         func baseName(_ path: String) -> String { path.split(separator: "/").last.map(String.init) ?? path }
-        let kernelKeys = Set(apps.filter { a in
-            a.executable.map { $0 == text || baseName($0) == text } == true || baseName(a.key.value) == text
-        }.map(\.key))
+        let kernelKeys = Set(
+            apps.filter { a in
+                a.executable.map { $0 == text || baseName($0) == text } == true || baseName(a.key.value) == text
+            }.map(\.key))
         func onePerKey(_ apps: [Candidate]) -> [Candidate] {
             var seen = Set<AppKey>()
             return apps.filter { seen.insert($0.key).inserted }

@@ -80,8 +80,10 @@ public enum CodeInjection {
     /// as `NAME=value` and option words, in a stable order; empty when nothing does.
     /// `environmentComplete` is false when /proc/PID/environ could not be read whole,
     /// which counts as a finding: what was not read may hide anything.
-    public static func findings(exe: String, cmdline: [String], cwd: String?,
-                                environment: [String: String], environmentComplete: Bool) -> [String] {
+    public static func findings(
+        exe: String, cmdline: [String], cwd: String?,
+        environment: [String: String], environmentComplete: Bool
+    ) -> [String] {
         var found: [String] = []
         if !environmentComplete { found.append("environment-unreadable") }
         let kind = IdentityClassifier.interpreter(forExecutable: exe)

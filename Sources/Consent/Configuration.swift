@@ -118,10 +118,12 @@ public struct Configuration: Sendable, Equatable {
     public static let adminAppsDirectory = "/etc/earmuff/apps.d"
 
     /// Every key earmuff.conf accepts, in documentation order.
-    public static let keys = ["upstream", "listen", "control", "store", "missing-purpose",
-                              "prompt-via", "prompt-timeout", "max-pending-prompts", "max-pending-prompts-per-uid", "prompt-command", "use-notices", "trusted-apps", "log-level",
-                              "max-clients", "max-clients-per-app", "reserved-clients", "handshake-timeout",
-                              "auto-reset-days", "max-packet-kib", "packet-buffer-mib", "realtime-priority", "nice-level"]
+    public static let keys = [
+        "upstream", "listen", "control", "store", "missing-purpose",
+        "prompt-via", "prompt-timeout", "max-pending-prompts", "max-pending-prompts-per-uid", "prompt-command", "use-notices", "trusted-apps", "log-level",
+        "max-clients", "max-clients-per-app", "reserved-clients", "handshake-timeout",
+        "auto-reset-days", "max-packet-kib", "packet-buffer-mib", "realtime-priority", "nice-level",
+    ]
 
     /// The most clients any limit may allow (the descriptors they need must stay far below the process limit).
     public static let maximumClientLimit = 4096
@@ -206,7 +208,8 @@ public struct Configuration: Sendable, Equatable {
                     o.promptVia = try parsePromptVia(value, fail: fail)
                 case "prompt-timeout":
                     guard let seconds = Double(value), seconds.isFinite, seconds > 0,
-                          seconds <= maximumPromptTimeout else {
+                        seconds <= maximumPromptTimeout
+                    else {
                         throw fail("prompt-timeout must be a number of seconds above 0 and at most \(Int(maximumPromptTimeout)), not \"\(value)\"")
                     }
                     o.promptTimeout = seconds
@@ -401,8 +404,10 @@ public struct Configuration: Sendable, Equatable {
     /// The upstream server: `commandLine`, else this config's `upstream`, else
     /// `$PULSE_SERVER` without any entry naming `ownSocket`, else
     /// `$XDG_RUNTIME_DIR/pulse/native`. Nil when none can be found.
-    public func upstreamServer(commandLine: String?, environment env: [String: String],
-                               ownSocket: String) -> String? {
+    public func upstreamServer(
+        commandLine: String?, environment env: [String: String],
+        ownSocket: String
+    ) -> String? {
         if let s = commandLine, !s.isEmpty { return s }
         if !upstream.isEmpty { return upstream }
         if let list = env["PULSE_SERVER"] {

@@ -69,12 +69,14 @@ extension ConsentEngine {
         var keys = Set(apps.keys).union(decisions.keys.map(\.app)).union(temporary.keys.map(\.app))
         keys.formUnion(policy.declarations.keys)
         let known = keys.sorted().map { key in
-            AppNameResolver.Candidate(key: key, displayName: apps[key]?.displayName, method: apps[key]?.method,
-                                      executable: apps[key]?.executable)
+            AppNameResolver.Candidate(
+                key: key, displayName: apps[key]?.displayName, method: apps[key]?.method,
+                executable: apps[key]?.executable)
         }
         let live = clientSnapshots.map { c in
-            AppNameResolver.Candidate(key: c.identity.appKey, displayName: c.displayName, method: c.identity.method,
-                                      executable: c.identity.executable)
+            AppNameResolver.Candidate(
+                key: c.identity.appKey, displayName: c.displayName, method: c.identity.method,
+                executable: c.identity.executable)
         }
         return known + live
     }

@@ -34,7 +34,8 @@ extension ConsentEngine {
         for (subject, d) in temporary.sorted(by: { ($0.key.app, $0.key.kind) < ($1.key.app, $1.key.kind) }) {
             guard let t = d.lifespan.expiresAt, t <= now else { continue }
             temporary[subject] = nil
-            let after = decisions[subject]
+            let after =
+                decisions[subject]
                 ?? Decision(appKey: subject.app, capability: subject.kind, state: .undetermined, reason: .none)
             actions += [.removeTimedDecision(subject.app, subject.kind), .emit(.decisionExpired(d, now: after))]
             actions += refreshStreams(of: subject.app)
@@ -63,7 +64,7 @@ extension ConsentEngine {
     /// and the grant itself); nil for anything else.
     private func autoResetCandidate(_ d: Decision) -> Double? {
         guard d.state == .granted, policyDecision(d.appKey, d.capability) == nil,
-              !clientIDs(of: d.appKey).contains(where: { clients[$0]?.streams.values.contains { $0.kind == d.capability } == true })
+            !clientIDs(of: d.appKey).contains(where: { clients[$0]?.streams.values.contains { $0.kind == d.capability } == true })
         else { return nil }
         let times = [d.lastUsedAt, d.decidedAt].compactMap { $0 }
         return times.max()

@@ -49,8 +49,10 @@ extension ConsentEngine {
     }
 
     /// The client asks for `kind` (its request carried `tag`), giving `purpose` or none.
-    public mutating func permissionRequested(_ c: ClientID, tag: UInt32, kind: Capability, purpose: String?,
-                                             now: Double) -> (outcome: PermissionRequestOutcome, actions: [ConsentAction]) {
+    public mutating func permissionRequested(
+        _ c: ClientID, tag: UInt32, kind: Capability, purpose: String?,
+        now: Double
+    ) -> (outcome: PermissionRequestOutcome, actions: [ConsentAction]) {
         guard var s = clients[c] else { return (.refused, [.disconnectClient(c, reason: "client was never registered")]) }
         if let p = Self.clean(purpose, limit: Self.maximumPurposeLength) {
             s.requestPurpose = p

@@ -41,7 +41,8 @@ extension ConsentEngine {
         for id in clients.keys.sorted() {
             guard let s = clients[id], s.identity.appKey == subject.app else { continue }
             if s.streams.values.contains(where: { $0.kind == subject.kind })
-                || permissionWaiters.contains(where: { $0.client == id && $0.kind == subject.kind }) {
+                || permissionWaiters.contains(where: { $0.client == id && $0.kind == subject.kind })
+            {
                 return s
             }
         }
@@ -94,7 +95,8 @@ extension ConsentEngine {
     private func unfairlyHeldPrompt(uid: UInt32?, forOrigin origin: String?) -> PromptID? {
         let held = promptsHeld(uid: uid)
         guard let most = held.max(by: { ($0.value, $1.key ?? "") < ($1.value, $0.key ?? "") }),
-              most.value >= held[origin, default: 0] + 2 else { return nil }
+            most.value >= held[origin, default: 0] + 2
+        else { return nil }
         return pending.filter { (uid == nil || $0.value.uid == uid) && $0.value.origin == most.key }.keys.max()
     }
 
@@ -105,8 +107,9 @@ extension ConsentEngine {
         var actions: [ConsentAction] = []
         for (subject, _) in waiting {
             guard let s = liveRecorder(of: subject),
-                  effectiveDecision(for: subject.app, kind: subject.kind).state == .undetermined,
-                  s.once[subject.kind] == nil, pendingByApp[subject] == nil else {
+                effectiveDecision(for: subject.app, kind: subject.kind).state == .undetermined,
+                s.once[subject.kind] == nil, pendingByApp[subject] == nil
+            else {
                 waiting[subject] = nil
                 continue
             }
@@ -130,10 +133,12 @@ extension ConsentEngine {
         waiting.sorted { ($0.value.since, $0.key.app, $0.key.kind) < ($1.value.since, $1.key.app, $1.key.kind) }
             .compactMap { subject, w in
                 guard let s = liveRecorder(of: subject),
-                      effectiveDecision(for: subject.app, kind: subject.kind).state == .undetermined else { return nil }
-                return WaitingCaptureSnapshot(appKey: subject.app, kind: subject.kind, displayName: displayName(of: s),
-                                              uid: w.uid, source: w.source, since: w.since,
-                                              executable: s.identity.executable, commandName: s.commandName)
+                    effectiveDecision(for: subject.app, kind: subject.kind).state == .undetermined
+                else { return nil }
+                return WaitingCaptureSnapshot(
+                    appKey: subject.app, kind: subject.kind, displayName: displayName(of: s),
+                    uid: w.uid, source: w.source, since: w.since,
+                    executable: s.identity.executable, commandName: s.commandName)
             }
     }
 }

@@ -7,7 +7,8 @@ extension ConsentEngine {
     public func effectiveDecision(for app: AppKey, kind: Capability = .microphone) -> EffectiveDecision {
         if let fixed = policyDecision(app, kind) { return EffectiveDecision(state: fixed, reason: .adminPolicy) }
         let subject = Subject(app: app, kind: kind)
-        let lasting = decisions[subject].map { EffectiveDecision(state: $0.state, reason: $0.reason) }
+        let lasting =
+            decisions[subject].map { EffectiveDecision(state: $0.state, reason: $0.reason) }
             ?? EffectiveDecision(state: .undetermined, reason: .none)
         if let t = temporary[subject] {
             return EffectiveDecision(state: t.state, reason: t.reason, lifespan: t.lifespan, afterwards: lasting.state)
@@ -29,8 +30,9 @@ extension ConsentEngine {
     public var clientSnapshots: [ClientSnapshot] {
         clients.keys.sorted().compactMap { id in
             clients[id].map {
-                ClientSnapshot(id: id, identity: $0.identity, displayName: displayName(of: $0), commandName: $0.commandName,
-                               purpose: purpose(of: $0), once: $0.once, connectedAt: $0.connectedAt)
+                ClientSnapshot(
+                    id: id, identity: $0.identity, displayName: displayName(of: $0), commandName: $0.commandName,
+                    purpose: purpose(of: $0), once: $0.once, connectedAt: $0.connectedAt)
             }
         }
     }
@@ -41,8 +43,9 @@ extension ConsentEngine {
             guard let s = clients[c] else { return [] }
             return s.streams.keys.sorted().compactMap { id in
                 s.streams[id].map {
-                    StreamSnapshot(client: c, stream: id, appKey: s.identity.appKey, source: $0.source,
-                                   kind: $0.kind, real: $0.real, startedAt: $0.startedAt)
+                    StreamSnapshot(
+                        client: c, stream: id, appKey: s.identity.appKey, source: $0.source,
+                        kind: $0.kind, real: $0.real, startedAt: $0.startedAt)
                 }
             }
         }

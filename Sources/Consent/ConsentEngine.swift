@@ -133,15 +133,20 @@ public struct ConsentEngine: Sendable {
     /// A client was accepted and identified. `launcherPurpose` comes from `earmuff run --purpose`;
     /// `commandName` is the command it was started as when that is a link to its executable
     /// (`ProcessInspector.linkName`), for the name it is shown by.
-    public mutating func clientConnected(_ c: ClientID, identity: ClientIdentity, launcherPurpose: String?,
-                                         commandName: String? = nil, now: Double) -> [ConsentAction] {
+    public mutating func clientConnected(
+        _ c: ClientID, identity: ClientIdentity, launcherPurpose: String?,
+        commandName: String? = nil, now: Double
+    ) -> [ConsentAction] {
         let command = Self.clean(commandName, limit: Self.maximumNameLength)
-        clients[c] = ClientState(identity: identity,
-                                 launcherPurpose: Self.clean(launcherPurpose, limit: Self.maximumPurposeLength),
-                                 commandName: command, connectedAt: now)
+        clients[c] = ClientState(
+            identity: identity,
+            launcherPurpose: Self.clean(launcherPurpose, limit: Self.maximumPurposeLength),
+            commandName: command, connectedAt: now)
         return [
-            remember(AppRecord(appKey: identity.appKey, displayName: nil, executable: identity.executable,
-                               method: identity.method, firstSeenAt: now, lastSeenAt: now, commandName: command)),
+            remember(
+                AppRecord(
+                    appKey: identity.appKey, displayName: nil, executable: identity.executable,
+                    method: identity.method, firstSeenAt: now, lastSeenAt: now, commandName: command)),
             .emit(.clientConnected(c, identity)),
         ]
     }
@@ -149,8 +154,10 @@ public struct ConsentEngine: Sendable {
     /// The client set or updated its properties (SET_CLIENT_NAME, UPDATE_CLIENT_PROPLIST):
     /// `application.name`, `application.process.binary`, `application.capture.purpose`.
     /// Nil leaves a property unchanged. These claims are shown, never trusted for identity.
-    public mutating func clientPropertiesChanged(_ c: ClientID, applicationName: String?, processBinary: String?,
-                                                 capturePurpose: String?, now: Double) -> [ConsentAction] {
+    public mutating func clientPropertiesChanged(
+        _ c: ClientID, applicationName: String?, processBinary: String?,
+        capturePurpose: String?, now: Double
+    ) -> [ConsentAction] {
         guard var s = clients[c] else { return [] }
         let before = displayName(of: s)
         if let v = applicationName { s.applicationName = Self.clean(v, limit: Self.maximumNameLength) }
@@ -160,8 +167,12 @@ public struct ConsentEngine: Sendable {
         let after = displayName(of: s)
         guard after != before else { return [] }
         let id = s.identity
-        return [remember(AppRecord(appKey: id.appKey, displayName: after, executable: id.executable,
-                                   method: id.method, firstSeenAt: s.connectedAt, lastSeenAt: now))]
+        return [
+            remember(
+                AppRecord(
+                    appKey: id.appKey, displayName: after, executable: id.executable,
+                    method: id.method, firstSeenAt: s.connectedAt, lastSeenAt: now))
+        ]
     }
 
     /// The client's connection is gone; its streams end and any "once" answer with it.
@@ -182,8 +193,10 @@ public struct ConsentEngine: Sendable {
 
     /// A CREATE_RECORD_STREAM request arrived, before it is forwarded. Applies `missing-purpose`
     /// to the kind the request is expected to capture (its source is only sure from the reply).
-    public mutating func recordStreamRequested(_ c: ClientID, kind: Capability = .microphone,
-                                               now: Double) -> RecordAdmission {
+    public mutating func recordStreamRequested(
+        _ c: ClientID, kind: Capability = .microphone,
+        now: Double
+    ) -> RecordAdmission {
         guard let s = clients[c] else {
             return RecordAdmission(proceed: false, actions: [.disconnectClient(c, reason: "client was never registered")])
         }
@@ -199,11 +212,14 @@ public struct ConsentEngine: Sendable {
     /// `missing-purpose` for a client of an undetermined app that asks for `kind` without a
     /// purpose (nothing to do otherwise): whether to go on (prompt, or denied without asking),
     /// and the actions (the denial, or the refusal that closes the client).
-    mutating func applyMissingPurpose(_ c: ClientID, _ s: ClientState, kind: Capability, asking: String,
-                                      now: Double) -> (proceed: Bool, actions: [ConsentAction]) {
+    mutating func applyMissingPurpose(
+        _ c: ClientID, _ s: ClientState, kind: Capability, asking: String,
+        now: Double
+    ) -> (proceed: Bool, actions: [ConsentAction]) {
         let app = s.identity.appKey
         guard effectiveDecision(for: app, kind: kind).state == .undetermined, s.once[kind] == nil,
-              purpose(of: s) == nil else {
+            purpose(of: s) == nil
+        else {
             return (true, [])
         }
         switch policy.missingPurpose {
@@ -212,20 +228,26 @@ public struct ConsentEngine: Sendable {
         case .deny:
             return (true, applyDecision(Subject(app: app, kind: kind), .denied, reason: .missingPurpose, purpose: nil, now: now))
         case .disconnect:
-            let reason = "missing-purpose: \(app) asked \(asking) without a purpose string; set the client property "
+            let reason =
+                "missing-purpose: \(app) asked \(asking) without a purpose string; set the client property "
                 + "application.capture.purpose, run it with `earmuff run --purpose TEXT`, or declare a purpose in apps.d"
-            return (false, [
-                .emit(.clientRefused(c, app, reason: reason)),
-                .disconnectClient(c, reason: reason),
-            ])
+            return (
+                false,
+                [
+                    .emit(.clientRefused(c, app, reason: reason)),
+                    .disconnectClient(c, reason: reason),
+                ]
+            )
         }
     }
 
     /// The server created the record stream. `kind` is what its source captures (nil: not known
     /// yet, so silent until `recordStreamMoved` tells it). Returns whether it starts real (else
     /// silent from its first frame), and actions (usage, events, possibly a new prompt).
-    public mutating func recordStreamStarted(_ c: ClientID, stream: StreamID, source: String, kind: Capability?,
-                                             now: Double) -> (real: Bool, actions: [ConsentAction]) {
+    public mutating func recordStreamStarted(
+        _ c: ClientID, stream: StreamID, source: String, kind: Capability?,
+        now: Double
+    ) -> (real: Bool, actions: [ConsentAction]) {
         guard clients[c] != nil else { return (false, []) }
         // A timed decision that lapsed while its timer was late ends before this stream starts.
         let lapsed = expireTemporary(now: now)
@@ -234,10 +256,14 @@ public struct ConsentEngine: Sendable {
         let real = isReal(s, kind)
         s.streams[stream] = StreamState(source: source, kind: kind, real: real, startedAt: now)
         clients[c] = s
-        var actions: [ConsentAction] = lapsed + [
-            .startUsage(c, stream, UsageRecord(appKey: app, kind: kind?.rawValue ?? Self.unknownKind,
-                                               source: source, startedAt: now)),
-        ]
+        var actions: [ConsentAction] =
+            lapsed + [
+                .startUsage(
+                    c, stream,
+                    UsageRecord(
+                        appKey: app, kind: kind?.rawValue ?? Self.unknownKind,
+                        source: source, startedAt: now))
+            ]
         actions += noteUse(s, kind, now: now)
         actions.append(.emit(.streamStarted(c, stream, app, source: source, real: real)))
         if real { actions += firstHearing(s, kind) }
@@ -248,8 +274,10 @@ public struct ConsentEngine: Sendable {
     /// The stream records from another source now (RECORD_STREAM_MOVED, or its source became
     /// known). It is decided again under the new kind; its usage row ends and a new one starts
     /// when source or kind changed. Returns whether it is real now.
-    public mutating func recordStreamMoved(_ c: ClientID, stream: StreamID, source: String, kind: Capability?,
-                                           now: Double) -> (real: Bool, actions: [ConsentAction]) {
+    public mutating func recordStreamMoved(
+        _ c: ClientID, stream: StreamID, source: String, kind: Capability?,
+        now: Double
+    ) -> (real: Bool, actions: [ConsentAction]) {
         guard var s = clients[c], var st = s.streams[stream] else { return (false, []) }
         guard st.source != source || st.kind != kind else { return (st.real, []) }
         let app = s.identity.appKey
@@ -260,8 +288,11 @@ public struct ConsentEngine: Sendable {
         clients[c] = s
         var actions: [ConsentAction] = [
             .setStreamAccess(c, stream, real: st.real),
-            .splitUsage(c, stream, UsageRecord(appKey: app, kind: kind?.rawValue ?? Self.unknownKind,
-                                               source: source, startedAt: now)),
+            .splitUsage(
+                c, stream,
+                UsageRecord(
+                    appKey: app, kind: kind?.rawValue ?? Self.unknownKind,
+                    source: source, startedAt: now)),
         ]
         actions += noteUse(s, kind, now: now)
         actions.append(.emit(.streamMoved(c, stream, app, source: source, kind: kind, real: st.real)))
@@ -276,7 +307,8 @@ public struct ConsentEngine: Sendable {
     /// The record stream was deleted or failed.
     public mutating func recordStreamEnded(_ c: ClientID, stream: StreamID, now: Double) -> [ConsentAction] {
         guard let app = clients[c]?.identity.appKey,
-              clients[c]?.streams.removeValue(forKey: stream) != nil else { return [] }
+            clients[c]?.streams.removeValue(forKey: stream) != nil
+        else { return [] }
         return [.finishUsage(c, stream, endedAt: now), .emit(.streamEnded(c, stream, app))]
     }
 
@@ -301,12 +333,15 @@ public struct ConsentEngine: Sendable {
 
     /// Raises a prompt for the app and kind unless one is pending, or it is decided, or
     /// a "once" answer covers it, or the client cannot be inspected.
-    private mutating func promptIfUndetermined(_ s: ClientState, _ kind: Capability?, source: String,
-                                               now: Double) -> [ConsentAction] {
+    private mutating func promptIfUndetermined(
+        _ s: ClientState, _ kind: Capability?, source: String,
+        now: Double
+    ) -> [ConsentAction] {
         guard let kind else { return [] }
         let subject = Subject(app: s.identity.appKey, kind: kind)
         guard effectiveDecision(for: subject.app, kind: kind).state == .undetermined, s.once[kind] == nil,
-              pendingByApp[subject] == nil, !s.identity.isUninspectable else { return [] }
+            pendingByApp[subject] == nil, !s.identity.isUninspectable
+        else { return [] }
         return promptOrWait(s, kind: kind, source: source, now: now)
     }
 
@@ -331,16 +366,20 @@ public struct ConsentEngine: Sendable {
 
     /// An agent answered, for `lifespan` (nil: `once` for `.once`, else always). The first
     /// answer wins; later ones get `.alreadyResolved`.
-    public mutating func answer(_ p: PromptID, _ answer: PromptAnswer, lifespan: Lifespan? = nil, by agent: AgentID?,
-                                now: Double) -> Result<[ConsentAction], ConsentError> {
+    public mutating func answer(
+        _ p: PromptID, _ answer: PromptAnswer, lifespan: Lifespan? = nil, by agent: AgentID?,
+        now: Double
+    ) -> Result<[ConsentAction], ConsentError> {
         guard pending[p] != nil else {
             return .failure(p.rawValue >= 1 && p.rawValue < nextPrompt ? .alreadyResolved(p) : .unknownPrompt(p))
         }
         if let t = lifespan?.expiresAt, t <= now, let app = pending[p]?.prompt.appKey {
             return .failure(.expiryInThePast(app))
         }
-        return .success(resolve(p, answer: answer, lifespan: lifespan, outcome: .answered(answer, by: agent),
-                                reason: .user, now: now))
+        return .success(
+            resolve(
+                p, answer: answer, lifespan: lifespan, outcome: .answered(answer, by: agent),
+                reason: .user, now: now))
     }
 
     /// The prompt timer fired. A prompt already closed is ignored.
@@ -358,8 +397,10 @@ public struct ConsentEngine: Sendable {
 
     /// The prompt command exited: 0 allow, 1 deny, anything else no answer (the prompt stays
     /// pending); the answer lasts `lifespan` (nil: always; a time already past: always too).
-    public mutating func promptCommandFinished(_ p: PromptID, exitStatus: Int32, lifespan: Lifespan? = nil,
-                                               now: Double) -> [ConsentAction] {
+    public mutating func promptCommandFinished(
+        _ p: PromptID, exitStatus: Int32, lifespan: Lifespan? = nil,
+        now: Double
+    ) -> [ConsentAction] {
         guard pending[p] != nil else { return [] }
         var span = lifespan
         if let t = span?.expiresAt, t <= now { span = nil }
@@ -375,9 +416,11 @@ public struct ConsentEngine: Sendable {
     /// Sets an app's state for one kind from the CLI (grant, deny, reset → undetermined) for
     /// `lifespan` (reset is always lasting); reaches its live streams of that kind at once. Fails
     /// for an app whose decision apps.d fixes, "once" for an app without a connected client, and a time past.
-    public mutating func setDecision(_ app: AppKey, kind: Capability = .microphone, _ state: PermissionState,
-                                     reason: DecisionReason, lifespan: Lifespan = .always,
-                                     now: Double) -> Result<[ConsentAction], ConsentError> {
+    public mutating func setDecision(
+        _ app: AppKey, kind: Capability = .microphone, _ state: PermissionState,
+        reason: DecisionReason, lifespan: Lifespan = .always,
+        now: Double
+    ) -> Result<[ConsentAction], ConsentError> {
         if let fixed = policyDecision(app, kind) {
             return .failure(.governedByPolicy(app, fixed))
         }
@@ -424,15 +467,18 @@ public struct ConsentEngine: Sendable {
         clients.keys.filter { clients[$0]?.identity.appKey == app }.sorted()
     }
 
-    mutating func raisePrompt(for s: ClientState, kind: Capability, source: String,
-                              now: Double) -> [ConsentAction] {
+    mutating func raisePrompt(
+        for s: ClientState, kind: Capability, source: String,
+        now: Double
+    ) -> [ConsentAction] {
         let id = PromptID(nextPrompt)
         nextPrompt += 1
-        let prompt = Prompt(id: id, appKey: s.identity.appKey, method: s.identity.method,
-                            strength: s.identity.strength, caveat: s.identity.caveat,
-                            displayName: displayName(of: s), executable: s.identity.executable,
-                            pid: s.identity.pid, purpose: purpose(of: s), source: source, raisedAt: now, kind: kind,
-                            commandName: s.commandName)
+        let prompt = Prompt(
+            id: id, appKey: s.identity.appKey, method: s.identity.method,
+            strength: s.identity.strength, caveat: s.identity.caveat,
+            displayName: displayName(of: s), executable: s.identity.executable,
+            pid: s.identity.pid, purpose: purpose(of: s), source: source, raisedAt: now, kind: kind,
+            commandName: s.commandName)
         var actions: [ConsentAction] = [.emit(.promptRaised(prompt))]
         var commandStarted = false
         if !agents.isEmpty {
@@ -442,16 +488,19 @@ public struct ConsentEngine: Sendable {
             commandStarted = true
         }
         actions.append(.schedulePromptTimeout(id, after: policy.promptTimeout))
-        pending[id] = PendingPrompt(prompt: prompt, commandStarted: commandStarted, uid: s.identity.uid,
-                                    origin: s.identity.origin)
+        pending[id] = PendingPrompt(
+            prompt: prompt, commandStarted: commandStarted, uid: s.identity.uid,
+            origin: s.identity.origin)
         pendingByApp[Subject(app: prompt.appKey, kind: kind)] = id
         return actions
     }
 
     /// Closes a pending prompt and applies its answer (nil: timed out) to its app and kind for
     /// `lifespan` (nil: always).
-    mutating func resolve(_ id: PromptID, answer: PromptAnswer?, lifespan: Lifespan? = nil,
-                                  outcome: PromptOutcome, reason: DecisionReason, now: Double) -> [ConsentAction] {
+    mutating func resolve(
+        _ id: PromptID, answer: PromptAnswer?, lifespan: Lifespan? = nil,
+        outcome: PromptOutcome, reason: DecisionReason, now: Double
+    ) -> [ConsentAction] {
         guard let prompt = pending.removeValue(forKey: id)?.prompt else { return [] }
         let subject = Subject(app: prompt.appKey, kind: prompt.kind)
         if pendingByApp[subject] == id { pendingByApp[subject] = nil }
@@ -481,8 +530,10 @@ public struct ConsentEngine: Sendable {
 
     /// Makes the app's connected clients real (granted) or silent (denied) until each disconnects,
     /// over its other decisions; records reason user-once when the app is otherwise undetermined.
-    private mutating func applyOnce(_ subject: Subject, _ state: PermissionState, reason: DecisionReason, purpose: String?,
-                                    now: Double) -> [ConsentAction] {
+    private mutating func applyOnce(
+        _ subject: Subject, _ state: PermissionState, reason: DecisionReason, purpose: String?,
+        now: Double
+    ) -> [ConsentAction] {
         for c in clientIDs(of: subject.app) { clients[c]?.once[subject.kind] = state }
         var actions: [ConsentAction] = []
         if effectiveDecision(for: subject.app, kind: subject.kind).state == .undetermined {
@@ -495,9 +546,12 @@ public struct ConsentEngine: Sendable {
     }
 
     /// Stores an answer that leaves the app undetermined (once, timeout), unless a decision exists.
-    private mutating func recordUndetermined(_ subject: Subject, reason: DecisionReason, purpose: String?,
-                                             now: Double) -> [ConsentAction] {
-        var d = decisions[subject]
+    private mutating func recordUndetermined(
+        _ subject: Subject, reason: DecisionReason, purpose: String?,
+        now: Double
+    ) -> [ConsentAction] {
+        var d =
+            decisions[subject]
             ?? Decision(appKey: subject.app, capability: subject.kind, state: .undetermined, reason: .none)
         guard d.state == .undetermined else { return [] }
         d.reason = reason
@@ -509,8 +563,10 @@ public struct ConsentEngine: Sendable {
 
     /// Stores a state for `lifespan` (always, session or until a time; reset is always), clears
     /// the layers over it, closes a pending prompt it settles, and flips live streams.
-    private mutating func applyDecision(_ subject: Subject, _ state: PermissionState, reason: DecisionReason,
-                                        purpose: String?, lifespan: Lifespan = .always, now: Double) -> [ConsentAction] {
+    private mutating func applyDecision(
+        _ subject: Subject, _ state: PermissionState, reason: DecisionReason,
+        purpose: String?, lifespan: Lifespan = .always, now: Double
+    ) -> [ConsentAction] {
         var actions: [ConsentAction] = []
         // The newest decision wins: "once" answers of the app's clients for this kind end with it.
         for c in clientIDs(of: subject.app) { clients[c]?.once[subject.kind] = nil }
@@ -518,7 +574,8 @@ public struct ConsentEngine: Sendable {
             if temporary.removeValue(forKey: subject)?.lifespan.expiresAt != nil {
                 actions.append(.removeTimedDecision(subject.app, subject.kind))
             }
-            var d = decisions[subject]
+            var d =
+                decisions[subject]
                 ?? Decision(appKey: subject.app, capability: subject.kind, state: state, reason: reason)
             d.state = state
             d.reason = reason
@@ -527,8 +584,9 @@ public struct ConsentEngine: Sendable {
             decisions[subject] = d
             actions += [.persistDecision(d), .emit(.decisionChanged(d))]
         } else {
-            let d = Decision(appKey: subject.app, capability: subject.kind, state: state, reason: reason,
-                             purpose: purpose ?? decisions[subject]?.purpose, decidedAt: now, lifespan: lifespan)
+            let d = Decision(
+                appKey: subject.app, capability: subject.kind, state: state, reason: reason,
+                purpose: purpose ?? decisions[subject]?.purpose, decidedAt: now, lifespan: lifespan)
             if temporary.updateValue(d, forKey: subject)?.lifespan.expiresAt != nil, lifespan.expiresAt == nil {
                 actions.append(.removeTimedDecision(subject.app, subject.kind))
             }

@@ -209,10 +209,12 @@ public struct ConsentPolicy: Sendable, Equatable {
     public var maxPendingPrompts: Int
     public var maxPendingPromptsPerUID: Int
 
-    public init(missingPurpose: MissingPurposeMode = .prompt, promptTimeout: Double = 30,
-                hasPromptCommand: Bool = false, declarations: [AppKey: AppDeclaration] = [:],
-                autoResetAfter: Double? = nil, maxPendingPrompts: Int = Configuration().maxPendingPrompts,
-                maxPendingPromptsPerUID: Int = Configuration().maxPendingPromptsPerUID) {
+    public init(
+        missingPurpose: MissingPurposeMode = .prompt, promptTimeout: Double = 30,
+        hasPromptCommand: Bool = false, declarations: [AppKey: AppDeclaration] = [:],
+        autoResetAfter: Double? = nil, maxPendingPrompts: Int = Configuration().maxPendingPrompts,
+        maxPendingPromptsPerUID: Int = Configuration().maxPendingPromptsPerUID
+    ) {
         self.missingPurpose = missingPurpose
         self.promptTimeout = promptTimeout
         self.hasPromptCommand = hasPromptCommand
@@ -224,11 +226,12 @@ public struct ConsentPolicy: Sendable, Equatable {
 
     /// The policy a configuration and its declarations describe.
     public init(configuration c: Configuration, declarations: [AppKey: AppDeclaration]) {
-        self.init(missingPurpose: c.missingPurpose, promptTimeout: c.promptTimeout,
-                  hasPromptCommand: !c.promptCommand.trimmingWhitespace().isEmpty && c.promptVia.contains(.command),
-                  declarations: declarations,
-                  autoResetAfter: c.autoResetDays > 0 ? Double(c.autoResetDays) * 86_400 : nil,
-                  maxPendingPrompts: c.maxPendingPrompts, maxPendingPromptsPerUID: c.maxPendingPromptsPerUID)
+        self.init(
+            missingPurpose: c.missingPurpose, promptTimeout: c.promptTimeout,
+            hasPromptCommand: !c.promptCommand.trimmingWhitespace().isEmpty && c.promptVia.contains(.command),
+            declarations: declarations,
+            autoResetAfter: c.autoResetDays > 0 ? Double(c.autoResetDays) * 86_400 : nil,
+            maxPendingPrompts: c.maxPendingPrompts, maxPendingPromptsPerUID: c.maxPendingPromptsPerUID)
     }
 }
 
@@ -241,8 +244,10 @@ public struct EffectiveDecision: Sendable, Equatable {
     /// The state in force once a temporary decision ends; nil for a lasting one.
     public var afterwards: PermissionState?
 
-    public init(state: PermissionState, reason: DecisionReason, lifespan: Lifespan = .always,
-                afterwards: PermissionState? = nil) {
+    public init(
+        state: PermissionState, reason: DecisionReason, lifespan: Lifespan = .always,
+        afterwards: PermissionState? = nil
+    ) {
         self.state = state
         self.reason = reason
         self.lifespan = lifespan

@@ -60,7 +60,7 @@ extension IdentityClassifier {
                 guard i < cmdline.count else { return done(nil) }
                 return done(scriptPath(cmdline[i], cwd: cwd))
             }
-            if arg == "-" { return done(nil) }                   // program from stdin
+            if arg == "-" { return done(nil) } // program from stdin
             if arg.hasPrefix("--") {
                 let eq = arg.firstIndex(of: "=")
                 let name = eq.map { String(arg[..<$0]) } ?? arg
@@ -142,20 +142,20 @@ extension IdentityClassifier {
 
     /// Enough of each interpreter's option syntax to find the program it runs.
     struct OptionGrammar {
-        var inlineCode: Set<Character> = []          // -c CODE / -e CODE: no script
-        var withArgument: Set<Character> = []        // switches that take a value
-        var attachedOnly: Set<Character> = []        // value only in the same word (perl -Mfoo)
-        var attachedNumber: Set<Character> = []      // optional number in the same word (perl -l, -0)
-        var stdinSwitch: Set<Character> = []         // -s: program from stdin
-        var shortTarget: [Character: Target] = [:]   // -m MODULE, -f FILE
+        var inlineCode: Set<Character> = [] // -c CODE / -e CODE: no script
+        var withArgument: Set<Character> = [] // switches that take a value
+        var attachedOnly: Set<Character> = [] // value only in the same word (perl -Mfoo)
+        var attachedNumber: Set<Character> = [] // optional number in the same word (perl -l, -0)
+        var stdinSwitch: Set<Character> = [] // -s: program from stdin
+        var shortTarget: [Character: Target] = [:] // -m MODULE, -f FILE
         var longInlineCode: Set<String> = []
         var longWithArgument: Set<String> = []
         var longTarget: [String: Target] = [:]
         var javaWithArgument: Set<String> = []
-        var loadsCode: Set<Character> = []           // switches that run other code first (node -r, perl -M)
+        var loadsCode: Set<Character> = [] // switches that run other code first (node -r, perl -M)
         var longLoadsCode: Set<String> = []
         var javaLoadsCodePrefixes: [String] = []
-        var ignoreEnvironment: Set<Character> = []   // python -E / -I: PYTHON* variables are ignored
+        var ignoreEnvironment: Set<Character> = [] // python -E / -I: PYTHON* variables are ignored
 
         static func `for`(_ kind: Interpreter) -> OptionGrammar {
             var g = OptionGrammar()
@@ -170,8 +170,10 @@ extension IdentityClassifier {
                 g.inlineCode = ["e", "p"]
                 g.withArgument = ["r", "C"]
                 g.longInlineCode = ["--eval", "--print"]
-                g.longWithArgument = ["--require", "--import", "--loader", "--experimental-loader",
-                                      "--input-type", "--conditions", "--env-file", "--title"]
+                g.longWithArgument = [
+                    "--require", "--import", "--loader", "--experimental-loader",
+                    "--input-type", "--conditions", "--env-file", "--title",
+                ]
                 g.loadsCode = ["r"]
                 g.longLoadsCode = ["--require", "--import", "--loader", "--experimental-loader", "--env-file"]
             case .perl:
@@ -187,10 +189,12 @@ extension IdentityClassifier {
                 g.attachedOnly = ["x", "F", "i", "K", "T", "W"]
                 g.attachedNumber = ["0", "l"]
             case .java:
-                g.javaWithArgument = ["-cp", "-classpath", "--class-path", "-p", "--module-path",
-                                      "--upgrade-module-path", "--add-modules", "--add-opens",
-                                      "--add-exports", "--add-reads", "--patch-module",
-                                      "--enable-native-access", "--limit-modules"]
+                g.javaWithArgument = [
+                    "-cp", "-classpath", "--class-path", "-p", "--module-path",
+                    "--upgrade-module-path", "--add-modules", "--add-opens",
+                    "--add-exports", "--add-reads", "--patch-module",
+                    "--enable-native-access", "--limit-modules",
+                ]
                 g.longTarget = ["--module": .module]
                 g.longWithArgument = Set(g.javaWithArgument.filter { $0.hasPrefix("--") })
                 g.javaLoadsCodePrefixes = ["-javaagent:", "-agentlib:", "-agentpath:", "-Xbootclasspath", "--patch-module"]
@@ -202,11 +206,11 @@ extension IdentityClassifier {
                 g.longWithArgument = ["--rcfile", "--init-file", "--init-command"]
             case .lua:
                 g.withArgument = ["e", "l"]
-                g.loadsCode = ["e", "l"]                 // run before the script
+                g.loadsCode = ["e", "l"] // run before the script
             case .php:
                 g.inlineCode = ["r", "B", "R", "E"]
                 g.withArgument = ["c", "d", "z", "t"]
-                g.loadsCode = ["c", "d", "z"]            // php.ini, auto_prepend_file=, zend extensions
+                g.loadsCode = ["c", "d", "z"] // php.ini, auto_prepend_file=, zend extensions
                 g.shortTarget = ["f": .path]
             }
             return g

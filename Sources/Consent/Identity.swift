@@ -65,11 +65,13 @@ public struct ProcessFacts: Sendable, Equatable {
     /// Field 22 of /proc/PID/stat (clock ticks after boot).
     public var startTime: UInt64?
 
-    public init(pid: Int32, uid: UInt32, gid: UInt32, exe: String? = nil, cmdline: [String] = [],
-                cwd: String? = nil, flatpakInfo: String? = nil, apparmorLabel: String? = nil,
-                cgroup: String? = nil, launcherAppID: String? = nil, inspectable: Bool = true,
-                environment: [String: String] = [:], environmentComplete: Bool = true,
-                foreignMountNamespace: Bool = false, startTime: UInt64? = nil) {
+    public init(
+        pid: Int32, uid: UInt32, gid: UInt32, exe: String? = nil, cmdline: [String] = [],
+        cwd: String? = nil, flatpakInfo: String? = nil, apparmorLabel: String? = nil,
+        cgroup: String? = nil, launcherAppID: String? = nil, inspectable: Bool = true,
+        environment: [String: String] = [:], environmentComplete: Bool = true,
+        foreignMountNamespace: Bool = false, startTime: UInt64? = nil
+    ) {
         self.pid = pid
         self.uid = uid
         self.gid = gid
@@ -97,11 +99,14 @@ public enum IdentityClassifier {
     /// Classifies a peer, strongest evidence first (see the file comment).
     public static func classify(_ f: ProcessFacts) -> ClientIdentity {
         let exe = f.exe.map(cleanExecutablePath)
-        func identity(_ kind: String, _ value: String, _ method: IdentificationMethod, script: String? = nil,
-                      strength: IdentityStrength? = nil, caveat: String? = nil) -> ClientIdentity {
-            ClientIdentity(pid: f.pid, uid: f.uid, gid: f.gid, appKey: AppKey(kind: kind, value: value),
-                           method: method, executable: exe, script: script, strength: strength,
-                           caveat: caveat, startTime: f.startTime, origin: f.cgroup.flatMap(cgroupPath))
+        func identity(
+            _ kind: String, _ value: String, _ method: IdentificationMethod, script: String? = nil,
+            strength: IdentityStrength? = nil, caveat: String? = nil
+        ) -> ClientIdentity {
+            ClientIdentity(
+                pid: f.pid, uid: f.uid, gid: f.gid, appKey: AppKey(kind: kind, value: value),
+                method: method, executable: exe, script: script, strength: strength,
+                caveat: caveat, startTime: f.startTime, origin: f.cgroup.flatMap(cgroupPath))
         }
         // The launcher socket vouches whatever the process shows (it may be in a sandbox).
         let launcherID = f.launcherAppID?.trimmingWhitespace()
@@ -114,11 +119,13 @@ public enum IdentityClassifier {
             case .confirmed:
                 return identity("flatpak", id, .flatpak)
             case .unavailable:
-                return identity("flatpak", id, .flatpak, strength: .weak,
-                                caveat: "no systemd scope confirms its Flatpak metadata")
+                return identity(
+                    "flatpak", id, .flatpak, strength: .weak,
+                    caveat: "no systemd scope confirms its Flatpak metadata")
             case .contradicted(let unit):
-                return identity(unknownSandboxKey.kind, unknownSandboxKey.value, .sandboxed,
-                                caveat: "its /.flatpak-info names \(id), but it runs in \(unit), not in that app's Flatpak scope")
+                return identity(
+                    unknownSandboxKey.kind, unknownSandboxKey.value, .sandboxed,
+                    caveat: "its /.flatpak-info names \(id), but it runs in \(unit), not in that app's Flatpak scope")
             }
         }
         if let label = f.apparmorLabel, let name = snapName(fromLabel: label) {
@@ -133,8 +140,9 @@ public enum IdentityClassifier {
         if f.foreignMountNamespace {
             // Paths inside another mount namespace are whatever it mounted there
             // (bubblewrap can put python3 at /usr/bin/pacat).
-            return identity(unknownSandboxKey.kind, unknownSandboxKey.value, .sandboxed,
-                            caveat: "it runs in a mount namespace of its own without sandbox metadata")
+            return identity(
+                unknownSandboxKey.kind, unknownSandboxKey.value, .sandboxed,
+                caveat: "it runs in a mount namespace of its own without sandbox metadata")
         }
         if let cgroup = f.cgroup, let id = systemdAppID(fromCgroup: cgroup) {
             return identity("systemd", id, .systemdScope)
@@ -144,8 +152,9 @@ public enum IdentityClassifier {
             // non-dumpable after start. Never the shared key it once fell back to.
             return hidden(f)
         }
-        let found = CodeInjection.findings(exe: exe, cmdline: f.cmdline, cwd: f.cwd,
-                                           environment: f.environment, environmentComplete: f.environmentComplete)
+        let found = CodeInjection.findings(
+            exe: exe, cmdline: f.cmdline, cwd: f.cwd,
+            environment: f.environment, environmentComplete: f.environmentComplete)
         let suffix = found.isEmpty ? "" : "?" + found.joined(separator: "&")
         let caveat = found.isEmpty ? nil : "it loads code from outside its program (\(found.joined(separator: ", ")))"
         if let script = scriptTarget(exe: exe, cmdline: f.cmdline, cwd: f.cwd) {
@@ -158,10 +167,11 @@ public enum IdentityClassifier {
     /// so that a grant to one such process never reaches another; it never gets real audio.
     private static func hidden(_ f: ProcessFacts) -> ClientIdentity {
         let value = "pid-\(f.pid)" + (f.startTime.map { "-\($0)" } ?? "")
-        return ClientIdentity(pid: f.pid, uid: f.uid, gid: f.gid, appKey: AppKey(kind: "unknown", value: value),
-                              method: .uninspectable, executable: f.exe.map(cleanExecutablePath),
-                              caveat: "its process cannot be inspected (not dumpable)", startTime: f.startTime,
-                              origin: f.cgroup.flatMap(cgroupPath))
+        return ClientIdentity(
+            pid: f.pid, uid: f.uid, gid: f.gid, appKey: AppKey(kind: "unknown", value: value),
+            method: .uninspectable, executable: f.exe.map(cleanExecutablePath),
+            caveat: "its process cannot be inspected (not dumpable)", startTime: f.startTime,
+            origin: f.cgroup.flatMap(cgroupPath))
     }
 
     /// What the cgroup says about a process whose /.flatpak-info names app `id`.
@@ -177,7 +187,8 @@ public enum IdentityClassifier {
     /// Cross-checks Flatpak metadata with the systemd unit the process runs in.
     public static func flatpakScope(of id: String, cgroup: String?) -> FlatpakScopeCheck {
         guard let cgroup, let path = cgroupPath(cgroup), path.contains("/user@"),
-              let leaf = path.split(separator: "/").last else { return .unavailable }
+            let leaf = path.split(separator: "/").last
+        else { return .unavailable }
         let unit = String(leaf)
         if unit.hasPrefix("app-flatpak-"), unit.hasSuffix(".scope"), appID(fromUnitName: unit) == id {
             return .confirmed
@@ -241,7 +252,8 @@ public enum IdentityClassifier {
     /// user manager, a process in a subtree a unit made, a scope's process.
     public static func userUnit(fromCgroup text: String) -> (manager: String, unit: String)? {
         guard let (manager, below) = userManagerPath(text), let unit = below.last, unit.hasSuffix(".service"),
-              below.dropLast().allSatisfy({ $0.hasSuffix(".slice") }) else { return nil }
+            below.dropLast().allSatisfy({ $0.hasSuffix(".slice") })
+        else { return nil }
         return (manager, unit)
     }
 
@@ -300,7 +312,7 @@ public enum IdentityClassifier {
         while let b = u.first {
             if b == UInt8(ascii: "\\") {
                 guard u.count >= 4, u[u.startIndex + 1] == UInt8(ascii: "x"),
-                      let hi = hexValue(u[u.startIndex + 2]), let lo = hexValue(u[u.startIndex + 3])
+                    let hi = hexValue(u[u.startIndex + 2]), let lo = hexValue(u[u.startIndex + 3])
                 else { return nil }
                 bytes.append(hi << 4 | lo)
                 u = u.dropFirst(4)
@@ -332,7 +344,8 @@ extension String {
     func trimmingWhitespace() -> String {
         let isSpace: (Character) -> Bool = { $0 == " " || $0 == "\t" || $0.isNewline || $0 == "\0" }
         guard let first = firstIndex(where: { !isSpace($0) }),
-              let last = lastIndex(where: { !isSpace($0) }) else { return "" }
+            let last = lastIndex(where: { !isSpace($0) })
+        else { return "" }
         return String(self[first...last])
     }
 }

@@ -99,9 +99,11 @@ public struct Decision: Sendable, Equatable, Codable {
     /// How long it lasts: `always` for the lasting decision, else a temporary one over it.
     public var lifespan: Lifespan
 
-    public init(appKey: AppKey, capability: Capability = .microphone, state: PermissionState,
-                reason: DecisionReason, purpose: String? = nil, decidedAt: Double? = nil,
-                lastUsedAt: Double? = nil, lifespan: Lifespan = .always) {
+    public init(
+        appKey: AppKey, capability: Capability = .microphone, state: PermissionState,
+        reason: DecisionReason, purpose: String? = nil, decidedAt: Double? = nil,
+        lastUsedAt: Double? = nil, lifespan: Lifespan = .always
+    ) {
         self.appKey = appKey
         self.capability = capability
         self.state = state
@@ -125,8 +127,10 @@ public struct AppRecord: Sendable, Equatable, Codable {
     /// /usr/bin/pw-cat): what it is shown by (`AppNameResolver.shownName`).
     public var commandName: String?
 
-    public init(appKey: AppKey, displayName: String?, executable: String?, method: IdentificationMethod,
-                firstSeenAt: Double, lastSeenAt: Double, commandName: String? = nil) {
+    public init(
+        appKey: AppKey, displayName: String?, executable: String?, method: IdentificationMethod,
+        firstSeenAt: Double, lastSeenAt: Double, commandName: String? = nil
+    ) {
         self.commandName = commandName
         self.appKey = appKey
         self.displayName = displayName
@@ -152,8 +156,10 @@ public struct UsageRecord: Sendable, Equatable, Codable {
     /// Bytes per second of the stream's sample format, to turn byte counts into seconds (0: unknown).
     public var bytesPerSecond: UInt32
 
-    public init(appKey: AppKey, kind: String = "microphone", source: String, startedAt: Double, endedAt: Double? = nil,
-                bytesReal: UInt64 = 0, bytesSilenced: UInt64 = 0, decision: String? = nil, bytesPerSecond: UInt32 = 0) {
+    public init(
+        appKey: AppKey, kind: String = "microphone", source: String, startedAt: Double, endedAt: Double? = nil,
+        bytesReal: UInt64 = 0, bytesSilenced: UInt64 = 0, decision: String? = nil, bytesPerSecond: UInt32 = 0
+    ) {
         self.appKey = appKey
         self.kind = kind
         self.source = source

@@ -122,11 +122,14 @@ extension SourceTable {
             return follow(index: next, from: seen)
         case .master(let name):
             if entry.driver == "module-virtual-source.c", entry.ownerModule != invalidIndex,
-               sources.values.contains(where: { $0.feed == .monitor && $0.ownerModule == entry.ownerModule }) {
+                sources.values.contains(where: { $0.feed == .monitor && $0.ownerModule == entry.ownerModule })
+            {
                 return (.systemAudio, "it mixes in what is played into its uplink sink")
             }
             // Where its module's source output records now, else the name it gave.
-            let captures = entry.ownerModule == invalidIndex ? []
+            let captures =
+                entry.ownerModule == invalidIndex
+                ? []
                 : filterCaptures.values.filter { $0.ownerModule == entry.ownerModule }
             return captures.isEmpty ? follow(name: name, from: seen) : follow(captures, from: seen)
         case .linkGroup(let group):

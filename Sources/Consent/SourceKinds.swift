@@ -40,8 +40,9 @@ public struct SourceTable: Sendable, Equatable {
 
     /// Adds or replaces a source from its record.
     public mutating func update(_ info: SourceInfo) {
-        sources[info.index] = Entry(name: info.name, isMonitor: info.isMonitor, feed: SourceFeed(info),
-                                    ownerModule: info.ownerModule, driver: info.driver)
+        sources[info.index] = Entry(
+            name: info.name, isMonitor: info.isMonitor, feed: SourceFeed(info),
+            ownerModule: info.ownerModule, driver: info.driver)
     }
 
     /// Replaces every source with a GET_SOURCE_INFO_LIST reply.

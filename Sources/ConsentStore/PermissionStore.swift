@@ -68,7 +68,8 @@ public final class PermissionStore: Sendable {
         if let state = environment["XDG_STATE_HOME"], state.hasPrefix("/") {
             return state + "/earmuff/permissions.sqlite"
         }
-        let home = environment["HOME"].flatMap { $0.isEmpty ? nil : $0 }
+        let home =
+            environment["HOME"].flatMap { $0.isEmpty ? nil : $0 }
             ?? StoreFileSystem.passwordDatabaseHome() ?? "/"
         return (home.hasSuffix("/") ? String(home.dropLast()) : home) + "/.local/state/earmuff/permissions.sqlite"
     }
@@ -101,16 +102,18 @@ public final class PermissionStore: Sendable {
     /// The capture kinds whose access is switched off (every stream of them silent).
     public func accessOff() throws -> Set<Capability> {
         try withDatabase { db in
-            Set(try db.query("SELECT capability FROM access WHERE enabled = 0").compactMap {
-                Capability(rawValue: try $0.string(0))
-            })
+            Set(
+                try db.query("SELECT capability FROM access WHERE enabled = 0").compactMap {
+                    Capability(rawValue: try $0.string(0))
+                })
         }
     }
 
     /// Switches access to `capability` on or off, as of `at`.
     public func setAccess(_ capability: Capability, enabled: Bool, at: Double) throws {
         try withDatabase { db in
-            try db.run("""
+            try db.run(
+                """
                 INSERT INTO access (capability, enabled, changed_at) VALUES (?, ?, ?)
                 ON CONFLICT (capability) DO UPDATE SET enabled = excluded.enabled, changed_at = excluded.changed_at
                 """, [.text(capability.rawValue), .integer(enabled ? 1 : 0), .real(at)])
@@ -122,21 +125,25 @@ public final class PermissionStore: Sendable {
     /// The stored decision for `key` and `capability`, or nil when none was ever stored.
     public func decision(for key: AppKey, capability: Capability = .microphone) throws -> Decision? {
         try withDatabase { db in
-            try db.query("""
+            try db.query(
+                """
                 SELECT app_key, capability, state, reason, purpose, decided_at, last_used_at
                 FROM decisions WHERE app_key = ? AND capability = ?
-                """, [.text(key.description), .text(capability.rawValue)])
-                .first.map(decision(from:))
+                """, [.text(key.description), .text(capability.rawValue)]
+            )
+            .first.map(decision(from:))
         }
     }
 
     /// Every stored decision, ordered by app key and capability.
     public func allDecisions() throws -> [Decision] {
         try withDatabase { db in
-            try db.query("""
+            try db.query(
+                """
                 SELECT app_key, capability, state, reason, purpose, decided_at, last_used_at
                 FROM decisions ORDER BY app_key, capability
-                """).map(decision(from:))
+                """
+            ).map(decision(from:))
         }
     }
 
@@ -152,7 +159,8 @@ public final class PermissionStore: Sendable {
         case .once, .session: throw StoreError.invalidValue(column: "lifespan", value: d.lifespan.name, path: path)
         }
         try withDatabase { db in
-            try db.run("""
+            try db.run(
+                """
                 INSERT INTO decisions (app_key, capability, state, reason, purpose, decided_at, last_used_at)
                 VALUES (?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT (app_key, capability) DO UPDATE SET
@@ -161,33 +169,40 @@ public final class PermissionStore: Sendable {
                     purpose = coalesce(excluded.purpose, decisions.purpose),
                     decided_at = excluded.decided_at,
                     last_used_at = coalesce(excluded.last_used_at, decisions.last_used_at)
-                """, [.text(d.appKey.description), .text(d.capability.rawValue), .text(d.state.rawValue),
-                      .text(d.reason.rawValue), .text(d.purpose), .real(d.decidedAt), .real(d.lastUsedAt)])
+                """,
+                [
+                    .text(d.appKey.description), .text(d.capability.rawValue), .text(d.state.rawValue),
+                    .text(d.reason.rawValue), .text(d.purpose), .real(d.decidedAt), .real(d.lastUsedAt),
+                ])
         }
     }
 
     /// Timed decisions, expired or not, ordered by app key and capability.
     public func timedDecisions() throws -> [Decision] {
         try withDatabase { db in
-            try db.query("""
+            try db.query(
+                """
                 SELECT app_key, capability, state, reason, purpose, decided_at, expires_at
                 FROM timed_decisions ORDER BY app_key, capability
-                """).map { row in
-                    Decision(appKey: try appKey(row, 0),
-                             capability: try parse(Capability.self, row, 1, name: "capability"),
-                             state: try parse(PermissionState.self, row, 2, name: "state"),
-                             reason: try parse(DecisionReason.self, row, 3, name: "reason"),
-                             purpose: try row.optionalString(4), decidedAt: try row.double(5),
-                             lifespan: .until(try row.double(6)))
-                }
+                """
+            ).map { row in
+                Decision(
+                    appKey: try appKey(row, 0),
+                    capability: try parse(Capability.self, row, 1, name: "capability"),
+                    state: try parse(PermissionState.self, row, 2, name: "state"),
+                    reason: try parse(DecisionReason.self, row, 3, name: "reason"),
+                    purpose: try row.optionalString(4), decidedAt: try row.double(5),
+                    lifespan: .until(try row.double(6)))
+            }
         }
     }
 
     /// Deletes the timed decision of `key` and `capability`, if there is one.
     public func removeTimedDecision(_ key: AppKey, capability: Capability = .microphone) throws {
         try withDatabase { db in
-            try db.run("DELETE FROM timed_decisions WHERE app_key = ? AND capability = ?",
-                       [.text(key.description), .text(capability.rawValue)])
+            try db.run(
+                "DELETE FROM timed_decisions WHERE app_key = ? AND capability = ?",
+                [.text(key.description), .text(capability.rawValue)])
         }
     }
 
@@ -196,14 +211,18 @@ public final class PermissionStore: Sendable {
             throw StoreError.invalidValue(column: "state", value: "undetermined until \(expiresAt)", path: path)
         }
         try withDatabase { db in
-            try db.run("""
+            try db.run(
+                """
                 INSERT INTO timed_decisions (app_key, capability, state, reason, purpose, decided_at, expires_at)
                 VALUES (?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT (app_key, capability) DO UPDATE SET
                     state = excluded.state, reason = excluded.reason, purpose = excluded.purpose,
                     decided_at = excluded.decided_at, expires_at = excluded.expires_at
-                """, [.text(d.appKey.description), .text(d.capability.rawValue), .text(d.state.rawValue),
-                      .text(d.reason.rawValue), .text(d.purpose), .real(d.decidedAt ?? expiresAt), .real(expiresAt)])
+                """,
+                [
+                    .text(d.appKey.description), .text(d.capability.rawValue), .text(d.state.rawValue),
+                    .text(d.reason.rawValue), .text(d.purpose), .real(d.decidedAt ?? expiresAt), .real(expiresAt),
+                ])
         }
     }
 
@@ -212,14 +231,18 @@ public final class PermissionStore: Sendable {
     public func resetDecision(_ key: AppKey, capability: Capability = .microphone, at: Double) throws {
         try checkKey(key)
         try withDatabase { db in
-            try db.run("""
+            try db.run(
+                """
                 INSERT INTO decisions (app_key, capability, state, reason, decided_at)
                 VALUES (?, ?, ?, ?, ?)
                 ON CONFLICT (app_key, capability) DO UPDATE SET
                     state = excluded.state, reason = excluded.reason, decided_at = excluded.decided_at
-                """, [.text(key.description), .text(capability.rawValue),
-                      .text(PermissionState.undetermined.rawValue), .text(DecisionReason.reset.rawValue),
-                      .real(at)])
+                """,
+                [
+                    .text(key.description), .text(capability.rawValue),
+                    .text(PermissionState.undetermined.rawValue), .text(DecisionReason.reset.rawValue),
+                    .real(at),
+                ])
         }
     }
 
@@ -228,13 +251,17 @@ public final class PermissionStore: Sendable {
     public func markUsed(_ key: AppKey, capability: Capability = .microphone, at: Double) throws {
         try checkKey(key)
         try withDatabase { db in
-            try db.run("""
+            try db.run(
+                """
                 INSERT INTO decisions (app_key, capability, state, reason, last_used_at)
                 VALUES (?, ?, ?, ?, ?)
                 ON CONFLICT (app_key, capability) DO UPDATE SET last_used_at = excluded.last_used_at
-                """, [.text(key.description), .text(capability.rawValue),
-                      .text(PermissionState.undetermined.rawValue), .text(DecisionReason.none.rawValue),
-                      .real(at)])
+                """,
+                [
+                    .text(key.description), .text(capability.rawValue),
+                    .text(PermissionState.undetermined.rawValue), .text(DecisionReason.none.rawValue),
+                    .real(at),
+                ])
         }
     }
 
@@ -245,7 +272,8 @@ public final class PermissionStore: Sendable {
     public func recordApp(_ r: AppRecord) throws {
         try checkKey(r.appKey)
         try withDatabase { db in
-            try db.run("""
+            try db.run(
+                """
                 INSERT INTO apps (app_key, display_name, executable, method, first_seen_at, last_seen_at, command_name)
                 VALUES (?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT (app_key) DO UPDATE SET
@@ -254,28 +282,35 @@ public final class PermissionStore: Sendable {
                     command_name = coalesce(excluded.command_name, apps.command_name),
                     method = excluded.method,
                     last_seen_at = excluded.last_seen_at
-                """, [.text(r.appKey.description), .text(r.displayName), .text(r.executable),
-                      .text(r.method.rawValue), .real(r.firstSeenAt), .real(r.lastSeenAt), .text(r.commandName)])
+                """,
+                [
+                    .text(r.appKey.description), .text(r.displayName), .text(r.executable),
+                    .text(r.method.rawValue), .real(r.firstSeenAt), .real(r.lastSeenAt), .text(r.commandName),
+                ])
         }
     }
 
     /// Every known app, ordered by app key.
     public func apps() throws -> [AppRecord] {
         try withDatabase { db in
-            try db.query("""
+            try db.query(
+                """
                 SELECT app_key, display_name, executable, method, first_seen_at, last_seen_at, command_name
                 FROM apps ORDER BY app_key
-                """).map(appRecord(from:))
+                """
+            ).map(appRecord(from:))
         }
     }
 
     /// The app stored under `key`, if any.
     public func app(_ key: AppKey) throws -> AppRecord? {
         try withDatabase { db in
-            try db.query("""
+            try db.query(
+                """
                 SELECT app_key, display_name, executable, method, first_seen_at, last_seen_at, command_name
                 FROM apps WHERE app_key = ?
-                """, [.text(key.description)]).first.map(appRecord(from:))
+                """, [.text(key.description)]
+            ).first.map(appRecord(from:))
         }
     }
 
@@ -285,27 +320,37 @@ public final class PermissionStore: Sendable {
     public func startUsage(_ u: UsageRecord) throws -> Int64 {
         try checkKey(u.appKey)
         return try withDatabase { db in
-            try db.run("""
+            try db.run(
+                """
                 INSERT INTO usage (app_key, kind, source, started_at, ended_at, bytes_real, bytes_silenced,
                                    decision, bytes_per_second)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """, [.text(u.appKey.description), .text(u.kind), .text(u.source), .real(u.startedAt), .real(u.endedAt),
-                      .integer(Int64(bitPattern: u.bytesReal)), .integer(Int64(bitPattern: u.bytesSilenced)),
-                      .text(u.decision), .integer(Int64(u.bytesPerSecond))])
+                """,
+                [
+                    .text(u.appKey.description), .text(u.kind), .text(u.source), .real(u.startedAt), .real(u.endedAt),
+                    .integer(Int64(bitPattern: u.bytesReal)), .integer(Int64(bitPattern: u.bytesSilenced)),
+                    .text(u.decision), .integer(Int64(u.bytesPerSecond)),
+                ])
             return db.lastInsertRowID
         }
     }
 
     /// Closes the capture session `id` with its end time and byte counts; a non-nil
     /// `decision` replaces the one stored at the start.
-    public func finishUsage(id: Int64, endedAt: Double, bytesReal: UInt64, bytesSilenced: UInt64,
-                            decision: String? = nil) throws {
+    public func finishUsage(
+        id: Int64, endedAt: Double, bytesReal: UInt64, bytesSilenced: UInt64,
+        decision: String? = nil
+    ) throws {
         try withDatabase { db in
-            try db.run("""
+            try db.run(
+                """
                 UPDATE usage SET ended_at = ?, bytes_real = ?, bytes_silenced = ?, decision = coalesce(?, decision)
                 WHERE id = ?
-                """, [.real(endedAt), .integer(Int64(bitPattern: bytesReal)),
-                      .integer(Int64(bitPattern: bytesSilenced)), .text(decision), .integer(id)])
+                """,
+                [
+                    .real(endedAt), .integer(Int64(bitPattern: bytesReal)),
+                    .integer(Int64(bitPattern: bytesSilenced)), .text(decision), .integer(id),
+                ])
             guard db.changes == 1 else { throw StoreError.notFound(what: "usage record \(id)", path: path) }
         }
     }
@@ -314,18 +359,20 @@ public final class PermissionStore: Sendable {
     /// `since` or later when given; newest first.
     public func usage(for key: AppKey?, since: Double? = nil, limit: Int) throws -> [UsageRecord] {
         try withDatabase { db in
-            let rows = try db.query("""
+            let rows = try db.query(
+                """
                 SELECT app_key, kind, source, started_at, ended_at, bytes_real, bytes_silenced, decision, bytes_per_second
                 FROM usage WHERE (?1 IS NULL OR app_key = ?1) AND (?2 IS NULL OR started_at >= ?2)
                 ORDER BY started_at DESC, id DESC LIMIT ?3
                 """, [.text(key?.description), .real(since), .integer(Int64(max(0, limit)))])
             return try rows.map { row in
-                UsageRecord(appKey: try appKey(row, 0), kind: try row.string(1), source: try row.string(2),
-                            startedAt: try row.double(3), endedAt: try row.optionalDouble(4),
-                            bytesReal: UInt64(bitPattern: try row.int64(5)),
-                            bytesSilenced: UInt64(bitPattern: try row.int64(6)),
-                            decision: try row.optionalString(7),
-                            bytesPerSecond: UInt32(clamping: try row.int64(8)))
+                UsageRecord(
+                    appKey: try appKey(row, 0), kind: try row.string(1), source: try row.string(2),
+                    startedAt: try row.double(3), endedAt: try row.optionalDouble(4),
+                    bytesReal: UInt64(bitPattern: try row.int64(5)),
+                    bytesSilenced: UInt64(bitPattern: try row.int64(6)),
+                    decision: try row.optionalString(7),
+                    bytesPerSecond: UInt32(clamping: try row.int64(8)))
             }
         }
     }
@@ -337,8 +384,9 @@ public final class PermissionStore: Sendable {
     public func logEvent(kind: String, appKey: AppKey?, detail: String, at: Double) throws -> Int64 {
         if let appKey { try checkKey(appKey) }
         return try withDatabase { db in
-            try db.run("INSERT INTO events (kind, app_key, detail, at) VALUES (?, ?, ?, ?)",
-                       [.text(kind), .text(appKey?.description), .text(detail), .real(at)])
+            try db.run(
+                "INSERT INTO events (kind, app_key, detail, at) VALUES (?, ?, ?, ?)",
+                [.text(kind), .text(appKey?.description), .text(detail), .real(at)])
             return db.lastInsertRowID
         }
     }
@@ -346,11 +394,14 @@ public final class PermissionStore: Sendable {
     /// The newest `limit` events, newest first.
     public func events(limit: Int) throws -> [StoreEvent] {
         try withDatabase { db in
-            try db.query("SELECT id, kind, app_key, detail, at FROM events ORDER BY at DESC, id DESC LIMIT ?",
-                         [.integer(Int64(max(0, limit)))]).map { row in
-                StoreEvent(id: try row.int64(0), kind: try row.string(1),
-                           appKey: row.isNull(2) ? nil : try appKey(row, 2),
-                           detail: try row.string(3), at: try row.double(4))
+            try db.query(
+                "SELECT id, kind, app_key, detail, at FROM events ORDER BY at DESC, id DESC LIMIT ?",
+                [.integer(Int64(max(0, limit)))]
+            ).map { row in
+                StoreEvent(
+                    id: try row.int64(0), kind: try row.string(1),
+                    appKey: row.isNull(2) ? nil : try appKey(row, 2),
+                    detail: try row.string(3), at: try row.double(4))
             }
         }
     }
@@ -503,8 +554,10 @@ public final class PermissionStore: Sendable {
         return key
     }
 
-    private func parse<E: RawRepresentable<String>>(_ type: E.Type, _ row: SQLiteRow, _ column: Int,
-                                                    name: String) throws -> E {
+    private func parse<E: RawRepresentable<String>>(
+        _ type: E.Type, _ row: SQLiteRow, _ column: Int,
+        name: String
+    ) throws -> E {
         let text = try row.string(column)
         guard let value = E(rawValue: text) else {
             throw StoreError.invalidValue(column: name, value: text, path: path)
@@ -513,19 +566,21 @@ public final class PermissionStore: Sendable {
     }
 
     private func decision(from row: SQLiteRow) throws -> Decision {
-        Decision(appKey: try appKey(row, 0),
-                 capability: try parse(Capability.self, row, 1, name: "capability"),
-                 state: try parse(PermissionState.self, row, 2, name: "state"),
-                 reason: try parse(DecisionReason.self, row, 3, name: "reason"),
-                 purpose: try row.optionalString(4),
-                 decidedAt: try row.optionalDouble(5),
-                 lastUsedAt: try row.optionalDouble(6))
+        Decision(
+            appKey: try appKey(row, 0),
+            capability: try parse(Capability.self, row, 1, name: "capability"),
+            state: try parse(PermissionState.self, row, 2, name: "state"),
+            reason: try parse(DecisionReason.self, row, 3, name: "reason"),
+            purpose: try row.optionalString(4),
+            decidedAt: try row.optionalDouble(5),
+            lastUsedAt: try row.optionalDouble(6))
     }
 
     private func appRecord(from row: SQLiteRow) throws -> AppRecord {
-        AppRecord(appKey: try appKey(row, 0), displayName: try row.optionalString(1),
-                  executable: try row.optionalString(2),
-                  method: try parse(IdentificationMethod.self, row, 3, name: "method"),
-                  firstSeenAt: try row.double(4), lastSeenAt: try row.double(5), commandName: try row.optionalString(6))
+        AppRecord(
+            appKey: try appKey(row, 0), displayName: try row.optionalString(1),
+            executable: try row.optionalString(2),
+            method: try parse(IdentificationMethod.self, row, 3, name: "method"),
+            firstSeenAt: try row.double(4), lastSeenAt: try row.double(5), commandName: try row.optionalString(6))
     }
 }

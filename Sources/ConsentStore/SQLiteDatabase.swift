@@ -65,8 +65,9 @@ struct SQLiteRow: Sendable {
     }
 
     private func mismatch(_ column: Int, _ expected: String) -> StoreError {
-        .invalidValue(column: "column \(column) (expected \(expected))",
-                      value: String(describing: values[column]), path: path)
+        .invalidValue(
+            column: "column \(column) (expected \(expected))",
+            value: String(describing: values[column]), path: path)
     }
 }
 
@@ -86,15 +87,18 @@ final class SQLiteDatabase {
 
     /// Opens (creating it if `create`) the database at `path` in WAL mode, with foreign keys on
     /// and a busy timeout, so a second connection waits for a writer instead of failing.
-    init(path: String, create: Bool = true, busyTimeoutMilliseconds: Int32 = 5_000,
-         synchronous: SQLiteSynchronous = .full) throws {
+    init(
+        path: String, create: Bool = true, busyTimeoutMilliseconds: Int32 = 5_000,
+        synchronous: SQLiteSynchronous = .full
+    ) throws {
         self.path = path
         var flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX
         if create { flags |= SQLITE_OPEN_CREATE }
         var opened: OpaquePointer?
         let rc = sqlite3_open_v2(path, &opened, flags, nil)
         guard rc == SQLITE_OK, let opened else {
-            let message = opened.map { String(cString: sqlite3_errmsg($0)) }
+            let message =
+                opened.map { String(cString: sqlite3_errmsg($0)) }
                 ?? String(cString: sqlite3_errstr(rc))
             sqlite3_close_v2(opened)
             throw StoreError.sqlite(code: rc, message: message, sql: nil, path: path)
@@ -105,10 +109,11 @@ final class SQLiteDatabase {
             try check(sqlite3_busy_timeout(opened, busyTimeoutMilliseconds), sql: "busy_timeout")
             let mode = try query("PRAGMA journal_mode=WAL").first.map { try $0.string(0) } ?? ""
             guard mode.lowercased() == "wal" else {
-                throw StoreError.sqlite(code: SQLITE_ERROR,
-                                        message: "cannot use WAL journal mode (got \"\(mode)\"); "
-                                            + "put the store on a local file system",
-                                        sql: "PRAGMA journal_mode=WAL", path: path)
+                throw StoreError.sqlite(
+                    code: SQLITE_ERROR,
+                    message: "cannot use WAL journal mode (got \"\(mode)\"); "
+                        + "put the store on a local file system",
+                    sql: "PRAGMA journal_mode=WAL", path: path)
             }
             try run("PRAGMA synchronous=\(synchronous.rawValue)")
             try run("PRAGMA foreign_keys=ON")
@@ -215,9 +220,10 @@ final class SQLiteDatabase {
     private func bind(_ values: [SQLiteValue], to statement: OpaquePointer, sql: String) throws {
         let expected = Int(sqlite3_bind_parameter_count(statement))
         guard expected == values.count else {
-            throw StoreError.sqlite(code: SQLITE_RANGE,
-                                    message: "statement takes \(expected) parameters, got \(values.count)",
-                                    sql: sql, path: path)
+            throw StoreError.sqlite(
+                code: SQLITE_RANGE,
+                message: "statement takes \(expected) parameters, got \(values.count)",
+                sql: sql, path: path)
         }
         for (offset, value) in values.enumerated() {
             let index = Int32(offset + 1)
@@ -232,8 +238,9 @@ final class SQLiteDatabase {
             case .text(let v):
                 // The explicit byte length keeps embedded NULs; SQLITE_TRANSIENT makes SQLite copy
                 // the bytes, since the C string only lives for this call.
-                rc = sqlite3_bind_text64(statement, index, v, sqlite3_uint64(v.utf8.count),
-                                         unsafeSQLiteTransient, UInt8(SQLITE_UTF8))
+                rc = sqlite3_bind_text64(
+                    statement, index, v, sqlite3_uint64(v.utf8.count),
+                    unsafeSQLiteTransient, UInt8(SQLITE_UTF8))
             }
             try check(rc, sql: sql)
         }
@@ -256,9 +263,10 @@ final class SQLiteDatabase {
                 // the order SQLite documents; the buffer is valid until the next step/reset.
                 let bytes = sqlite3_column_text(statement, column)
                 let length = Int(sqlite3_column_bytes(statement, column))
-                let text = bytes.map {
-                    String(decoding: UnsafeBufferPointer(start: $0, count: length), as: UTF8.self)
-                } ?? ""
+                let text =
+                    bytes.map {
+                        String(decoding: UnsafeBufferPointer(start: $0, count: length), as: UTF8.self)
+                    } ?? ""
                 values.append(.text(text))
             }
         }
@@ -272,8 +280,9 @@ final class SQLiteDatabase {
     private func error(_ rc: Int32, sql: String?) -> StoreError {
         guard let handle else { return .closed(path: path) }
         let code = sqlite3_extended_errcode(handle)
-        return .sqlite(code: code != SQLITE_OK ? code : rc,
-                       message: String(cString: sqlite3_errmsg(handle)), sql: sql, path: path)
+        return .sqlite(
+            code: code != SQLITE_OK ? code : rc,
+            message: String(cString: sqlite3_errmsg(handle)), sql: sql, path: path)
     }
 }
 

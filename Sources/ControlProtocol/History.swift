@@ -18,8 +18,10 @@ public struct UsageInfo: Codable, Sendable, Equatable {
     /// The decision in force: `granted (user)`, `undetermined`, `once`, or `A → B` when it changed.
     public var decision: String?
 
-    public init(appKey: String, kind: String, source: String, startedAt: Double, endedAt: Double? = nil,
-                realSeconds: Double? = nil, silencedSeconds: Double? = nil, decision: String? = nil) {
+    public init(
+        appKey: String, kind: String, source: String, startedAt: Double, endedAt: Double? = nil,
+        realSeconds: Double? = nil, silencedSeconds: Double? = nil, decision: String? = nil
+    ) {
         self.appKey = appKey
         self.kind = kind
         self.source = source

@@ -35,13 +35,15 @@ public enum RequestedLifespan: Sendable, Equatable {
         case "timed":
             let seconds = try c.decode(Double.self, forKey: WireKey("seconds"))
             guard seconds.isFinite, seconds > 0 else {
-                throw DecodingError.dataCorruptedError(forKey: WireKey("seconds"), in: c,
-                                                       debugDescription: "seconds must be above 0")
+                throw DecodingError.dataCorruptedError(
+                    forKey: WireKey("seconds"), in: c,
+                    debugDescription: "seconds must be above 0")
             }
             return .timed(seconds: seconds)
         default:
-            throw DecodingError.dataCorruptedError(forKey: WireKey("lifespan"), in: c,
-                                                   debugDescription: "lifespan must be once, session, timed or always")
+            throw DecodingError.dataCorruptedError(
+                forKey: WireKey("lifespan"), in: c,
+                debugDescription: "lifespan must be once, session, timed or always")
         }
     }
 

@@ -68,7 +68,9 @@ public enum ControlProtocolError: Error, Equatable, Sendable, CustomStringConver
         case .badMessage(_, let why):
             ControlError(.badRequest, why)
         case .unknownType(_, let type):
-            ControlError(.unknownRequest, "unknown request type '\(type)'; see docs/control-protocol.md for the request types of version \(ControlProtocolVersion.current)")
+            ControlError(
+                .unknownRequest,
+                "unknown request type '\(type)'; see docs/control-protocol.md for the request types of version \(ControlProtocolVersion.current)")
         }
     }
 }

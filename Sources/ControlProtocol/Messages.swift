@@ -103,8 +103,9 @@ public enum ControlRequest: Sendable, Equatable {
     /// Stores a decision for `lifespan` (nil: always). `app` is an app key or an unambiguous
     /// display/executable name. `kind` is the capture kind (microphone, system-audio, app-audio;
     /// absent: microphone).
-    case setDecision(app: String, state: DecisionState, reason: String?, kind: Capability? = nil,
-                     lifespan: RequestedLifespan? = nil)
+    case setDecision(
+        app: String, state: DecisionState, reason: String?, kind: Capability? = nil,
+        lifespan: RequestedLifespan? = nil)
     /// Back to undetermined.
     case reset(app: String, kind: Capability? = nil)
     /// Start receiving `event` messages on this connection.
@@ -248,8 +249,10 @@ extension ClientMessage: Codable {
         func kind(_ name: String?) throws -> Capability? {
             guard let name else { return nil }
             guard let kind = Capability(rawValue: name) else {
-                throw ControlProtocolError.badMessage(id: messageID, "unknown capture kind \"\(name)\"; use "
-                    + Capability.allCases.map(\.rawValue).joined(separator: ", "))
+                throw ControlProtocolError.badMessage(
+                    id: messageID,
+                    "unknown capture kind \"\(name)\"; use "
+                        + Capability.allCases.map(\.rawValue).joined(separator: ", "))
             }
             return kind
         }
@@ -259,22 +262,28 @@ extension ClientMessage: Codable {
         case "status": body = .request(.status)
         case "apps": body = .request(.apps)
         case "set-decision":
-            body = .request(.setDecision(app: try str("app"),
-                                         state: try c.decode(DecisionState.self, forKey: WireKey("state")),
-                                         reason: try optStr("reason"), kind: try kind(optStr("kind")),
-                                         lifespan: try RequestedLifespan.decode(from: c)))
+            body = .request(
+                .setDecision(
+                    app: try str("app"),
+                    state: try c.decode(DecisionState.self, forKey: WireKey("state")),
+                    reason: try optStr("reason"), kind: try kind(optStr("kind")),
+                    lifespan: try RequestedLifespan.decode(from: c)))
         case "reset": body = .request(.reset(app: try str("app"), kind: try kind(optStr("kind"))))
         case "subscribe": body = .request(.subscribe)
         case "become-agent": body = .request(.becomeAgent)
         case "answer-prompt":
-            body = .request(.answerPrompt(prompt: try c.decode(UInt64.self, forKey: WireKey("prompt")),
-                                          answer: try c.decode(PromptAnswer.self, forKey: WireKey("answer")),
-                                          lifespan: try RequestedLifespan.decode(from: c)))
+            body = .request(
+                .answerPrompt(
+                    prompt: try c.decode(UInt64.self, forKey: WireKey("prompt")),
+                    answer: try c.decode(PromptAnswer.self, forKey: WireKey("answer")),
+                    lifespan: try RequestedLifespan.decode(from: c)))
         case "register-launcher":
             body = .request(.registerLauncher(appID: try str("appId"), purpose: try optStr("purpose")))
         case "log":
-            body = .request(.log(app: try optStr("app"), since: try c.decodeIfPresent(Double.self, forKey: WireKey("since")),
-                                 limit: try c.decodeIfPresent(Int.self, forKey: WireKey("limit"))))
+            body = .request(
+                .log(
+                    app: try optStr("app"), since: try c.decodeIfPresent(Double.self, forKey: WireKey("since")),
+                    limit: try c.decodeIfPresent(Int.self, forKey: WireKey("limit"))))
         case "set-access":
             body = .request(.setAccess(kind: try kind(str("kind"))!, enabled: try c.decode(Bool.self, forKey: WireKey("enabled"))))
         default:
@@ -453,7 +462,8 @@ public enum ControlCodec {
         } catch let e as ControlProtocolError {
             throw e
         } catch let DecodingError.keyNotFound(key, _) {
-            throw .badMessage(id: id, "field \"\(key.stringValue)\" is missing; see docs/control-protocol.md for the fields of '\(dict["type"] as? String ?? "")'")
+            throw .badMessage(
+                id: id, "field \"\(key.stringValue)\" is missing; see docs/control-protocol.md for the fields of '\(dict["type"] as? String ?? "")'")
         } catch let DecodingError.typeMismatch(_, ctx), let DecodingError.valueNotFound(_, ctx) {
             throw .badMessage(id: id, "field \"\(fieldPath(ctx))\" has the wrong type; see docs/control-protocol.md")
         } catch let DecodingError.dataCorrupted(ctx) {

@@ -42,8 +42,10 @@ public struct AudioThreadsInfo: Codable, Sendable, Equatable {
     /// (a loop ran too long without sleeping).
     public var note: String?
 
-    public init(scheduling: String, policy: String, priority: Int32? = nil, nice: Int32? = nil, via: String? = nil,
-                threads: Int, note: String? = nil) {
+    public init(
+        scheduling: String, policy: String, priority: Int32? = nil, nice: Int32? = nil, via: String? = nil,
+        threads: Int, note: String? = nil
+    ) {
         self.scheduling = scheduling
         self.policy = policy
         self.priority = priority
@@ -76,9 +78,11 @@ public struct DaemonInfo: Codable, Sendable, Equatable {
     /// How the relay's audio threads are scheduled now.
     public var audioThreads: AudioThreadsInfo?
 
-    public init(pid: Int32, version: String, listenPath: String, controlPath: String, storePath: String, uptimeSeconds: Double,
-                sessionSocket: Bool? = nil, socketActivated: Bool? = nil, promptChannels: PromptChannelsInfo? = nil,
-                audioThreads: AudioThreadsInfo? = nil) {
+    public init(
+        pid: Int32, version: String, listenPath: String, controlPath: String, storePath: String, uptimeSeconds: Double,
+        sessionSocket: Bool? = nil, socketActivated: Bool? = nil, promptChannels: PromptChannelsInfo? = nil,
+        audioThreads: AudioThreadsInfo? = nil
+    ) {
         self.audioThreads = audioThreads
         self.pid = pid
         self.version = version
@@ -136,8 +140,10 @@ public struct PipeWireInfo: Codable, Sendable, Equatable {
     public var lastCut: String?
     public var lastCutAt: Double?
 
-    public init(socket: String, gating: Bool, clients: Int = 0, reason: String? = nil,
-                cuts: Int? = nil, lastCut: String? = nil, lastCutAt: Double? = nil) {
+    public init(
+        socket: String, gating: Bool, clients: Int = 0, reason: String? = nil,
+        cuts: Int? = nil, lastCut: String? = nil, lastCutAt: Double? = nil
+    ) {
         self.socket = socket
         self.gating = gating
         self.clients = clients
@@ -173,9 +179,11 @@ public struct ClientInfo: Codable, Sendable, Equatable {
     /// name (`pw-record` for /usr/bin/pw-cat).
     public var commandName: String?
 
-    public init(id: UInt64, appKey: String, displayName: String? = nil, pid: Int32? = nil, identifiedBy: String,
-                executable: String? = nil, strength: IdentityStrength? = nil, caveat: String? = nil,
-                systemName: String? = nil, commandName: String? = nil) {
+    public init(
+        id: UInt64, appKey: String, displayName: String? = nil, pid: Int32? = nil, identifiedBy: String,
+        executable: String? = nil, strength: IdentityStrength? = nil, caveat: String? = nil,
+        systemName: String? = nil, commandName: String? = nil
+    ) {
         self.systemName = systemName
         self.commandName = commandName
         self.id = id
@@ -209,8 +217,10 @@ public struct StreamInfo: Codable, Sendable, Equatable {
     /// What the source captures: microphone, system-audio or app-audio; absent while not known (then silenced).
     public var kind: Capability?
 
-    public init(client: UInt64, stream: UInt32, appKey: String, source: String, sampleSpec: String,
-                audio: AudioDelivery, bytesReal: UInt64 = 0, bytesSilenced: UInt64 = 0, kind: Capability? = nil) {
+    public init(
+        client: UInt64, stream: UInt32, appKey: String, source: String, sampleSpec: String,
+        audio: AudioDelivery, bytesReal: UInt64 = 0, bytesSilenced: UInt64 = 0, kind: Capability? = nil
+    ) {
         self.kind = kind
         self.client = client
         self.stream = stream
@@ -257,10 +267,12 @@ public struct PromptInfo: Codable, Sendable, Equatable {
     /// What the app wants to capture (microphone, system-audio, app-audio); the answer covers that kind only.
     public var kind: Capability?
 
-    public init(id: UInt64, appKey: String, displayName: String? = nil, identifiedBy: IdentificationMethod, pid: Int32? = nil,
-                purpose: String? = nil, source: String? = nil, executable: String? = nil, raisedAt: Double? = nil,
-                systemName: String? = nil, icon: String? = nil, strength: IdentityStrength? = nil, caveat: String? = nil,
-                kind: Capability? = nil, commandName: String? = nil, accessOff: Bool? = nil) {
+    public init(
+        id: UInt64, appKey: String, displayName: String? = nil, identifiedBy: IdentificationMethod, pid: Int32? = nil,
+        purpose: String? = nil, source: String? = nil, executable: String? = nil, raisedAt: Double? = nil,
+        systemName: String? = nil, icon: String? = nil, strength: IdentityStrength? = nil, caveat: String? = nil,
+        kind: Capability? = nil, commandName: String? = nil, accessOff: Bool? = nil
+    ) {
         self.accessOff = accessOff
         self.kind = kind
         self.commandName = commandName
@@ -318,9 +330,11 @@ public struct StatusPayload: Codable, Sendable, Equatable {
     /// The gate for native PipeWire clients (absent: a daemon without one).
     public var pipewire: PipeWireInfo?
 
-    public init(daemon: DaemonInfo, upstream: UpstreamInfo, clients: [ClientInfo] = [], streams: [StreamInfo] = [],
-                prompts: [PromptInfo] = [], temporary: [AppInfo]? = nil, waiting: [WaitingCaptureInfo]? = nil,
-                access: [AccessInfo]? = nil, pipewire: PipeWireInfo? = nil) {
+    public init(
+        daemon: DaemonInfo, upstream: UpstreamInfo, clients: [ClientInfo] = [], streams: [StreamInfo] = [],
+        prompts: [PromptInfo] = [], temporary: [AppInfo]? = nil, waiting: [WaitingCaptureInfo]? = nil,
+        access: [AccessInfo]? = nil, pipewire: PipeWireInfo? = nil
+    ) {
         self.access = access
         self.pipewire = pipewire
         self.daemon = daemon
@@ -349,8 +363,10 @@ public struct WaitingCaptureInfo: Codable, Sendable, Equatable {
     public var commandName: String?
     public var systemName: String?
 
-    public init(appKey: String, kind: Capability, displayName: String?, uid: UInt32, source: String, since: Double,
-                executable: String? = nil, commandName: String? = nil, systemName: String? = nil) {
+    public init(
+        appKey: String, kind: Capability, displayName: String?, uid: UInt32, source: String, since: Double,
+        executable: String? = nil, commandName: String? = nil, systemName: String? = nil
+    ) {
         self.executable = executable
         self.commandName = commandName
         self.systemName = systemName
@@ -399,11 +415,13 @@ public struct AppInfo: Codable, Sendable, Equatable {
     /// name (`pw-record` for /usr/bin/pw-cat).
     public var commandName: String?
 
-    public init(key: String, displayName: String? = nil, state: PermissionState, reason: DecisionReason, purpose: String? = nil,
-                identifiedBy: IdentificationMethod? = nil, decidedAt: Double? = nil, lastUsed: Double? = nil,
-                executable: String? = nil, kind: Capability? = nil, lifespan: LifespanKind? = nil, expiresAt: Double? = nil,
-                afterwards: PermissionState? = nil, strength: IdentityStrength? = nil, systemName: String? = nil,
-                icon: String? = nil, commandName: String? = nil) {
+    public init(
+        key: String, displayName: String? = nil, state: PermissionState, reason: DecisionReason, purpose: String? = nil,
+        identifiedBy: IdentificationMethod? = nil, decidedAt: Double? = nil, lastUsed: Double? = nil,
+        executable: String? = nil, kind: Capability? = nil, lifespan: LifespanKind? = nil, expiresAt: Double? = nil,
+        afterwards: PermissionState? = nil, strength: IdentityStrength? = nil, systemName: String? = nil,
+        icon: String? = nil, commandName: String? = nil
+    ) {
         self.commandName = commandName
         self.systemName = systemName
         self.icon = icon

@@ -115,8 +115,10 @@ public final class BusConnection {
     }
 
     /// A method call to fill with arguments.
-    public func methodCall(destination: String, path: String, interface: String,
-                           member: String) throws(BusError) -> BusMessage {
+    public func methodCall(
+        destination: String, path: String, interface: String,
+        member: String
+    ) throws(BusError) -> BusMessage {
         var m: OpaquePointer?
         let rc = sd_bus_message_new_method_call(bus, &m, destination, path, interface, member)
         guard rc >= 0, let m else { throw BusError("new call \(interface).\(member)", errno: rc) }
@@ -142,8 +144,10 @@ public final class BusConnection {
 
     /// Sends `call`; `reply` runs from `process()` with the reply or an error reply
     /// (sd-bus makes one on timeout). Keep the slot until then: dropping it cancels.
-    public func callAsync(_ call: BusMessage, timeout: Double,
-                          reply: @escaping (BusMessage) -> Void) throws(BusError) -> BusSlot {
+    public func callAsync(
+        _ call: BusMessage, timeout: Double,
+        reply: @escaping (BusMessage) -> Void
+    ) throws(BusError) -> BusSlot {
         let box = Unmanaged.passRetained(HandlerBox(reply))
         var slot: OpaquePointer?
         let rc = sd_bus_call_async(bus, &slot, call.raw, dispatchToBox, box.toOpaque(), UInt64(timeout * 1_000_000))
@@ -158,16 +162,20 @@ public final class BusConnection {
     }
 
     /// Runs `handler` for every matching signal until the slot is dropped. Nil matches any.
-    public func onSignal(sender: String? = nil, path: String? = nil, interface: String, member: String? = nil,
-                         handler: @escaping (BusMessage) -> Void) throws(BusError) -> BusSlot {
+    public func onSignal(
+        sender: String? = nil, path: String? = nil, interface: String, member: String? = nil,
+        handler: @escaping (BusMessage) -> Void
+    ) throws(BusError) -> BusSlot {
         let box = Unmanaged.passRetained(HandlerBox(handler))
         var slot: OpaquePointer?
         let rc = sd_bus_match_signal(bus, &slot, sender, path, interface, member, dispatchToBox, box.toOpaque())
         return try adopt(slot, rc, box, "match \(interface)")
     }
 
-    private func adopt(_ slot: OpaquePointer?, _ rc: Int32, _ box: Unmanaged<HandlerBox>,
-                       _ what: String) throws(BusError) -> BusSlot {
+    private func adopt(
+        _ slot: OpaquePointer?, _ rc: Int32, _ box: Unmanaged<HandlerBox>,
+        _ what: String
+    ) throws(BusError) -> BusSlot {
         guard rc >= 0, let slot else {
             box.release()
             throw BusError(what, errno: rc < 0 ? rc : -EIO)
@@ -217,7 +225,8 @@ public final class BusConnection {
     /// The unique name that owns `name` now, or nil when nobody does.
     public func owner(of name: String) -> String? {
         guard let m = try? busCall("GetNameOwner"), (try? m.append(name)) != nil,
-              let r = try? call(m, timeout: 5) else { return nil }
+            let r = try? call(m, timeout: 5)
+        else { return nil }
         return try? r.readString()
     }
 
@@ -226,20 +235,23 @@ public final class BusConnection {
     public func startedOwner(of name: String, timeout: Double = 10) -> String? {
         if let o = owner(of: name) { return o }
         guard let m = try? busCall("StartServiceByName"), (try? m.append(name)) != nil, (try? m.append(UInt32(0))) != nil,
-              (try? call(m, timeout: timeout)) != nil else { return nil }
+            (try? call(m, timeout: timeout)) != nil
+        else { return nil }
         return owner(of: name)
     }
 
     /// The pid of the process behind the connection `uniqueName`, as the bus daemon saw it.
     public func processID(of uniqueName: String) -> Int32? {
         guard let m = try? busCall("GetConnectionUnixProcessID"), (try? m.append(uniqueName)) != nil,
-              let r = try? call(m, timeout: 5), let pid = try? r.readUInt32() else { return nil }
+            let r = try? call(m, timeout: 5), let pid = try? r.readUInt32()
+        else { return nil }
         return Int32(bitPattern: pid)
     }
 
     private func busCall(_ member: String) throws(BusError) -> BusMessage {
-        try methodCall(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
-                       interface: "org.freedesktop.DBus", member: member)
+        try methodCall(
+            destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+            interface: "org.freedesktop.DBus", member: member)
     }
 
     /// Why the peer `name` (a unique or well-known name) is not a process beside this one: the
@@ -255,12 +267,18 @@ public final class BusConnection {
 
     /// Whether `name` has an owner now or can be started by the bus.
     public func isProvided(_ name: String) -> Bool {
-        guard let m = try? methodCall(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
-                                      interface: "org.freedesktop.DBus", member: "NameHasOwner") else { return false }
+        guard
+            let m = try? methodCall(
+                destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+                interface: "org.freedesktop.DBus", member: "NameHasOwner")
+        else { return false }
         if (try? m.append(name)) != nil, let r = try? call(m, timeout: 5), (try? r.readBool()) == true { return true }
-        guard let list = try? methodCall(destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
-                                         interface: "org.freedesktop.DBus", member: "ListActivatableNames"),
-              let r = try? call(list, timeout: 5), let names = try? r.readStrings() else { return false }
+        guard
+            let list = try? methodCall(
+                destination: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+                interface: "org.freedesktop.DBus", member: "ListActivatableNames"),
+            let r = try? call(list, timeout: 5), let names = try? r.readStrings()
+        else { return false }
         return names.contains(name)
     }
 }

@@ -65,8 +65,9 @@ public final class BusMessage {
     /// The error this reply carries, or nil for a normal reply.
     public var error: BusError? {
         guard sd_bus_message_is_method_error(raw, nil) > 0, let e = sd_bus_message_get_error(raw) else { return nil }
-        return BusError(name: e.pointee.name.map { String(cString: $0) } ?? "unknown",
-                        message: e.pointee.message.map { String(cString: $0) } ?? "")
+        return BusError(
+            name: e.pointee.name.map { String(cString: $0) } ?? "unknown",
+            message: e.pointee.message.map { String(cString: $0) } ?? "")
     }
 
     /// Whether this is a call of `interface.member`.

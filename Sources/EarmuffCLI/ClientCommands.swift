@@ -83,7 +83,8 @@ enum ClientCommands {
         do {
             let client = try connect(o.controlPath)
             guard case .status(let s) = try client.request(.setAccess(kind: kind, enabled: enabled)),
-                  let now = s.access?.first(where: { $0.kind == kind }) else { return unexpected("set-access") }
+                let now = s.access?.first(where: { $0.kind == kind })
+            else { return unexpected("set-access") }
             Terminal.out(o.json ? json(now) : ClientFormat.accessLine(now) + "\n")
             return 0
         } catch {
@@ -182,10 +183,10 @@ enum ClientCommands {
                 while let m = try client.receive(timeoutMs: 0) { try handle(m) }
                 if fixed == nil && current == nil && !waiting.isEmpty {
                     current = waiting.removeFirst()
-                    show(current!)  // non-nil: just assigned
+                    show(current!) // non-nil: just assigned
                 }
-                if fixed == nil && !stdinOpen && current != nil {
-                    Terminal.error("earmuff: standard input closed with prompt \(current!.id) unanswered; it stays pending for another agent")  // non-nil: checked above
+                if fixed == nil && !stdinOpen, let unanswered = current {
+                    Terminal.error("earmuff: standard input closed with prompt \(unanswered.id) unanswered; it stays pending for another agent")
                     return 0
                 }
                 var fds = [pollfd(fd: client.fd, events: Int16(POLLIN), revents: 0)]
@@ -216,16 +217,18 @@ enum ClientCommands {
                     Terminal.out(ClientCommands.json(m))
                 } else {
                     let by = r.by.map { " by \($0)" } ?? ""
-                    Terminal.out("\(current?.id == r.prompt ? "\n" : "")"
-                                 + ClientFormat.printable("prompt \(r.prompt) (\(r.appKey)) resolved: \(r.outcome.rawValue)\(by)") + "\n")
+                    Terminal.out(
+                        "\(current?.id == r.prompt ? "\n" : "")"
+                            + ClientFormat.printable("prompt \(r.prompt) (\(r.appKey)) resolved: \(r.outcome.rawValue)\(by)") + "\n")
                 }
                 if current?.id == r.prompt { current = nil }
             case .event:
                 break
             case .response(let id, let response):
                 guard let id, let (prompt, answer) = inFlight.removeValue(forKey: id) else { return }
-                var record = AnswerRecord(prompt: prompt, answer: answer.answer, lifespan: answer.lifespan?.name,
-                                          accepted: !response.isError)
+                var record = AnswerRecord(
+                    prompt: prompt, answer: answer.answer, lifespan: answer.lifespan?.name,
+                    accepted: !response.isError)
                 if case .error(let e) = response { record.message = e.message }
                 if json {
                     Terminal.out(ClientCommands.json(record))
@@ -324,7 +327,8 @@ enum ClientCommands {
             }
         } else {
             // After `earmuff setup`, Earmuff is the session's socket (held by systemd).
-            server = o.listenPath ?? SessionTakeover.sessionSocket(environment: environment)
+            server =
+                o.listenPath ?? SessionTakeover.sessionSocket(environment: environment)
                 ?? ClientPaths.clientSocket(environment: environment, uid: getuid())
             var st = stat()
             if stat(server, &st) != 0 {

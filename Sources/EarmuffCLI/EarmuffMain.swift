@@ -50,8 +50,10 @@ public enum EarmuffMain {
             return ClientCommands.apps(o)
         case .setDecision(let app, let state, let kind, let o, let lifespan):
             guard let key = resolveApp(app) else { return 1 }
-            return ClientCommands.decide(.setDecision(app: key, state: state, reason: "user", kind: kind,
-                                                      lifespan: lifespan), o)
+            return ClientCommands.decide(
+                .setDecision(
+                    app: key, state: state, reason: "user", kind: kind,
+                    lifespan: lifespan), o)
         case .reset(let app, let kind, let o):
             guard let key = resolveApp(app) else { return 1 }
             return ClientCommands.decide(.reset(app: key, kind: kind), o)
@@ -115,15 +117,17 @@ enum Terminal {
     /// Writes `s` plus a newline to stderr, with control characters escaped line by line
     /// (messages from the daemon may quote names and paths that an app chose).
     static func error(_ s: String) {
-        write(2, s.split(separator: "\n", omittingEmptySubsequences: false)
-            .map { ClientFormat.printable(String($0)) }.joined(separator: "\n") + "\n")
+        write(
+            2,
+            s.split(separator: "\n", omittingEmptySubsequences: false)
+                .map { ClientFormat.printable(String($0)) }.joined(separator: "\n") + "\n")
     }
 
     private static func write(_ fd: Int32, _ s: String) {
         var bytes = Array(s.utf8)
         var off = 0
         while off < bytes.count {
-            let n = bytes.withUnsafeMutableBytes { Glibc.write(fd, $0.baseAddress! + off, $0.count - off) }  // non-nil: bytes is non-empty inside the loop
+            let n = bytes.withUnsafeMutableBytes { Glibc.write(fd, $0.baseAddress! + off, $0.count - off) } // non-nil: bytes is non-empty inside the loop
             if n > 0 {
                 off += n
             } else if n < 0 && errno == EINTR {

@@ -47,8 +47,10 @@ struct SandboxPlan {
     var lookup: (String) -> Entry?
 
     /// Environment variables that lead to a sound server or the session bus; removed inside.
-    static let removedVariables = ["PULSE_RUNTIME_PATH", "PULSE_COOKIE", "PIPEWIRE_REMOTE", "PIPEWIRE_RUNTIME_DIR",
-                                   "PIPEWIRE_CORE", "DBUS_SESSION_BUS_ADDRESS", "ESPEAKER", "AUDIODEV", "JACK_DEFAULT_SERVER"]
+    static let removedVariables = [
+        "PULSE_RUNTIME_PATH", "PULSE_COOKIE", "PIPEWIRE_REMOTE", "PIPEWIRE_RUNTIME_DIR",
+        "PIPEWIRE_CORE", "DBUS_SESSION_BUS_ADDRESS", "ESPEAKER", "AUDIODEV", "JACK_DEFAULT_SERVER",
+    ]
 
     /// The top-level system directories shown read-only (as links where the host has links).
     static let systemDirectories = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt"]
@@ -82,16 +84,20 @@ struct SandboxPlan {
             default: break
             }
         }
-        a += ["--ro-bind-try", "/sys", "/sys",
-              "--proc", "/proc", "--dev", "/dev", "--dev-bind-try", "/dev/dri", "/dev/dri",
-              "--tmpfs", "/tmp", "--tmpfs", "/var/tmp", "--tmpfs", "/run",
-              "--ro-bind-try", "/var/cache/fontconfig", "/var/cache/fontconfig",
-              "--ro-bind-try", "/var/lib/dbus/machine-id", "/var/lib/dbus/machine-id",
-              "--symlink", "../run", "/var/run"]
+        a += [
+            "--ro-bind-try", "/sys", "/sys",
+            "--proc", "/proc", "--dev", "/dev", "--dev-bind-try", "/dev/dri", "/dev/dri",
+            "--tmpfs", "/tmp", "--tmpfs", "/var/tmp", "--tmpfs", "/run",
+            "--ro-bind-try", "/var/cache/fontconfig", "/var/cache/fontconfig",
+            "--ro-bind-try", "/var/lib/dbus/machine-id", "/var/lib/dbus/machine-id",
+            "--symlink", "../run", "/var/run",
+        ]
         if options.network {
             // /etc/resolv.conf often points into /run (systemd-resolved, resolvconf).
-            a += ["--ro-bind-try", "/run/systemd/resolve", "/run/systemd/resolve",
-                  "--ro-bind-try", "/run/resolvconf", "/run/resolvconf"]
+            a += [
+                "--ro-bind-try", "/run/systemd/resolve", "/run/systemd/resolve",
+                "--ro-bind-try", "/run/resolvconf", "/run/resolvconf",
+            ]
         }
 
         a += ["--bind", homeSource, home]
@@ -180,7 +186,8 @@ struct SandboxPlan {
         guard let address = environment["DBUS_SESSION_BUS_ADDRESS"], !address.isEmpty else {
             let source = runtimeDirectory + "/bus"
             guard lookup(source) != nil else {
-                throw PlanError(message: "--dbus: no session bus (DBUS_SESSION_BUS_ADDRESS is unset and \(source) does not exist); start one or leave out --dbus")
+                throw PlanError(
+                    message: "--dbus: no session bus (DBUS_SESSION_BUS_ADDRESS is unset and \(source) does not exist); start one or leave out --dbus")
             }
             return (source, inside)
         }
@@ -191,21 +198,24 @@ struct SandboxPlan {
             }
             if entry.contains("abstract=") {
                 guard options.network else {
-                    throw PlanError(message: "--dbus: the session bus is at an abstract socket (\(address)), which only the host's network namespace reaches; add --net")
+                    throw PlanError(
+                        message: "--dbus: the session bus is at an abstract socket (\(address)), which only the host's network namespace reaches; add --net")
                 }
                 return (nil, address)
             }
         }
-        throw PlanError(message: "--dbus: cannot pass the session bus at '\(address)' (only unix:path= and, with --net, unix:abstract= addresses); leave out --dbus")
+        throw PlanError(
+            message: "--dbus: cannot pass the session bus at '\(address)' (only unix:path= and, with --net, unix:abstract= addresses); leave out --dbus")
     }
 
     /// The default app id: the command's file name, reduced to app-id characters.
     static func defaultAppID(command: String) -> String {
         let name = command.split(separator: "/").last.map(String.init) ?? command
-        var id = String(name.unicodeScalars.map { s -> Character in
-            (s >= "a" && s <= "z") || (s >= "A" && s <= "Z") || (s >= "0" && s <= "9") || s == "." || s == "-" || s == "_"
-                ? Character(s) : "_"
-        })
+        var id = String(
+            name.unicodeScalars.map { s -> Character in
+                (s >= "a" && s <= "z") || (s >= "A" && s <= "Z") || (s >= "0" && s <= "9") || s == "." || s == "-" || s == "_"
+                    ? Character(s) : "_"
+            })
         while let f = id.first, f == "." || f == "-" { id.removeFirst() }
         id = String(id.prefix(255))
         return id.isEmpty ? "app" : id
@@ -217,9 +227,11 @@ struct SandboxPlan {
     }
 
     static func shellQuote(_ word: String) -> String {
-        let plain = !word.isEmpty && word.unicodeScalars.allSatisfy { s in
-            (s >= "a" && s <= "z") || (s >= "A" && s <= "Z") || (s >= "0" && s <= "9") || "@%+=:,./-_".unicodeScalars.contains(s)
-        }
+        let plain =
+            !word.isEmpty
+            && word.unicodeScalars.allSatisfy { s in
+                (s >= "a" && s <= "z") || (s >= "A" && s <= "Z") || (s >= "0" && s <= "9") || "@%+=:,./-_".unicodeScalars.contains(s)
+            }
         return plain ? word : "'" + word.replacingOccurrences(of: "'", with: "'\\''") + "'"
     }
 }

@@ -33,10 +33,11 @@ enum SandboxRun {
             return ClientCommands.fail("--sandbox needs bubblewrap, and no 'bwrap' is on PATH; install it (apt-get install bubblewrap)")
         }
         let appID = o.appID ?? SandboxPlan.defaultAppID(command: o.command[0])
-        var plan = SandboxPlan(options: sandbox, launcherSocket: "", privateHome: privateHome(appID: appID, environment: env),
-                               purpose: o.purpose, environment: env, uid: getuid(),
-                               workingDirectory: FileManager.default.currentDirectoryPath, command: o.command,
-                               lookup: lookup)
+        var plan = SandboxPlan(
+            options: sandbox, launcherSocket: "", privateHome: privateHome(appID: appID, environment: env),
+            purpose: o.purpose, environment: env, uid: getuid(),
+            workingDirectory: FileManager.default.currentDirectoryPath, command: o.command,
+            lookup: lookup)
         if sandbox.dryRun {
             // Where the daemon would open this run's socket (its launcher directory, this pid).
             plan.launcherSocket = ClientPaths.runtimeDirectory(environment: env, uid: getuid()) + "/earmuff/app/\(appID)@\(getpid())"
@@ -75,7 +76,8 @@ enum SandboxRun {
 
     /// `$XDG_DATA_HOME/earmuff/sandboxes/ID`: the app's own home, kept between runs.
     static func privateHome(appID: String, environment: [String: String]) -> String {
-        let data = environment["XDG_DATA_HOME"].flatMap { $0.hasPrefix("/") ? $0 : nil }
+        let data =
+            environment["XDG_DATA_HOME"].flatMap { $0.hasPrefix("/") ? $0 : nil }
             ?? (environment["HOME"] ?? "/") + "/.local/share"
         return data + "/earmuff/sandboxes/" + appID
     }
@@ -85,8 +87,9 @@ enum SandboxRun {
         switch plan.options.home {
         case .privatePerApp:
             do {
-                try FileManager.default.createDirectory(atPath: plan.privateHome, withIntermediateDirectories: true,
-                                                        attributes: [.posixPermissions: 0o700])
+                try FileManager.default.createDirectory(
+                    atPath: plan.privateHome, withIntermediateDirectories: true,
+                    attributes: [.posixPermissions: 0o700])
             } catch {
                 return "cannot make the sandbox's home \(plan.privateHome) (\(error.localizedDescription)); check that directory, or pass --home DIR"
             }

@@ -80,7 +80,10 @@ public final class ControlClient {
             throw ControlClientError(.protocolError, "\(path) did not greet like an earmuff daemon; check the path given with --control")
         }
         guard ControlProtocolVersion.supported.contains(hello.version) else {
-            throw ControlClientError(.protocolError, "the daemon at \(path) speaks control protocol version \(hello.version), this client version \(ControlProtocolVersion.current); use the earmuff of the daemon's release (\(hello.daemonVersion))")
+            throw ControlClientError(
+                .protocolError,
+                "the daemon at \(path) speaks control protocol version \(hello.version), this client version \(ControlProtocolVersion.current); use the earmuff of the daemon's release (\(hello.daemonVersion))"
+            )
         }
         greeting = hello
     }
@@ -89,7 +92,8 @@ public final class ControlClient {
     public func close() { socket.close() }
 
     private static func unreachable(_ path: String, _ e: Errno, startHint: String) -> ControlClientError {
-        let hint = e == .permissionDenied || e == .operationNotPermitted
+        let hint =
+            e == .permissionDenied || e == .operationNotPermitted
             ? "the control socket belongs to another user; run earmuff as the daemon's user"
             : startHint
         return ControlClientError(.unreachable, errno: e, "cannot reach the daemon at \(path) (\(e)); \(hint)")
@@ -104,7 +108,8 @@ public final class ControlClient {
             switch error {
             case .gaveUp(let e): throw e
             case .failed(let e):
-                throw ControlClientError(.closed, errno: e, "the daemon at \(path) closed the connection (\(e)); check that it is running with 'earmuff status'")
+                throw ControlClientError(
+                    .closed, errno: e, "the daemon at \(path) closed the connection (\(e)); check that it is running with 'earmuff status'")
             }
         }
     }
@@ -115,7 +120,7 @@ public final class ControlClient {
         let id = nextRequestID()
         try send(.request(request, id: id))
         var held: [ServerMessage] = []
-        defer { queued.append(contentsOf: held) }  // newer than anything already queued
+        defer { queued.append(contentsOf: held) } // newer than anything already queued
         while true {
             guard let m = try nextMessage(timeoutMs: timeoutMs, waitForConnect: false) else {
                 throw ControlClientError(.timeout, "the daemon at \(path) did not answer '\(request.typeName)' within \(timeoutMs / 1000) s; check its log")
@@ -151,15 +156,17 @@ public final class ControlClient {
             do {
                 line = try framer.readLine()
             } catch {
-                throw ControlClientError(.protocolError, "the daemon at \(path) sent a line longer than \(ControlLimits.maxServerLine) bytes; report this as a bug")
+                throw ControlClientError(
+                    .protocolError, "the daemon at \(path) sent a line longer than \(ControlLimits.maxServerLine) bytes; report this as a bug")
             }
             if let line {
                 do {
                     return try ControlCodec.decodeServerMessage(line)
                 } catch .unknownType {
-                    continue  // a newer daemon's message kind: skip it
+                    continue // a newer daemon's message kind: skip it
                 } catch {
-                    throw ControlClientError(.protocolError, "the daemon at \(path) sent an unreadable message (\(error)); use the earmuff client of the daemon's release")
+                    throw ControlClientError(
+                        .protocolError, "the daemon at \(path) sent an unreadable message (\(error)); use the earmuff client of the daemon's release")
                 }
             }
             if try !fill(timeoutMs: timeoutMs, waitForConnect: waitForConnect) { return nil }
@@ -180,7 +187,8 @@ public final class ControlClient {
                     continue
                 }
                 if waitForConnect { throw Self.unreachable(path, e, startHint: startHint) }
-                throw ControlClientError(.closed, errno: e, "lost the connection to the daemon at \(path) (\(e)); check that it is running with 'earmuff status'")
+                throw ControlClientError(
+                    .closed, errno: e, "lost the connection to the daemon at \(path) (\(e)); check that it is running with 'earmuff status'")
             }
             if n > 0 {
                 framer.append(buffer[0..<n])

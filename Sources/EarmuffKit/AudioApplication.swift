@@ -107,8 +107,10 @@ public final class AudioApplication: Sendable {
     }
 
     /// The completion-handler form; `completionHandler` is called once, on another thread.
-    public static func requestRecordPermission(for kind: CaptureKind = .microphone, purpose: String? = nil,
-                                               completionHandler: @escaping @Sendable (Bool) -> Void) {
+    public static func requestRecordPermission(
+        for kind: CaptureKind = .microphone, purpose: String? = nil,
+        completionHandler: @escaping @Sendable (Bool) -> Void
+    ) {
         shared.requestPermission(for: kind, purpose: purpose) { completionHandler($0 == .granted) }
     }
 
@@ -121,8 +123,10 @@ public final class AudioApplication: Sendable {
     }
 
     /// The completion-handler form of `requestPermission(for:purpose:)`.
-    public func requestPermission(for kind: CaptureKind = .microphone, purpose: String? = nil,
-                                  completionHandler: @escaping @Sendable (RecordPermission) -> Void) {
+    public func requestPermission(
+        for kind: CaptureKind = .microphone, purpose: String? = nil,
+        completionHandler: @escaping @Sendable (RecordPermission) -> Void
+    ) {
         guard let c = connection() else {
             completionHandler(.unavailable)
             return
@@ -176,8 +180,9 @@ public final class AudioApplication: Sendable {
     private func connection() -> PermissionConnection? {
         if let c = state.withLock({ $0.connection }), c.isOpen { return c }
         do {
-            let c = try PermissionConnection.open(paths: ClientEnvironment.serverPaths(environment), environment: environment,
-                                                  timeout: timeout)
+            let c = try PermissionConnection.open(
+                paths: ClientEnvironment.serverPaths(environment), environment: environment,
+                timeout: timeout)
             state.withLock { s in
                 s.connection = c
                 s.subscribed = false
@@ -209,7 +214,8 @@ public final class AudioApplication: Sendable {
         switch result {
         case let .reply(payload):
             guard let s = try? PermissionStatus.decodePacket(payload, version: Limits.protocolVersion).message,
-                  let p = RecordPermission(rawValue: s.state) else {
+                let p = RecordPermission(rawValue: s.state)
+            else {
                 state.withLock { $0.unavailable = "Earmuff's reply could not be read (a newer wire?)" }
                 return .unavailable
             }
@@ -225,13 +231,14 @@ public final class AudioApplication: Sendable {
     }
 
     private func noteUnavailable(_ code: UInt32) {
-        let why: String = switch ErrorCode(rawValue: code) {
-        case .noExtension, .noEntity, .access:
-            "the sound server has no \(PermissionExtension.moduleName): Earmuff is not in front of it"
-        case .invalid: "Earmuff does not know this capture kind"
-        case .notSupported: "this Earmuff does not know the request (an older version)"
-        default: "the sound server answered error \(code)"
-        }
+        let why: String =
+            switch ErrorCode(rawValue: code) {
+            case .noExtension, .noEntity, .access:
+                "the sound server has no \(PermissionExtension.moduleName): Earmuff is not in front of it"
+            case .invalid: "Earmuff does not know this capture kind"
+            case .notSupported: "this Earmuff does not know the request (an older version)"
+            default: "the sound server answered error \(code)"
+            }
         state.withLock { $0.unavailable = why }
     }
 

@@ -37,8 +37,10 @@ final class PermissionConnection: Sendable {
 
     /// Connects to the first of `paths` that answers and completes the handshake, each step
     /// within `timeout` seconds; throws why not.
-    static func open(paths: [String], environment: [String: String],
-                     timeout: Double) throws(UnavailableReason) -> PermissionConnection {
+    static func open(
+        paths: [String], environment: [String: String],
+        timeout: Double
+    ) throws(UnavailableReason) -> PermissionConnection {
         guard !paths.isEmpty else {
             throw UnavailableReason("no sound server address: neither PULSE_SERVER (unix:PATH) nor XDG_RUNTIME_DIR is set")
         }
@@ -91,8 +93,10 @@ final class PermissionConnection: Sendable {
             return
         }
         let payload = build(tag)
-        var frame = FrameDescriptor(length: UInt32(payload.count), channel: FrameDescriptor.controlChannel,
-                                    offsetHi: 0, offsetLo: 0, flags: 0).bytes
+        var frame = FrameDescriptor(
+            length: UInt32(payload.count), channel: FrameDescriptor.controlChannel,
+            offsetHi: 0, offsetLo: 0, flags: 0
+        ).bytes
         frame += payload
         let sent = writing.withLock { started in
             defer { started = true }
@@ -141,13 +145,15 @@ final class PermissionConnection: Sendable {
     // MARK: handshake
 
     private func handshake(environment: [String: String], timeout: Double) throws(UnavailableReason) {
-        let auth = call({ tag in
-            AuthRequest(versionWord: Limits.protocolVersion, cookie: Self.cookie(environment)).packet(tag: tag, version: 0)
-        }, timeout: timeout)
+        let auth = call(
+            { tag in
+                AuthRequest(versionWord: Limits.protocolVersion, cookie: Self.cookie(environment)).packet(tag: tag, version: 0)
+            }, timeout: timeout)
         try expectReply(auth, "AUTH")
-        let name = call({ tag in
-            SetClientName(proplist: Self.clientProperties(environment)).packet(tag: tag, version: Limits.protocolVersion)
-        }, timeout: timeout)
+        let name = call(
+            { tag in
+                SetClientName(proplist: Self.clientProperties(environment)).packet(tag: tag, version: Limits.protocolVersion)
+            }, timeout: timeout)
         try expectReply(name, "SET_CLIENT_NAME")
     }
 

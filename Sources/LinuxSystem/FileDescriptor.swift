@@ -99,8 +99,10 @@ extension FileDescriptor {
     /// says how many); `senderPID` gets the pid that sent the bytes (0 when unknown). Returns
     /// the bytes read, 0 at end of file.
     @inline(__always)
-    public func receiveClosingDescriptors(into buffer: UnsafeMutableRawBufferPointer, closedCount: inout Int32,
-                                          senderPID: inout Int32) throws(Errno) -> Int {
+    public func receiveClosingDescriptors(
+        into buffer: UnsafeMutableRawBufferPointer, closedCount: inout Int32,
+        senderPID: inout Int32
+    ) throws(Errno) -> Int {
         try Errno.check(earmuff_recv_closing_fds(rawValue, buffer.baseAddress, buffer.count, &closedCount, &senderPID))
     }
 
@@ -211,10 +213,15 @@ extension FileDescriptor {
 
     /// Waits up to `timeoutMs` (-1: for ever) and fills the parallel arrays; returns how many
     /// events came (0 on timeout or a signal).
-    public func wait(events: UnsafeMutableBufferPointer<UInt32>, data: UnsafeMutableBufferPointer<UInt64>,
-                     timeoutMs: Int32) throws(Errno) -> Int {
-        Int(try Errno.check(earmuff_epoll_wait(rawValue, events.baseAddress, data.baseAddress,
-                                               Int32(min(events.count, data.count)), timeoutMs)))
+    public func wait(
+        events: UnsafeMutableBufferPointer<UInt32>, data: UnsafeMutableBufferPointer<UInt64>,
+        timeoutMs: Int32
+    ) throws(Errno) -> Int {
+        Int(
+            try Errno.check(
+                earmuff_epoll_wait(
+                    rawValue, events.baseAddress, data.baseAddress,
+                    Int32(min(events.count, data.count)), timeoutMs)))
     }
 
     /// Sleeps until the set has an event or `nanoseconds` pass, without saying which.

@@ -44,8 +44,10 @@ public protocol FrameFilter: AnyObject {
     func memblockPayload(_ count: Int, silenced: Bool)
     /// A whole packet, its header decoded (`body` reads what follows it): `.pass` or `.drop`.
     /// `payload` may be rewritten, in place or to another length (a packet still: header first).
-    func packet(_ header: PacketHeader, body: TagStructReader,
-                payload: inout [UInt8]) throws(ProtocolViolation) -> FrameDisposition
+    func packet(
+        _ header: PacketHeader, body: TagStructReader,
+        payload: inout [UInt8]
+    ) throws(ProtocolViolation) -> FrameDisposition
     /// A packet of `length` bytes (within the processor's `packetLimit`) is about to be
     /// collected: whether it may be buffered. An admitted packet is followed by
     /// `packetReleased(length)` once it has been handed on (or dropped).
@@ -151,8 +153,10 @@ public struct FrameProcessor {
 
     /// Processes `input`, which may be overwritten in place (silence).
     /// After a throw the stream is broken; the connection should be closed.
-    public mutating func process(_ input: UnsafeMutableRawBufferPointer, filter: some FrameFilter,
-                                 sink: some FrameSink) throws(ProtocolViolation) {
+    public mutating func process(
+        _ input: UnsafeMutableRawBufferPointer, filter: some FrameFilter,
+        sink: some FrameSink
+    ) throws(ProtocolViolation) {
         guard let base = input.baseAddress else { return }
         var pos = 0
         let end = input.count
@@ -207,8 +211,12 @@ public struct FrameProcessor {
                 pos += n
                 // Answered as soon as command and tag are in, not after the whole packet.
                 let report = !reported && (packet.count == Self.refusedPrefixLength || remaining == n)
-                state = remaining == n ? .descriptor : .skip(remaining: remaining - n, overLimit: limit,
-                                                             reported: reported || report)
+                state =
+                    remaining == n
+                    ? .descriptor
+                    : .skip(
+                        remaining: remaining - n, overLimit: limit,
+                        reported: reported || report)
                 if report {
                     let header = try? PacketHeader.decode(packet)
                     packet.removeAll(keepingCapacity: true)
@@ -246,8 +254,10 @@ public struct FrameProcessor {
         lastPassingMemblockLength = action == .pass ? Int(d.length) : 0
         guard action != .drop else { return }
         if rechanneled.channel != d.channel {
-            FrameDescriptor(length: d.length, channel: rechanneled.channel, offsetHi: d.offsetHi, offsetLo: d.offsetLo,
-                            flags: d.flags).bytes.withUnsafeBytes { sink.emit($0) }
+            FrameDescriptor(
+                length: d.length, channel: rechanneled.channel, offsetHi: d.offsetHi, offsetLo: d.offsetLo,
+                flags: d.flags
+            ).bytes.withUnsafeBytes { sink.emit($0) }
         } else {
             header.withUnsafeBytes { sink.emit($0) }
         }

@@ -139,9 +139,11 @@ public final class Daemon: @unchecked Sendable {
     let packetBudget: PacketBudget
     public let startedAt = wallClockNow()
 
-    public init(listenPath: String, activatedListener: Int32? = nil, upstream: UpstreamAddress, options: RelayOptions,
-         observer: SessionObserver,
-         identify: @escaping @Sendable (Int32, UInt32, UInt32, String?) -> ClientIdentity) throws(SystemError) {
+    public init(
+        listenPath: String, activatedListener: Int32? = nil, upstream: UpstreamAddress, options: RelayOptions,
+        observer: SessionObserver,
+        identify: @escaping @Sendable (Int32, UInt32, UInt32, String?) -> ClientIdentity
+    ) throws(SystemError) {
         self.listenPath = listenPath
         self.activatedListener = activatedListener
         self.upstream = upstream
@@ -301,11 +303,15 @@ public final class Daemon: @unchecked Sendable {
         }
         guard let (victim, idleSince) = victim.map({ ($0.state, $0.lastPacketAt.load(ordering: .relaxed)) }) else { return false }
         let silent = (now &- idleSince) / 100
-        refusalLog.record(.warn, "closed session \(victim.id) (\(victim.identity.appKey)), which holds no stream and was silent "
-                          + "for \(silent / 10).\(silent % 10) s, to make room for \(app) pid \(pid): max-clients "
-                          + "(\(options.maxClients)) clients are connected")
-        disconnect(sessionID: victim.id, reason: "it held no stream and was silent the longest when every client slot was "
-                   + "taken: room was made for a new client")
+        refusalLog.record(
+            .warn,
+            "closed session \(victim.id) (\(victim.identity.appKey)), which holds no stream and was silent "
+                + "for \(silent / 10).\(silent % 10) s, to make room for \(app) pid \(pid): max-clients "
+                + "(\(options.maxClients)) clients are connected")
+        disconnect(
+            sessionID: victim.id,
+            reason: "it held no stream and was silent the longest when every client slot was "
+                + "taken: room was made for a new client")
         return true
     }
 
@@ -360,8 +366,9 @@ public final class Daemon: @unchecked Sendable {
             return
         }
         let id = nextSessionID.add(1, ordering: .relaxed).oldValue
-        let state = SessionState(id: id, identity: identity, launcherAppID: listener.launcherAppID,
-                                 connectedAt: wallClockNow())
+        let state = SessionState(
+            id: id, identity: identity, launcherAppID: listener.launcherAppID,
+            connectedAt: wallClockNow())
         if let p = listener.launcherPurpose {
             state.properties.withLock { $0.launcherPurpose = p }
         }
@@ -373,18 +380,23 @@ public final class Daemon: @unchecked Sendable {
         nextLoop = (nextLoop + 1) % loops.count
         let observer = self.observer
         let conversation = Conversation(state)
-        let records = RecordChannels(conversation: conversation, observer: observer, newStreamID: { [self] in
-            nextStreamID.add(1, ordering: .relaxed).oldValue
-        }, post: { loop.post($0) })
+        let records = RecordChannels(
+            conversation: conversation, observer: observer,
+            newStreamID: { [self] in
+                nextStreamID.add(1, ordering: .relaxed).oldValue
+            }, post: { loop.post($0) })
         let replies = ServerToClientFilter(conversation: conversation, observer: observer, channels: records)
         let server = Half(.server(replies), loop: loop, audio: audio, conversation: conversation, produceInto: down, consumeFrom: up)
-        let requests = ClientToServerFilter(conversation: conversation, observer: observer, channels: records, budget: packetBudget,
-                                            handshakeFinished: { handshakes.finished() }) { [weak server] tag, code in
+        let requests = ClientToServerFilter(
+            conversation: conversation, observer: observer, channels: records, budget: packetBudget,
+            handshakeFinished: { handshakes.finished() }
+        ) { [weak server] tag, code in
             state.queueInjection(ErrorReply(code: code).packet(tag: tag, version: state.protocolVersion))
             server?.notify(.inject)
         }
-        let client = Half(.client(requests), loop: loop, audio: audio, conversation: conversation, produceInto: up, consumeFrom: down,
-                          packetLimit: options.maxClientPacket)
+        let client = Half(
+            .client(requests), loop: loop, audio: audio, conversation: conversation, produceInto: up, consumeFrom: down,
+            packetLimit: options.maxClientPacket)
         client.peer = server
         server.peer = client
         let outlet = SessionOutlet(state: state, client: client, server: server)
@@ -399,8 +411,9 @@ public final class Daemon: @unchecked Sendable {
             let reason = state.reasonClosed ?? "closed"
             Log.info("session \(id) (\(identity.appKey), pid \(identity.pid)) ended: \(reason)")
         }
-        Log.info("session \(id): \(identity.appKey) pid \(identity.pid) uid \(identity.uid) identified by \(identity.method.rawValue) (\(identity.strength.rawValue))"
-                 + (identity.caveat.map { ": \($0)" } ?? ""))
+        Log.info(
+            "session \(id): \(identity.appKey) pid \(identity.pid) uid \(identity.uid) identified by \(identity.method.rawValue) (\(identity.strength.rawValue))"
+                + (identity.caveat.map { ": \($0)" } ?? ""))
         let path = upstream.path
         let timeout = options.handshakeTimeout
         let start = { @Sendable [handshakeLog] in
@@ -412,14 +425,17 @@ public final class Daemon: @unchecked Sendable {
             }
             server.connect(path: path)
             // A connection that never finishes its handshake would hold a server slot for ever.
-            handshakes.add(deadline: monotonicNow() + timeout, done: { [weak client] in
-                guard let client, !client.closed else { return true }
-                return conversation.handshakeDone.load(ordering: .relaxed)
-            }, expire: { [weak client] in
-                let why = "did not send AUTH and SET_CLIENT_NAME within handshake-timeout (\(timeout) s)"
-                handshakeLog.record(.warn, "closed session \(id) (\(identity.appKey), pid \(identity.pid)): \(why)")
-                client?.close(reason: why)
-            })
+            handshakes.add(
+                deadline: monotonicNow() + timeout,
+                done: { [weak client] in
+                    guard let client, !client.closed else { return true }
+                    return conversation.handshakeDone.load(ordering: .relaxed)
+                },
+                expire: { [weak client] in
+                    let why = "did not send AUTH and SET_CLIENT_NAME within handshake-timeout (\(timeout) s)"
+                    handshakeLog.record(.warn, "closed session \(id) (\(identity.appKey), pid \(identity.pid)): \(why)")
+                    client?.close(reason: why)
+                })
         }
         if loop === acceptLoop { start() } else { loop.post(start) }
     }

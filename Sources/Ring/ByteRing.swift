@@ -165,8 +165,9 @@ public final class ByteRing: @unchecked Sendable {
     public func commitWrite(_ n: Int) -> Bool {
         let before = writeIndex.load(ordering: .relaxed)
         assert(n >= 0, "ByteRing: negative commit \(n)")
-        assert(n <= capacity - Int(before &- readIndex.load(ordering: .acquiring)),
-               "ByteRing: commit of \(n) exceeds free space")
+        assert(
+            n <= capacity - Int(before &- readIndex.load(ordering: .acquiring)),
+            "ByteRing: commit of \(n) exceeds free space")
         guard n > 0 else { return false }
         writeIndex.store(before &+ UInt(n), ordering: .releasing)
         // StoreLoad barrier: the store of writeIndex above must be ordered
@@ -195,8 +196,9 @@ public final class ByteRing: @unchecked Sendable {
 
     /// Records that the producer waits for at least `minimumFreeSpace` bytes; returns true (and clears the mark) if that space is already there, so the producer must retry instead of sleeping (producer only).
     public func parkProducer(minimumFreeSpace: Int = 1) -> Bool {
-        precondition(minimumFreeSpace >= 1 && minimumFreeSpace <= capacity,
-                     "ByteRing: cannot wait for \(minimumFreeSpace) free bytes in a ring of \(capacity)")
+        precondition(
+            minimumFreeSpace >= 1 && minimumFreeSpace <= capacity,
+            "ByteRing: cannot wait for \(minimumFreeSpace) free bytes in a ring of \(capacity)")
         producerWants.store(minimumFreeSpace, ordering: .relaxed)
         // StoreLoad barrier: the mark must be visible before we look at the
         // read index, or consume() could miss the mark while we miss its space.
@@ -251,8 +253,9 @@ public final class ByteRing: @unchecked Sendable {
     public func consume(_ n: Int) -> Bool {
         let before = readIndex.load(ordering: .relaxed)
         assert(n >= 0, "ByteRing: negative consume \(n)")
-        assert(UInt(n) <= writeIndex.load(ordering: .acquiring) &- before,
-               "ByteRing: consume(\(n)) exceeds the readable count")
+        assert(
+            UInt(n) <= writeIndex.load(ordering: .acquiring) &- before,
+            "ByteRing: consume(\(n)) exceeds the readable count")
         guard n > 0 else { return false }
         let newRead = before &+ UInt(n)
         readIndex.store(newRead, ordering: .releasing)

@@ -37,7 +37,8 @@ public enum Log {
         var tm = tm()
         var secs = ts.tv_sec
         gmtime_r(&secs, &tm)
-        let stamp = String(format2(Int(tm.tm_hour))) + ":" + format2(Int(tm.tm_min)) + ":" + format2(Int(tm.tm_sec))
+        let stamp =
+            String(format2(Int(tm.tm_hour))) + ":" + format2(Int(tm.tm_min)) + ":" + format2(Int(tm.tm_sec))
             + "." + format3(ts.tv_nsec / 1_000_000)
         let line = "\(stamp) earmuff[\(level.rawValue)] \(message)\n"
         var bytes = Array(line.utf8)
@@ -69,8 +70,10 @@ public final class RateLimitedLog: Sendable {
     }
 
     /// Writes `message` at `level` unless this kind already wrote `burst` lines in the window.
-    public func record(_ level: LogLevel, _ message: @autoclosure () -> String, now: Double = monotonicNow(),
-                to sink: (LogLevel, String) -> Void = { Log.record($0, $1) }) {
+    public func record(
+        _ level: LogLevel, _ message: @autoclosure () -> String, now: Double = monotonicNow(),
+        to sink: (LogLevel, String) -> Void = { Log.record($0, $1) }
+    ) {
         guard Log.enabled(level) else { return }
         let (write, suppressed) = window.withLock { w -> (Bool, Int) in
             if now - w.start >= interval {

@@ -18,12 +18,14 @@ private final class ThreadBody {
 func startThread(named name: String, _ body: @escaping () -> Void) -> pthread_t {
     let box = Unmanaged.passRetained(ThreadBody(name, body))
     var tid = pthread_t()
-    let rc = pthread_create(&tid, nil, { arg in
-        let body = Unmanaged<ThreadBody>.fromOpaque(arg!).takeRetainedValue()
-        ThisProcess.nameCurrentThread(body.name)
-        body.run()
-        return nil
-    }, box.toOpaque())
+    let rc = pthread_create(
+        &tid, nil,
+        { arg in
+            let body = Unmanaged<ThreadBody>.fromOpaque(arg!).takeRetainedValue()
+            ThisProcess.nameCurrentThread(body.name)
+            body.run()
+            return nil
+        }, box.toOpaque())
     precondition(rc == 0, "pthread_create failed: \(Errno(rawValue: rc))")
     return tid
 }

@@ -135,9 +135,10 @@ struct CatalogConversation {
             case (.sourceOutput?, .remove?):
                 changed = table.removeOutput(index: e.index)
             case (.sourceOutput?, .new?), (.sourceOutput?, .change?):
-                actions.append(ask(.sourceOutputInfo(now)) {
-                    GetSourceOutputInfo(index: e.index).packet(tag: $0, version: version)
-                })
+                actions.append(
+                    ask(.sourceOutputInfo(now)) {
+                        GetSourceOutputInfo(index: e.index).packet(tag: $0, version: version)
+                    })
             case (.server?, _):
                 actions.append(ask(.serverInfo) { EmptyRequest(.getServerInfo).packet(tag: $0) })
             default:

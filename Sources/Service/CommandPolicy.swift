@@ -88,8 +88,10 @@ enum CommandPolicy {
         t[.killClient] = .ownClient
         t[.setDefaultSource] = .needsCaptureConsent
         t[.setDefaultSink] = .needsCaptureConsent
-        for c: Command in [.setSinkVolume, .setSourceVolume, .setSinkMute, .setSourceMute, .suspendSink, .suspendSource,
-                           .setCardProfile, .setSinkPort, .setSourcePort, .setPortLatencyOffset] {
+        for c: Command in [
+            .setSinkVolume, .setSourceVolume, .setSinkMute, .setSourceMute, .suspendSink, .suspendSource,
+            .setCardProfile, .setSinkPort, .setSourcePort, .setPortLatencyOffset,
+        ] {
             t[c] = .deviceChange
         }
         t[.extension] = .readOnlyExtension
@@ -100,8 +102,10 @@ enum CommandPolicy {
     /// Nil to forward, or why the request is refused.
     /// `trusted` and `granted` are asked only for the classes that depend on them (not for
     /// the open queries most requests are).
-    static func refusal(for command: Command, payload: [UInt8], session: SessionState,
-                        trusted: @autoclosure () -> Bool, granted: () -> Bool) -> String? {
+    static func refusal(
+        for command: Command, payload: [UInt8], session: SessionState,
+        trusted: @autoclosure () -> Bool, granted: () -> Bool
+    ) -> String? {
         guard let access = table[command] else {
             return "\(command.info.name) is not a request Earmuff forwards"
         }
@@ -112,8 +116,10 @@ enum CommandPolicy {
         }
     }
 
-    private static func decide(_ command: Command, access: AccessClass, payload: [UInt8], session: SessionState,
-                               trusted: () -> Bool, granted: () -> Bool) throws -> String? {
+    private static func decide(
+        _ command: Command, access: AccessClass, payload: [UInt8], session: SessionState,
+        trusted: () -> Bool, granted: () -> Bool
+    ) throws -> String? {
         var r = TagStructReader(payload)
         _ = try r.readU32()
         _ = try r.readU32()
@@ -145,8 +151,10 @@ enum CommandPolicy {
         case .readOnlyObjectMessage:
             _ = try r.readString() // object path
             let message = try r.readString() ?? ""
-            let readOnly = ["list-handlers", "help", "list-codecs", "get-codec", "get-profile-sticky",
-                            "pipewire-pulse:list-modules", "pipewire-pulse:describe-module"]
+            let readOnly = [
+                "list-handlers", "help", "list-codecs", "get-codec", "get-profile-sticky",
+                "pipewire-pulse:list-modules", "pipewire-pulse:describe-module",
+            ]
             return readOnly.contains(message) ? nil : "object message \"\(message)\" can change device state"
         }
     }
@@ -157,9 +165,9 @@ enum CommandPolicy {
         let name = try r.readString() ?? ""
         let sub = try r.readU32()
         let readOnly: [String: Set<UInt32>] = [
-            "module-stream-restore": [0, 1, 4],        // TEST, READ, SUBSCRIBE
-            "module-device-restore": [0, 1, 3, 4],     // TEST, SUBSCRIBE, READ_FORMATS_ALL, READ_FORMATS
-            "module-device-manager": [0, 1, 6],        // TEST, READ, SUBSCRIBE
+            "module-stream-restore": [0, 1, 4], // TEST, READ, SUBSCRIBE
+            "module-device-restore": [0, 1, 3, 4], // TEST, SUBSCRIBE, READ_FORMATS_ALL, READ_FORMATS
+            "module-device-manager": [0, 1, 6], // TEST, READ, SUBSCRIBE
         ]
         guard let allowed = readOnly[name] else { return "extension \"\(name)\" is not known to be read-only" }
         return allowed.contains(sub) ? nil : "\(name) subcommand \(sub) changes stored routing"

@@ -36,8 +36,10 @@ final class ControlRequests: ControlHandler, Sendable {
     /// The most sessions one `log` reply carries.
     static let maximumLogRows = 10_000
 
-    init(parts: ConsentParts, records: any ConsentRecords, store: PermissionStore, launchers: LauncherSockets,
-         host: any LauncherSocketHost & RelayStatus, pipeWire: PipeWireDoor? = nil) {
+    init(
+        parts: ConsentParts, records: any ConsentRecords, store: PermissionStore, launchers: LauncherSockets,
+        host: any LauncherSocketHost & RelayStatus, pipeWire: PipeWireDoor? = nil
+    ) {
         decisions = parts.decisions
         views = parts.views
         prompts = parts.prompts
@@ -90,8 +92,10 @@ final class ControlRequests: ControlHandler, Sendable {
         prompts.connectionGone(connection)
     }
 
-    private func decide(_ app: String, kind: Capability?, _ state: PermissionState,
-                        lifespan requested: RequestedLifespan? = nil) -> ControlResponse {
+    private func decide(
+        _ app: String, kind: Capability?, _ state: PermissionState,
+        lifespan requested: RequestedLifespan? = nil
+    ) -> ControlResponse {
         let kind = kind ?? .microphone
         let key: AppKey
         switch resolveApp(app) {
@@ -136,11 +140,13 @@ final class ControlRequests: ControlHandler, Sendable {
         }
         do {
             let rows = try store.usage(for: key, since: since, limit: min(max(limit ?? 1000, 0), Self.maximumLogRows))
-            return .usage(rows.map { u in
-                UsageInfo(appKey: u.appKey.description, kind: u.kind, source: u.source, startedAt: u.startedAt,
-                          endedAt: u.endedAt, realSeconds: u.realSeconds, silencedSeconds: u.silencedSeconds,
-                          decision: u.decision)
-            })
+            return .usage(
+                rows.map { u in
+                    UsageInfo(
+                        appKey: u.appKey.description, kind: u.kind, source: u.source, startedAt: u.startedAt,
+                        endedAt: u.endedAt, realSeconds: u.realSeconds, silencedSeconds: u.silencedSeconds,
+                        decision: u.decision)
+                })
         } catch {
             return .error(ControlError(.failed, "cannot read the usage log in \(store.path): \(error)"))
         }
@@ -151,11 +157,12 @@ final class ControlRequests: ControlHandler, Sendable {
         switch AppNameResolver.match(text, among: decisions.engine.withLock { $0.nameableApps }) {
         case .success(let key): return .success(key)
         case .failure(let f):
-            let code: ControlErrorCode = switch f {
-            case .notAnAppKey: .badRequest
-            case .ambiguous, .onlyClaimed: .ambiguousApp
-            case .unknown, .noSuchFile, .notExecutable: .unknownApp
-            }
+            let code: ControlErrorCode =
+                switch f {
+                case .notAnAppKey: .badRequest
+                case .ambiguous, .onlyClaimed: .ambiguousApp
+                case .unknown, .noSuchFile, .notExecutable: .unknownApp
+                }
             return .failure(ControlError(code, f.description))
         }
     }
@@ -170,9 +177,11 @@ final class ControlRequests: ControlHandler, Sendable {
         }
         let host = host
         do {
-            let path = try launchers.register(appID: appID, peerPID: peer.pid, open: { path in
-                try host.addLauncherSocket(path: path, appID: appID, purpose: purpose)
-            }, close: { [weak host] path in host?.removeLauncherSocket(path: path) })
+            let path = try launchers.register(
+                appID: appID, peerPID: peer.pid,
+                open: { path in
+                    try host.addLauncherSocket(path: path, appID: appID, purpose: purpose)
+                }, close: { [weak host] path in host?.removeLauncherSocket(path: path) })
             return .launcher(LauncherInfo(appKey: "launcher:\(appID)", socketPath: path))
         } catch {
             Log.warn("refused a launcher socket for \(appID): \(error)")

@@ -25,7 +25,7 @@ final class LauncherSockets: Sendable {
         let exit: OwnerExit
     }
 
-    private let owners = Locked([String: Run]())   // by socket path
+    private let owners = Locked([String: Run]()) // by socket path
     private let directory: String
     /// Watches the owners' pidfds.
     private let loop: EventLoop
@@ -57,8 +57,10 @@ final class LauncherSockets: Sendable {
 
     /// Opens a launcher socket for `appID` owned by control peer `pid`; `open` makes the
     /// listening socket at the path, `close` removes it. Returns the socket path.
-    func register(appID: String, peerPID pid: Int32,
-                  open: (String) throws -> Void, close: @escaping @Sendable (String) -> Void) throws(RegistrationError) -> String {
+    func register(
+        appID: String, peerPID pid: Int32,
+        open: (String) throws -> Void, close: @escaping @Sendable (String) -> Void
+    ) throws(RegistrationError) -> String {
         let mine = ProcessInspector.ownExecutable
         let theirs = readSymbolicLink("/proc/\(pid)/exe").map(IdentityClassifier.cleanExecutablePath)
         guard let mine, theirs == mine else { throw .notEarmuff(pid: pid, exe: theirs) }

@@ -67,7 +67,8 @@ public enum Server {
         do {
             // --upstream, else the config's upstream, else $PULSE_SERVER (never
             // our own socket), else $XDG_RUNTIME_DIR/pulse/native.
-            let server = configuration.upstreamServer(commandLine: opts.upstream, environment: env, ownSocket: paths.listen)
+            let server =
+                configuration.upstreamServer(commandLine: opts.upstream, environment: env, ownSocket: paths.listen)
                 ?? "/run/user/\(getuid())/pulse/native"
             upstream = try UpstreamAddress.parse(server)
         } catch {
@@ -112,14 +113,16 @@ public enum Server {
             // and are told back by it: each cycle is closed by a sink bound once both exist,
             // before any of them runs.
             let kinds = Late<CaptureKinds>()
-            catalog = try SourceCatalog(upstream: upstream, onChange: { kinds.value?.sourcesChanged() },
-                                        onSourceOutput: { kinds.value?.sourceOutputChanged(index: $0, source: $1, askedAt: $2) },
-                                        watching: { kinds.value?.hasRecordStreams ?? false })
+            catalog = try SourceCatalog(
+                upstream: upstream, onChange: { kinds.value?.sourcesChanged() },
+                onSourceOutput: { kinds.value?.sourceOutputChanged(index: $0, source: $1, askedAt: $2) },
+                watching: { kinds.value?.hasRecordStreams ?? false })
             let clients = Late<any ClientLink>()
             let controlOutput = Late<any ControlOutput>()
-            service = try ConsentService(configuration: configuration, declarations: declarations, store: store, paths: paths,
-                                         clients: clients, control: controlOutput, catalog: catalog,
-                                         snapGate: SnapRecordGate(snapd: SnapdClient(socketPath: opts.snapdSocket)))
+            service = try ConsentService(
+                configuration: configuration, declarations: declarations, store: store, paths: paths,
+                clients: clients, control: controlOutput, catalog: catalog,
+                snapGate: SnapRecordGate(snapd: SnapdClient(socketPath: opts.snapdSocket)))
             kinds.bind(service.parts.kinds)
             var relay = RelayOptions()
             if let n = opts.loops { relay.loops = n }
@@ -130,8 +133,10 @@ public enum Server {
             relay.handshakeTimeout = configuration.handshakeTimeout
             relay.maxClientPacket = configuration.maxPacketKiB * 1024
             relay.clientPacketBudget = configuration.packetBufferMiB * 1024 * 1024
-            daemon = try Daemon(listenPath: paths.listen, activatedListener: activated, upstream: upstream,
-                                options: relay, observer: service.parts.observer) {
+            daemon = try Daemon(
+                listenPath: paths.listen, activatedListener: activated, upstream: upstream,
+                options: relay, observer: service.parts.observer
+            ) {
                 [launchers = service.launchers] pid, uid, gid, launcher in
                 // A launcher socket vouches only for the process tree of the run that owns it.
                 var admitted = launcher
@@ -143,10 +148,12 @@ public enum Server {
             }
             clients.bind(daemon)
             pipeWire = try PipeWireDoor(observer: service.parts.observer, environment: env)
-            requests = ControlRequests(parts: service.parts, records: service.writer, store: store,
-                                       launchers: service.launchers, host: daemon, pipeWire: pipeWire)
-            control = try ControlServer(path: paths.control, handler: requests,
-                                        options: ControlServerOptions(daemonVersion: earmuffVersion))
+            requests = ControlRequests(
+                parts: service.parts, records: service.writer, store: store,
+                launchers: service.launchers, host: daemon, pipeWire: pipeWire)
+            control = try ControlServer(
+                path: paths.control, handler: requests,
+                options: ControlServerOptions(daemonVersion: earmuffVersion))
             controlOutput.bind(control)
             service.start()
             // Streams on sources the catalog does not know yet are silent: give it a moment first.
@@ -187,7 +194,9 @@ public enum Server {
         // Nothing asked for: RealtimeKit is not asked either.
         let (realtimeKit, unreachable) = settings.asksForAnything ? RealtimeKit.onSystemBus() : (nil, nil)
         let grant = AudioThreads.raise(daemon.loopThreadIDs(), settings: settings, broker: realtimeKit, brokerRefusal: unreachable)
-        let why = !settings.asksForAnything ? " (realtime-priority = 0 and nice-level = 0 in the configuration)"
+        let why =
+            !settings.asksForAnything
+            ? " (realtime-priority = 0 and nice-level = 0 in the configuration)"
             : grant.refusals.isEmpty ? "" : " (refused: \(grant.refusals.joined(separator: "; ")))"
         switch grant.level {
         case .realtime(let p): Log.info("audio threads: SCHED_RR priority \(p) via \(grant.via ?? "?")\(why)")

@@ -184,7 +184,9 @@ final class SnapRecordGate: Sendable {
                 Log.info("session \(id) (snap \(name)): audio-record is connected")
                 onAllowed()
             case .notConnected:
-                Log.warn("session \(id) (snap \(name)) records silence whatever is granted: its audio-record plug is not connected (snap connect \(name):audio-record)")
+                Log.warn(
+                    "session \(id) (snap \(name)) records silence whatever is granted: its audio-record plug is not connected (snap connect \(name):audio-record)"
+                )
             case .unavailable(let why):
                 Log.warn("session \(id) (snap \(name)) records silence: cannot ask snapd whether audio-record is connected (\(why))")
             }
@@ -197,6 +199,6 @@ final class SnapRecordGate: Sendable {
 
     /// Whether connection `id` may get real samples (snapd permitting).
     func allows(_ id: UInt64) -> Bool {
-        states.withLock { $0[id] } .map { $0 == .allowed } ?? true
+        states.withLock { $0[id] }.map { $0 == .allowed } ?? true
     }
 }

@@ -55,14 +55,18 @@ final class SourceCatalog: SourceDirectory, Sendable {
     /// `onChange` runs on the catalog loop after the table changed; `onSourceOutput` there with a
     /// source output's index, the source it records from, and when (monotonic seconds) that was
     /// asked; `watching` says whether record streams are live (then source outputs are polled).
-    init(upstream: UpstreamAddress, onChange: @escaping @Sendable () -> Void,
-         onSourceOutput: @escaping @Sendable (UInt32, UInt32, Double) -> Void,
-         watching: @escaping @Sendable () -> Bool) throws(SystemError) {
+    init(
+        upstream: UpstreamAddress, onChange: @escaping @Sendable () -> Void,
+        onSourceOutput: @escaping @Sendable (UInt32, UInt32, Double) -> Void,
+        watching: @escaping @Sendable () -> Bool
+    ) throws(SystemError) {
         loop = try EventLoop(name: "catalog")
         published = CatalogTable()
-        connection = CatalogConnection(loop: loop, upstream: upstream, published: published,
-                                       callbacks: .init(onChange: onChange, onSourceOutput: onSourceOutput,
-                                                        watching: watching))
+        connection = CatalogConnection(
+            loop: loop, upstream: upstream, published: published,
+            callbacks: .init(
+                onChange: onChange, onSourceOutput: onSourceOutput,
+                watching: watching))
     }
 
     /// A client connected or a record stream started: reconnect now if disconnected, and

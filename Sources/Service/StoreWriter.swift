@@ -105,8 +105,10 @@ final class StoreWriter: Sendable {
     /// Queues the end of the usage row of `stream` (`decision`, when non-nil, replaces the one logged at the start).
     func finishUsage(stream: UInt64, endedAt: Double, bytesReal: UInt64, bytesSilenced: UInt64, decision: String?) {
         enqueue {
-            $0.rows.append(.finishUsage(stream: stream, endedAt: endedAt, bytesReal: bytesReal,
-                                        bytesSilenced: bytesSilenced, decision: decision))
+            $0.rows.append(
+                .finishUsage(
+                    stream: stream, endedAt: endedAt, bytesReal: bytesReal,
+                    bytesSilenced: bytesSilenced, decision: decision))
         }
     }
 

@@ -166,7 +166,7 @@ private final class Conversation {
                 _ = try c.request(intent.request, timeoutMs: 30000)
             }
             state.lastError = nil
-        } catch where error.kind == .daemon {
+        } catch  where error.kind == .daemon {
             state.lastError = error.message
         } catch {
             drop(error)

@@ -36,13 +36,14 @@ public enum IndicatorIcon {
     public static func draw(_ level: IndicatorLevel, size: Int) -> IndicatorPixmap {
         // Layers, bottom first: a shape (distance below 0 inside, in units of the icon's
         // side) and its colour; a nil colour clears what is below (the gap beside a slash).
-        let layers: [((Double, Double) -> Double, Colour?)] = switch level {
-        case .nobody: [(microphone, grey)]
-        case .away: [(microphone, Colour(r: grey.r, g: grey.g, b: grey.b, a: 0.45))]
-        case .microphone: [(microphone, orange)]
-        case .otherAudio: [(speaker, blue)]
-        case .off: [(microphone, grey), ({ slash($0, $1) - 0.06 }, nil), (slash, red)]
-        }
+        let layers: [((Double, Double) -> Double, Colour?)] =
+            switch level {
+            case .nobody: [(microphone, grey)]
+            case .away: [(microphone, Colour(r: grey.r, g: grey.g, b: grey.b, a: 0.45))]
+            case .microphone: [(microphone, orange)]
+            case .otherAudio: [(speaker, blue)]
+            case .off: [(microphone, grey), ({ slash($0, $1) - 0.06 }, nil), (slash, red)]
+            }
         var argb = [UInt8](repeating: 0, count: size * size * 4)
         let n = 4
         for y in 0..<size {

@@ -80,20 +80,27 @@ public struct IndicatorView: Sendable, Equatable {
         var items: [IndicatorItem] = []
         for h in hearing {
             let id = "\(h.key)\u{0}\(h.kind.rawValue)"
-            items.append(IndicatorItem(key: "hears:\(id)", label: "\(h.name) hears \(h.kind.shortPhrase)", children: [
-                IndicatorItem(key: "deny:\(id)", label: "Deny", action: .intent(.choose(key: h.key, kind: h.kind, .deny))),
-                IndicatorItem(key: "deny-session:\(id)", label: "Deny for this session",
-                              action: .intent(.choose(key: h.key, kind: h.kind, .deny, .session))),
-            ]))
+            items.append(
+                IndicatorItem(
+                    key: "hears:\(id)", label: "\(h.name) hears \(h.kind.shortPhrase)",
+                    children: [
+                        IndicatorItem(key: "deny:\(id)", label: "Deny", action: .intent(.choose(key: h.key, kind: h.kind, .deny))),
+                        IndicatorItem(
+                            key: "deny-session:\(id)", label: "Deny for this session",
+                            action: .intent(.choose(key: h.key, kind: h.kind, .deny, .session))),
+                    ]))
         }
         let prompts = state.reachability == .connected ? state.prompts : []
         if !prompts.isEmpty {
             if !items.isEmpty { items.append(.separator("after-hearing")) }
             for p in prompts {
-                items.append(IndicatorItem(key: "prompt:\(p.id)", label: PromptWording.title(p), children: [
-                    IndicatorItem(key: "allow-prompt:\(p.id)", label: "Allow", action: .intent(.answer(prompt: p.id, allow: true))),
-                    IndicatorItem(key: "deny-prompt:\(p.id)", label: "Deny", action: .intent(.answer(prompt: p.id, allow: false))),
-                ]))
+                items.append(
+                    IndicatorItem(
+                        key: "prompt:\(p.id)", label: PromptWording.title(p),
+                        children: [
+                            IndicatorItem(key: "allow-prompt:\(p.id)", label: "Allow", action: .intent(.answer(prompt: p.id, allow: true))),
+                            IndicatorItem(key: "deny-prompt:\(p.id)", label: "Deny", action: .intent(.answer(prompt: p.id, allow: false))),
+                        ]))
             }
             lines.append(prompts.count == 1 ? "1 app waits for your answer" : "\(prompts.count) apps wait for your answer")
         }
@@ -110,8 +117,10 @@ public struct IndicatorView: Sendable, Equatable {
         if !micOn && state.reachability == .connected { lines.append("Microphone access is off") }
         if state.reachability == .connected {
             items.append(.separator("before-access"))
-            items.append(IndicatorItem(key: micOn ? "access-off" : "access-on", label: micOn ? "Turn off microphone access" : "Turn on microphone access",
-                                       action: .intent(.setAccess(.microphone, on: !micOn))))
+            items.append(
+                IndicatorItem(
+                    key: micOn ? "access-off" : "access-on", label: micOn ? "Turn off microphone access" : "Turn on microphone access",
+                    action: .intent(.setAccess(.microphone, on: !micOn))))
         }
         if settingsInstalled {
             if state.reachability != .connected { items.append(.separator("before-access")) }
@@ -119,12 +128,13 @@ public struct IndicatorView: Sendable, Equatable {
         }
 
         status = (level == .away || level == .nobody) && prompts.isEmpty ? "Passive" : "Active"
-        tooltipTitle = switch level {
-        case .microphone: "Earmuff: an app hears the microphone"
-        case .otherAudio: "Earmuff: an app hears other audio"
-        case .off: "Earmuff: microphone access is off"
-        case .nobody, .away: "Earmuff"
-        }
+        tooltipTitle =
+            switch level {
+            case .microphone: "Earmuff: an app hears the microphone"
+            case .otherAudio: "Earmuff: an app hears other audio"
+            case .off: "Earmuff: microphone access is off"
+            case .nobody, .away: "Earmuff"
+            }
         tooltipBody = lines
         menu = items
     }

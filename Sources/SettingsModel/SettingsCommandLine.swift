@@ -12,8 +12,9 @@ public enum SettingsCommandLine {
     }
 
     public static let options = [
-        Option(names: ["--control"], value: "PATH",
-               help: "the daemon's control socket (default $XDG_RUNTIME_DIR/earmuff/control, where 'earmuff serve' listens)"),
+        Option(
+            names: ["--control"], value: "PATH",
+            help: "the daemon's control socket (default $XDG_RUNTIME_DIR/earmuff/control, where 'earmuff serve' listens)"),
         Option(names: ["-h", "--help"], value: nil, help: "print the usage and exit"),
     ]
 
@@ -38,9 +39,10 @@ public enum SettingsCommandLine {
 
     /// What `--help` prints: `usage`, then a line per option.
     public static func help(usage: String) -> String {
-        ([usage] + options.map { o in
-            "  \(([o.names.joined(separator: ", ")] + (o.value.map { [$0] } ?? [])).joined(separator: " "))  \(o.help)"
-        }).joined(separator: "\n")
+        ([usage]
+            + options.map { o in
+                "  \(([o.names.joined(separator: ", ")] + (o.value.map { [$0] } ?? [])).joined(separator: " "))  \(o.help)"
+            }).joined(separator: "\n")
     }
 
     public struct Parsed: Sendable, Equatable {

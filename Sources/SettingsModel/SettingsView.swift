@@ -171,8 +171,9 @@ public enum SettingsIntent: Sendable, Equatable {
         case .choose(let key, let kind, .ask, _):
             .reset(app: key, kind: kind)
         case .choose(let key, let kind, let choice, let lifespan):
-            .setDecision(app: key, state: choice == .allow ? .granted : .denied, reason: nil, kind: kind,
-                         lifespan: lifespan.requested)
+            .setDecision(
+                app: key, state: choice == .allow ? .granted : .denied, reason: nil, kind: kind,
+                lifespan: lifespan.requested)
         case .setAccess(let kind, let on):
             .setAccess(kind: kind, enabled: on)
         case .answer(let prompt, let allow):
@@ -197,15 +198,17 @@ public struct SettingsView: Sendable, Equatable {
             let rows = state.apps.filter { SettingsKind($0.kind) == kind }
                 .map { Self.row($0, kind: kind, streams: state.streams, names: names, now: now) }
                 .sorted { ($0.title.lowercased(), $0.key) < ($1.title.lowercased(), $1.key) }
-            return KindPageView(kind: kind, accessOn: on,
-                                accessNote: on ? nil : "Every app records silence. Each app's choice is kept and applies again when this is on.",
-                                rows: rows,
-                                empty: "No app has asked to record \(kind.shortPhrase) yet.")
+            return KindPageView(
+                kind: kind, accessOn: on,
+                accessNote: on ? nil : "Every app records silence. Each app's choice is kept and applies again when this is on.",
+                rows: rows,
+                empty: "No app has asked to record \(kind.shortPhrase) yet.")
         }
         history = state.usage.map { Self.history($0, names: names, now: now) }
         prompts = state.prompts.map { p in
-            PromptRowView(id: p.id, kind: SettingsKind(p.kind) ?? .microphone, title: PromptWording.title(p),
-                          subtitle: PromptWording.bodyLines(p).joined(separator: "\n"))
+            PromptRowView(
+                id: p.id, kind: SettingsKind(p.kind) ?? .microphone, title: PromptWording.title(p),
+                subtitle: PromptWording.bodyLines(p).joined(separator: "\n"))
         }
     }
 
@@ -214,14 +217,20 @@ public struct SettingsView: Sendable, Equatable {
         case .connecting:
             return Notice(title: "Connecting to Earmuff…", detail: "")
         case .notRunning(let path):
-            return Notice(title: "Earmuff is not running",
-                          detail: "Nothing answers at \(path). Start it with “systemctl --user start earmuff.socket” (after “earmuff setup”), or “earmuff serve”. This window connects as soon as it runs.")
+            return Notice(
+                title: "Earmuff is not running",
+                detail:
+                    "Nothing answers at \(path). Start it with “systemctl --user start earmuff.socket” (after “earmuff setup”), or “earmuff serve”. This window connects as soon as it runs."
+            )
         case .refused(let message):
             return Notice(title: "Earmuff refused this window", detail: message)
         case .connected:
             if state.daemon?.sessionSocket == false {
-                return Notice(title: "Apps do not go through Earmuff yet",
-                              detail: "Earmuff listens at \(state.daemon?.listenPath ?? "its own socket"), but apps record from the sound server directly. “earmuff setup” makes Earmuff your session's sound socket and moves the server behind it; “earmuff setup --dry-run” shows every file it would write.")
+                return Notice(
+                    title: "Apps do not go through Earmuff yet",
+                    detail:
+                        "Earmuff listens at \(state.daemon?.listenPath ?? "its own socket"), but apps record from the sound server directly. “earmuff setup” makes Earmuff your session's sound socket and moves the server behind it; “earmuff setup --dry-run” shows every file it would write."
+                )
             }
             return nil
         }
@@ -237,11 +246,12 @@ public struct SettingsView: Sendable, Equatable {
     }
 
     static func row(_ a: AppInfo, kind: SettingsKind, streams: [StreamInfo], names: [String: String], now: Double) -> AppRowView {
-        let choice: Choice = switch a.state {
-        case .granted: .allow
-        case .denied: .deny
-        default: .ask
-        }
+        let choice: Choice =
+            switch a.state {
+            case .granted: .allow
+            case .denied: .deny
+            default: .ask
+            }
         let mine = streams.filter { $0.appKey == a.key && SettingsKind($0.kind) == kind }
         let live: LiveMark? = mine.isEmpty ? nil : (mine.contains { $0.audio == .real } ? .real : .silenced)
         var lines: [String] = []
@@ -258,10 +268,11 @@ public struct SettingsView: Sendable, Equatable {
         details.append(("How", Self.method(a.identifiedBy)))
         if let s = a.strength { details.append(("How sure", Self.strength(s))) }
         if let e = a.executable { details.append(("Program", e)) }
-        return AppRowView(key: a.key, kind: kind, title: names[a.key] ?? a.shownName,
-                          subtitle: lines.joined(separator: "\n"), icon: a.icon.flatMap { $0.isEmpty ? nil : $0 } ?? Self.icon(a),
-                          fallbackIcon: Self.icon(a), choice: choice,
-                          lifespanNote: note, live: live, details: details)
+        return AppRowView(
+            key: a.key, kind: kind, title: names[a.key] ?? a.shownName,
+            subtitle: lines.joined(separator: "\n"), icon: a.icon.flatMap { $0.isEmpty ? nil : $0 } ?? Self.icon(a),
+            fallbackIcon: Self.icon(a), choice: choice,
+            lifespanNote: note, live: live, details: details)
     }
 
     static func icon(_ a: AppInfo) -> String {

@@ -47,9 +47,11 @@ public final class RecordStream: Sendable {
     /// pipewire-pulse lists it under), else `invalidIndex`.
     public let serverOutput: Atomic<UInt32>
 
-    public init(sessionID: UInt64, streamID: UInt64, channel: UInt32, sourceOutputIndex: UInt32,
-         sampleSpec: SampleSpec, source: String, sourceIndex: UInt32 = invalidIndex, directOnInput: Bool = false,
-         real: Bool, startedAt: Double, placedByGraph: Bool = false, accessChanged: (@Sendable (Bool) -> Void)? = nil) {
+    public init(
+        sessionID: UInt64, streamID: UInt64, channel: UInt32, sourceOutputIndex: UInt32,
+        sampleSpec: SampleSpec, source: String, sourceIndex: UInt32 = invalidIndex, directOnInput: Bool = false,
+        real: Bool, startedAt: Double, placedByGraph: Bool = false, accessChanged: (@Sendable (Bool) -> Void)? = nil
+    ) {
         self.sessionID = sessionID
         self.streamID = streamID
         self.channel = channel
@@ -69,8 +71,9 @@ public final class RecordStream: Sendable {
     /// The stream's sample spec (read on the audio path: one plain load).
     public var sampleSpec: SampleSpec {
         let v = spec.load(ordering: .relaxed)
-        return SampleSpec(formatByte: UInt8(truncatingIfNeeded: v >> 40), channels: UInt8(truncatingIfNeeded: v >> 32),
-                          rate: UInt32(truncatingIfNeeded: v))
+        return SampleSpec(
+            formatByte: UInt8(truncatingIfNeeded: v >> 40), channels: UInt8(truncatingIfNeeded: v >> 32),
+            rate: UInt32(truncatingIfNeeded: v))
     }
 
     /// The format a native PipeWire stream negotiated.

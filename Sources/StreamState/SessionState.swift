@@ -40,8 +40,10 @@ public final class SessionState: Sendable {
     /// client the sources of the kinds it may record only.
     public let grantWatch: (@Sendable (Capability, Bool) -> Void)?
 
-    public init(id: UInt64, identity: ClientIdentity, launcherAppID: String?, connectedAt: Double,
-                grantWatch: (@Sendable (Capability, Bool) -> Void)? = nil) {
+    public init(
+        id: UInt64, identity: ClientIdentity, launcherAppID: String?, connectedAt: Double,
+        grantWatch: (@Sendable (Capability, Bool) -> Void)? = nil
+    ) {
         self.id = id
         self.identity = identity
         self.launcherAppID = launcherAppID

@@ -48,9 +48,12 @@ public final class ChildProcess: Sendable {
         maxLifetime: Int,
         cleanupDirectory: String? = nil
     ) throws -> ChildProcess {
-        let argv = ["/bin/sh", "-c", watchdogScript, "earmuff-watchdog",
-                    String(getpid()), String(max(1, maxLifetime)), cleanupDirectory ?? "",
-                    executable] + arguments
+        let argv =
+            [
+                "/bin/sh", "-c", watchdogScript, "earmuff-watchdog",
+                String(getpid()), String(max(1, maxLifetime)), cleanupDirectory ?? "",
+                executable,
+            ] + arguments
         let env = environment.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
 
         var actions = posix_spawn_file_actions_t()
@@ -93,8 +96,9 @@ public final class ChildProcess: Sendable {
         guard rc == 0 else {
             throw TestSupportError("posix_spawn of \(executable) failed: errno \(rc)")
         }
-        return ChildProcess(pid: pid, stdoutPath: stdoutPath, stderrPath: stderrPath,
-                            command: [executable] + arguments)
+        return ChildProcess(
+            pid: pid, stdoutPath: stdoutPath, stderrPath: stderrPath,
+            command: [executable] + arguments)
     }
 
     /// The exit status if the process has finished (reaping it), else nil.
@@ -108,7 +112,7 @@ public final class ChildProcess: Sendable {
                 let sig = raw & 0x7f
                 status = sig == 0 ? (raw >> 8) & 0xff : 128 + sig
             } else if r < 0 && errno == ECHILD {
-                status = -1  // reaped elsewhere; should not happen
+                status = -1 // reaped elsewhere; should not happen
             }
             return status
         }
@@ -149,8 +153,9 @@ public final class ChildProcess: Sendable {
         var status = wait(timeout: timeout)
         let timedOut = status == nil
         if timedOut { status = terminate(signal: SIGKILL, grace: 10) }
-        return ToolResult(status: status ?? -1, timedOut: timedOut, stdout: stdoutData(),
-                          stderr: stderrText(), command: command)
+        return ToolResult(
+            status: status ?? -1, timedOut: timedOut, stdout: stdoutData(),
+            stderr: stderrText(), command: command)
     }
 
     /// What the process wrote to stdout so far.
@@ -176,26 +181,26 @@ public final class ChildProcess: Sendable {
 /// The watchdog wrapper. Arguments: parent pid, lifetime cap in seconds,
 /// directory to remove if the parent died ("" for none), then the command.
 private let watchdogScript = #"""
-parent=$1; cap=$2; dir=$3; shift 3
-me=$$
-(
-  trap '' INT TERM HUP
-  n=0
-  while kill -0 "$me" 2>/dev/null; do
-    if ! kill -0 "$parent" 2>/dev/null || [ "$n" -ge "$cap" ]; then
-      kill -TERM "$me" 2>/dev/null
-      i=0
-      while [ "$i" -lt 5 ] && kill -0 "$me" 2>/dev/null; do sleep 1; i=$((i+1)); done
-      kill -KILL "$me" 2>/dev/null
-      if [ -n "$dir" ] && ! kill -0 "$parent" 2>/dev/null; then rm -rf -- "$dir"; fi
-      exit 0
-    fi
-    sleep 1
-    n=$((n+1))
-  done
-) </dev/null >/dev/null 2>&1 &
-exec "$@"
-"""#
+    parent=$1; cap=$2; dir=$3; shift 3
+    me=$$
+    (
+      trap '' INT TERM HUP
+      n=0
+      while kill -0 "$me" 2>/dev/null; do
+        if ! kill -0 "$parent" 2>/dev/null || [ "$n" -ge "$cap" ]; then
+          kill -TERM "$me" 2>/dev/null
+          i=0
+          while [ "$i" -lt 5 ] && kill -0 "$me" 2>/dev/null; do sleep 1; i=$((i+1)); done
+          kill -KILL "$me" 2>/dev/null
+          if [ -n "$dir" ] && ! kill -0 "$parent" 2>/dev/null; then rm -rf -- "$dir"; fi
+          exit 0
+        fi
+        sleep 1
+        n=$((n+1))
+      done
+    ) </dev/null >/dev/null 2>&1 &
+    exec "$@"
+    """#
 
 private typealias CloseFromFunction = @convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>, Int32) -> Int32
 

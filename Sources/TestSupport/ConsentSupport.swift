@@ -250,7 +250,7 @@ public enum ConsentJSON {
     public static func lines(_ data: Data) throws -> [ControlLine] {
         let text = String(decoding: data, as: UTF8.self)
         var parts = text.split(separator: "\n", omittingEmptySubsequences: false)
-        parts.removeLast()  // after the last "\n": empty, or a line still being written
+        parts.removeLast() // after the last "\n": empty, or a line still being written
         return try parts.filter { !$0.isEmpty }.map { try decode(ControlLine.self, from: Data($0.utf8)) }
     }
 }
@@ -322,8 +322,10 @@ extension EarmuffProcess {
 
     /// Starts `earmuff watch --json` and returns once it is subscribed: it keeps changing the
     /// decision of a made-up probe app (`probeKey`) until the watcher reports that change.
-    public func startWatch(probeKey: String = "exe:/nonexistent/earmuff-watch-probe",
-                           timeout: Double = 60) async throws -> RunningCLI {
+    public func startWatch(
+        probeKey: String = "exe:/nonexistent/earmuff-watch-probe",
+        timeout: Double = 60
+    ) async throws -> RunningCLI {
         let watch = try startCLI(["watch", "--json"])
         let deadline = Wait.now() + timeout
         while Wait.now() < deadline {
@@ -378,8 +380,11 @@ extension Tool {
         device: String? = nil, extraArguments: [String] = [], latencyMsec: Int = 20,
         environment: [String: String] = [:], tool name: String = "parecord"
     ) throws -> Recording {
-        var args = ["--raw", "--format=\(format.pulseName)", "--rate=\(rate)", "--channels=\(channels)",
-                    "--latency-msec=\(latencyMsec)"] + extraArguments
+        var args =
+            [
+                "--raw", "--format=\(format.pulseName)", "--rate=\(rate)", "--channels=\(channels)",
+                "--latency-msec=\(latencyMsec)",
+            ] + extraArguments
         if let device { args.append("--device=\(device)") }
         args.append("recording.raw")
         var env = environment
@@ -408,8 +413,11 @@ extension Tool {
         rate: Int = 48000, channels: Int = 1, latencyMsec: Int = 20
     ) throws -> Recording {
         guard let parecord = findExecutable("parecord") else { throw TestSupportError("parecord not found in PATH") }
-        let args = ["run"] + runArguments + ["--", parecord, "--raw", "--format=\(format.pulseName)", "--rate=\(rate)",
-                                            "--channels=\(channels)", "--latency-msec=\(latencyMsec)", "recording.raw"]
+        let args =
+            ["run"] + runArguments + [
+                "--", parecord, "--raw", "--format=\(format.pulseName)", "--rate=\(rate)",
+                "--channels=\(channels)", "--latency-msec=\(latencyMsec)", "recording.raw",
+            ]
         let tool = try start(earmuffBinary, args: args, server: server)
         return Recording(tool: tool, format: format, rate: rate, channels: channels)
     }
@@ -488,8 +496,10 @@ public final class ControlConnection {
 extension RawClient {
     /// Sends CREATE_RECORD_STREAM (`request`, tag `tag`) and returns the stream's channel and the
     /// sample spec the server chose; throws with what arrived instead of a reply.
-    public func createRecordStream(_ request: CreateRecordStreamRequest, tag: UInt32,
-                                   timeout: Double = 10) throws -> (channel: UInt32, spec: SampleSpec) {
+    public func createRecordStream(
+        _ request: CreateRecordStreamRequest, tag: UInt32,
+        timeout: Double = 10
+    ) throws -> (channel: UInt32, spec: SampleSpec) {
         var w = TagStructWriter(reservingCapacity: 256)
         PacketHeader(command: .createRecordStream, tag: tag).encode(into: &w)
         request.encode(into: &w, version: Limits.protocolVersion)

@@ -102,8 +102,10 @@ public final class EarmuffProcess: Sendable {
     /// Runs another `earmuff` subcommand (status, apps, grant…) with the same
     /// private environment, so it finds this instance's default control socket.
     /// `extraEnvironment` is added to it (e.g. a PATH of test programs).
-    public func runCLI(_ arguments: [String], extraEnvironment: [String: String] = [:],
-                       timeout: Double = 30) throws -> ToolResult {
+    public func runCLI(
+        _ arguments: [String], extraEnvironment: [String: String] = [:],
+        timeout: Double = 30
+    ) throws -> ToolResult {
         let out = "\(directory)/cli-\(UInt32.random(in: 0...UInt32.max))"
         let child = try ChildProcess.spawn(
             executable: binary, arguments: arguments, environment: environment.merging(extraEnvironment) { _, new in new },
@@ -161,8 +163,9 @@ public final class EarmuffProcess: Sendable {
             var st = stat()
             if stat(candidate, &st) == 0 && (st.st_mode & S_IFMT) == S_IFREG { return candidate }
         }
-        throw TestSupportError("\(name) binary not found (looked at \(candidates)); build it (swift build)"
-                               + (name == "earmuff" ? " or set EARMUFF_BINARY" : ""))
+        throw TestSupportError(
+            "\(name) binary not found (looked at \(candidates)); build it (swift build)"
+                + (name == "earmuff" ? " or set EARMUFF_BINARY" : ""))
     }
 }
 
@@ -226,14 +229,15 @@ public enum UnixSocket {
         let fds = (try? FileManager.default.contentsOfDirectory(atPath: dir)) ?? []
         return fds.compactMap { fd in
             guard let link = try? FileManager.default.destinationOfSymbolicLink(atPath: "\(dir)/\(fd)"),
-                  link.hasPrefix("socket:["), link.hasSuffix("]") else { return nil }
+                link.hasPrefix("socket:["), link.hasSuffix("]")
+            else { return nil }
             return UInt32(link.dropFirst("socket:[".count).dropLast())
         }
     }
 
-    private static let netlinkSockDiag: Int32 = 4   // NETLINK_SOCK_DIAG
-    private static let sockDiagByFamily: UInt16 = 20   // SOCK_DIAG_BY_FAMILY
-    private static let tcpListen: UInt8 = 10   // the state of a listening Unix socket
+    private static let netlinkSockDiag: Int32 = 4 // NETLINK_SOCK_DIAG
+    private static let sockDiagByFamily: UInt16 = 20 // SOCK_DIAG_BY_FAMILY
+    private static let tcpListen: UInt8 = 10 // the state of a listening Unix socket
 
     /// What sock_diag says of one Unix socket.
     enum DiagAnswer: Equatable {
@@ -264,7 +268,7 @@ public enum UnixSocket {
         func u32(_ at: Int) -> UInt32 { reply.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: at, as: UInt32.self) } }
         let length = min(Int(u32(0)), n)
         switch u16(4) {
-        case 2:  // NLMSG_ERROR: -ENOENT for an inode that is no Unix socket
+        case 2: // NLMSG_ERROR: -ENOENT for an inode that is no Unix socket
             return length >= 20 && Int32(bitPattern: u32(16)) == -ENOENT ? .none : .unanswered
         case sockDiagByFamily where length >= 32 && u32(20) == inode:
             // struct unix_diag_msg (family, type, state, pad, inode, cookie), then attributes.
@@ -273,7 +277,7 @@ public enum UnixSocket {
             while at + 4 <= length {
                 let size = Int(u16(at)), type = u16(at + 2)
                 guard size >= 4, at + size <= length else { break }
-                if type == 0 {  // UNIX_DIAG_NAME: sun_path as bound, with its NUL
+                if type == 0 { // UNIX_DIAG_NAME: sun_path as bound, with its NUL
                     path = String(decoding: reply[(at + 4)..<(at + size)].prefix { $0 != 0 }, as: UTF8.self)
                 }
                 at += (size + 3) & ~3

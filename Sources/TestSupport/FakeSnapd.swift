@@ -45,7 +45,9 @@ public final class FakeSnapd: @unchecked Sendable {
     public var requestLines: [String] { lock.withLock { requests } }
 
     public func stop() {
-        let first = lock.withLock { () -> Bool in defer { stopped = true }; return !stopped }
+        let first = lock.withLock { () -> Bool in
+            defer { stopped = true }; return !stopped
+        }
         guard first else { return }
         shutdown(fd, Int32(SHUT_RDWR))
         close(fd)
@@ -86,11 +88,13 @@ public final class FakeSnapd: @unchecked Sendable {
         } else {
             status = "200 OK"
             let plugged = lock.withLock { connected.contains(snap) }
-            let established = plugged
+            let established =
+                plugged
                 ? #"[{"slot":{"snap":"snapd","slot":"audio-record"},"plug":{"snap":"\#(snap)","plug":"audio-record"},"interface":"audio-record","manual":true}]"#
                 : "[]"
             let connections = plugged ? #"[{"snap":"snapd","slot":"audio-record"}]"# : "[]"
-            body = #"{"type":"sync","status-code":200,"status":"OK","result":{"established":\#(established),"plugs":[{"snap":"\#(snap)","plug":"audio-record","interface":"audio-record","connections":\#(connections)}],"slots":[{"snap":"snapd","slot":"audio-record","interface":"audio-record"}]}}"#
+            body =
+                #"{"type":"sync","status-code":200,"status":"OK","result":{"established":\#(established),"plugs":[{"snap":"\#(snap)","plug":"audio-record","interface":"audio-record","connections":\#(connections)}],"slots":[{"snap":"snapd","slot":"audio-record","interface":"audio-record"}]}}"#
         }
         var response = "HTTP/1.1 \(status)\r\nContent-Type: application/json\r\n"
         if mode == .chunked {
@@ -105,7 +109,7 @@ public final class FakeSnapd: @unchecked Sendable {
         let out = Array(response.utf8)
         var sent = 0
         while sent < out.count {
-            let n = out.withUnsafeBytes { send(c, $0.baseAddress! + sent, $0.count - sent, Int32(MSG_NOSIGNAL)) }  // non-nil: out is non-empty
+            let n = out.withUnsafeBytes { send(c, $0.baseAddress! + sent, $0.count - sent, Int32(MSG_NOSIGNAL)) } // non-nil: out is non-empty
             if n <= 0 { return }
             sent += n
         }

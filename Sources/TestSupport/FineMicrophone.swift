@@ -14,13 +14,17 @@ extension PulseServer {
     @discardableResult
     public func startFineMicrophone() throws -> String {
         guard kind == .pulseaudio else { return Self.sourceName }
-        let fifo = "\(directory)/fine-mic.fifo"  // made by the module
-        let load = try pactl("load-module", "module-pipe-source", "source_name=\(Self.fineSourceName)", "file=\(fifo)",
-                             "format=s16le", "rate=\(Self.toneRate)", "channels=1")
+        let fifo = "\(directory)/fine-mic.fifo" // made by the module
+        let load = try pactl(
+            "load-module", "module-pipe-source", "source_name=\(Self.fineSourceName)", "file=\(fifo)",
+            "format=s16le", "rate=\(Self.toneRate)", "channels=1")
         guard load.succeeded else { throw TestSupportError("pactl load-module module-pipe-source failed: \(load); log:\n\(log())") }
         let writer = try ChildProcess.spawn(
-            executable: "/usr/bin/python3", arguments: ["-c", Self.pacedTone, fifo, String(Self.toneRate),
-                                                        String(Self.toneFrequency), String(Self.toneAmplitude)],
+            executable: "/usr/bin/python3",
+            arguments: [
+                "-c", Self.pacedTone, fifo, String(Self.toneRate),
+                String(Self.toneFrequency), String(Self.toneAmplitude),
+            ],
             environment: Tool.privateEnvironment(root: directory),
             stdoutPath: "\(directory)/fine-mic.log", stderrPath: "\(directory)/fine-mic.log", maxLifetime: 1800)
         helpers.withLock { $0.append(writer) }

@@ -217,7 +217,8 @@ public final class FloodServer: @unchecked Sendable {
             reply.fragSize = req.fragSize == .max ? UInt32(payloadBytes) : req.fragSize
             let spec = req.sampleSpec.isValid ? req.sampleSpec : SampleSpec(format: .s16le, channels: 2, rate: 48000)
             reply.sampleSpec = spec
-            reply.channelMap = req.channelMap.channels == Int(spec.channels)
+            reply.channelMap =
+                req.channelMap.channels == Int(spec.channels)
                 ? req.channelMap : (spec.channels == 1 ? .mono : .stereo)
             reply.sourceIndex = 1
             reply.sourceName = "flood"
@@ -316,8 +317,9 @@ public final class FloodServer: @unchecked Sendable {
             let frame = stream.frame
             let n = frame.withUnsafeBytes { buf in
                 // baseAddress is non-nil: a frame holds at least its descriptor.
-                send(conn.fd, buf.baseAddress! + conn.frameOffset, buf.count - conn.frameOffset,
-                     Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
+                send(
+                    conn.fd, buf.baseAddress! + conn.frameOffset, buf.count - conn.frameOffset,
+                    Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
             }
             if n < 0 {
                 if errno == EINTR { continue outer }

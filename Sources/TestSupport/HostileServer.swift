@@ -35,8 +35,10 @@ public final class HostileServer: Sendable {
         public var closeAfterSending: Bool
 
         /// Builds a script.
-        public init(after trigger: Command = .auth, answerTrigger: Bool = true, send bytes: [UInt8],
-                    passFD: Int32? = nil, closeAfterSending: Bool = false) {
+        public init(
+            after trigger: Command = .auth, answerTrigger: Bool = true, send bytes: [UInt8],
+            passFD: Int32? = nil, closeAfterSending: Bool = false
+        ) {
             self.trigger = trigger
             self.answerTrigger = answerTrigger
             self.bytes = bytes
@@ -186,7 +188,8 @@ public final class HostileServer: Sendable {
                 let isTrigger = !didFire && header.command == script.trigger.rawValue
                 if !isTrigger || script.answerTrigger {
                     guard let answer = answer(header, payload: frame.payload, version: &version),
-                          sendAll(fd, answer) else { if !isTrigger { continue } else { return } }
+                        sendAll(fd, answer)
+                    else { if !isTrigger { continue } else { return } }
                 }
                 guard isTrigger else { continue }
                 didFire = true
@@ -231,7 +234,8 @@ public final class HostileServer: Sendable {
             reply.sourceOutputIndex = Self.sourceOutputIndex
             reply.maxLength = 1 << 20
             reply.fragSize = 1920
-            let spec = req.map { $0.sampleSpec.isValid ? $0.sampleSpec : SampleSpec(format: .s16le, channels: 1, rate: 48000) }
+            let spec =
+                req.map { $0.sampleSpec.isValid ? $0.sampleSpec : SampleSpec(format: .s16le, channels: 1, rate: 48000) }
                 ?? SampleSpec(format: .s16le, channels: 1, rate: 48000)
             reply.sampleSpec = spec
             reply.channelMap = spec.channels == 1 ? .mono : .stereo

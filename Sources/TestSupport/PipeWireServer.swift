@@ -91,18 +91,22 @@ public final class PipeWireServer: Sendable {
     /// With `daemonConfig`, the daemon reads what it makes of the configuration built here
     /// (its text) instead: `earmuff setup`'s copy of it, say, with module-access holding
     /// native clients.
-    public init(extraConfig: [String] = [], startTimeout: Double = 60, maxLifetime: Int = 1800,
-                configHome: String? = nil, pulseSocketName: String = "native", socketActivated: Bool = false,
-                daemonConfig: ((String) throws -> String)? = nil) throws {
+    public init(
+        extraConfig: [String] = [], startTimeout: Double = 60, maxLifetime: Int = 1800,
+        configHome: String? = nil, pulseSocketName: String = "native", socketActivated: Bool = false,
+        daemonConfig: ((String) throws -> String)? = nil
+    ) throws {
         var missing: [String] = []
         for tool in ["dbus-daemon", "pipewire", "wireplumber", "pipewire-pulse", "pactl", "pacat", "sox"] where findExecutable(tool) == nil {
             missing.append(tool)
         }
         // findExecutable returned non-nil for all of these (checked just above).
         guard missing.isEmpty, let dbus = findExecutable("dbus-daemon"), let pipewire = findExecutable("pipewire"),
-              let wireplumber = findExecutable("wireplumber"), let pulse = findExecutable("pipewire-pulse")
+            let wireplumber = findExecutable("wireplumber"), let pulse = findExecutable("pipewire-pulse")
         else {
-            throw TestSupportError("\(missing.joined(separator: ", ")) not found in PATH; install pipewire pipewire-bin pipewire-pulse wireplumber libspa-0.2-modules dbus pulseaudio-utils sox")
+            throw TestSupportError(
+                "\(missing.joined(separator: ", ")) not found in PATH; install pipewire pipewire-bin pipewire-pulse wireplumber libspa-0.2-modules dbus pulseaudio-utils sox"
+            )
         }
         let dir = try TempDir.make(prefix: "earmuff-pw")
         directory = dir
@@ -134,8 +138,9 @@ public final class PipeWireServer: Sendable {
         do {
             try Self.writeConfiguration(in: dir, daemon: try daemonConfig?(Self.pipewireConfig) ?? Self.pipewireConfig)
             let env = Self.environment(root: dir)
-            dbusProcess = try spawn(dbus, ["--config-file=\(dir)/dbus.conf", "--nofork", "--nopidfile", "--print-address"],
-                                    log: "dbus.log", env: env)
+            dbusProcess = try spawn(
+                dbus, ["--config-file=\(dir)/dbus.conf", "--nofork", "--nopidfile", "--print-address"],
+                log: "dbus.log", env: env)
             try waitFor("dbus-daemon", dbusProcess) { UnixSocket.canConnect("\(dir)/run/bus") }
             pipewireProcess = try spawn(pipewire, [], log: "pipewire.log", env: env)
             try waitFor("pipewire", pipewireProcess) { UnixSocket.canConnect("\(dir)/run/pipewire-0") }
@@ -194,8 +199,10 @@ public final class PipeWireServer: Sendable {
     private func waitUntilReady(deadline: Double, timeout: Double) throws {
         var last = "nothing answered yet"
         while Wait.now() < deadline {
-            for (name, child) in [("pipewire", pipewireProcess), ("wireplumber", wireplumberProcess),
-                                  ("pipewire-pulse", process), ("dbus-daemon", dbusProcess)] where !child.isRunning {
+            for (name, child) in [
+                ("pipewire", pipewireProcess), ("wireplumber", wireplumberProcess),
+                ("pipewire-pulse", process), ("dbus-daemon", dbusProcess),
+            ] where !child.isRunning {
                 throw TestSupportError("\(name) exited during startup (status \(child.poll() ?? -1)); logs:\n\(logs())")
             }
             if UnixSocket.canConnect(socketPath) {
@@ -212,7 +219,8 @@ public final class PipeWireServer: Sendable {
                 let info = try Tool.run("pactl", args: ["info"], server: serverString, timeout: budget)
                 let text = info.stdoutText
                 if info.succeeded, text.contains("Default Sink: \(Self.sinkName)\n"),
-                   text.contains("Default Source: \(Self.sourceName)\n") {
+                    text.contains("Default Source: \(Self.sourceName)\n")
+                {
                     return
                 }
                 last = "\(info)"
@@ -236,8 +244,9 @@ public final class PipeWireServer: Sendable {
                     let pair = word.split(separator: "=", maxSplits: 1).map(String.init)
                     if pair.count == 2 { arguments[pair[0]] = pair[1] }
                 }
-                try playTone(sink: arguments["sink"] ?? Self.sinkName,
-                             frequency: arguments["frequency"].flatMap(Double.init) ?? Self.toneFrequency)
+                try playTone(
+                    sink: arguments["sink"] ?? Self.sinkName,
+                    frequency: arguments["frequency"].flatMap(Double.init) ?? Self.toneFrequency)
                 return
             default:
                 break
@@ -256,14 +265,20 @@ public final class PipeWireServer: Sendable {
         // Held open meanwhile, so the generator's open cannot block should the source fail to open it.
         let hold = open(fifo, O_RDWR | O_CLOEXEC)
         defer { if hold >= 0 { close(hold) } }
-        let load = try Tool.run("pactl", args: ["load-module", "module-pipe-source", "source_name=\(Self.sourceName)",
-                                                "file=\(fifo)", "format=float32le", "rate=\(Self.toneRate)", "channels=1"],
-                                server: serverString, timeout: timeout)
+        let load = try Tool.run(
+            "pactl",
+            args: [
+                "load-module", "module-pipe-source", "source_name=\(Self.sourceName)",
+                "file=\(fifo)", "format=float32le", "rate=\(Self.toneRate)", "channels=1",
+            ],
+            server: serverString, timeout: timeout)
         guard load.succeeded else { throw TestSupportError("pactl load-module module-pipe-source failed: \(load); logs:\n\(logs())") }
         let generator = try ChildProcess.spawn(
             executable: sox,
-            arguments: ["-q", "-n", "-r", String(Self.toneRate), "-c", "1", "-b", "32", "-e", "floating-point", "-t", "raw", "-",
-                        "synth", "86400", "sine", String(Self.toneFrequency), "vol", String(Self.toneAmplitude)],
+            arguments: [
+                "-q", "-n", "-r", String(Self.toneRate), "-c", "1", "-b", "32", "-e", "floating-point", "-t", "raw", "-",
+                "synth", "86400", "sine", String(Self.toneFrequency), "vol", String(Self.toneAmplitude),
+            ],
             environment: Tool.privateEnvironment(root: directory),
             stdoutPath: fifo, stderrPath: "\(directory)/sox.log", maxLifetime: maxLifetime)
         microphone.withLock { $0 = generator }
@@ -279,8 +294,11 @@ public final class PipeWireServer: Sendable {
         // A generous buffer: the tone does not care about latency, and a player
         // starved on a busy machine would leave gaps of silence in the sink.
         let player = try Tool.start(
-            "pacat", args: ["--playback", "--raw", "--format=float32le", "--rate=\(Self.toneRate)", "--channels=1",
-                            "--device=\(sink)", "--latency-msec=500", "--client-name=earmuff-test-tone", fifo],
+            "pacat",
+            args: [
+                "--playback", "--raw", "--format=float32le", "--rate=\(Self.toneRate)", "--channels=1",
+                "--device=\(sink)", "--latency-msec=500", "--client-name=earmuff-test-tone", fifo,
+            ],
             server: serverString, maxLifetime: maxLifetime)
         // Hold the FIFO open meanwhile, so the generator's open cannot block
         // (and with it posix_spawn) should the player fail before opening it.
@@ -288,15 +306,19 @@ public final class PipeWireServer: Sendable {
         defer { if hold >= 0 { close(hold) } }
         let generator = try ChildProcess.spawn(
             executable: sox,
-            arguments: ["-q", "-n", "-r", String(Self.toneRate), "-c", "1", "-b", "32", "-e", "floating-point", "-t", "raw", "-",
-                        "synth", "86400", "sine", String(frequency), "vol", String(amplitude)],
+            arguments: [
+                "-q", "-n", "-r", String(Self.toneRate), "-c", "1", "-b", "32", "-e", "floating-point", "-t", "raw", "-",
+                "synth", "86400", "sine", String(frequency), "vol", String(amplitude),
+            ],
             environment: Tool.privateEnvironment(root: directory),
             stdoutPath: fifo, stderrPath: "\(directory)/sox.log", maxLifetime: maxLifetime)
         tones.withLock { $0.append((player, generator)) }
         var last = "nothing yet"
         while Wait.now() < deadline {
             guard player.process.isRunning, generator.isRunning else {
-                throw TestSupportError("the tone stopped: pacat \(player.process.poll().map(String.init) ?? "running") \(player.process.stderrText()), sox \(generator.poll().map(String.init) ?? "running") \(generator.stderrText())")
+                throw TestSupportError(
+                    "the tone stopped: pacat \(player.process.poll().map(String.init) ?? "running") \(player.process.stderrText()), sox \(generator.poll().map(String.init) ?? "running") \(generator.stderrText())"
+                )
             }
             let sinks = try Tool.run("pactl", args: ["list", "short", "sinks"], server: serverString, timeout: 10)
             if sinks.stdoutText.split(separator: "\n").contains(where: {

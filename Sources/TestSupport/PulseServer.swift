@@ -72,8 +72,10 @@ public final class PulseServer: Sendable {
     /// answers. `extraConfig` lines are appended to the startup script (for PipeWire
     /// see `PipeWireServer.init`). The watchdog ends the server when the test
     /// process dies, or after `maxLifetime` seconds. `kind` nil means `ServerKind.selected()`.
-    public init(extraConfig: [String] = [], startTimeout: Double = 60, maxLifetime: Int = 1800,
-                kind: ServerKind? = nil) throws {
+    public init(
+        extraConfig: [String] = [], startTimeout: Double = 60, maxLifetime: Int = 1800,
+        kind: ServerKind? = nil
+    ) throws {
         let kind = try kind ?? ServerKind.selected()
         self.kind = kind
         if kind == .pipewire {
@@ -97,13 +99,14 @@ public final class PulseServer: Sendable {
         logPath = "\(dir)/pulseaudio.log"
         do {
             try TempDir.makeDirectory(runtimeDir)
-            let script = ([
-                "load-module module-native-protocol-unix socket=\(socketPath) auth-anonymous=1",
-                "load-module module-null-sink sink_name=\(Self.sinkName)",
-                "load-module module-sine-source source_name=\(Self.sourceName) rate=\(Self.toneRate) frequency=\(Int(Self.toneFrequency))",
-                "set-default-sink \(Self.sinkName)",
-                "set-default-source \(Self.sourceName)",
-            ] + extraConfig).joined(separator: "\n") + "\n"
+            let script =
+                ([
+                    "load-module module-native-protocol-unix socket=\(socketPath) auth-anonymous=1",
+                    "load-module module-null-sink sink_name=\(Self.sinkName)",
+                    "load-module module-sine-source source_name=\(Self.sourceName) rate=\(Self.toneRate) frequency=\(Int(Self.toneFrequency))",
+                    "set-default-sink \(Self.sinkName)",
+                    "set-default-source \(Self.sourceName)",
+                ] + extraConfig).joined(separator: "\n") + "\n"
             try script.write(toFile: "\(dir)/server.pa", atomically: true, encoding: .utf8)
             try "".write(toFile: "\(dir)/daemon.conf", atomically: true, encoding: .utf8)
 
@@ -142,8 +145,9 @@ public final class PulseServer: Sendable {
                 throw TestSupportError("pulseaudio exited during startup (status \(process.poll() ?? -1)); log:\n\(log())")
             }
             if FileManager.default.fileExists(atPath: socketPath) {
-                let info = try Tool.run("pactl", args: ["info"], server: serverString, clientConfig: .noSHM,
-                                        timeout: max(1, min(10, deadline - Wait.now())))
+                let info = try Tool.run(
+                    "pactl", args: ["info"], server: serverString, clientConfig: .noSHM,
+                    timeout: max(1, min(10, deadline - Wait.now())))
                 if info.succeeded { return }
                 last = info
             }

@@ -96,7 +96,8 @@ public final class RawClient {
         let deadline = Wait.now() + timeout
         while let frame = try readFrame(timeout: max(0, deadline - Wait.now())) {
             if frame.descriptor.isPacket, let h = try? PacketHeader.decode(frame.payload), h.tag == tag,
-               h.command == Command.reply.rawValue || h.command == Command.error.rawValue {
+                h.command == Command.reply.rawValue || h.command == Command.error.rawValue
+            {
                 return frame
             }
             skippedFrames.append(frame)
@@ -170,8 +171,10 @@ public final class RawClient {
 
     /// Sends AUTH (tag 0, v35 without SHM) and SET_CLIENT_NAME (tag 1) and waits
     /// for both replies; throws with what arrived instead.
-    public func handshake(name: String = "earmuff-raw-client", properties: [String: String] = [:],
-                          timeout: Double = 10) throws {
+    public func handshake(
+        name: String = "earmuff-raw-client", properties: [String: String] = [:],
+        timeout: Double = 10
+    ) throws {
         try send(Self.auth(tag: 0))
         guard let auth = try reply(tag: 0, timeout: timeout) else {
             throw TestSupportError("no AUTH reply (peer closed: \(peerClosed))")
@@ -182,7 +185,8 @@ public final class RawClient {
         serverVersionWord = r.versionWord
         try send(Self.setClientName(tag: 1, name: name, properties: properties))
         guard let named = try reply(tag: 1, timeout: timeout),
-              (try? PacketHeader.decode(named.payload).command) == Command.reply.rawValue else {
+            (try? PacketHeader.decode(named.payload).command) == Command.reply.rawValue
+        else {
             throw TestSupportError("no SET_CLIENT_NAME reply (peer closed: \(peerClosed))")
         }
     }
@@ -199,10 +203,14 @@ public final class RawClient {
     // MARK: - Builders (whole frames: descriptor + payload)
 
     /// A frame of `payload` with the given descriptor fields (length defaults to the payload's).
-    public static func frame(_ payload: [UInt8], length: UInt32? = nil, channel: UInt32 = FrameDescriptor.controlChannel,
-                             offsetHi: UInt32 = 0, offsetLo: UInt32 = 0, flags: UInt32 = 0) -> [UInt8] {
-        var out = FrameDescriptor(length: length ?? UInt32(payload.count), channel: channel,
-                                  offsetHi: offsetHi, offsetLo: offsetLo, flags: flags).bytes
+    public static func frame(
+        _ payload: [UInt8], length: UInt32? = nil, channel: UInt32 = FrameDescriptor.controlChannel,
+        offsetHi: UInt32 = 0, offsetLo: UInt32 = 0, flags: UInt32 = 0
+    ) -> [UInt8] {
+        var out = FrameDescriptor(
+            length: length ?? UInt32(payload.count), channel: channel,
+            offsetHi: offsetHi, offsetLo: offsetLo, flags: flags
+        ).bytes
         out.append(contentsOf: payload)
         return out
     }
@@ -221,8 +229,10 @@ public final class RawClient {
     }
 
     /// AUTH with `versionWord` (v35, no transport flags by default) and a cookie of `cookieLength` zero bytes.
-    public static func auth(tag: UInt32, versionWord: UInt32 = Limits.protocolVersion,
-                            cookieLength: Int = Limits.cookieLength) -> [UInt8] {
+    public static func auth(
+        tag: UInt32, versionWord: UInt32 = Limits.protocolVersion,
+        cookieLength: Int = Limits.cookieLength
+    ) -> [UInt8] {
         packet(.auth, tag: tag) { w in
             w.writeU32(versionWord)
             w.writeArbitrary([UInt8](repeating: 0, count: cookieLength))
@@ -238,8 +248,10 @@ public final class RawClient {
     }
 
     /// CREATE_RECORD_STREAM for `source` (nil: the default) in s16le mono 48 kHz with small fragments.
-    public static func createRecordStream(tag: UInt32, source: String? = nil, properties: [String: String] = [:],
-                                          version: UInt32 = Limits.protocolVersion) -> [UInt8] {
+    public static func createRecordStream(
+        tag: UInt32, source: String? = nil, properties: [String: String] = [:],
+        version: UInt32 = Limits.protocolVersion
+    ) -> [UInt8] {
         var req = CreateRecordStreamRequest()
         req.sampleSpec = SampleSpec(format: .s16le, channels: 1, rate: 48000)
         req.channelMap = .mono

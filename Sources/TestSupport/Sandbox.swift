@@ -31,10 +31,13 @@ public enum Sandbox {
         channels: Int = 1, maxLifetime: Int = 900, cgroup: String? = nil
     ) throws -> Recording {
         guard let parecord = findExecutable("parecord") else { throw TestSupportError("parecord not found in PATH; install pulseaudio-utils") }
-        let tool = try startFlatpak(appID: appID, sessionSocket: sessionSocket, purpose: purpose,
-                                    command: [parecord, "--raw", "--format=\(format.pulseName)", "--rate=\(rate)",
-                                              "--channels=\(channels)", "--latency-msec=20", "recording.raw"],
-                                    maxLifetime: maxLifetime, cgroup: cgroup)
+        let tool = try startFlatpak(
+            appID: appID, sessionSocket: sessionSocket, purpose: purpose,
+            command: [
+                parecord, "--raw", "--format=\(format.pulseName)", "--rate=\(rate)",
+                "--channels=\(channels)", "--latency-msec=20", "recording.raw",
+            ],
+            maxLifetime: maxLifetime, cgroup: cgroup)
         return Recording(tool: tool, format: format, rate: rate, channels: channels)
     }
 
@@ -62,15 +65,19 @@ public enum Sandbox {
             env["PULSE_SERVER"] = "unix:\(flatpakPulseSocket)"
             env["PULSE_CLIENTCONFIG"] = "\(dir)/client.conf"
             if let purpose { env["PULSE_PROP"] = Tool.purposeProperty(purpose) }
-            var args = ["--unshare-all", "--die-with-parent", "--new-session",
-                        "--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc",
-                        "--symlink", "usr/bin", "/bin", "--symlink", "usr/sbin", "/sbin",
-                        "--symlink", "usr/lib", "/lib"]
+            var args = [
+                "--unshare-all", "--die-with-parent", "--new-session",
+                "--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc",
+                "--symlink", "usr/bin", "/bin", "--symlink", "usr/sbin", "/sbin",
+                "--symlink", "usr/lib", "/lib",
+            ]
             if FileManager.default.fileExists(atPath: "/usr/lib64") { args += ["--symlink", "usr/lib64", "/lib64"] }
-            args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/run",
-                     "--dir", "/run/user/\(getuid())",
-                     "--bind", sessionSocket, flatpakPulseSocket,
-                     "--ro-bind", "\(dir)/flatpak-info", "/.flatpak-info"]
+            args += [
+                "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/run",
+                "--dir", "/run/user/\(getuid())",
+                "--bind", sessionSocket, flatpakPulseSocket,
+                "--ro-bind", "\(dir)/flatpak-info", "/.flatpak-info",
+            ]
             if let pipeWireSocket { args += ["--bind", pipeWireSocket, "/run/user/\(getuid())/pipewire-0"] }
             args += ["--bind", dir, dir, "--chdir", dir] + command
             var executable = bwrap
@@ -78,9 +85,10 @@ public enum Sandbox {
                 args = ["-c", "echo $$ > \"$0/cgroup.procs\" && exec \"$@\"", cgroup, bwrap] + args
                 executable = "/bin/sh"
             }
-            let process = try ChildProcess.spawn(executable: executable, arguments: args, environment: env,
-                                                 stdoutPath: "\(dir)/stdout", stderrPath: "\(dir)/stderr",
-                                                 maxLifetime: maxLifetime, cleanupDirectory: dir)
+            let process = try ChildProcess.spawn(
+                executable: executable, arguments: args, environment: env,
+                stdoutPath: "\(dir)/stdout", stderrPath: "\(dir)/stderr",
+                maxLifetime: maxLifetime, cleanupDirectory: dir)
             return RunningTool(process: process, directory: dir)
         } catch {
             TempDir.remove(dir)

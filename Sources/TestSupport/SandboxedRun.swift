@@ -9,16 +9,21 @@ import Glibc
 extension EarmuffProcess {
     /// Starts `earmuff run --sandbox OPTIONS -- COMMAND` against this daemon, without waiting.
     /// With `runAs` (a uid, for tests running as root) the run is that user's, through `setpriv`.
-    public func startSandboxed(_ options: [String], command: [String], environment extra: [String: String] = [:],
-                               maxLifetime: Int = 600, runAs: UInt32? = nil) throws -> RunningTool {
-        try Self.startSandboxed(binary: binary, controlPath: controlPath, options, command: command,
-                                environment: extra, maxLifetime: maxLifetime, runAs: runAs)
+    public func startSandboxed(
+        _ options: [String], command: [String], environment extra: [String: String] = [:],
+        maxLifetime: Int = 600, runAs: UInt32? = nil
+    ) throws -> RunningTool {
+        try Self.startSandboxed(
+            binary: binary, controlPath: controlPath, options, command: command,
+            environment: extra, maxLifetime: maxLifetime, runAs: runAs)
     }
 
     /// `earmuff run --sandbox` with `binary` and `controlPath` (no daemon is needed for `--dry-run`).
-    public static func startSandboxed(binary: String, controlPath: String, _ options: [String], command: [String],
-                                      environment extra: [String: String] = [:], maxLifetime: Int = 600,
-                                      runAs: UInt32? = nil) throws -> RunningTool {
+    public static func startSandboxed(
+        binary: String, controlPath: String, _ options: [String], command: [String],
+        environment extra: [String: String] = [:], maxLifetime: Int = 600,
+        runAs: UInt32? = nil
+    ) throws -> RunningTool {
         let dir = try TempDir.make(prefix: "earmuff-sandboxed")
         do {
             var env = Tool.privateEnvironment(root: dir)
@@ -43,12 +48,16 @@ extension EarmuffProcess {
     }
 
     /// Starts `parecord --raw` into `recording.raw` inside `earmuff run --sandbox --share-home OPTIONS`.
-    public func startSandboxedRecording(_ options: [String], format: PCMFormat = .s16le, rate: Int = 48000,
-                                        channels: Int = 1, runAs: UInt32? = nil) throws -> Recording {
-        let tool = try startSandboxed(["--share-home"] + options, command: [
-            "parecord", "--raw", "--format=\(format.pulseName)", "--rate=\(rate)", "--channels=\(channels)",
-            "--latency-msec=20", "recording.raw",
-        ], runAs: runAs)
+    public func startSandboxedRecording(
+        _ options: [String], format: PCMFormat = .s16le, rate: Int = 48000,
+        channels: Int = 1, runAs: UInt32? = nil
+    ) throws -> Recording {
+        let tool = try startSandboxed(
+            ["--share-home"] + options,
+            command: [
+                "parecord", "--raw", "--format=\(format.pulseName)", "--rate=\(rate)", "--channels=\(channels)",
+                "--latency-msec=20", "recording.raw",
+            ], runAs: runAs)
         return Recording(tool: tool, format: format, rate: rate, channels: channels)
     }
 

@@ -77,16 +77,19 @@ public final class SessionBus: Sendable {
     /// Starts `python3 -m dbusmock --template TEMPLATE` (a stock template name or a
     /// file) and waits until it owns `name`. Its call log is `logPath(name)`.
     @discardableResult
-    public func startMock(template: String, owning name: String, parameters: [String: String] = [:],
-                          timeout: Double = 30) throws -> ChildProcess {
+    public func startMock(
+        template: String, owning name: String, parameters: [String: String] = [:],
+        timeout: Double = 30
+    ) throws -> ChildProcess {
         let python = findExecutable("/usr/bin/python3") ?? findExecutable("python3") ?? "python3"
         var args = ["-m", "dbusmock", "--session", "--template", template, "-l", logPath(name)]
         if !parameters.isEmpty {
             let json = try JSONSerialization.data(withJSONObject: parameters)
             args += ["--parameters", String(decoding: json, as: UTF8.self)]
         }
-        return try startService(python, arguments: args, owning: name, timeout: timeout,
-                                hint: "dbusmock \(template) (python3-dbusmock installed?)")
+        return try startService(
+            python, arguments: args, owning: name, timeout: timeout,
+            hint: "dbusmock \(template) (python3-dbusmock installed?)")
     }
 
     /// Starts the real `xdg-permission-store` (Debian's xdg-desktop-portal ships it) on this
@@ -97,8 +100,9 @@ public final class SessionBus: Sendable {
         let candidates = ["/usr/libexec/xdg-permission-store", "/usr/lib/xdg-desktop-portal/xdg-permission-store"]
         let binary = candidates.first { FileManager.default.isExecutableFile(atPath: $0) }
         guard let binary else { throw TestSupportError("xdg-permission-store not found; install xdg-desktop-portal") }
-        return try startService(binary, arguments: ["--replace"], owning: "org.freedesktop.impl.portal.PermissionStore",
-                                timeout: timeout, hint: "xdg-permission-store")
+        return try startService(
+            binary, arguments: ["--replace"], owning: "org.freedesktop.impl.portal.PermissionStore",
+            timeout: timeout, hint: "xdg-permission-store")
     }
 
     /// Starts the real dconf service (Debian's `dconf-service`), GSettings' store on a GNOME
@@ -120,9 +124,11 @@ public final class SessionBus: Sendable {
         var env = Tool.privateEnvironment(root: directory)
         env["DBUS_SESSION_BUS_ADDRESS"] = address
         let out = "\(directory)/gsettings-\(UInt32.random(in: 0...UInt32.max))"
-        let result = try ChildProcess.spawn(executable: tool, arguments: arguments, environment: env,
-                                            stdoutPath: "\(out).stdout", stderrPath: "\(out).stderr", maxLifetime: 60)
-            .finish(timeout: 30)
+        let result = try ChildProcess.spawn(
+            executable: tool, arguments: arguments, environment: env,
+            stdoutPath: "\(out).stdout", stderrPath: "\(out).stderr", maxLifetime: 60
+        )
+        .finish(timeout: 30)
         guard result.succeeded else { throw TestSupportError("gsettings \(arguments.joined(separator: " ")): \(result)") }
         return result.stdoutText.trimmingCharacters(in: .whitespacesAndNewlines)
     }
@@ -132,8 +138,11 @@ public final class SessionBus: Sendable {
     /// for anything, and no one else outside a login session.
     public func startRealtimeKit(timeout: Double = 30) throws {
         precondition(isSystem, "RealtimeKit lives on the system bus")
-        guard let polkitd = ["/usr/lib/polkit-1/polkitd", "/usr/libexec/polkitd"].first(where: {
-            FileManager.default.isExecutableFile(atPath: $0) }) else {
+        guard
+            let polkitd = ["/usr/lib/polkit-1/polkitd", "/usr/libexec/polkitd"].first(where: {
+                FileManager.default.isExecutableFile(atPath: $0)
+            })
+        else {
             throw TestSupportError("polkitd not found; install polkitd")
         }
         let rtkit = "/usr/libexec/rtkit-daemon"
@@ -147,15 +156,18 @@ public final class SessionBus: Sendable {
     /// with `environment` over them) and waits until it owns `name`; its output goes to
     /// `NAME.out` there.
     @discardableResult
-    public func startService(_ executable: String, arguments: [String] = [], owning name: String,
-                             environment: [String: String] = [:], timeout: Double = 30,
-                             hint: String? = nil) throws -> ChildProcess {
+    public func startService(
+        _ executable: String, arguments: [String] = [], owning name: String,
+        environment: [String: String] = [:], timeout: Double = 30,
+        hint: String? = nil
+    ) throws -> ChildProcess {
         let hint = hint ?? executable
         var env = Tool.privateEnvironment(root: directory).merging(environment) { $1 }
         env[isSystem ? "DBUS_SYSTEM_BUS_ADDRESS" : "DBUS_SESSION_BUS_ADDRESS"] = address
-        let child = try ChildProcess.spawn(executable: executable, arguments: arguments, environment: env,
-                                           stdoutPath: "\(directory)/\(name).out", stderrPath: "\(directory)/\(name).out",
-                                           maxLifetime: 1800)
+        let child = try ChildProcess.spawn(
+            executable: executable, arguments: arguments, environment: env,
+            stdoutPath: "\(directory)/\(name).out", stderrPath: "\(directory)/\(name).out",
+            maxLifetime: 1800)
         mocks.withLock { $0.append(child) }
         let owned = Wait.untilBlocking(timeout: timeout, interval: 0.05) {
             !child.isRunning || (try? hasOwner(name)) == true
@@ -181,8 +193,10 @@ public final class SessionBus: Sendable {
 
     /// `busctl call` on this bus; returns its output line (e.g. `u 3`), throws unless it succeeds.
     @discardableResult
-    public func call(_ destination: String, _ path: String, _ interface: String, _ member: String,
-                     _ signature: String = "", _ arguments: String..., timeout: Double = 30) throws -> String {
+    public func call(
+        _ destination: String, _ path: String, _ interface: String, _ member: String,
+        _ signature: String = "", _ arguments: String..., timeout: Double = 30
+    ) throws -> String {
         var args = ["--address=\(address)", "call", destination, path, interface, member]
         if !signature.isEmpty { args += [signature] + arguments }
         let result = try run(findExecutable("busctl") ?? "busctl", args, timeout: timeout)
@@ -192,17 +206,20 @@ public final class SessionBus: Sendable {
 
     /// Runs `executable ARGS` to its end (HOME and the XDG directories in the bus's directory,
     /// `environment` over them) and returns what it did; its output files are removed.
-    public func run(_ executable: String, _ arguments: [String], environment: [String: String] = [:],
-                    timeout: Double = 30) throws -> ToolResult {
+    public func run(
+        _ executable: String, _ arguments: [String], environment: [String: String] = [:],
+        timeout: Double = 30
+    ) throws -> ToolResult {
         let out = "\(directory)/run-\(UInt32.random(in: 0...UInt32.max))"
         defer {
             try? FileManager.default.removeItem(atPath: "\(out).stdout")
             try? FileManager.default.removeItem(atPath: "\(out).stderr")
         }
-        let child = try ChildProcess.spawn(executable: executable, arguments: arguments,
-                                           environment: Tool.privateEnvironment(root: directory).merging(environment) { $1 },
-                                           stdoutPath: "\(out).stdout", stderrPath: "\(out).stderr",
-                                           maxLifetime: Int(timeout) + 30)
+        let child = try ChildProcess.spawn(
+            executable: executable, arguments: arguments,
+            environment: Tool.privateEnvironment(root: directory).merging(environment) { $1 },
+            stdoutPath: "\(out).stdout", stderrPath: "\(out).stderr",
+            maxLifetime: Int(timeout) + 30)
         return child.finish(timeout: timeout)
     }
 

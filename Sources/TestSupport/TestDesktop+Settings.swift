@@ -22,9 +22,10 @@ extension TestDesktop {
             throw TestSupportError("\(binary) is not built; run swift build --build-tests")
         }
         let env = Tool.privateEnvironment(root: bus.directory).merging(environment) { $1 }.merging(extra) { $1 }
-        return try ChildProcess.spawn(executable: binary, arguments: ["--control", controlPath], environment: env,
-                                      stdoutPath: "\(bus.directory)/\(product).out",
-                                      stderrPath: "\(bus.directory)/\(product).out", maxLifetime: 1800)
+        return try ChildProcess.spawn(
+            executable: binary, arguments: ["--control", controlPath], environment: env,
+            stdoutPath: "\(bus.directory)/\(product).out",
+            stderrPath: "\(bus.directory)/\(product).out", maxLifetime: 1800)
     }
 
     /// What earmuff-settings printed (GTK's warnings, a crash).

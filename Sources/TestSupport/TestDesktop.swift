@@ -24,11 +24,13 @@ public final class TestDesktop: Sendable {
         }
         menuPick = "\(bus.directory)/dmenu-pick"
         do {
-            guard let launcher = ["/usr/libexec/at-spi-bus-launcher", "/usr/lib/at-spi2-core/at-spi-bus-launcher"]
-                .first(where: { FileManager.default.isExecutableFile(atPath: $0) })
+            guard
+                let launcher = ["/usr/libexec/at-spi-bus-launcher", "/usr/lib/at-spi2-core/at-spi-bus-launcher"]
+                    .first(where: { FileManager.default.isExecutableFile(atPath: $0) })
             else { throw TestSupportError("at-spi-bus-launcher not found; install at-spi2-core") }
-            try bus.startService(launcher, arguments: ["--launch-immediately"], owning: "org.a11y.Bus",
-                                 environment: environment, hint: "the accessibility bus")
+            try bus.startService(
+                launcher, arguments: ["--launch-immediately"], owning: "org.a11y.Bus",
+                environment: environment, hint: "the accessibility bus")
         } catch {
             stop()
             throw error
@@ -46,8 +48,9 @@ public final class TestDesktop: Sendable {
         let binary = ["/usr/libexec/xdg-desktop-portal-gtk", "/usr/lib/xdg-desktop-portal-gtk"]
             .first { FileManager.default.isExecutableFile(atPath: $0) }
         guard let binary else { throw TestSupportError("xdg-desktop-portal-gtk not found; install xdg-desktop-portal-gtk") }
-        try bus.startService(binary, arguments: ["--replace"], owning: "org.freedesktop.impl.portal.desktop.gtk",
-                             environment: environment.merging(extra) { $1 }, hint: "xdg-desktop-portal-gtk")
+        try bus.startService(
+            binary, arguments: ["--replace"], owning: "org.freedesktop.impl.portal.desktop.gtk",
+            environment: environment.merging(extra) { $1 }, hint: "xdg-desktop-portal-gtk")
     }
 
     /// Starts the real `dunst`. Its context menu (opened by a middle click on a notification
@@ -73,8 +76,9 @@ public final class TestDesktop: Sendable {
             enable_recursive_icon_lookup = true
 
         """.write(toFile: "\(dir)/dunstrc", atomically: true, encoding: .utf8)
-        try bus.startService(dunst, arguments: ["-conf", "\(dir)/dunstrc"], owning: "org.freedesktop.Notifications",
-                             environment: environment, hint: "dunst")
+        try bus.startService(
+            dunst, arguments: ["-conf", "\(dir)/dunstrc"], owning: "org.freedesktop.Notifications",
+            environment: environment, hint: "dunst")
     }
 
     /// Starts the real `xfce4-panel` as the desktop's tray: one panel across the top of the
@@ -85,9 +89,11 @@ public final class TestDesktop: Sendable {
     /// the items and menus and click them.
     public func startTray() throws {
         guard let panel = findExecutable("xfce4-panel") else { throw TestSupportError("xfce4-panel not found; install xfce4-panel") }
-        let xfconfd = ["/usr/lib/x86_64-linux-gnu/xfce4/xfconf/xfconfd", "/usr/lib/aarch64-linux-gnu/xfce4/xfconf/xfconfd",
-                       "/usr/lib/xfce4/xfconf/xfconfd"]
-            .first { FileManager.default.isExecutableFile(atPath: $0) }
+        let xfconfd = [
+            "/usr/lib/x86_64-linux-gnu/xfce4/xfconf/xfconfd", "/usr/lib/aarch64-linux-gnu/xfce4/xfconf/xfconfd",
+            "/usr/lib/xfce4/xfconf/xfconfd",
+        ]
+        .first { FileManager.default.isExecutableFile(atPath: $0) }
         guard let xfconfd, let query = findExecutable("xfconf-query") else {
             throw TestSupportError("xfconfd or xfconf-query not found; install xfconf")
         }
@@ -112,8 +118,9 @@ public final class TestDesktop: Sendable {
                 "$2" -c xfce4-panel -p /configver >/dev/null 2>&1
             done
             """
-        try bus.startService("/bin/sh", arguments: ["-c", keeper, "xfconfd", xfconfd, query], owning: "org.xfce.Xfconf",
-                             environment: environment, hint: "xfconfd")
+        try bus.startService(
+            "/bin/sh", arguments: ["-c", keeper, "xfconfd", xfconfd, query], owning: "org.xfce.Xfconf",
+            environment: environment, hint: "xfconfd")
         // No window manager runs here: without --disable-wm-check the panel waits 5 s for one;
         // nor a session manager. The systray plugin runs out of the panel's process (in
         // wrapper-2.0), which takes the watcher's name once it is up. GTK 3 shows the plugin's
@@ -124,9 +131,10 @@ public final class TestDesktop: Sendable {
         let watcher = "org.kde.StatusNotifierWatcher"
         var missing: any Error = TestSupportError("no panel started")
         for _ in 1...4 {
-            let child = try bus.startService(panel, arguments: ["--disable-wm-check", "--sm-client-disable"],
-                                             owning: watcher, environment: environment,
-                                             hint: "xfce4-panel's systray plugin")
+            let child = try bus.startService(
+                panel, arguments: ["--disable-wm-check", "--sm-client-disable"],
+                owning: watcher, environment: environment,
+                hint: "xfce4-panel's systray plugin")
             do {
                 try person("panel", timeout: 30)
                 return

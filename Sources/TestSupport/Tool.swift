@@ -56,8 +56,9 @@ public enum Tool {
         _ name: String, args: [String], server: String, clientConfig: ClientConfig = .default,
         environment: [String: String] = [:], timeout: Double = 60
     ) throws -> ToolResult {
-        let running = try start(name, args: args, server: server, clientConfig: clientConfig,
-                                environment: environment, maxLifetime: Int(timeout) + 30)
+        let running = try start(
+            name, args: args, server: server, clientConfig: clientConfig,
+            environment: environment, maxLifetime: Int(timeout) + 30)
         defer { running.cleanup() }
         return running.wait(timeout: timeout)
     }
@@ -103,12 +104,15 @@ public enum Tool {
         device: String? = nil, latencyMsec: Int = 20, clientConfig: ClientConfig = .default,
         environment: [String: String] = [:]
     ) throws -> Recording {
-        var args = ["--raw", "--format=\(format.pulseName)", "--rate=\(rate)", "--channels=\(channels)",
-                    "--latency-msec=\(latencyMsec)"]
+        var args = [
+            "--raw", "--format=\(format.pulseName)", "--rate=\(rate)", "--channels=\(channels)",
+            "--latency-msec=\(latencyMsec)",
+        ]
         if let device { args.append("--device=\(device)") }
         args.append("recording.raw")
-        let tool = try start("parecord", args: args, server: server, clientConfig: clientConfig,
-                             environment: environment)
+        let tool = try start(
+            "parecord", args: args, server: server, clientConfig: clientConfig,
+            environment: environment)
         return Recording(tool: tool, format: format, rate: rate, channels: channels)
     }
 

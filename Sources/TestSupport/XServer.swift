@@ -18,11 +18,13 @@ public final class XServer: Sendable {
         for n in 0..<20 {
             let candidate = 200 + Int(UInt32.random(in: 0..<500)) + n
             guard !FileManager.default.fileExists(atPath: "/tmp/.X11-unix/X\(candidate)") else { continue }
-            let p = try ChildProcess.spawn(executable: xvfb, arguments: [":\(candidate)", "-nolisten", "tcp", "-noreset"],
-                                           environment: Tool.privateEnvironment(root: directory),
-                                           stdoutPath: "\(directory)/xvfb.log", stderrPath: "\(directory)/xvfb.log", maxLifetime: 600)
+            let p = try ChildProcess.spawn(
+                executable: xvfb, arguments: [":\(candidate)", "-nolisten", "tcp", "-noreset"],
+                environment: Tool.privateEnvironment(root: directory),
+                stdoutPath: "\(directory)/xvfb.log", stderrPath: "\(directory)/xvfb.log", maxLifetime: 600)
             if Wait.untilBlocking(timeout: 30, interval: 0.05, { UnixSocket.canConnect("/tmp/.X11-unix/X\(candidate)") || !p.isRunning }),
-               p.isRunning, Self.answers(":\(candidate)", directory: directory) {
+                p.isRunning, Self.answers(":\(candidate)", directory: directory)
+            {
                 display = candidate
                 process = p
                 return
@@ -41,8 +43,10 @@ public final class XServer: Sendable {
         var env = Tool.privateEnvironment(root: directory)
         env["DISPLAY"] = display
         return Wait.untilBlocking(timeout: 30, interval: 0.1) {
-            guard let c = try? ChildProcess.spawn(executable: xdpyinfo, arguments: [], environment: env,
-                                                  stdoutPath: "/dev/null", stderrPath: "/dev/null", maxLifetime: 60)
+            guard
+                let c = try? ChildProcess.spawn(
+                    executable: xdpyinfo, arguments: [], environment: env,
+                    stdoutPath: "/dev/null", stderrPath: "/dev/null", maxLifetime: 60)
             else { return false }
             return c.finish(timeout: 20).succeeded
         }

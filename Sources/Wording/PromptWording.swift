@@ -22,22 +22,24 @@ public enum PromptWording {
 
     /// "Firefox wants to use your microphone" (or to record system audio, or another app's audio).
     public static func title(_ p: PromptInfo) -> String {
-        let what = switch kind(p) {
-        case .systemAudio: "record what your computer plays"
-        case .appAudio: "record another app's audio"
-        case .microphone: "use your microphone"
-        }
+        let what =
+            switch kind(p) {
+            case .systemAudio: "record what your computer plays"
+            case .appAudio: "record another app's audio"
+            case .microphone: "use your microphone"
+            }
         return "\(cell(name(p), max: 60)) wants to \(what)"
     }
 
     /// "Deny pacat the microphone" (or system audio, or another app's audio): the question
     /// that asks how long a denial lasts.
     public static func denialTitle(_ p: PromptInfo) -> String {
-        let what = switch kind(p) {
-        case .systemAudio: "what your computer plays"
-        case .appAudio: "other apps' audio"
-        case .microphone: "the microphone"
-        }
+        let what =
+            switch kind(p) {
+            case .systemAudio: "what your computer plays"
+            case .appAudio: "other apps' audio"
+            case .microphone: "the microphone"
+            }
         return "Deny \(cell(name(p), max: 60)) \(what)"
     }
 
@@ -93,27 +95,30 @@ public enum PromptWording {
 
     /// Where the person changes an answer later: Earmuff Settings when it is installed.
     public static func changeLater(settingsInstalled: Bool) -> String {
-        settingsInstalled ? "You can change this later in Earmuff Settings."
+        settingsInstalled
+            ? "You can change this later in Earmuff Settings."
             : "You can change this later with earmuff grant, deny or reset."
     }
 
     /// How the app was identified, and how much that says (the daemon's strength and caveat).
     public static func identity(_ p: PromptInfo) -> String {
-        let how: String = switch p.identifiedBy {
-        case .flatpak: "its Flatpak sandbox"
-        case .snap: "its snap confinement"
-        case .systemdScope: "its systemd unit"
-        case .launcher: "the socket of its earmuff run"
-        case .executable: "the executable the kernel reports"
-        case .script: "the script on its interpreter's command line"
-        case .sandboxed: "a sandbox whose metadata cannot be confirmed"
-        case .uninspectable: "nothing: its process cannot be inspected"
-        }
-        let strength: String = switch p.strength {
-        case .sandbox?: "strong against its sandbox only: \(sandboxOnly(p.identifiedBy))"
-        case .weak?: "weak: any program of yours could pose as it"
-        case nil: "strength unknown"
-        }
+        let how: String =
+            switch p.identifiedBy {
+            case .flatpak: "its Flatpak sandbox"
+            case .snap: "its snap confinement"
+            case .systemdScope: "its systemd unit"
+            case .launcher: "the socket of its earmuff run"
+            case .executable: "the executable the kernel reports"
+            case .script: "the script on its interpreter's command line"
+            case .sandboxed: "a sandbox whose metadata cannot be confirmed"
+            case .uninspectable: "nothing: its process cannot be inspected"
+            }
+        let strength: String =
+            switch p.strength {
+            case .sandbox?: "strong against its sandbox only: \(sandboxOnly(p.identifiedBy))"
+            case .weak?: "weak: any program of yours could pose as it"
+            case nil: "strength unknown"
+            }
         let caveat = p.caveat.map { "; \(cell($0, max: 160))" } ?? ""
         return "\(p.appKey), identified by \(p.identifiedBy): \(how) (\(strength)\(caveat))"
     }

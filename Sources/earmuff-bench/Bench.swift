@@ -107,23 +107,26 @@ final class Bench {
             }
             quiesce()
             say("memory: \(options.recordingClients) recording clients at \(audioRate) B/s each")
-            let paced = try FloodServer(socketPath: "\(work)/paced",
-                                        pacing: .paced(bytesPerSecond: audioRate, chunkBytes: audioChunk))
+            let paced = try FloodServer(
+                socketPath: "\(work)/paced",
+                pacing: .paced(bytesPerSecond: audioRate, chunkBytes: audioChunk))
             defer { paced.stop() }
             var req = StreamRequest.synthetic
             req.fragSize = UInt32(audioChunk)
             do {
                 let e2 = try Relay.earmuff(paced.socketPath, binary: binary, consent: consent, workDir: work)
                 defer { e2.stop() }
-                recording = try measurer.recordingMemory(e2, count: options.recordingClients,
-                                                         bytesPerSecond: audioRate, request: req)
+                recording = try measurer.recordingMemory(
+                    e2, count: options.recordingClients,
+                    bytesPerSecond: audioRate, request: req)
             }
             if options.modes.contains(.relay) {
                 say("memory: the same \(options.recordingClients) recording clients through the calibration relay")
                 let calibration = try Relay.calibration(paced.socketPath, workDir: work)
                 defer { calibration.stop() }
-                let (w, cpu) = try measurer.window(calibration, streams: options.recordingClients, request: req,
-                                                   duration: max(options.duration, 2), warmup: 0.5)
+                let (w, cpu) = try measurer.window(
+                    calibration, streams: options.recordingClients, request: req,
+                    duration: max(options.duration, 2), warmup: 0.5)
                 var r = ThroughputResult()
                 r.add(w, cpu: cpu)
                 recordingCalibration = r
@@ -175,9 +178,10 @@ final class Bench {
         let e = try Relay.earmuff(pa.socketPath, binary: binary, consent: consent, workDir: work, grantSelf: false)
         defer { e.stop() }
         if consent.available, let pacat = findExecutable("pacat") {
-            let exe = (try? FileManager.default.destinationOfSymbolicLink(atPath: pacat)).map {
-                $0.hasPrefix("/") ? $0 : URL(fileURLWithPath: pacat).deletingLastPathComponent().appendingPathComponent($0).path
-            } ?? pacat
+            let exe =
+                (try? FileManager.default.destinationOfSymbolicLink(atPath: pacat)).map {
+                    $0.hasPrefix("/") ? $0 : URL(fileURLWithPath: pacat).deletingLastPathComponent().appendingPathComponent($0).path
+                } ?? pacat
             try e.decide("grant", app: "exe:\(exe)", kind: "system-audio")
         }
         // The calibration relay carries a pair of its own in the same window: what any relay costs
@@ -185,10 +189,13 @@ final class Bench {
         let calibration = options.modes.contains(.relay) ? try Relay.calibration(pa.socketPath, workDir: work) : nil
         defer { calibration?.stop() }
         for tabs in [0, options.glitchTabs] {
-            say("glitches under stress-ng: \(options.glitchSeconds) s, pacat + parecord"
-                + (tabs > 0 ? " + \(tabs) playback streams" : "") + ", direct, through the calibration relay and through earmuff at once")
-            glitches.append(try Glitches.window(server: pa, earmuff: e, calibration: calibration, extraPlayback: tabs,
-                                                seconds: options.glitchSeconds, workDir: work))
+            say(
+                "glitches under stress-ng: \(options.glitchSeconds) s, pacat + parecord"
+                    + (tabs > 0 ? " + \(tabs) playback streams" : "") + ", direct, through the calibration relay and through earmuff at once")
+            glitches.append(
+                try Glitches.window(
+                    server: pa, earmuff: e, calibration: calibration, extraPlayback: tabs,
+                    seconds: options.glitchSeconds, workDir: work))
         }
     }
 
@@ -206,11 +213,15 @@ final class Bench {
             let relays = try makeRelays(upstream: flood.socketPath, binary: binary, work: work, modes: modes)
             defer { relays.forEach { $0.stop() } }
             say("counts: \(options.requests) round trips per relay")
-            counts.append(("per round trip (GET_SERVER_INFO, synthetic server, \(options.requests) per relay)",
-                           try measurer.roundTripCounts(relays, requests: options.requests, workDir: work)))
+            counts.append(
+                (
+                    "per round trip (GET_SERVER_INFO, synthetic server, \(options.requests) per relay)",
+                    try measurer.roundTripCounts(relays, requests: options.requests, workDir: work)
+                ))
         }
-        let paced = try FloodServer(socketPath: "\(work)/paced-counts",
-                                    pacing: .paced(bytesPerSecond: audioRate, chunkBytes: audioChunk))
+        let paced = try FloodServer(
+            socketPath: "\(work)/paced-counts",
+            pacing: .paced(bytesPerSecond: audioRate, chunkBytes: audioChunk))
         defer { paced.stop() }
         do {
             let relays = try makeRelays(upstream: paced.socketPath, binary: binary, work: work, modes: modes)
@@ -218,18 +229,26 @@ final class Bench {
             var req = StreamRequest.synthetic
             req.fragSize = UInt32(audioChunk)
             say("counts: \(n) recorders at audio rate, synthetic server")
-            counts.append(("per chunk (\(n) recorders, \(audioChunk)-byte memblocks every 20 ms, paced synthetic server)",
-                           try measurer.chunkCounts(relays, streams: n, request: req, duration: options.duration,
-                                                    workDir: work)))
+            counts.append(
+                (
+                    "per chunk (\(n) recorders, \(audioChunk)-byte memblocks every 20 ms, paced synthetic server)",
+                    try measurer.chunkCounts(
+                        relays, streams: n, request: req, duration: options.duration,
+                        workDir: work)
+                ))
         }
         let pa = try PulseServer()
         defer { pa.stop() }
         let relays = try makeRelays(upstream: pa.socketPath, binary: binary, work: work, modes: modes)
         defer { relays.forEach { $0.stop() } }
         say("counts: \(n) recorders, real PulseAudio")
-        counts.append(("per chunk (\(n) recorders of the sine source, 4 per connection, real PulseAudio)",
-                       try measurer.chunkCounts(relays, streams: n, perConnection: 4, request: Self.realRequest,
-                                                duration: max(options.duration, 4), workDir: work)))
+        counts.append(
+            (
+                "per chunk (\(n) recorders of the sine source, 4 per connection, real PulseAudio)",
+                try measurer.chunkCounts(
+                    relays, streams: n, perConnection: 4, request: Self.realRequest,
+                    duration: max(options.duration, 4), workDir: work)
+            ))
     }
 
     /// What the recorders on the real server ask for: 20 ms fragments of the sine source's format.
@@ -265,8 +284,9 @@ final class Bench {
         let req = Self.realRequest
         // PulseAudio's sine source has a fixed 2 s latency: it hands out audio in
         // 2 s blocks, so each window spans two blocks to average them out.
-        realThroughput = try measurer.throughput(relays, streams: options.paStreams, request: req,
-                                                 duration: 4, rounds: 1, quiesce: { usleep(100_000) })
+        realThroughput = try measurer.throughput(
+            relays, streams: options.paStreams, request: req,
+            duration: 4, rounds: 1, quiesce: { usleep(100_000) })
 
         // The recorders at audio rate against the real server, through each way in
         // in turn: the relay's CPU beside the server's own for the same streams, in
@@ -275,8 +295,9 @@ final class Bench {
             let n = options.recordingClients
             for relay in relays {
                 say("real PulseAudio: \(n) recorders, 4 per connection, \(relay.mode)")
-                let (w, cpu) = try measurer.window(relay, streams: n, perConnection: 4, request: req, duration: 4,
-                                                   warmup: 0.5, also: { Proc.cpuSeconds(pa.process.pid) })
+                let (w, cpu) = try measurer.window(
+                    relay, streams: n, perConnection: 4, request: req, duration: 4,
+                    warmup: 0.5, also: { Proc.cpuSeconds(pa.process.pid) })
                 var r = ThroughputResult()
                 r.add(w, cpu: cpu)
                 realRecorders[relay.mode] = (r, measurer.otherCPU.map { $0 / w.seconds * 100 })
@@ -312,8 +333,10 @@ final class Bench {
                     guard let x = l[m]?[keyPath: key], let d = l[.direct]?[keyPath: key] else { return nil }
                     return x - d
                 }
-                return row(name, [""] + [Mode.socat, .relay, .earmuff].map { fmt(added($0)) }
-                    + ["", ratio(added(.earmuff), added(.socat)), ratio(added(.earmuff), added(.relay))])
+                return row(
+                    name,
+                    [""] + [Mode.socat, .relay, .earmuff].map { fmt(added($0)) }
+                        + ["", ratio(added(.earmuff), added(.socat)), ratio(added(.earmuff), added(.relay))])
             }
     }
 
@@ -328,61 +351,85 @@ final class Bench {
         var out: [String] = []
         let header = row("", ["direct", "socat", "relay", "earmuff", "e/direct", "e/socat", "e/relay"])
         out.append("")
-        out.append("earmuff-bench — \(ProcessInfo.processInfo.activeProcessorCount) CPUs, "
-                   + "earmuff \(binary), \(String(format: "%.0f", elapsed)) s")
+        out.append(
+            "earmuff-bench — \(ProcessInfo.processInfo.activeProcessorCount) CPUs, "
+                + "earmuff \(binary), \(String(format: "%.0f", elapsed)) s")
         out.append("(relay: the bench's calibration relay, epoll with no parsing; e/relay is the frame budget)")
         out.append(header)
 
         if !latency.isEmpty {
             out.append("Round trip GET_SERVER_INFO, synthetic server (\(latency.values.first?.count ?? 0) per mode)")
-            for (name, key) in [("  p50 µs", \LatencyResult.p50), ("  p99 µs", \LatencyResult.p99),
-                                ("  mean µs", \LatencyResult.mean)] {
+            for (name, key) in [
+                ("  p50 µs", \LatencyResult.p50), ("  p99 µs", \LatencyResult.p99),
+                ("  mean µs", \LatencyResult.mean),
+            ] {
                 out.append(row(name, cells { self.latency[$0]?[keyPath: key] }))
             }
             out.append(contentsOf: addedRows(latency))
         }
         for n in options.streamCounts.sorted() {
             guard let t = throughput[n] else { continue }
-            out.append("Record throughput, flood server, \(n) stream\(n == 1 ? "" : "s") "
-                       + "(\(options.payloadBytes)-byte memblocks)")
+            out.append(
+                "Record throughput, flood server, \(n) stream\(n == 1 ? "" : "s") "
+                    + "(\(options.payloadBytes)-byte memblocks)")
             out.append(row("  MB/s", cells { t[$0]?.megabytesPerSecond }))
             out.append(row("  relay CPU s/GB", cells(digits: 2) { $0 == .direct ? nil : t[$0]?.cpuPerGB }))
-            out.append(row("  relay CPU % of a core", Array(cells(digits: 0) {
-                $0 == .direct ? nil : t[$0]?.cpuPercent }.prefix(4))))
+            out.append(
+                row(
+                    "  relay CPU % of a core",
+                    Array(
+                        cells(digits: 0) {
+                            $0 == .direct ? nil : t[$0]?.cpuPercent
+                        }.prefix(4))))
         }
         if !realLatency.isEmpty || !realThroughput.isEmpty {
-            out.append("Real PulseAudio (\(options.paStreams) streams float32le mono 48 kHz from the sine source, "
-                       + "\(options.paStreams * 192) kB/s expected)")
+            out.append(
+                "Real PulseAudio (\(options.paStreams) streams float32le mono 48 kHz from the sine source, "
+                    + "\(options.paStreams * 192) kB/s expected)")
             for (name, key) in [("  round trip p50 µs", \LatencyResult.p50), ("  round trip p99 µs", \LatencyResult.p99)] {
                 out.append(row(name, cells { self.realLatency[$0]?[keyPath: key] }))
             }
             out.append(contentsOf: addedRows(realLatency))
             out.append(row("  kB/s received", cells(digits: 0) { self.realThroughput[$0].map { $0.megabytesPerSecond * 1000 } }))
-            out.append(row("  relay CPU % of a core", Array(cells(digits: 2) {
-                $0 == .direct ? nil : self.realThroughput[$0]?.cpuPercent }.prefix(4))))
+            out.append(
+                row(
+                    "  relay CPU % of a core",
+                    Array(
+                        cells(digits: 2) {
+                            $0 == .direct ? nil : self.realThroughput[$0]?.cpuPercent
+                        }.prefix(4))))
             out.append(row("  relay CPU s/GB", cells(digits: 2) { $0 == .direct ? nil : self.realThroughput[$0]?.cpuPerGB }))
         }
         if !realRecorders.isEmpty {
             let rr = realRecorders
-            out.append("Real PulseAudio, \(options.recordingClients) recorders of the sine source (4 per connection), "
-                       + "one window per mode")
+            out.append(
+                "Real PulseAudio, \(options.recordingClients) recorders of the sine source (4 per connection), "
+                    + "one window per mode")
             out.append(row("  kB/s received", cells(digits: 0) { rr[$0].map { $0.result.megabytesPerSecond * 1000 } }))
             out.append(row("  relay CPU % of a core", cells(digits: 2) { rr[$0]?.result.cpuPercent }))
             out.append(row("  server CPU % of a core", cells(digits: 2) { rr[$0]?.serverPercent }))
-            out.append(row("  relay CPU / server's", Array(cells(digits: 2) { m in
-                rr[m].flatMap { r in r.result.cpuPercent.flatMap { c in r.serverPercent.map { c / $0 } } }
-            }.prefix(4))))
+            out.append(
+                row(
+                    "  relay CPU / server's",
+                    Array(
+                        cells(digits: 2) { m in
+                            rr[m].flatMap { r in r.result.cpuPercent.flatMap { c in r.serverPercent.map { c / $0 } } }
+                        }.prefix(4))))
         }
         for (title, byMode) in counts {
             out.append("Counts \(title)")
             out.append(row("", ["relay", "earmuff", "e/relay"]))
-            let events = [("  system calls", "raw_syscalls:sys_enter")]
+            let events =
+                [("  system calls", "raw_syscalls:sys_enter")]
                 + Counts.syscalls.map { ("    \($0)", "syscalls:sys_enter_\($0)") }
                 + [("  wake-ups given (sched_wakeup)", "sched:sched_wakeup")]
-            let figures: [(String, (UnitCounts) -> Double?)] = events.map { name, event in (name, { $0.events[event] }) }
-                + [("  context switches, voluntary", { $0.voluntarySwitches }),
-                   ("  context switches, involuntary", { $0.involuntarySwitches }),
-                   ("  CPU µs", { $0.cpuMicroseconds })]
+            let figures: [(String, (UnitCounts) -> Double?)] =
+                events.map { name, event in (name, { $0.events[event] }) }
+                + [
+                    ("  context switches, voluntary", { $0.voluntarySwitches }),
+                    ("  context switches, involuntary", { $0.involuntarySwitches }),
+                    ("  CPU µs", { $0.cpuMicroseconds }),
+                ]
             for (name, value) in figures {
                 let r = byMode[.relay].flatMap(value), e = byMode[.earmuff].flatMap(value)
                 out.append(row(name, [fmt(r, 2), fmt(e, 2), ratio(e, r)]))
@@ -391,39 +438,56 @@ final class Bench {
         }
         if let idle {
             out.append("Memory of earmuff (VmRSS)")
-            out.append("  \(idle.clients) idle clients: \(idle.baselineKiB) KiB → \(idle.loadedKiB) KiB, "
-                       + "\(fmt(idle.perClientKiB)) KiB per client\(idle.threads.map { ", \($0) threads" } ?? "")")
-            out.append("  context switches of earmuff while they sat idle for \(fmt(idle.idleSeconds, 0)) s: "
-                       + (idle.idleContextSwitches.map(String.init) ?? "n/a"))
+            out.append(
+                "  \(idle.clients) idle clients: \(idle.baselineKiB) KiB → \(idle.loadedKiB) KiB, "
+                    + "\(fmt(idle.perClientKiB)) KiB per client\(idle.threads.map { ", \($0) threads" } ?? "")")
+            out.append(
+                "  context switches of earmuff while they sat idle for \(fmt(idle.idleSeconds, 0)) s: "
+                    + (idle.idleContextSwitches.map(String.init) ?? "n/a"))
         }
         if let r = recording {
             if idle == nil { out.append("Memory of earmuff (VmRSS)") }
-            out.append("  \(r.clients) recording clients (flood server paced at \(audioRate) B/s each): "
-                       + "\(r.baselineKiB) KiB → peak \(r.peakKiB) KiB, \(fmt(r.perClientKiB)) KiB per client")
-            out.append("    received \(fmt(r.result.megabytesPerSecond, 2)) MB/s of "
-                       + "\(fmt(r.expectedBytesPerSecond / 1e6, 2)) MB/s sent, earmuff CPU "
-                       + "\(fmt(r.result.cpuPercent, 1)) % of a core, \(fmt(r.result.cpuPerGB, 2)) s/GB")
+            out.append(
+                "  \(r.clients) recording clients (flood server paced at \(audioRate) B/s each): "
+                    + "\(r.baselineKiB) KiB → peak \(r.peakKiB) KiB, \(fmt(r.perClientKiB)) KiB per client")
+            out.append(
+                "    received \(fmt(r.result.megabytesPerSecond, 2)) MB/s of "
+                    + "\(fmt(r.expectedBytesPerSecond / 1e6, 2)) MB/s sent, earmuff CPU "
+                    + "\(fmt(r.result.cpuPercent, 1)) % of a core, \(fmt(r.result.cpuPerGB, 2)) s/GB")
             if let c = recordingCalibration {
-                out.append("    the calibration relay, same clients and server: received \(fmt(c.megabytesPerSecond, 2)) MB/s, "
-                           + "CPU \(fmt(c.cpuPercent, 1)) % of a core, \(fmt(c.cpuPerGB, 2)) s/GB")
+                out.append(
+                    "    the calibration relay, same clients and server: received \(fmt(c.megabytesPerSecond, 2)) MB/s, "
+                        + "CPU \(fmt(c.cpuPercent, 1)) % of a core, \(fmt(c.cpuPerGB, 2)) s/GB")
             }
         }
         if let s = silence {
-            out.append("Silencing: \(options.recordingClients) recorders of a private PulseAudio's sink monitor (a sine played "
-                       + "into it) through earmuff (4 per connection), one window each")
+            out.append(
+                "Silencing: \(options.recordingClients) recorders of a private PulseAudio's sink monitor (a sine played "
+                    + "into it) through earmuff (4 per connection), one window each")
             out.append(row("", ["relayed", "held"]))
-            out.append(row("  kB/s received", [fmt(s.relayed.result.megabytesPerSecond * 1000, 0),
-                                               fmt(s.held.result.megabytesPerSecond * 1000, 0)]))
-            out.append(row("  frames silent", ["\(s.relayed.result.silentFrames)/\(s.relayed.result.frames)",
-                                               "\(s.held.result.silentFrames)/\(s.held.result.frames)"]))
+            out.append(
+                row(
+                    "  kB/s received",
+                    [
+                        fmt(s.relayed.result.megabytesPerSecond * 1000, 0),
+                        fmt(s.held.result.megabytesPerSecond * 1000, 0),
+                    ]))
+            out.append(
+                row(
+                    "  frames silent",
+                    [
+                        "\(s.relayed.result.silentFrames)/\(s.relayed.result.frames)",
+                        "\(s.held.result.silentFrames)/\(s.held.result.frames)",
+                    ]))
             out.append(row("  earmuff CPU % of a core", [fmt(s.relayed.result.cpuPercent, 2), fmt(s.held.result.cpuPercent, 2)]))
             out.append(row("  server CPU % of a core", [fmt(s.relayed.serverPercent, 2), fmt(s.held.serverPercent, 2)]))
             out.append(row("  together", [fmt(s.relayed.totalPercent, 2), fmt(s.held.totalPercent, 2)]))
             out.append(row("  held / relayed", ["", ratio(s.held.totalPercent, s.relayed.totalPercent)]))
         }
         for g in glitches {
-            out.append("Under load: stress-ng --cpu \(g.cpuHogs), \(fmt(g.seconds, 0)) s, real PulseAudio, "
-                       + "pacat + parecord --latency-msec=10" + (g.extraPlayback > 0 ? " + \(g.extraPlayback) playback streams" : ""))
+            out.append(
+                "Under load: stress-ng --cpu \(g.cpuHogs), \(fmt(g.seconds, 0)) s, real PulseAudio, "
+                    + "pacat + parecord --latency-msec=10" + (g.extraPlayback > 0 ? " + \(g.extraPlayback) playback streams" : ""))
             let d = g.counts[.direct], r = g.counts[.relay], e = g.counts[.earmuff]
             func pair(_ name: String, _ v: (GlitchCounts) -> Double?, digits: Int = 0) {
                 out.append(row(name, [fmt(d.flatMap(v), digits), "", fmt(r.flatMap(v), digits), fmt(e.flatMap(v), digits), ""]))
@@ -455,13 +519,17 @@ final class Bench {
         /// calibration relay, doing the same work in the same run, misses its own `calibrationLimit`
         /// with its figure `c`, no relay reaches the target on this machine: the target becomes the
         /// calibration relay's figure, and both are printed.
-        func relayTarget(_ name: String, earmuff e: Double?, limit: Double?, calibration c: Double?,
-                         calibrationLimit: Double?, meets: (Double, Double) -> Bool = { $0 <= $1 },
-                         _ detail: String) {
+        func relayTarget(
+            _ name: String, earmuff e: Double?, limit: Double?, calibration c: Double?,
+            calibrationLimit: Double?, meets: (Double, Double) -> Bool = { $0 <= $1 },
+            _ detail: String
+        ) {
             guard let e, let limit else { return target(name, nil, detail) }
             if let c, let cl = calibrationLimit, !meets(c, cl) {
-                target(name, meets(e, c), "unreachable, so held to the calibration relay's: \(detail) "
-                       + "(the calibration relay's \(fmt(c, 2)) misses \(fmt(cl, 2)))")
+                target(
+                    name, meets(e, c),
+                    "unreachable, so held to the calibration relay's: \(detail) "
+                        + "(the calibration relay's \(fmt(c, 2)) misses \(fmt(cl, 2)))")
             } else {
                 target(name, meets(e, limit), detail)
             }
@@ -475,60 +543,70 @@ final class Bench {
             let r = l[.relay].map { ", relay +\(fmt($0.p50 - d.p50)) µs" } ?? ""
             let r99 = l[.relay].map { ", relay +\(fmt($0.p99 - d.p99)) µs" } ?? ""
             let c = l[.relay]
-            relayTarget("added p50 round trip ≤ 0.5x socat's, \(server)", earmuff: e.p50 - d.p50, limit: 0.5 * (s.p50 - d.p50),
-                        calibration: c.map { $0.p50 - d.p50 }, calibrationLimit: 0.5 * (s.p50 - d.p50),
-                        "earmuff +\(fmt(e.p50 - d.p50)) µs, socat +\(fmt(s.p50 - d.p50)) µs\(r)")
-            relayTarget("added p99 round trip ≤ 0.5x socat's, \(server)", earmuff: e.p99 - d.p99, limit: 0.5 * (s.p99 - d.p99),
-                        calibration: c.map { $0.p99 - d.p99 }, calibrationLimit: 0.5 * (s.p99 - d.p99),
-                        "earmuff +\(fmt(e.p99 - d.p99)) µs, socat +\(fmt(s.p99 - d.p99)) µs\(r99)")
+            relayTarget(
+                "added p50 round trip ≤ 0.5x socat's, \(server)", earmuff: e.p50 - d.p50, limit: 0.5 * (s.p50 - d.p50),
+                calibration: c.map { $0.p50 - d.p50 }, calibrationLimit: 0.5 * (s.p50 - d.p50),
+                "earmuff +\(fmt(e.p50 - d.p50)) µs, socat +\(fmt(s.p50 - d.p50)) µs\(r)")
+            relayTarget(
+                "added p99 round trip ≤ 0.5x socat's, \(server)", earmuff: e.p99 - d.p99, limit: 0.5 * (s.p99 - d.p99),
+                calibration: c.map { $0.p99 - d.p99 }, calibrationLimit: 0.5 * (s.p99 - d.p99),
+                "earmuff +\(fmt(e.p99 - d.p99)) µs, socat +\(fmt(s.p99 - d.p99)) µs\(r99)")
         }
         for n in options.streamCounts.sorted() {
             guard let t = throughput[n], let e = t[.earmuff]?.megabytesPerSecond else { continue }
             if let d = t[.direct]?.megabytesPerSecond {
                 let c = t[.relay]?.megabytesPerSecond
-                relayTarget("throughput ≥ 0.6x direct, \(n) stream(s)", earmuff: e, limit: 0.6 * d, calibration: c,
-                            calibrationLimit: 0.6 * d, meets: >=,
-                            ratio(e, d) + (c.map { ", calibration relay \(ratio($0, d))" } ?? ""))
+                relayTarget(
+                    "throughput ≥ 0.6x direct, \(n) stream(s)", earmuff: e, limit: 0.6 * d, calibration: c,
+                    calibrationLimit: 0.6 * d, meets: >=,
+                    ratio(e, d) + (c.map { ", calibration relay \(ratio($0, d))" } ?? ""))
             }
             if let s = t[.socat]?.megabytesPerSecond {
                 let c = t[.relay]?.megabytesPerSecond
-                relayTarget("throughput ≥ 1.5x socat's, \(n) stream(s)", earmuff: e, limit: 1.5 * s, calibration: c,
-                            calibrationLimit: 1.5 * s, meets: >=,
-                            ratio(e, s) + (c.map { ", calibration relay \(ratio($0, s))" } ?? ""))
+                relayTarget(
+                    "throughput ≥ 1.5x socat's, \(n) stream(s)", earmuff: e, limit: 1.5 * s, calibration: c,
+                    calibrationLimit: 1.5 * s, meets: >=,
+                    ratio(e, s) + (c.map { ", calibration relay \(ratio($0, s))" } ?? ""))
             }
             if let ec = t[.earmuff]?.cpuPerGB, let sc = t[.socat]?.cpuPerGB {
                 let c = t[.relay]?.cpuPerGB
-                relayTarget("relay CPU per GB ≤ 0.5x socat's, \(n) stream(s)", earmuff: ec, limit: 0.5 * sc, calibration: c,
-                            calibrationLimit: 0.5 * sc,
-                            ratio(ec, sc) + (c.map { ", calibration relay \(ratio($0, sc))" } ?? ""))
+                relayTarget(
+                    "relay CPU per GB ≤ 0.5x socat's, \(n) stream(s)", earmuff: ec, limit: 0.5 * sc, calibration: c,
+                    calibrationLimit: 0.5 * sc,
+                    ratio(ec, sc) + (c.map { ", calibration relay \(ratio($0, sc))" } ?? ""))
             }
         }
         if let rr = realRecorders[.earmuff] {
             let e = rr.result.cpuPercent, p = rr.serverPercent
-            let budget = realRecorders[.relay].map { r in
-                ", calibration relay \(fmt(r.result.cpuPercent, 2)) % beside \(fmt(r.serverPercent, 2)) % "
-                    + "(\(ratio(r.result.cpuPercent, r.serverPercent)))"
-            } ?? ""
+            let budget =
+                realRecorders[.relay].map { r in
+                    ", calibration relay \(fmt(r.result.cpuPercent, 2)) % beside \(fmt(r.serverPercent, 2)) % "
+                        + "(\(ratio(r.result.cpuPercent, r.serverPercent)))"
+                } ?? ""
             let calibration = realRecorders[.relay]
-            relayTarget("\(options.recordingClients) recorders: earmuff CPU ≤ 0.5x the server's", earmuff: e,
-                       limit: p.map { 0.5 * $0 }, calibration: calibration?.result.cpuPercent,
-                       calibrationLimit: calibration?.serverPercent.map { 0.5 * $0 },
-                       "earmuff \(fmt(e, 2)) %, PulseAudio \(fmt(p, 2)) % (\(ratio(e, p)))\(budget)")
+            relayTarget(
+                "\(options.recordingClients) recorders: earmuff CPU ≤ 0.5x the server's", earmuff: e,
+                limit: p.map { 0.5 * $0 }, calibration: calibration?.result.cpuPercent,
+                calibrationLimit: calibration?.serverPercent.map { 0.5 * $0 },
+                "earmuff \(fmt(e, 2)) %, PulseAudio \(fmt(p, 2)) % (\(ratio(e, p)))\(budget)")
         }
         if let r = recording {
             let c = recordingCalibration?.cpuPercent
-            relayTarget("\(r.clients) clients at audio rate ≤ 5 % of a core", earmuff: r.result.cpuPercent, limit: 5,
-                       calibration: c, calibrationLimit: 5,
-                       "\(fmt(r.result.cpuPercent, 1)) %" + (c.map { ", calibration relay \(fmt($0, 1)) %" } ?? ""))
+            relayTarget(
+                "\(r.clients) clients at audio rate ≤ 5 % of a core", earmuff: r.result.cpuPercent, limit: 5,
+                calibration: c, calibrationLimit: 5,
+                "\(fmt(r.result.cpuPercent, 1)) %" + (c.map { ", calibration relay \(fmt($0, 1)) %" } ?? ""))
         }
         let heldTarget = "\(options.recordingClients) recorders: held < relayed (earmuff+server)"
         if let s = silence {
-            let verified = s.held.result.frames > 0 && s.held.result.silentFrames == s.held.result.frames
+            let verified =
+                s.held.result.frames > 0 && s.held.result.silentFrames == s.held.result.frames
                 && s.relayed.result.silentFrames < s.relayed.result.frames
             if verified {
-                target(heldTarget, s.held.totalPercent.flatMap { h in s.relayed.totalPercent.map { h < $0 } },
-                       "held \(fmt(s.held.totalPercent, 2)) %, relayed \(fmt(s.relayed.totalPercent, 2)) % of a core "
-                       + "(\(ratio(s.held.totalPercent, s.relayed.totalPercent)))")
+                target(
+                    heldTarget, s.held.totalPercent.flatMap { h in s.relayed.totalPercent.map { h < $0 } },
+                    "held \(fmt(s.held.totalPercent, 2)) %, relayed \(fmt(s.relayed.totalPercent, 2)) % of a core "
+                        + "(\(ratio(s.held.totalPercent, s.relayed.totalPercent)))")
             } else {
                 target(heldTarget, false, "the held window heard something, or the relayed one only silence")
             }
@@ -537,9 +615,10 @@ final class Bench {
         }
         if let idle {
             target("≤ 16 KiB RSS per idle client", idle.perClientKiB <= 16, "\(fmt(idle.perClientKiB)) KiB")
-            target("0 context switches while idle", idle.idleContextSwitches.map { $0 == 0 },
-                   "\(idle.idleContextSwitches.map(String.init) ?? "n/a") in \(fmt(idle.idleSeconds, 0)) s, "
-                   + "\(idle.clients) clients")
+            target(
+                "0 context switches while idle", idle.idleContextSwitches.map { $0 == 0 },
+                "\(idle.idleContextSwitches.map(String.init) ?? "n/a") in \(fmt(idle.idleSeconds, 0)) s, "
+                    + "\(idle.clients) clients")
         }
         for g in glitches {
             guard let d = g.counts[.direct], let e = g.counts[.earmuff] else { continue }
@@ -549,18 +628,20 @@ final class Bench {
             if !e.died.isEmpty {
                 target("under load, \(what): glitches ≤ direct's", false, "earmuff's streams ended early")
             } else {
-                relayTarget("under load, \(what): glitches ≤ direct's (±2σ)", earmuff: Double(e.glitches),
-                            limit: Double(d.glitches), calibration: c.map { Double($0.glitches) },
-                            calibrationLimit: Double(d.glitches), meets: atMostCount,
-                            "earmuff \(e.glitches), direct \(d.glitches)" + (c.map { ", calibration relay \($0.glitches)" } ?? ""))
+                relayTarget(
+                    "under load, \(what): glitches ≤ direct's (±2σ)", earmuff: Double(e.glitches),
+                    limit: Double(d.glitches), calibration: c.map { Double($0.glitches) },
+                    calibrationLimit: Double(d.glitches), meets: atMostCount,
+                    "earmuff \(e.glitches), direct \(d.glitches)" + (c.map { ", calibration relay \($0.glitches)" } ?? ""))
             }
             let dp = percentile(d.playbackLatency, 0.99)
             func added(_ counts: GlitchCounts?) -> Double? {
                 counts.flatMap { percentile($0.playbackLatency, 0.99) }.flatMap { p in dp.map { (p - $0) / 1000 } }
             }
-            relayTarget("under load, \(what): added playback p99 ≤ 2 ms", earmuff: added(e), limit: 2, calibration: added(c),
-                        calibrationLimit: 2,
-                        "\(fmt(added(e), 2)) ms" + (added(c).map { ", calibration relay \(fmt($0, 2)) ms" } ?? ""))
+            relayTarget(
+                "under load, \(what): added playback p99 ≤ 2 ms", earmuff: added(e), limit: 2, calibration: added(c),
+                calibrationLimit: 2,
+                "\(fmt(added(e), 2)) ms" + (added(c).map { ", calibration relay \(fmt($0, 2)) ms" } ?? ""))
         }
         out.append("  \(pass) passed, \(fail) failed")
         var seen = Set<String>()

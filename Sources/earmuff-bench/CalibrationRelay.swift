@@ -21,8 +21,10 @@ enum CalibrationRelay {
     /// Runs the relay until the process is killed.
     static func run(listen: String, upstream: String) -> Never {
         signal(SIGPIPE, SIG_IGN)
-        let listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue)
-                              | Int32(SOCK_CLOEXEC.rawValue), 0)
+        let listener = socket(
+            AF_UNIX,
+            Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue)
+                | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard listener >= 0, bindUnix(listener, listen), Glibc.listen(listener, 1024) == 0 else {
             die("cannot listen at \(listen): \(Errno(rawValue: errno))")
         }
@@ -92,7 +94,8 @@ enum CalibrationRelay {
                     }
                 }
                 guard events[i] & (EARMUFF_EPOLLIN | EARMUFF_EPOLLHUP | EARMUFF_EPOLLERR) != 0,
-                      pending[other] == nil else { continue }
+                    pending[other] == nil
+                else { continue }
                 let got = read(fd, buffer, 256 * 1024)
                 if got > 0 {
                     if forward(UnsafeRawBufferPointer(start: buffer, count: got), to: other, from: fd) {

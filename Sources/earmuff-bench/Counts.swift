@@ -80,9 +80,12 @@ enum Counts {
             // Read-write: the open never blocks, and perf finds a reader when it opens it.
             acknowledgement = open(ack, O_RDWR | O_NONBLOCK | O_CLOEXEC)
             perf = try ChildProcess.spawn(
-                executable: exe, arguments: ["stat", "-x,", "-o", output, "--delay", "-1",
-                                             "--control", "fifo:\(ctl),\(ack)",
-                                             "-e", Counts.eventNames.joined(separator: ","), "-p", String(pid)],
+                executable: exe,
+                arguments: [
+                    "stat", "-x,", "-o", output, "--delay", "-1",
+                    "--control", "fifo:\(ctl),\(ack)",
+                    "-e", Counts.eventNames.joined(separator: ","), "-p", String(pid),
+                ],
                 environment: Tool.privateEnvironment(root: workDir), stdoutPath: "\(output).log",
                 stderrPath: "\(output).log", maxLifetime: 600)
             // Opening for writing succeeds once perf has the fifo open for reading.
@@ -167,8 +170,10 @@ extension Measurer {
 
     /// `streams` record streams (`perConnection` to a connection) through each relay for
     /// `duration` seconds, counted per memblock the clients received.
-    func chunkCounts(_ relays: [Relay], streams: Int, perConnection: Int = 1, request: StreamRequest,
-                     duration: Double, workDir: String) throws -> [Mode: UnitCounts] {
+    func chunkCounts(
+        _ relays: [Relay], streams: Int, perConnection: Int = 1, request: StreamRequest,
+        duration: Double, workDir: String
+    ) throws -> [Mode: UnitCounts] {
         var out: [Mode: UnitCounts] = [:]
         for relay in relays {
             guard let pid = relay.pid else { continue }

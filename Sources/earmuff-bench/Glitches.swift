@@ -41,8 +41,10 @@ enum Glitches {
 
     /// Runs one window: `extraPlayback` more playback streams per path beside
     /// the measured pair. `earmuff` must already let `pacat` record system audio.
-    static func window(server: PulseServer, earmuff: Relay, calibration: Relay?, extraPlayback: Int, seconds: Double,
-                       workDir: String) throws -> GlitchResult {
+    static func window(
+        server: PulseServer, earmuff: Relay, calibration: Relay?, extraPlayback: Int, seconds: Double,
+        workDir: String
+    ) throws -> GlitchResult {
         guard let pacat = findExecutable("pacat"), let stress = findExecutable("stress-ng") else {
             throw BenchError("the glitch part needs pacat and stress-ng (apt-get install pulseaudio-utils stress-ng)")
         }
@@ -53,7 +55,8 @@ enum Glitches {
             stdoutPath: "\(workDir)/stress.log", stderrPath: "\(workDir)/stress.log", maxLifetime: Int(seconds) + 90)
         defer { _ = hog.terminate(signal: SIGTERM, grace: 2) }
 
-        let paths: [(Mode, String)] = [(.direct, server.socketPath)] + (calibration.map { [(.relay, $0.path)] } ?? [])
+        let paths: [(Mode, String)] =
+            [(.direct, server.socketPath)] + (calibration.map { [(.relay, $0.path)] } ?? [])
             + [(.earmuff, earmuff.path)]
         var streams: [(mode: Mode, name: String, playback: Bool, process: ChildProcess)] = []
         defer { for s in streams where s.process.isRunning { _ = s.process.terminate(signal: SIGKILL, grace: 1) } }
@@ -66,12 +69,14 @@ enum Glitches {
             var env = Tool.privateEnvironment(root: workDir)
             env["PULSE_SERVER"] = "unix:\(socket)"
             if mode == .relay { env["PULSE_CLIENTCONFIG"] = noSharedMemory }
-            let names = [("\(mode)-play", true), ("\(mode)-record", false)]
+            let names =
+                [("\(mode)-play", true), ("\(mode)-record", false)]
                 + (0..<extraPlayback).map { ("\(mode)-tab\($0)", true) }
             for (name, playback) in names {
                 // Recording from the sink's monitor: a source with the sink's
                 // low latency (the sine source hands out 2 s blocks).
-                let args = (playback ? ["--playback"] : ["--record", "--device=\(PulseServer.sinkName).monitor"])
+                let args =
+                    (playback ? ["--playback"] : ["--record", "--device=\(PulseServer.sinkName).monitor"])
                     + ["-v", "--stream-name=\(name)"] + format + [playback ? "/dev/zero" : "/dev/null"]
                 let p = try ChildProcess.spawn(
                     executable: pacat, arguments: args, environment: env,
@@ -110,10 +115,12 @@ enum Glitches {
                 c.recordOverruns += occurrences(of: "Stream overrun.", in: text)
                 c.recordLatency += latencies
             }
-            c.serverLogged += serverLog.filter { line in
-                line.contains("'\(s.name)'") && (line.localizedCaseInsensitiveContains("underrun")
-                                                   || line.localizedCaseInsensitiveContains("overrun"))
-            }.count
+            c.serverLogged +=
+                serverLog.filter { line in
+                    line.contains("'\(s.name)'")
+                        && (line.localizedCaseInsensitiveContains("underrun")
+                            || line.localizedCaseInsensitiveContains("overrun"))
+                }.count
             result.counts[s.mode] = c
         }
         return result

@@ -132,8 +132,10 @@ final class Measurer {
     /// One counting window: `streams` connections with one record stream each.
     /// `perConnection` streams share a connection (a real server takes 64 connections at most).
     /// `also` reads another process's CPU seconds over the same window (the server's).
-    func window(_ relay: Relay, streams: Int, perConnection: Int = 1, request: StreamRequest, duration: Double,
-                warmup: Double, tick: () -> Void = {}, also: (() -> Double?)? = nil)
+    func window(
+        _ relay: Relay, streams: Int, perConnection: Int = 1, request: StreamRequest, duration: Double,
+        warmup: Double, tick: () -> Void = {}, also: (() -> Double?)? = nil
+    )
         throws -> (StreamCounter.Window, Double?)
     {
         var clients = try recordingClients(relay, streams: streams, perConnection: perConnection, request: request)
@@ -142,21 +144,28 @@ final class Measurer {
         var other0: Double?
         let w = try StreamCounter.run(
             clients, warmup: warmup, duration: duration,
-            begin: { cpu0 = relay.cpuSeconds(); other0 = also?() }, tick: tick,
-            end: { _ in cpu1 = relay.cpuSeconds(); if let a = also?(), let b = other0 { self.otherCPU = a - b } })
+            begin: {
+                cpu0 = relay.cpuSeconds(); other0 = also?()
+            }, tick: tick,
+            end: { _ in
+                cpu1 = relay.cpuSeconds(); if let a = also?(), let b = other0 { self.otherCPU = a - b }
+            })
         clients.removeAll()
         var cpu: Double?
         if let cpu0, let cpu1 { cpu = cpu1 - cpu0 }
         if w.bytes == 0, let e = relay.earmuff {
             let tail = e.log().split(separator: "\n").suffix(8).joined(separator: "\n    ")
-            problems.append("no record data through earmuff in a \(String(format: "%.1f", duration)) s window "
-                            + "(\(streams) stream(s)); its log ends:\n    \(tail)")
+            problems.append(
+                "no record data through earmuff in a \(String(format: "%.1f", duration)) s window "
+                    + "(\(streams) stream(s)); its log ends:\n    \(tail)")
         }
         return (w, cpu)
     }
 
     /// `streams` record streams through `relay`, `perConnection` to a connection.
-    func recordingClients(_ relay: Relay, streams: Int, perConnection: Int, request: StreamRequest) throws
+    func recordingClients(
+        _ relay: Relay, streams: Int, perConnection: Int, request: StreamRequest
+    ) throws
         -> [NativeClient]
     {
         var clients: [NativeClient] = []
@@ -165,8 +174,9 @@ final class Measurer {
         while opened < streams {
             let c = try connect(relay)
             for _ in 0..<min(perConnection, streams - opened) {
-                _ = try c.createRecordStream(spec: request.spec, map: request.map, fragSize: request.fragSize,
-                                             source: request.source)
+                _ = try c.createRecordStream(
+                    spec: request.spec, map: request.map, fragSize: request.fragSize,
+                    source: request.source)
                 opened += 1
             }
             clients.append(c)
@@ -175,16 +185,18 @@ final class Measurer {
     }
 
     /// Throughput per relay, modes interleaved over `rounds` windows.
-    func throughput(_ relays: [Relay], streams: Int, request: StreamRequest, duration: Double? = nil,
-                    rounds: Int? = nil, quiesce: () -> Void) throws -> [Mode: ThroughputResult]
-    {
+    func throughput(
+        _ relays: [Relay], streams: Int, request: StreamRequest, duration: Double? = nil,
+        rounds: Int? = nil, quiesce: () -> Void
+    ) throws -> [Mode: ThroughputResult] {
         var out: [Mode: ThroughputResult] = [:]
         let rounds = rounds ?? options.rounds
         let each = (duration ?? options.duration) / Double(rounds)
         for _ in 0..<rounds {
             for relay in relays {
-                let (w, cpu) = try window(relay, streams: streams, request: request, duration: each,
-                                          warmup: options.warmup)
+                let (w, cpu) = try window(
+                    relay, streams: streams, request: request, duration: each,
+                    warmup: options.warmup)
                 out[relay.mode, default: ThroughputResult()].add(w, cpu: cpu)
                 quiesce()
             }
@@ -220,7 +232,7 @@ extension Measurer {
     /// Connects `count` idle (authenticated) clients through a fresh earmuff and reads its RSS.
     func idleMemory(_ relay: Relay, count: Int) throws -> IdleMemory {
         guard let pid = relay.pid else { throw BenchError("no earmuff pid") }
-        do { _ = try connect(relay) }  // warm up lazily initialised state, then let it go
+        do { _ = try connect(relay) } // warm up lazily initialised state, then let it go
         usleep(300_000)
         let base = Proc.rssKiB(pid) ?? 0
         var clients: [NativeClient] = []
@@ -236,12 +248,15 @@ extension Measurer {
         let after = Proc.contextSwitches(pid)
         let switches = before.flatMap { b in after.map { Proc.contextSwitches(from: b, to: $0) } }
         clients.removeAll()
-        return IdleMemory(clients: count, baselineKiB: base, loadedKiB: loaded, threads: threads,
-                          idleContextSwitches: switches, idleSeconds: idleSeconds)
+        return IdleMemory(
+            clients: count, baselineKiB: base, loadedKiB: loaded, threads: threads,
+            idleContextSwitches: switches, idleSeconds: idleSeconds)
     }
 
     /// `count` recording clients through a fresh earmuff in front of a paced server.
-    func recordingMemory(_ relay: Relay, count: Int, bytesPerSecond: Int, request: StreamRequest) throws
+    func recordingMemory(
+        _ relay: Relay, count: Int, bytesPerSecond: Int, request: StreamRequest
+    ) throws
         -> RecordingMemory
     {
         guard let pid = relay.pid else { throw BenchError("no earmuff pid") }
@@ -249,14 +264,16 @@ extension Measurer {
         usleep(300_000)
         let base = Proc.rssKiB(pid) ?? 0
         var peak = base
-        let (w, cpu) = try window(relay, streams: count, request: request, duration: max(options.duration, 2),
-                                  warmup: 0.5, tick: { peak = max(peak, Proc.rssKiB(pid) ?? 0) })
+        let (w, cpu) = try window(
+            relay, streams: count, request: request, duration: max(options.duration, 2),
+            warmup: 0.5, tick: { peak = max(peak, Proc.rssKiB(pid) ?? 0) })
         let end = Proc.rssKiB(pid) ?? 0
         peak = max(peak, end)
         var r = ThroughputResult()
         r.add(w, cpu: cpu)
-        return RecordingMemory(clients: count, baselineKiB: base, peakKiB: peak, endKiB: end,
-                               expectedBytesPerSecond: Double(count * bytesPerSecond), result: r)
+        return RecordingMemory(
+            clients: count, baselineKiB: base, peakKiB: peak, endKiB: end,
+            expectedBytesPerSecond: Double(count * bytesPerSecond), result: r)
     }
 }
 
@@ -283,8 +300,9 @@ extension Measurer {
         var out = SilenceResult()
         for (verb, keyPath) in [("grant", \SilenceResult.relayed), ("deny", \SilenceResult.held)] {
             try relay.decide(verb, kind: "system-audio")
-            let (w, cpu) = try window(relay, streams: streams, perConnection: 4, request: request, duration: 4,
-                                      warmup: 0.5, also: { Proc.cpuSeconds(server.process.pid) })
+            let (w, cpu) = try window(
+                relay, streams: streams, perConnection: 4, request: request, duration: 4,
+                warmup: 0.5, also: { Proc.cpuSeconds(server.process.pid) })
             out[keyPath: keyPath].result.add(w, cpu: cpu)
             out[keyPath: keyPath].serverPercent = otherCPU.map { $0 / w.seconds * 100 }
             usleep(100_000)

@@ -185,7 +185,7 @@ final class NativeClient {
             let reply = try readPacket()
             var r = TagStructReader(reply)
             let header = try PacketHeader.decode(from: &r)
-            guard header.tag == tag else { continue }  // an event or another reply
+            guard header.tag == tag else { continue } // an event or another reply
             if header.command == Command.error.rawValue {
                 throw BenchError("request refused: error \(try r.readU32())")
             }
@@ -199,8 +199,9 @@ final class NativeClient {
     /// AUTH without SHM/memfd bits, then SET_CLIENT_NAME.
     func handshake(name: String = "earmuff-bench") throws {
         let authTag = takeTag()
-        var r = try request(AuthRequest(versionWord: Limits.protocolVersion).packet(tag: authTag, version: 8),
-                            tag: authTag)
+        var r = try request(
+            AuthRequest(versionWord: Limits.protocolVersion).packet(tag: authTag, version: 8),
+            tag: authTag)
         let server = try AuthReply.decode(from: &r, version: 8)
         guard server.versionWord & ~ProtocolVersion.numberMask == 0 else {
             throw BenchError(String(format: "server offered transport flags: 0x%08x", server.versionWord))
@@ -213,7 +214,9 @@ final class NativeClient {
     }
 
     /// CREATE_RECORD_STREAM; returns the reply.
-    func createRecordStream(spec: SampleSpec, map: ChannelMap, fragSize: UInt32, source: String? = nil) throws
+    func createRecordStream(
+        spec: SampleSpec, map: ChannelMap, fragSize: UInt32, source: String? = nil
+    ) throws
         -> CreateRecordStreamReply
     {
         var req = CreateRecordStreamRequest()
@@ -367,9 +370,10 @@ enum StreamCounter {
         }
         let endNow = Clock.seconds()
         let endTotals = totals()
-        let w = Window(bytes: endTotals.0 &- startTotals.0, seconds: endNow - windowStart,
-                       silentFrames: endTotals.1 - startTotals.1, patternFrames: endTotals.2 - startTotals.2,
-                       frames: endTotals.3 - startTotals.3)
+        let w = Window(
+            bytes: endTotals.0 &- startTotals.0, seconds: endNow - windowStart,
+            silentFrames: endTotals.1 - startTotals.1, patternFrames: endTotals.2 - startTotals.2,
+            frames: endTotals.3 - startTotals.3)
         end(w)
         return w
     }

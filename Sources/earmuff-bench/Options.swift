@@ -30,46 +30,46 @@ struct Options {
     var pulseServer: String?
 
     static let usage = """
-    usage: earmuff-bench [options]
+        usage: earmuff-bench [options]
 
-    Measures earmuff against a direct connection and a socat relay on the same
-    work, prints a table with the ratios and checks the performance targets.
-    Build in release first: swift build -c release
+        Measures earmuff against a direct connection and a socat relay on the same
+        work, prints a table with the ratios and checks the performance targets.
+        Build in release first: swift build -c release
 
-    options:
-      --quick               1 s per measurement, 1 round, 2000 round trips,
-                            200 idle / 50 recording clients, 10 s glitch windows
-      --only PARTS          comma list of: latency, throughput, real, memory, silence
-                            (recorders held against relayed: needs pulseaudio),
-                            glitch, counts (system calls, wake-ups and context
-                            switches per round trip and per chunk: needs perf)
-      --skip PARTS          the same, to leave out
-      --modes MODES         comma list of: direct, socat, relay, earmuff (default all;
-                            relay is the calibration relay)
-      --duration S          seconds counted per mode and measurement (default 3)
-      --rounds N            rounds interleaving the modes (default 3)
-      --requests N          round trips per mode (default 10000)
-      --streams LIST        concurrent record streams, e.g. 1,64 (default)
-      --payload BYTES       memblock payload of the flood server (default 65536)
-      --idle-clients N      idle clients for the memory figure (default 1000)
-      --recording-clients N recording clients at audio rate (default 200)
-      --pa-streams N        streams against the real PulseAudio (default 8)
-      --glitch-seconds S    each glitch window under stress-ng (default 30, quick 10)
-      --glitch-tabs N       playback streams beside the measured pair in the
-                            second glitch window (default 20)
-      --pulse-server PATH   for the real-server part, use this running server's
-                            socket (e.g. pipewire-pulse) instead of a private
-                            PulseAudio
-      --earmuff PATH        the earmuff binary (default: next to this one,
-                            or $EARMUFF_BINARY)
-      -h, --help            this text
+        options:
+          --quick               1 s per measurement, 1 round, 2000 round trips,
+                                200 idle / 50 recording clients, 10 s glitch windows
+          --only PARTS          comma list of: latency, throughput, real, memory, silence
+                                (recorders held against relayed: needs pulseaudio),
+                                glitch, counts (system calls, wake-ups and context
+                                switches per round trip and per chunk: needs perf)
+          --skip PARTS          the same, to leave out
+          --modes MODES         comma list of: direct, socat, relay, earmuff (default all;
+                                relay is the calibration relay)
+          --duration S          seconds counted per mode and measurement (default 3)
+          --rounds N            rounds interleaving the modes (default 3)
+          --requests N          round trips per mode (default 10000)
+          --streams LIST        concurrent record streams, e.g. 1,64 (default)
+          --payload BYTES       memblock payload of the flood server (default 65536)
+          --idle-clients N      idle clients for the memory figure (default 1000)
+          --recording-clients N recording clients at audio rate (default 200)
+          --pa-streams N        streams against the real PulseAudio (default 8)
+          --glitch-seconds S    each glitch window under stress-ng (default 30, quick 10)
+          --glitch-tabs N       playback streams beside the measured pair in the
+                                second glitch window (default 20)
+          --pulse-server PATH   for the real-server part, use this running server's
+                                socket (e.g. pipewire-pulse) instead of a private
+                                PulseAudio
+          --earmuff PATH        the earmuff binary (default: next to this one,
+                                or $EARMUFF_BINARY)
+          -h, --help            this text
 
-    environment: EARMUFF_BENCH_LOG_LEVEL (earmuff's --log-level, default warn),
-    EARMUFF_BENCH_SERVE_ARGS (more `earmuff serve` arguments, e.g. "--coalesce-ms 0"),
-    EARMUFF_BENCH_CONFIG (more configuration lines, e.g. "realtime-priority = 0"),
-    EARMUFF_BENCH_SAMPLES (a directory: every round trip, with when it began, to
-    DIR/{synthetic,real}-MODE.txt)
-    """
+        environment: EARMUFF_BENCH_LOG_LEVEL (earmuff's --log-level, default warn),
+        EARMUFF_BENCH_SERVE_ARGS (more `earmuff serve` arguments, e.g. "--coalesce-ms 0"),
+        EARMUFF_BENCH_CONFIG (more configuration lines, e.g. "realtime-priority = 0"),
+        EARMUFF_BENCH_SAMPLES (a directory: every round trip, with when it began, to
+        DIR/{synthetic,real}-MODE.txt)
+        """
 
     static func parse(_ args: [String]) -> Options {
         var o = Options()
@@ -88,10 +88,11 @@ struct Options {
             return v
         }
         func parts(_ s: String) -> Set<Part> {
-            Set(s.split(separator: ",").map { p -> Part in
-                guard let part = Part(rawValue: String(p)) else { fail("unknown part \(p)") }
-                return part
-            })
+            Set(
+                s.split(separator: ",").map { p -> Part in
+                    guard let part = Part(rawValue: String(p)) else { fail("unknown part \(p)") }
+                    return part
+                })
         }
         var quick = false
         var explicitDuration = false, explicitRounds = false, explicitRequests = false

@@ -21,7 +21,8 @@ enum Proc {
     /// The fields of /proc/<pid>/stat after the command name (field 3 onwards).
     private static func statFields(_ pid: pid_t) -> [Substring]? {
         guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-              let close = text.lastIndex(of: ")") else { return nil }
+            let close = text.lastIndex(of: ")")
+        else { return nil }
         return text[text.index(after: close)...].split(separator: " ")
     }
 
@@ -34,7 +35,8 @@ enum Proc {
             var ok = true
             for t in tasks {
                 guard let text = try? String(contentsOfFile: "/proc/\(pid)/task/\(t)/schedstat", encoding: .utf8),
-                      let first = text.split(separator: " ").first, let v = Double(first) else {
+                    let first = text.split(separator: " ").first, let v = Double(first)
+                else {
                     ok = false
                     break
                 }
@@ -84,8 +86,10 @@ enum Proc {
         var perThread: [String: Int] = [:]
         for t in tasks {
             guard let text = try? String(contentsOfFile: "/proc/\(pid)/task/\(t)/status", encoding: .utf8) else { continue }
-            for line in text.split(separator: "\n") where line.hasPrefix("voluntary_ctxt_switches:")
-                || line.hasPrefix("nonvoluntary_ctxt_switches:") {
+            for line in text.split(separator: "\n")
+            where line.hasPrefix("voluntary_ctxt_switches:")
+                || line.hasPrefix("nonvoluntary_ctxt_switches:")
+            {
                 perThread[t, default: 0] += Int(line.split(separator: ":").last?.trimmingCharacters(in: .whitespaces) ?? "") ?? 0
             }
         }
@@ -141,11 +145,13 @@ struct ConsentSupport {
             return self
         } catch {
             let text = "\(error)"
-            let why = text.split(separator: "\n").last { $0.hasPrefix("stderr:") }
+            let why =
+                text.split(separator: "\n").last { $0.hasPrefix("stderr:") }
                 .map { String($0.dropFirst(7)).trimmingCharacters(in: .whitespaces) } ?? text
-            return ConsentSupport(available: false,
-                                  note: "pending: the CLI has grant/deny, but `earmuff grant` could not reach "
-                                      + "`earmuff serve --control PATH` (\(why))")
+            return ConsentSupport(
+                available: false,
+                note: "pending: the CLI has grant/deny, but `earmuff grant` could not reach "
+                    + "`earmuff serve --control PATH` (\(why))")
         }
     }
 
@@ -161,9 +167,11 @@ func runCapture(_ executable: String, _ args: [String], timeout: Double = 20) ->
     defer { TempDir.remove(dir) }
     var env = Tool.privateEnvironment(root: dir)
     env["HOME"] = dir
-    guard let p = try? ChildProcess.spawn(
-        executable: executable, arguments: args, environment: env,
-        stdoutPath: "\(dir)/out", stderrPath: "\(dir)/out", maxLifetime: Int(timeout) + 10) else { return "" }
+    guard
+        let p = try? ChildProcess.spawn(
+            executable: executable, arguments: args, environment: env,
+            stdoutPath: "\(dir)/out", stderrPath: "\(dir)/out", maxLifetime: Int(timeout) + 10)
+    else { return "" }
     if p.wait(timeout: timeout) == nil { p.terminate(signal: SIGKILL) }
     return String(decoding: p.stdoutData(), as: UTF8.self)
 }
@@ -183,8 +191,10 @@ final class Relay {
     /// The explicit control socket, when consent is on.
     let controlPath: String?
 
-    private init(mode: Mode, path: String, pid: pid_t?, child: ChildProcess?, earmuff: EarmuffProcess?,
-                 controlPath: String?) {
+    private init(
+        mode: Mode, path: String, pid: pid_t?, child: ChildProcess?, earmuff: EarmuffProcess?,
+        controlPath: String?
+    ) {
         self.mode = mode
         self.path = path
         self.pid = pid
@@ -236,8 +246,10 @@ final class Relay {
 
     /// `earmuff serve` in front of `upstream`; with consent, the benchmark's own
     /// binary is granted so streams carry real samples.
-    static func earmuff(_ upstream: String, binary: String, consent: ConsentSupport, workDir: String,
-                        grantSelf: Bool = true) throws -> Relay {
+    static func earmuff(
+        _ upstream: String, binary: String, consent: ConsentSupport, workDir: String,
+        grantSelf: Bool = true
+    ) throws -> Relay {
         setenv("EARMUFF_BINARY", binary, 1)
         var args: [String] = []
         if ConsentSupport.serveTakesLogLevelCached(binary: binary) {
@@ -261,8 +273,9 @@ final class Relay {
             args += ["--control", control!, "--store", "\(workDir)/store-\(tag).db"]
         }
         let e = try EarmuffProcess(upstream: "unix:\(upstream)", extraArguments: args, maxLifetime: 1200)
-        let relay = Relay(mode: .earmuff, path: e.listenPath, pid: e.process.pid, child: nil, earmuff: e,
-                          controlPath: control)
+        let relay = Relay(
+            mode: .earmuff, path: e.listenPath, pid: e.process.pid, child: nil, earmuff: e,
+            controlPath: control)
         if consent.available && grantSelf { try relay.decide("grant") }
         return relay
     }

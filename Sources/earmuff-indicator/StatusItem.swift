@@ -38,12 +38,16 @@ final class StatusItem {
         index(view.menu)
         slots.append(try bus.serve(path: Self.itemPath) { [unowned self] in self.answerItem($0) })
         slots.append(try bus.serve(path: Self.menuPath) { [unowned self] in self.answerMenu($0) })
-        slots.append(try bus.onSignal(sender: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
-                                      interface: "org.freedesktop.DBus", member: "NameOwnerChanged") { [unowned self] m in
-            guard let watched = try? m.readString(), watched == Self.watcher, (try? m.readString()) != nil,
-                  let owner = try? m.readString(), !owner.isEmpty else { return }
-            self.register()
-        })
+        slots.append(
+            try bus.onSignal(
+                sender: "org.freedesktop.DBus", path: "/org/freedesktop/DBus",
+                interface: "org.freedesktop.DBus", member: "NameOwnerChanged"
+            ) { [unowned self] m in
+                guard let watched = try? m.readString(), watched == Self.watcher, (try? m.readString()) != nil,
+                    let owner = try? m.readString(), !owner.isEmpty
+                else { return }
+                self.register()
+            })
         try bus.requestName(name)
         register()
     }
@@ -51,9 +55,12 @@ final class StatusItem {
     /// Tells the watcher the item is here (again); a tray that is not there yet finds the
     /// item through `NameOwnerChanged` when it comes.
     func register() {
-        guard let call = try? bus.methodCall(destination: Self.watcher, path: "/StatusNotifierWatcher",
-                                             interface: Self.watcher, member: "RegisterStatusNotifierItem"),
-              (try? call.append(name)) != nil else { return }
+        guard
+            let call = try? bus.methodCall(
+                destination: Self.watcher, path: "/StatusNotifierWatcher",
+                interface: Self.watcher, member: "RegisterStatusNotifierItem"),
+            (try? call.append(name)) != nil
+        else { return }
         registration = try? bus.callAsync(call, timeout: 10) { reply in
             if let e = reply.error, !e.meansNotProvided { log("the tray refused the indicator: \(e)") }
         }
@@ -88,8 +95,10 @@ final class StatusItem {
         walk(menu)
     }
 
-    private func emit(_ interface: String, _ member: String, path: String = itemPath,
-                      _ arguments: (BusMessage) throws(BusError) -> Void = { _ in }) {
+    private func emit(
+        _ interface: String, _ member: String, path: String = itemPath,
+        _ arguments: (BusMessage) throws(BusError) -> Void = { _ in }
+    ) {
         do throws(BusError) {
             let m = try bus.signal(path: path, interface: interface, member: member)
             try arguments(m)
@@ -111,7 +120,8 @@ final class StatusItem {
                 // A tray that activates rather than opening the menu (ItemIsMenu says it need not).
                 if items.values.contains(where: { $0.action == .openSettings }) { perform(.openSettings) }
             } else if call.isCall(Self.itemInterface, "SecondaryActivate") || call.isCall(Self.itemInterface, "ContextMenu")
-                        || call.isCall(Self.itemInterface, "Scroll") {
+                || call.isCall(Self.itemInterface, "Scroll")
+            {
                 // The menu is the tray's to show; nothing else to do.
             } else {
                 return false
@@ -120,8 +130,10 @@ final class StatusItem {
         }
     }
 
-    static let itemProperties = ["Category", "Id", "Title", "Status", "WindowId", "IconName", "IconPixmap",
-                                 "OverlayIconName", "AttentionIconName", "AttentionIconPixmap", "ToolTip", "ItemIsMenu", "Menu"]
+    static let itemProperties = [
+        "Category", "Id", "Title", "Status", "WindowId", "IconName", "IconPixmap",
+        "OverlayIconName", "AttentionIconName", "AttentionIconPixmap", "ToolTip", "ItemIsMenu", "Menu",
+    ]
 
     typealias Property = (signature: String, value: (BusMessage) throws(BusError) -> Void)
 
@@ -140,14 +152,17 @@ final class StatusItem {
             return ("a(iiay)", { m throws(BusError) in try Self.append(icon, to: m) })
         case "AttentionIconPixmap": return ("a(iiay)", { m throws(BusError) in try Self.append([], to: m) })
         case "ToolTip":
-            return ("(sa(iiay)ss)", { m throws(BusError) in
-                try m.open("r", "sa(iiay)ss")
-                try m.append("")
-                try Self.append([], to: m)
-                try m.append(view.tooltipTitle)
-                try m.append(view.tooltipBody.map(Self.escapeMarkup).joined(separator: "\n"))
-                try m.close()
-            })
+            return (
+                "(sa(iiay)ss)",
+                { m throws(BusError) in
+                    try m.open("r", "sa(iiay)ss")
+                    try m.append("")
+                    try Self.append([], to: m)
+                    try m.append(view.tooltipTitle)
+                    try m.append(view.tooltipBody.map(Self.escapeMarkup).joined(separator: "\n"))
+                    try m.close()
+                }
+            )
         case "ItemIsMenu": return ("b", { m throws(BusError) in try m.append(true) })
         case "Menu": return ("o", { m throws(BusError) in try m.append(objectPath: Self.menuPath) })
         default: return nil
@@ -222,8 +237,10 @@ final class StatusItem {
                 try r.close()
                 try r.open("a", "i")
                 try r.close()
-            } else if let answered = try answerProperties(call, r, Self.menuInterface,
-                                                          ["Version", "TextDirection", "Status", "IconThemePath"], menuProperty) {
+            } else if let answered = try answerProperties(
+                call, r, Self.menuInterface,
+                ["Version", "TextDirection", "Status", "IconThemePath"], menuProperty)
+            {
                 return answered
             } else if call.isCall("org.freedesktop.DBus.Introspectable", "Introspect") {
                 try r.append(Self.menuIntrospection)
@@ -236,8 +253,10 @@ final class StatusItem {
 
     /// Fills `r` for a `Properties.Get` or `GetAll` of `interface` (whose properties are
     /// `names`, written by `property`); whether it answered, or nil for another call.
-    private func answerProperties(_ call: BusMessage, _ r: BusMessage, _ interface: String, _ names: [String],
-                                  _ property: (String) -> Property?) throws(BusError) -> Bool? {
+    private func answerProperties(
+        _ call: BusMessage, _ r: BusMessage, _ interface: String, _ names: [String],
+        _ property: (String) -> Property?
+    ) throws(BusError) -> Bool? {
         if call.isCall("org.freedesktop.DBus.Properties", "Get") {
             let (asked, name) = (try call.readString(), try call.readString())
             guard asked == interface, let write = property(name) else { return false }

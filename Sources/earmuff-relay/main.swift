@@ -38,8 +38,9 @@ func identify(pid: Int32, uid: UInt32, gid: UInt32) -> ClientIdentity {
     var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
     let n = readlink("/proc/\(pid)/exe", &buffer, buffer.count - 1)
     let exe = n > 0 ? String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self) : nil
-    return ClientIdentity(pid: pid, uid: uid, gid: gid, appKey: AppKey(kind: "exe", value: exe ?? "pid-\(pid)"),
-                          method: .executable, executable: exe)
+    return ClientIdentity(
+        pid: pid, uid: uid, gid: gid, appKey: AppKey(kind: "exe", value: exe ?? "pid-\(pid)"),
+        method: .executable, executable: exe)
 }
 
 func fail(_ message: String, status: Int32 = 64) -> Never {

@@ -27,13 +27,14 @@ final class DaemonLink {
         do {
             thread = try ControlThread(path: path) { state in
                 let box = Unmanaged.passRetained(Handover(link: link, state: state)).toOpaque()
-                g_idle_add({ data in
-                    let h = Unmanaged<Handover>.fromOpaque(data!).takeRetainedValue()
-                    MainActor.assumeIsolated {
-                        Unmanaged<DaemonLink>.fromOpaque(UnsafeRawPointer(bitPattern: h.link)!).takeUnretainedValue().show(h.state)
-                    }
-                    return 0
-                }, box)
+                g_idle_add(
+                    { data in
+                        let h = Unmanaged<Handover>.fromOpaque(data!).takeRetainedValue()
+                        MainActor.assumeIsolated {
+                            Unmanaged<DaemonLink>.fromOpaque(UnsafeRawPointer(bitPattern: h.link)!).takeUnretainedValue().show(h.state)
+                        }
+                        return 0
+                    }, box)
             }
         } catch {
             state.lost(.refused(message: "cannot start the control thread (\(error))"))
@@ -56,4 +57,3 @@ private final class Handover: Sendable {
     let state: SettingsState
     init(link: UInt, state: SettingsState) { (self.link, self.state) = (link, state) }
 }
-

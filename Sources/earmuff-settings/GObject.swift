@@ -56,15 +56,17 @@ func onRelease(_ gesture: OpaquePointer, _ run: @escaping () -> Void) {
 func every(ms: UInt32, _ run: @escaping () -> Bool) {
     final class Repeat { let run: () -> Bool; init(_ r: @escaping () -> Bool) { run = r } }
     let data = Unmanaged.passRetained(Repeat(run)).toOpaque()
-    g_timeout_add(ms, { data in
-        let bits = UInt(bitPattern: data)
-        return MainActor.assumeIsolated {
-            let r = Unmanaged<Repeat>.fromOpaque(UnsafeRawPointer(bitPattern: bits)!)
-            if r.takeUnretainedValue().run() { return 1 }
-            r.release()
-            return 0
-        }
-    }, data)
+    g_timeout_add(
+        ms,
+        { data in
+            let bits = UInt(bitPattern: data)
+            return MainActor.assumeIsolated {
+                let r = Unmanaged<Repeat>.fromOpaque(UnsafeRawPointer(bitPattern: bits)!)
+                if r.takeUnretainedValue().run() { return 1 }
+                r.release()
+                return 0
+            }
+        }, data)
 }
 
 /// Runs `run` once on the GTK loop, after the signal being handled has finished (so that

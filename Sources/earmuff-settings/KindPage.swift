@@ -93,8 +93,10 @@ final class RowList {
     }
 
     /// Shows one row per (title, subtitle); `decorate` adds what else a row has.
-    func show(_ items: [(String, String)],
-              decorate: (Int, UnsafeMutablePointer<GtkWidget>) -> Void = { _, _ in }) {
+    func show(
+        _ items: [(String, String)],
+        decorate: (Int, UnsafeMutablePointer<GtkWidget>) -> Void = { _, _ in }
+    ) {
         for r in rows { adw_preferences_group_remove(cast(group), r) }
         rows = items.enumerated().map { i, item in
             let r = adw_action_row_new()!

@@ -64,8 +64,9 @@ final class SettingsWindow {
 
         let bar = adw_view_switcher_bar_new()!
         adw_view_switcher_bar_set_stack(cast(bar), cast(stack))
-        g_object_bind_property(UnsafeMutableRawPointer(title), "title-visible", UnsafeMutableRawPointer(bar), "reveal",
-                               G_BINDING_SYNC_CREATE)
+        g_object_bind_property(
+            UnsafeMutableRawPointer(title), "title-visible", UnsafeMutableRawPointer(bar), "reveal",
+            G_BINDING_SYNC_CREATE)
 
         let box = gtk_box_new(GTK_ORIENTATION_VERTICAL, 0)!
         gtk_box_append(cast(box), header)

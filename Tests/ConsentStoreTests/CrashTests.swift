@@ -10,8 +10,9 @@ private func crashKey(round: Int, seq: Int64) -> AppKey {
 
 /// The decision the child writes for `seq`: its state and purpose encode the sequence number.
 private func crashDecision(round: Int, seq: Int64) -> Decision {
-    Decision(appKey: crashKey(round: round, seq: seq), state: seq % 2 == 0 ? .granted : .denied,
-             reason: .user, purpose: "round \(round) seq \(seq)", decidedAt: Double(seq))
+    Decision(
+        appKey: crashKey(round: round, seq: seq), state: seq % 2 == 0 ? .granted : .denied,
+        reason: .user, purpose: "round \(round) seq \(seq)", decidedAt: Double(seq))
 }
 
 /// The forked child: opens its own connection, writes decisions in a loop and reports each
@@ -60,7 +61,7 @@ private func superviseChild(pid: pid_t, fd: Int32, enough: Int, deadlineSeconds:
         }
         let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
         if n < 0 && errno == EINTR { continue }
-        if n <= 0 { break }  // EOF: the child is gone and the pipe is drained.
+        if n <= 0 { break } // EOF: the child is gone and the pipe is drained.
         pending += chunk[0..<n]
         while pending.count >= 8 {
             var value: Int64 = 0
@@ -109,8 +110,9 @@ extension StoreTests {
             guard pid > 0 else { close(fds[0]); return }
 
             // Kill at a different point each round.
-            let (reported, status, timedOut) = superviseChild(pid: pid, fd: fds[0], enough: 150 + 67 * round,
-                                                              deadlineSeconds: 60)
+            let (reported, status, timedOut) = superviseChild(
+                pid: pid, fd: fds[0], enough: 150 + 67 * round,
+                deadlineSeconds: 60)
             close(fds[0])
             #expect(!timedOut, "the forked writer made no progress in 60 s")
             #expect(status & 0x7f == SIGKILL, "the writer should die by SIGKILL, wait status \(status)")
@@ -122,8 +124,10 @@ extension StoreTests {
         let store = try PermissionStore(path: path)
         #expect(try store.integrityCheck() == "ok")
         var missing: [String] = []
-        for (round, seq) in expected where try store.decision(for: crashKey(round: round, seq: seq))
-            != crashDecision(round: round, seq: seq) {
+        for (round, seq) in expected
+        where try store.decision(for: crashKey(round: round, seq: seq))
+            != crashDecision(round: round, seq: seq)
+        {
             missing.append("\(round)/\(seq)")
         }
         #expect(missing.isEmpty, "reported-committed decisions lost: \(missing.prefix(20))")

@@ -16,10 +16,12 @@ private func flips(_ actions: [ConsentAction]) -> [ConsentAction] {
 @Suite struct MasterSwitch {
     /// Two granted apps recording: off silences both and is stored; on makes both real again.
     @Test func offSilencesEveryAppOnRestoresThem() throws {
-        var e = ConsentEngine(policy: ConsentPolicy(), decisions: [
-            Decision(appKey: app, state: .granted, reason: .user, decidedAt: 0),
-            Decision(appKey: other, state: .granted, reason: .user, decidedAt: 0),
-        ])
+        var e = ConsentEngine(
+            policy: ConsentPolicy(),
+            decisions: [
+                Decision(appKey: app, state: .granted, reason: .user, decidedAt: 0),
+                Decision(appKey: other, state: .granted, reason: .user, decidedAt: 0),
+            ])
         e.connect(c1, app)
         e.connect(c2, other)
         _ = e.record(c1, s1, now: 1)
@@ -38,8 +40,11 @@ private func flips(_ actions: [ConsentAction]) -> [ConsentAction] {
         #expect(e.isStreamReal(ClientID(3), s1) == false)
 
         let on = e.setAccess(.microphone, enabled: true)
-        #expect(flips(on) == [.setStreamAccess(c1, s1, real: true), .setStreamAccess(ClientID(3), s1, real: true),
-                              .setStreamAccess(c2, s1, real: true)])
+        #expect(
+            flips(on) == [
+                .setStreamAccess(c1, s1, real: true), .setStreamAccess(ClientID(3), s1, real: true),
+                .setStreamAccess(c2, s1, real: true),
+            ])
         #expect(on.contains(.persistAccess(.microphone, enabled: true)))
     }
 

@@ -4,8 +4,10 @@ import Testing
 @testable import Consent
 
 @Suite struct AppNameMatchTests {
-    private func app(_ key: String, name: String? = nil, exe: String? = nil,
-                     method: IdentificationMethod? = .executable) -> AppNameResolver.Candidate {
+    private func app(
+        _ key: String, name: String? = nil, exe: String? = nil,
+        method: IdentificationMethod? = .executable
+    ) -> AppNameResolver.Candidate {
         AppNameResolver.Candidate(key: AppKey(parsing: key)!, displayName: name, method: method, executable: exe)
     }
 
@@ -15,8 +17,10 @@ import Testing
     }
 
     @Test func aNameIsTheExecutableOrTheKeysLastComponent() {
-        let apps = [app("exe:/usr/bin/aplay", name: "arecord", exe: "/usr/bin/aplay"),
-                    app("flatpak:org.mozilla.firefox", name: "Firefox", method: .flatpak)]
+        let apps = [
+            app("exe:/usr/bin/aplay", name: "arecord", exe: "/usr/bin/aplay"),
+            app("flatpak:org.mozilla.firefox", name: "Firefox", method: .flatpak),
+        ]
         #expect(AppNameResolver.match("aplay", among: apps) == .success(apps[0].key))
         #expect(AppNameResolver.match("/usr/bin/aplay", among: apps) == .success(apps[0].key))
         #expect(AppNameResolver.match("org.mozilla.firefox", among: apps) == .success(apps[1].key))
@@ -26,8 +30,9 @@ import Testing
         let apps = [app("exe:/tmp/evil", name: "Firefox", exe: "/tmp/evil")]
         let r = AppNameResolver.match("Firefox", among: apps)
         #expect(r == .failure(.onlyClaimed("Firefox", apps)))
-        #expect(r.failure?.description == "\"Firefox\" is only what exe:/tmp/evil (identified by exe, calls itself Firefox) "
-            + "calls itself, which any app can claim; give the app key")
+        #expect(
+            r.failure?.description == "\"Firefox\" is only what exe:/tmp/evil (identified by exe, calls itself Firefox) "
+                + "calls itself, which any app can claim; give the app key")
     }
 
     @Test func twoAppsOfOneNameAreAmbiguousAndAKeyTwiceIsOne() {
@@ -37,10 +42,12 @@ import Testing
         let other = app("exe:/opt/python3", exe: "/opt/python3", method: nil)
         let r = AppNameResolver.match("python3", among: [stored, other, live])
         #expect(r == .failure(.ambiguous("python3", [stored, other])))
-        #expect(r.failure?.description == "\"python3\" matches exe:/opt/python3 (identified by ?), exe:/usr/bin/python3 "
-            + "(identified by exe); give the app key")
-        #expect(AppNameResolver.match("zoom", among: [stored]).failure?.description
-            == "no known app is called \"zoom\"; list them with 'earmuff apps' or give an app key such as exe:/usr/bin/zoom")
+        #expect(
+            r.failure?.description == "\"python3\" matches exe:/opt/python3 (identified by ?), exe:/usr/bin/python3 "
+                + "(identified by exe); give the app key")
+        #expect(
+            AppNameResolver.match("zoom", among: [stored]).failure?.description
+                == "no known app is called \"zoom\"; list them with 'earmuff apps' or give an app key such as exe:/usr/bin/zoom")
     }
 }
 
@@ -57,16 +64,24 @@ extension Result {
     private let declared = AppKey(kind: "flatpak", value: "org.example.Notes")
 
     @Test func recordsMergeAsTheStoreMergesThem() {
-        let stored = AppRecord(appKey: aplay, displayName: "arecord", executable: "/usr/bin/aplay", method: .executable,
-                               firstSeenAt: 10, lastSeenAt: 20)
+        let stored = AppRecord(
+            appKey: aplay, displayName: "arecord", executable: "/usr/bin/aplay", method: .executable,
+            firstSeenAt: 10, lastSeenAt: 20)
         var e = ConsentEngine(policy: ConsentPolicy(), decisions: [], apps: [stored])
         let identity = ClientIdentity(pid: 5, uid: 1000, gid: 1000, appKey: aplay, method: .executable, executable: nil)
         let actions = e.clientConnected(ClientID(1), identity: identity, launcherPurpose: nil, now: 30)
         // The store is told what the client said; the engine keeps the name and executable it knew.
-        #expect(actions.contains(.recordApp(AppRecord(appKey: aplay, displayName: nil, executable: nil, method: .executable,
-                                                      firstSeenAt: 30, lastSeenAt: 30))))
-        #expect(e.knownApp(aplay) == AppRecord(appKey: aplay, displayName: "arecord", executable: "/usr/bin/aplay",
-                                               method: .executable, firstSeenAt: 10, lastSeenAt: 30))
+        #expect(
+            actions.contains(
+                .recordApp(
+                    AppRecord(
+                        appKey: aplay, displayName: nil, executable: nil, method: .executable,
+                        firstSeenAt: 30, lastSeenAt: 30))))
+        #expect(
+            e.knownApp(aplay)
+                == AppRecord(
+                    appKey: aplay, displayName: "arecord", executable: "/usr/bin/aplay",
+                    method: .executable, firstSeenAt: 10, lastSeenAt: 30))
         _ = e.clientPropertiesChanged(ClientID(1), applicationName: "Voice Memo", processBinary: nil, capturePurpose: nil, now: 40)
         #expect(e.knownApp(aplay)?.displayName == "Voice Memo")
         #expect(e.knownApp(declared) == nil)

@@ -12,9 +12,12 @@ private let mic = StreamID(1), monitor = StreamID(2)
 private func connected(_ decisions: [Decision] = [], policy: ConsentPolicy = ConsentPolicy()) -> ConsentEngine {
     var e = ConsentEngine(policy: policy, decisions: decisions)
     for c in [client, other] {
-        _ = e.clientConnected(c, identity: ClientIdentity(pid: Int32(c.rawValue), uid: 1000, gid: 1000, appKey: app,
-                                                          method: .executable, executable: app.value),
-                              launcherPurpose: "Streaming", now: 0)
+        _ = e.clientConnected(
+            c,
+            identity: ClientIdentity(
+                pid: Int32(c.rawValue), uid: 1000, gid: 1000, appKey: app,
+                method: .executable, executable: app.value),
+            launcherPurpose: "Streaming", now: 0)
     }
     return e
 }
@@ -86,8 +89,13 @@ private func accessFlips(_ actions: [ConsentAction]) -> [ConsentAction] {
         let away = e.recordStreamMoved(client, stream: mic, source: "out.monitor", kind: .systemAudio, now: 5)
         #expect(!away.real)
         #expect(away.actions.first == .setStreamAccess(client, mic, real: false), "the flag first, before anything slow")
-        #expect(away.actions.contains(.splitUsage(client, mic, UsageRecord(appKey: app, kind: "system-audio",
-                                                                           source: "out.monitor", startedAt: 5))))
+        #expect(
+            away.actions.contains(
+                .splitUsage(
+                    client, mic,
+                    UsageRecord(
+                        appKey: app, kind: "system-audio",
+                        source: "out.monitor", startedAt: 5))))
         #expect(raised(away.actions).map(\.kind) == [.systemAudio])
         #expect(away.actions.contains(.emit(.streamMoved(client, mic, app, source: "out.monitor", kind: .systemAudio, real: false))))
         let back = e.recordStreamMoved(client, stream: mic, source: "mic", kind: .microphone, now: 6)
@@ -97,10 +105,12 @@ private func accessFlips(_ actions: [ConsentAction]) -> [ConsentAction] {
     }
 
     @Test func missingPurposeAppliesToTheKindRequested() {
-        var e = ConsentEngine(policy: ConsentPolicy(missingPurpose: .deny),
-                              decisions: [Decision(appKey: app, capability: .microphone, state: .granted, reason: .user)])
-        _ = e.clientConnected(client, identity: ClientIdentity(pid: 7, uid: 1000, gid: 1000, appKey: app, method: .executable),
-                              launcherPurpose: nil, now: 0)
+        var e = ConsentEngine(
+            policy: ConsentPolicy(missingPurpose: .deny),
+            decisions: [Decision(appKey: app, capability: .microphone, state: .granted, reason: .user)])
+        _ = e.clientConnected(
+            client, identity: ClientIdentity(pid: 7, uid: 1000, gid: 1000, appKey: app, method: .executable),
+            launcherPurpose: nil, now: 0)
         #expect(e.recordStreamRequested(client, kind: .microphone, now: 1).actions.isEmpty, "granted: no purpose needed")
         let denied = e.recordStreamRequested(client, kind: .systemAudio, now: 1)
         #expect(denied.proceed)
@@ -110,10 +120,12 @@ private func accessFlips(_ actions: [ConsentAction]) -> [ConsentAction] {
 
     @Test func storedDecisionsOfEveryKindLoadAndPolicyFixesOnlyTheMicrophone() {
         let policy = ConsentPolicy(declarations: [app: AppDeclaration(decision: .denied)])
-        let e = ConsentEngine(policy: policy, decisions: [
-            Decision(appKey: app, capability: .systemAudio, state: .granted, reason: .user),
-            Decision(appKey: app, capability: .appAudio, state: .denied, reason: .user),
-        ])
+        let e = ConsentEngine(
+            policy: policy,
+            decisions: [
+                Decision(appKey: app, capability: .systemAudio, state: .granted, reason: .user),
+                Decision(appKey: app, capability: .appAudio, state: .denied, reason: .user),
+            ])
         #expect(e.effectiveDecision(for: app, kind: .microphone) == EffectiveDecision(state: .denied, reason: .adminPolicy))
         #expect(e.effectiveDecision(for: app, kind: .systemAudio).state == .granted)
         #expect(e.effectiveDecision(for: app, kind: .appAudio).state == .denied)
@@ -123,13 +135,13 @@ private func accessFlips(_ actions: [ConsentAction]) -> [ConsentAction] {
 @Suite struct CaptureKindPolicy {
     @Test func appsDDecidesEachKindOnItsOwnLine() throws {
         let text = """
-        [exe:/usr/bin/obs]
-        decision = granted
-        system-audio-decision = granted
-        app-audio-decision = denied
-        [exe:/usr/bin/arecord]
-        system-audio-decision = denied
-        """
+            [exe:/usr/bin/obs]
+            decision = granted
+            system-audio-decision = granted
+            app-audio-decision = denied
+            [exe:/usr/bin/arecord]
+            system-audio-decision = denied
+            """
         let d = try AppDeclaration.parse(text: text, file: "/etc/earmuff/apps.d/site.conf")
         #expect(d[app]?.decisions == [.microphone: .granted, .systemAudio: .granted, .appAudio: .denied])
         let arecord = AppKey(kind: "exe", value: "/usr/bin/arecord")
@@ -209,8 +221,10 @@ private func accessFlips(_ actions: [ConsentAction]) -> [ConsentAction] {
         #expect(t.expectedKind(sourceIndex: invalidIndex, sourceName: "@DEFAULT_MONITOR@", directOnInput: false) == .systemAudio)
         #expect(t.expectedKind(sourceIndex: invalidIndex, sourceName: "mic", directOnInput: false) == .microphone)
         #expect(t.expectedKind(sourceIndex: invalidIndex, sourceName: "mic", directOnInput: true) == .appAudio)
-        #expect(Self.table(Self.pulseAudio, default: "mic").expectedKind(sourceIndex: invalidIndex, sourceName: nil,
-                                                                         directOnInput: false) == .microphone)
+        #expect(
+            Self.table(Self.pulseAudio, default: "mic").expectedKind(
+                sourceIndex: invalidIndex, sourceName: nil,
+                directOnInput: false) == .microphone)
         #expect(SourceTable().expectedKind(sourceIndex: 4, sourceName: nil, directOnInput: false) == .microphone)
     }
 

@@ -60,8 +60,11 @@ private func declarationError(_ text: String, file: String = "/etc/earmuff/apps.
         #expect(o.missingPurpose == .prompt)
         #expect(o.promptTimeout == 2.5)
         #expect(o.promptCommand == #"zenity --question --text "Allow $EARMUFF_APP_NAME; really?" && exit 0 || exit 1"#)
-        #expect(o.trustedApps == [AppKey(kind: "exe", value: "/usr/bin/pavucontrol"),
-                                  AppKey(kind: "flatpak", value: "org.pulseaudio.pavucontrol")])
+        #expect(
+            o.trustedApps == [
+                AppKey(kind: "exe", value: "/usr/bin/pavucontrol"),
+                AppKey(kind: "flatpak", value: "org.pulseaudio.pavucontrol"),
+            ])
         #expect(o.logLevel == .debug)
     }
 
@@ -90,22 +93,30 @@ private func declarationError(_ text: String, file: String = "/etc/earmuff/apps.
 
     @Test func unknownKeySuggests() {
         let e = parseError("log-level = info\n\nprompt-timout = 5\n")
-        #expect(e?.description.hasPrefix(#"/etc/earmuff/earmuff.conf:3: unknown key "prompt-timout"; did you mean "prompt-timeout"? (keys: upstream, listen,"#) == true)
+        #expect(
+            e?.description.hasPrefix(#"/etc/earmuff/earmuff.conf:3: unknown key "prompt-timout"; did you mean "prompt-timeout"? (keys: upstream, listen,"#)
+                == true)
         let far = parseError("colour = blue\n")
-        #expect(far?.description == #"/etc/earmuff/earmuff.conf:1: unknown key "colour" (keys: upstream, listen, control, store, missing-purpose, prompt-via, prompt-timeout, max-pending-prompts, max-pending-prompts-per-uid, prompt-command, use-notices, trusted-apps, log-level, max-clients, max-clients-per-app, reserved-clients, handshake-timeout, auto-reset-days, max-packet-kib, packet-buffer-mib, realtime-priority, nice-level)"#)
+        #expect(
+            far?.description
+                == #"/etc/earmuff/earmuff.conf:1: unknown key "colour" (keys: upstream, listen, control, store, missing-purpose, prompt-via, prompt-timeout, max-pending-prompts, max-pending-prompts-per-uid, prompt-command, use-notices, trusted-apps, log-level, max-clients, max-clients-per-app, reserved-clients, handshake-timeout, auto-reset-days, max-packet-kib, packet-buffer-mib, realtime-priority, nice-level)"#
+        )
         #expect(parseError("Missing_Purpose = deny\n")?.message.contains(#"did you mean "missing-purpose"?"#) == true)
     }
 
     @Test func limitsParseAndRefuseBadValues() throws {
-        let o = try Configuration.parse(text: "reserved-clients = 0\nhandshake-timeout = 2.5\nmax-packet-kib = 64\n"
-                                        + "packet-buffer-mib = 8\nmax-pending-prompts = 4\nmax-pending-prompts-per-uid = 2\n",
-                                        file: admin)
+        let o = try Configuration.parse(
+            text: "reserved-clients = 0\nhandshake-timeout = 2.5\nmax-packet-kib = 64\n"
+                + "packet-buffer-mib = 8\nmax-pending-prompts = 4\nmax-pending-prompts-per-uid = 2\n",
+            file: admin)
         let c = Configuration().merging(o)
         #expect(c.reservedClients == 0 && c.handshakeTimeout == 2.5 && c.maxPacketKiB == 64 && c.packetBufferMiB == 8)
         #expect(c.maxPendingPrompts == 4 && c.maxPendingPromptsPerUID == 2)
-        for bad in ["handshake-timeout = 0", "handshake-timeout = soon", "max-packet-kib = 63", "max-packet-kib = 16385",
-                    "packet-buffer-mib = 0", "reserved-clients = -1", "max-pending-prompts = 0",
-                    "max-pending-prompts-per-uid = 1025"] {
+        for bad in [
+            "handshake-timeout = 0", "handshake-timeout = soon", "max-packet-kib = 63", "max-packet-kib = 16385",
+            "packet-buffer-mib = 0", "reserved-clients = -1", "max-pending-prompts = 0",
+            "max-pending-prompts-per-uid = 1025",
+        ] {
             let e = parseError(bad + "\n")
             #expect(e?.line == 1 && e?.message.hasPrefix(String(bad.prefix { $0 != " " }) + " must be") == true, "\(bad): \(String(describing: e))")
         }
@@ -113,17 +124,21 @@ private func declarationError(_ text: String, file: String = "/etc/earmuff/apps.
 
     @Test func promptViaIsAnOrderedList() throws {
         #expect(try Configuration.parse(text: "prompt-via = auto\n", file: admin).promptVia == PromptChannel.auto)
-        #expect(try Configuration.parse(text: "prompt-via = notification, agent\n", file: admin).promptVia
+        #expect(
+            try Configuration.parse(text: "prompt-via = notification, agent\n", file: admin).promptVia
                 == [.notification, .agent])
         #expect(try Configuration.parse(text: "prompt-via = command portal\n", file: admin).promptVia == [.command, .portal])
-        #expect(parseError("\nprompt-via = portal dialog\n")?.description
-                == #"/etc/earmuff/earmuff.conf:2: prompt-via: unknown channel "dialog"; write auto, or a list of portal, notification, command, agent, e.g. prompt-via = notification agent"#)
+        #expect(
+            parseError("\nprompt-via = portal dialog\n")?.description
+                == #"/etc/earmuff/earmuff.conf:2: prompt-via: unknown channel "dialog"; write auto, or a list of portal, notification, command, agent, e.g. prompt-via = notification agent"#
+        )
         #expect(parseError("prompt-via = agent agent\n")?.message.contains("twice") == true)
         #expect(parseError("prompt-via =\n")?.message.hasPrefix("prompt-via needs a value") == true)
     }
 
     @Test func badValuesNameTheFix() {
-        #expect(parseError("\n\nmissing-purpose = maybe\n")?.description
+        #expect(
+            parseError("\n\nmissing-purpose = maybe\n")?.description
                 == #"/etc/earmuff/earmuff.conf:3: missing-purpose must be disconnect, deny or prompt, not "maybe""#)
         #expect(parseError("log-level = loud\n")?.message == #"log-level must be error, warn, info or debug, not "loud""#)
         for bad in ["0", "-1", "soon", "nan", "inf", "100000"] {
@@ -134,7 +149,8 @@ private func declarationError(_ text: String, file: String = "/etc/earmuff/apps.
         #expect(parseError("listen = earmuff/native\n")?.message.contains("must be an absolute path") == true)
         #expect(parseError("store =\n")?.message.contains("needs a path") == true)
         #expect(parseError("trusted-apps = exe:/usr/bin/x pavucontrol\n")?.message.contains(#"not "pavucontrol""#) == true)
-        #expect(parseError("realtime-priority = 100\n")?.message
+        #expect(
+            parseError("realtime-priority = 100\n")?.message
                 == #"realtime-priority must be a whole number from 0 (never real-time) to 99, not "100""#)
         #expect(parseError("nice-level = 5\n")?.message == #"nice-level must be a whole number from -20 to 0 (unchanged), not "5""#)
     }
@@ -235,10 +251,12 @@ private func declarationError(_ text: String, file: String = "/etc/earmuff/apps.
     }
 
     @Test func errors() {
-        #expect(declarationError("purpose = x\n")?.description
+        #expect(
+            declarationError("purpose = x\n")?.description
                 == #"/etc/earmuff/apps.d/rec.conf:1: "purpose =" comes before any [app-key] section; start with a line like [exe:/usr/bin/arecord]"#)
         #expect(declarationError("[arecord]\n")?.message.hasPrefix("[arecord] is not an app key") == true)
-        #expect(declarationError("[exec:/usr/bin/arecord]\n")?.message
+        #expect(
+            declarationError("[exec:/usr/bin/arecord]\n")?.message
                 == #"unknown app kind "exec" in [exec:/usr/bin/arecord]; did you mean "exe"? (kinds: flatpak, snap, systemd, launcher, script, exe)"#)
         #expect(declarationError("[exe:arecord]\n")?.message.contains("absolute path") == true)
         #expect(declarationError("[exe:/usr/bin/arecord\n")?.message.contains("not closed") == true)
@@ -246,7 +264,8 @@ private func declarationError(_ text: String, file: String = "/etc/earmuff/apps.
         #expect(e?.line == 3)
         #expect(e?.message == #"decision must be granted or denied, not "maybe" (remove the line to let the user decide)"#)
         #expect(declarationError("[exe:/a]\ndecision = undetermined\n") != nil)
-        #expect(declarationError("[exe:/a]\npurpos = x\n")?.message
+        #expect(
+            declarationError("[exe:/a]\npurpos = x\n")?.message
                 == #"unknown key "purpos"; did you mean "purpose"? (keys: purpose, decision, system-audio-decision, app-audio-decision)"#)
         #expect(declarationError("[exe:/a]\npurpose =\n")?.message.contains("purpose is empty") == true)
     }

@@ -5,9 +5,10 @@ private let recorder = AppKey(kind: "exe", value: "/usr/bin/arecord")
 private let notes = AppKey(kind: "launcher", value: "org.example.Notes")
 
 private func makeIdentity(_ app: AppKey, pid: Int32 = 100) -> ClientIdentity {
-    ClientIdentity(pid: pid, uid: 1000, gid: 1000, appKey: app,
-                   method: app.kind == "launcher" ? .launcher : .executable,
-                   executable: app.kind == "exe" ? app.value : "/usr/bin/notes")
+    ClientIdentity(
+        pid: pid, uid: 1000, gid: 1000, appKey: app,
+        method: app.kind == "launcher" ? .launcher : .executable,
+        executable: app.kind == "exe" ? app.value : "/usr/bin/notes")
 }
 
 private let c1 = ClientID(1), c2 = ClientID(2), c3 = ClientID(3)
@@ -60,8 +61,9 @@ private func closed(in actions: [ConsentAction]) -> [(PromptID, PromptOutcome, [
         _ = e.agentConnected(a1)
         _ = e.agentConnected(a2)
         e.connect(c1, recorder, now: 10)
-        _ = e.clientPropertiesChanged(c1, applicationName: "Voice \u{1b}[31mRecorder\u{202e}", processBinary: "arecord",
-                                      capturePurpose: nil, now: 10)
+        _ = e.clientPropertiesChanged(
+            c1, applicationName: "Voice \u{1b}[31mRecorder\u{202e}", processBinary: "arecord",
+            capturePurpose: nil, now: 10)
         let r = e.record(c1, s1, now: 11)
         #expect(r.admitted && !r.real)
         let raised = prompts(in: r.actions)
@@ -105,10 +107,10 @@ private func closed(in actions: [ConsentAction]) -> [(PromptID, PromptOutcome, [
         e.connect(c3, notes)
         #expect(notices(e.record(c1, s1).actions) == [recorder])
         #expect(notices(e.record(c1, s2).actions).isEmpty && notices(e.record(c2, s1).actions).isEmpty)
-        #expect(notices(e.record(c3, s1).actions).isEmpty)   // undetermined: silent
+        #expect(notices(e.record(c3, s1).actions).isEmpty) // undetermined: silent
         _ = e.recordStreamStarted(c3, stream: s2, source: "out.monitor", kind: .systemAudio, now: 2)
         let granted = try e.setDecision(notes, kind: .systemAudio, .granted, reason: .user, now: 3).get()
-        #expect(notices(granted).isEmpty)   // system audio
+        #expect(notices(granted).isEmpty) // system audio
         let grantedMic = try e.setDecision(notes, .granted, reason: .user, now: 4).get()
         #expect(notices(grantedMic) == [notes])
         _ = try e.setDecision(notes, .denied, reason: .user, now: 5).get()
@@ -132,7 +134,7 @@ private func closed(in actions: [ConsentAction]) -> [(PromptID, PromptOutcome, [
         #expect(prompts(in: e.record(c1, s1).actions).count == 1)
         #expect(prompts(in: e.record(c1, s2).actions).isEmpty)
         #expect(prompts(in: e.record(c2, s1).actions).isEmpty)
-        #expect(prompts(in: e.record(c3, s1).actions).count == 1)   // another app
+        #expect(prompts(in: e.record(c3, s1).actions).count == 1) // another app
         #expect(e.pendingPrompts.map(\.appKey) == [recorder, notes])
         #expect(e.pendingPrompts.map(\.id) == [PromptID(1), PromptID(2)])
     }
@@ -174,8 +176,11 @@ private func closed(in actions: [ConsentAction]) -> [(PromptID, PromptOutcome, [
     @Test func allowPersistsAndFlipsEveryLiveStreamOfTheApp() throws {
         var e = pendingEngine()
         let actions = try e.answer(PromptID(1), .allow, by: a2, now: 50).get()
-        #expect(flips(in: actions) == [.setStreamAccess(c1, s1, real: true), .setStreamAccess(c1, s2, real: true),
-                                       .setStreamAccess(c2, s1, real: true)])
+        #expect(
+            flips(in: actions) == [
+                .setStreamAccess(c1, s1, real: true), .setStreamAccess(c1, s2, real: true),
+                .setStreamAccess(c2, s1, real: true),
+            ])
         let d = try #require(persisted(in: actions).first)
         #expect(d.appKey == recorder && d.state == .granted && d.reason == .user && d.decidedAt == 50)
         #expect(d.purpose == "Dictation")
@@ -183,7 +188,7 @@ private func closed(in actions: [ConsentAction]) -> [(PromptID, PromptOutcome, [
         #expect(closed(in: actions).first?.1 == .answered(.allow, by: a2))
         #expect(closed(in: actions).first?.2 == [a1, a2])
         #expect(actions.contains(.emit(.decisionChanged(d))))
-        #expect(e.isStreamReal(c3, s1) == false)     // the other app is untouched
+        #expect(e.isStreamReal(c3, s1) == false) // the other app is untouched
         #expect(e.effectiveDecision(for: recorder) == EffectiveDecision(state: .granted, reason: .user))
         // New clients and streams of the app start real.
         e.connect(ClientID(9), recorder)
@@ -238,8 +243,11 @@ private func closed(in actions: [ConsentAction]) -> [(PromptID, PromptOutcome, [
         var e = pendingEngine()
         _ = try e.answer(PromptID(1), .once, by: a1, now: 5).get()
         let reset = try e.setDecision(recorder, .undetermined, reason: .reset, now: 6).get()
-        #expect(flips(in: reset) == [.setStreamAccess(c1, s1, real: false), .setStreamAccess(c1, s2, real: false),
-                                     .setStreamAccess(c2, s1, real: false)])
+        #expect(
+            flips(in: reset) == [
+                .setStreamAccess(c1, s1, real: false), .setStreamAccess(c1, s2, real: false),
+                .setStreamAccess(c2, s1, real: false),
+            ])
         #expect(e.clientSnapshots.filter(\.grantedOnce).isEmpty)
     }
 
@@ -318,7 +326,8 @@ private func closed(in actions: [ConsentAction]) -> [(PromptID, PromptOutcome, [
         var e = engine(policy)
         e.connect(c1, recorder)
         _ = e.record(c1, s1)
-        #expect(e.promptCommandFinished(PromptID(1), exitStatus: 127, now: 3)
+        #expect(
+            e.promptCommandFinished(PromptID(1), exitStatus: 127, now: 3)
                 == [.emit(.promptCommandGaveNoAnswer(PromptID(1), exitStatus: 127))])
         #expect(e.pendingPrompts.count == 1)
         // An agent can still answer it.
@@ -440,14 +449,18 @@ private func closed(in actions: [ConsentAction]) -> [(PromptID, PromptOutcome, [
     ])
 
     @Test func policyWinsOverStoredDecisions() {
-        var e = engine(policy, decisions: [Decision(appKey: recorder, state: .denied, reason: .user),
-                                           Decision(appKey: notes, state: .granted, reason: .user)])
+        var e = engine(
+            policy,
+            decisions: [
+                Decision(appKey: recorder, state: .denied, reason: .user),
+                Decision(appKey: notes, state: .granted, reason: .user),
+            ])
         e.connect(c1, recorder, purpose: nil)
         e.connect(c2, notes, purpose: nil)
         let rec = e.record(c1, s1)
         #expect(rec.admitted && rec.real)
         let note = e.record(c2, s1)
-        #expect(note.admitted && !note.real)                 // denied apps need no purpose either
+        #expect(note.admitted && !note.real) // denied apps need no purpose either
         #expect(prompts(in: rec.actions + note.actions).isEmpty)
         #expect(e.effectiveDecision(for: recorder) == EffectiveDecision(state: .granted, reason: .adminPolicy))
         #expect(e.effectiveDecision(for: notes) == EffectiveDecision(state: .denied, reason: .adminPolicy))
@@ -545,8 +558,10 @@ private func closed(in actions: [ConsentAction]) -> [(PromptID, PromptOutcome, [
     }
 
     @Test func decidedAppsRecordRegardlessOfPurpose() {
-        var e = engine(decisions: [Decision(appKey: recorder, state: .granted, reason: .user),
-                                   Decision(appKey: notes, state: .denied, reason: .user)])
+        var e = engine(decisions: [
+            Decision(appKey: recorder, state: .granted, reason: .user),
+            Decision(appKey: notes, state: .denied, reason: .user),
+        ])
         e.connect(c1, recorder, purpose: nil)
         e.connect(c2, notes, purpose: nil)
         #expect(e.record(c1, s1).real)
@@ -572,11 +587,12 @@ private func closed(in actions: [ConsentAction]) -> [(PromptID, PromptOutcome, [
         _ = e.record(c1, s2)
         _ = e.record(c1, s1)
         let actions = e.clientDisconnected(c1, now: 9)
-        #expect(actions == [
-            .finishUsage(c1, s1, endedAt: 9), .emit(.streamEnded(c1, s1, recorder)),
-            .finishUsage(c1, s2, endedAt: 9), .emit(.streamEnded(c1, s2, recorder)),
-            .emit(.clientDisconnected(c1, recorder)),
-        ])
+        #expect(
+            actions == [
+                .finishUsage(c1, s1, endedAt: 9), .emit(.streamEnded(c1, s1, recorder)),
+                .finishUsage(c1, s2, endedAt: 9), .emit(.streamEnded(c1, s2, recorder)),
+                .emit(.clientDisconnected(c1, recorder)),
+            ])
         #expect(e.streamSnapshots.isEmpty && e.clientSnapshots.isEmpty)
         // The prompt outlives the client; its answer is stored for next time.
         #expect(e.pendingPrompts.count == 1)
@@ -586,8 +602,11 @@ private func closed(in actions: [ConsentAction]) -> [(PromptID, PromptOutcome, [
         var e = engine()
         e.connect(c1, recorder)
         _ = e.record(c1, s1)
-        #expect(e.recordStreamEnded(c1, stream: s1, now: 4) == [.finishUsage(c1, s1, endedAt: 4),
-                                                               .emit(.streamEnded(c1, s1, recorder))])
+        #expect(
+            e.recordStreamEnded(c1, stream: s1, now: 4) == [
+                .finishUsage(c1, s1, endedAt: 4),
+                .emit(.streamEnded(c1, s1, recorder)),
+            ])
         #expect(e.recordStreamEnded(c1, stream: s1, now: 4).isEmpty)
         #expect(e.isStreamReal(c1, s1) == nil)
     }
@@ -596,11 +615,14 @@ private func closed(in actions: [ConsentAction]) -> [(PromptID, PromptOutcome, [
         var e = engine()
         let id = makeIdentity(recorder)
         let actions = e.clientConnected(c1, identity: id, launcherPurpose: nil, now: 5)
-        #expect(actions == [
-            .recordApp(AppRecord(appKey: recorder, displayName: nil, executable: "/usr/bin/arecord",
-                                 method: .executable, firstSeenAt: 5, lastSeenAt: 5)),
-            .emit(.clientConnected(c1, id)),
-        ])
+        #expect(
+            actions == [
+                .recordApp(
+                    AppRecord(
+                        appKey: recorder, displayName: nil, executable: "/usr/bin/arecord",
+                        method: .executable, firstSeenAt: 5, lastSeenAt: 5)),
+                .emit(.clientConnected(c1, id)),
+            ])
         #expect(e.identity(of: c1) == id)
     }
 
@@ -609,8 +631,13 @@ private func closed(in actions: [ConsentAction]) -> [(PromptID, PromptOutcome, [
         e.connect(c1, recorder, now: 1)
         #expect(e.clientSnapshots.first?.displayName == "arecord")
         let a = e.clientPropertiesChanged(c1, applicationName: "Sound Recorder", processBinary: nil, capturePurpose: nil, now: 2)
-        #expect(a == [.recordApp(AppRecord(appKey: recorder, displayName: "Sound Recorder", executable: "/usr/bin/arecord",
-                                           method: .executable, firstSeenAt: 1, lastSeenAt: 2))])
+        #expect(
+            a == [
+                .recordApp(
+                    AppRecord(
+                        appKey: recorder, displayName: "Sound Recorder", executable: "/usr/bin/arecord",
+                        method: .executable, firstSeenAt: 1, lastSeenAt: 2))
+            ])
         #expect(e.clientPropertiesChanged(c1, applicationName: "Sound Recorder", processBinary: nil, capturePurpose: nil, now: 3).isEmpty)
         #expect(e.clientPropertiesChanged(ClientID(77), applicationName: "x", processBinary: nil, capturePurpose: nil, now: 3).isEmpty)
     }
@@ -624,7 +651,7 @@ private func closed(in actions: [ConsentAction]) -> [(PromptID, PromptOutcome, [
         #expect(e.clientSnapshots.map(\.id) == [c1, c2])
         #expect(e.streamSnapshots.map(\.real) == [false, true])
         #expect(e.streamSnapshots.map(\.appKey) == [recorder, notes])
-        #expect(e.storedDecisions.map(\.appKey) == [recorder, notes])   // sorted; recorder has lastUsed only
+        #expect(e.storedDecisions.map(\.appKey) == [recorder, notes]) // sorted; recorder has lastUsed only
         #expect(e.storedDecisions.first?.state == .undetermined)
     }
 
@@ -645,8 +672,10 @@ private func closed(in actions: [ConsentAction]) -> [(PromptID, PromptOutcome, [
     private let described = AppKey(kind: "exe", value: "/usr/bin/described")
 
     @Test func onlyAppsThatRecordedAskedOrAreDecidedAreListed() throws {
-        let policy = ConsentPolicy(declarations: [declared: AppDeclaration(decisions: [.systemAudio: .denied]),
-                                                  described: AppDeclaration(purpose: "Only a purpose")])
+        let policy = ConsentPolicy(declarations: [
+            declared: AppDeclaration(decisions: [.systemAudio: .denied]),
+            described: AppDeclaration(purpose: "Only a purpose"),
+        ])
         var e = engine(policy, decisions: [Decision(appKey: notes, state: .granted, reason: .user)])
         e.connect(c1, pactl)
         #expect(e.knownApp(pactl) != nil, "a client that connected is known")

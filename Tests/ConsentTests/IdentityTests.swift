@@ -3,11 +3,14 @@ import Testing
 
 private let hostCgroup = "0::/user.slice/user-1000.slice/user@1000.service/app.slice/vte-spawn-0b7a3b5e-1c7f-4c1e-9a8e-3d2f3f0c1a2b.scope\n"
 
-private func facts(exe: String? = "/usr/bin/arecord", cmdline: [String] = ["arecord"], cwd: String? = "/home/ann",
-                   flatpak: String? = nil, apparmor: String? = "unconfined\n", cgroup: String? = hostCgroup,
-                   launcher: String? = nil) -> ProcessFacts {
-    ProcessFacts(pid: 4242, uid: 1000, gid: 1000, exe: exe, cmdline: cmdline, cwd: cwd, flatpakInfo: flatpak,
-                 apparmorLabel: apparmor, cgroup: cgroup, launcherAppID: launcher)
+private func facts(
+    exe: String? = "/usr/bin/arecord", cmdline: [String] = ["arecord"], cwd: String? = "/home/ann",
+    flatpak: String? = nil, apparmor: String? = "unconfined\n", cgroup: String? = hostCgroup,
+    launcher: String? = nil
+) -> ProcessFacts {
+    ProcessFacts(
+        pid: 4242, uid: 1000, gid: 1000, exe: exe, cmdline: cmdline, cwd: cwd, flatpakInfo: flatpak,
+        apparmorLabel: apparmor, cgroup: cgroup, launcherAppID: launcher)
 }
 
 private let firefoxInfo = """
@@ -31,10 +34,11 @@ private let firefoxInfo = """
 
 @Suite struct IdentityPrecedence {
     @Test func flatpakBeatsEverything() {
-        let id = IdentityClassifier.classify(facts(
-            exe: "/app/lib/firefox/firefox", flatpak: firefoxInfo, apparmor: "snap.firefox.firefox (enforce)\n",
-            cgroup: "0::/user.slice/user-1000.slice/user@1000.service/app.slice/app-flatpak-org.mozilla.firefox-51234.scope\n",
-            launcher: "org.example.Other"))
+        let id = IdentityClassifier.classify(
+            facts(
+                exe: "/app/lib/firefox/firefox", flatpak: firefoxInfo, apparmor: "snap.firefox.firefox (enforce)\n",
+                cgroup: "0::/user.slice/user-1000.slice/user@1000.service/app.slice/app-flatpak-org.mozilla.firefox-51234.scope\n",
+                launcher: "org.example.Other"))
         #expect(id.appKey == AppKey(kind: "flatpak", value: "org.mozilla.firefox"))
         #expect(id.method == .flatpak)
         #expect(id.executable == "/app/lib/firefox/firefox")
@@ -42,25 +46,29 @@ private let firefoxInfo = """
     }
 
     @Test func snapBeatsScopeAndLauncher() {
-        let id = IdentityClassifier.classify(facts(
-            exe: "/snap/firefox/4336/usr/lib/firefox/firefox", apparmor: "snap.firefox.firefox (enforce)\n",
-            cgroup: "0::/user.slice/user-1000.slice/user@1000.service/app.slice/app-gnome-firefox_firefox-9912.scope\n",
-            launcher: "org.example.Other"))
+        let id = IdentityClassifier.classify(
+            facts(
+                exe: "/snap/firefox/4336/usr/lib/firefox/firefox", apparmor: "snap.firefox.firefox (enforce)\n",
+                cgroup: "0::/user.slice/user-1000.slice/user@1000.service/app.slice/app-gnome-firefox_firefox-9912.scope\n",
+                launcher: "org.example.Other"))
         #expect(id.appKey.description == "snap:firefox")
         #expect(id.method == .snap)
     }
 
     @Test func launcherBeatsTheScopeItRunsIn() {
-        let id = IdentityClassifier.classify(facts(
-            cgroup: "0::/user.slice/user-1000.slice/user@1000.service/app.slice/app-org.kde.konsole-1234.scope\n",
-            launcher: "org.example.Notes"))
+        let id = IdentityClassifier.classify(
+            facts(
+                cgroup: "0::/user.slice/user-1000.slice/user@1000.service/app.slice/app-org.kde.konsole-1234.scope\n",
+                launcher: "org.example.Notes"))
         #expect(id.appKey.description == "launcher:org.example.Notes")
         #expect(id.method == .launcher)
     }
 
     @Test func launcherBeatsExecutableAndScript() {
-        let id = IdentityClassifier.classify(facts(exe: "/usr/bin/python3.12", cmdline: ["python3", "notes.py"],
-                                                   launcher: "org.example.Notes"))
+        let id = IdentityClassifier.classify(
+            facts(
+                exe: "/usr/bin/python3.12", cmdline: ["python3", "notes.py"],
+                launcher: "org.example.Notes"))
         #expect(id.appKey.description == "launcher:org.example.Notes")
         #expect(id.method == .launcher)
         #expect(id.executable == "/usr/bin/python3.12")
@@ -99,9 +107,11 @@ private let firefoxInfo = """
     }
 
     @Test func scriptIdentity() {
-        let id = IdentityClassifier.classify(facts(exe: "/usr/bin/python3.12",
-                                                   cmdline: ["/usr/bin/python3", "-u", "bin/rec.py", "--out", "x.wav"],
-                                                   cwd: "/home/ann/src"))
+        let id = IdentityClassifier.classify(
+            facts(
+                exe: "/usr/bin/python3.12",
+                cmdline: ["/usr/bin/python3", "-u", "bin/rec.py", "--out", "x.wav"],
+                cwd: "/home/ann/src"))
         #expect(id.appKey.description == "script:/home/ann/src/bin/rec.py")
         #expect(id.method == .script)
         #expect(id.script == "/home/ann/src/bin/rec.py")
@@ -257,8 +267,10 @@ private let firefoxInfo = """
         #expect(IdentityClassifier.interpreter(forExecutable: exe) == kind)
     }
 
-    @Test(arguments: ["/usr/bin/arecord", "/usr/bin/python3-config", "/usr/bin/pythonista", "/usr/bin/shotwell",
-                      "/usr/bin/nodemon", "/usr/bin/javac", "/usr/bin/bashbug"])
+    @Test(arguments: [
+        "/usr/bin/arecord", "/usr/bin/python3-config", "/usr/bin/pythonista", "/usr/bin/shotwell",
+        "/usr/bin/nodemon", "/usr/bin/javac", "/usr/bin/bashbug",
+    ])
     func notInterpreters(exe: String) {
         #expect(IdentityClassifier.interpreter(forExecutable: exe) == nil)
     }
@@ -304,7 +316,8 @@ private let firefoxInfo = """
 
     @Test func shebangScript() {
         // A `#!/usr/bin/env python3` script run as ./rec.py: env execs python3 with the path.
-        #expect(target("/usr/bin/python3.11", ["python3", "./rec.py", "--seconds", "5"], cwd: "/srv/app")
+        #expect(
+            target("/usr/bin/python3.11", ["python3", "./rec.py", "--seconds", "5"], cwd: "/srv/app")
                 == "/srv/app/rec.py")
     }
 

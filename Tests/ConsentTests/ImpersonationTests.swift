@@ -6,10 +6,13 @@ import Testing
 
 private let userScope = "0::/user.slice/user-1000.slice/user@1000.service/app.slice/vte-spawn-0b7a3b5e.scope\n"
 
-private func facts(exe: String = "/usr/bin/pacat", cmdline: [String] = ["pacat"], env: [String: String] = [:],
-                   complete: Bool = true, cgroup: String? = userScope) -> ProcessFacts {
-    ProcessFacts(pid: 4242, uid: 1000, gid: 1000, exe: exe, cmdline: cmdline, cwd: "/home/ann",
-                 apparmorLabel: "unconfined\n", cgroup: cgroup, environment: env, environmentComplete: complete)
+private func facts(
+    exe: String = "/usr/bin/pacat", cmdline: [String] = ["pacat"], env: [String: String] = [:],
+    complete: Bool = true, cgroup: String? = userScope
+) -> ProcessFacts {
+    ProcessFacts(
+        pid: 4242, uid: 1000, gid: 1000, exe: exe, cmdline: cmdline, cwd: "/home/ann",
+        apparmorLabel: "unconfined\n", cgroup: cgroup, environment: env, environmentComplete: complete)
 }
 
 @Suite struct CodeLoadedFromOutside {
@@ -27,15 +30,19 @@ private func facts(exe: String = "/usr/bin/pacat", cmdline: [String] = ["pacat"]
         #expect(id.caveat?.contains(name) == true)
     }
 
-    @Test(arguments: ["/usr/${LIB}/pipewire-0.3/jack", "/usr/lib/x86_64-linux-gnu/pipewire-0.3/jack",
-                      "/usr/lib64/pipewire-0.3/jack"])
+    @Test(arguments: [
+        "/usr/${LIB}/pipewire-0.3/jack", "/usr/lib/x86_64-linux-gnu/pipewire-0.3/jack",
+        "/usr/lib64/pipewire-0.3/jack",
+    ])
     func pwJacksLibraryDirectoryKeepsTheKey(path: String) {
         let id = IdentityClassifier.classify(facts(env: ["LD_LIBRARY_PATH": path]))
         #expect(id.appKey.description == "exe:/usr/bin/pacat")
     }
 
-    @Test(arguments: ["/usr/${LIB}/pipewire-0.3/jack:/tmp/evil", "/home/ann/pipewire-0.3/jack",
-                      "/usr/lib/../../tmp/pipewire-0.3/jack", "/usr/lib/x/../../../tmp/pipewire-0.3/jack"])
+    @Test(arguments: [
+        "/usr/${LIB}/pipewire-0.3/jack:/tmp/evil", "/home/ann/pipewire-0.3/jack",
+        "/usr/lib/../../tmp/pipewire-0.3/jack", "/usr/lib/x/../../../tmp/pipewire-0.3/jack",
+    ])
     func anythingBesidePwJacksDirectoryChangesTheKey(path: String) {
         let id = IdentityClassifier.classify(facts(env: ["LD_LIBRARY_PATH": path]))
         #expect(id.appKey.description == "exe:/usr/bin/pacat?LD_LIBRARY_PATH=\(path)")
@@ -56,8 +63,10 @@ private func facts(exe: String = "/usr/bin/pacat", cmdline: [String] = ["pacat"]
     }
 
     @Test func pythonPathBeforeTheScript() {
-        let id = IdentityClassifier.classify(facts(exe: "/usr/bin/python3.11", cmdline: ["python3", "/srv/memo.py"],
-                                                   env: ["PYTHONPATH": "/tmp/dir"]))
+        let id = IdentityClassifier.classify(
+            facts(
+                exe: "/usr/bin/python3.11", cmdline: ["python3", "/srv/memo.py"],
+                env: ["PYTHONPATH": "/tmp/dir"]))
         #expect(id.appKey.description == "script:/srv/memo.py?PYTHONPATH=/tmp/dir")
         #expect(id.script == "/srv/memo.py")
         #expect(id.method == .script)
@@ -65,8 +74,10 @@ private func facts(exe: String = "/usr/bin/pacat", cmdline: [String] = ["pacat"]
 
     @Test func pythonIgnoringItsEnvironmentKeepsTheKey() {
         for flag in ["-E", "-I", "-Es"] {
-            let id = IdentityClassifier.classify(facts(exe: "/usr/bin/python3.11", cmdline: ["python3", flag, "/srv/memo.py"],
-                                                       env: ["PYTHONPATH": "/tmp/dir"]))
+            let id = IdentityClassifier.classify(
+                facts(
+                    exe: "/usr/bin/python3.11", cmdline: ["python3", flag, "/srv/memo.py"],
+                    env: ["PYTHONPATH": "/tmp/dir"]))
             #expect(id.appKey.description == "script:/srv/memo.py", "\(flag)")
         }
     }
@@ -91,8 +102,10 @@ private func facts(exe: String = "/usr/bin/pacat", cmdline: [String] = ["pacat"]
     }
 
     @Test func perlEnvironmentAndOptionsTogether() {
-        let id = IdentityClassifier.classify(facts(exe: "/usr/bin/perl", cmdline: ["perl", "-MEvil", "/srv/app.pl"],
-                                                   env: ["PERL5LIB": "/tmp/lib"]))
+        let id = IdentityClassifier.classify(
+            facts(
+                exe: "/usr/bin/perl", cmdline: ["perl", "-MEvil", "/srv/app.pl"],
+                env: ["PERL5LIB": "/tmp/lib"]))
         #expect(id.appKey.description == "script:/srv/app.pl?PERL5LIB=/tmp/lib&-MEvil")
     }
 
@@ -119,14 +132,18 @@ private func facts(exe: String = "/usr/bin/pacat", cmdline: [String] = ["pacat"]
         #expect(a.isUninspectable && a.strength == .weak)
         #expect(a.appKey != AppKey(kind: "exe", value: "unknown"))
         // /proc its own, but the exe link unreadable (made non-dumpable after start): hidden too.
-        let late = IdentityClassifier.classify(ProcessFacts(pid: 12, uid: 1000, gid: 1000, exe: nil, cmdline: ["memo"],
-                                                            startTime: 557))
+        let late = IdentityClassifier.classify(
+            ProcessFacts(
+                pid: 12, uid: 1000, gid: 1000, exe: nil, cmdline: ["memo"],
+                startTime: 557))
         #expect(late.appKey.description == "unknown:pid-12-557" && late.isUninspectable)
     }
 
     @Test func aLauncherSocketStillVouches() {
-        let id = IdentityClassifier.classify(ProcessFacts(pid: 10, uid: 1000, gid: 1000, launcherAppID: "org.example.Notes",
-                                                          inspectable: false))
+        let id = IdentityClassifier.classify(
+            ProcessFacts(
+                pid: 10, uid: 1000, gid: 1000, launcherAppID: "org.example.Notes",
+                inspectable: false))
         #expect(id.appKey.description == "launcher:org.example.Notes")
         #expect(id.strength == .sandbox)
     }
@@ -194,11 +211,14 @@ private func facts(exe: String = "/usr/bin/pacat", cmdline: [String] = ["pacat"]
 
     @Test func anotherProgramMayNot() {
         #expect(!VolumeControls.mayClaim("org.PulseAudio.pavucontrol", appKey: Self.key(exe: "/usr/bin/pacat")))
-        #expect(!VolumeControls.mayClaim("org.gnome.VolumeControl", appKey: Self.key(exe: "/usr/bin/pavucontrol")),
-                "one volume control's id is not another's")
-        #expect(!VolumeControls.mayClaim("org.PulseAudio.pavucontrol",
-                                         appKey: Self.key(exe: "/usr/bin/pavucontrol", env: ["LD_PRELOAD": "/tmp/rec.so"])),
-                "code loaded into the volume control makes it another app")
+        #expect(
+            !VolumeControls.mayClaim("org.gnome.VolumeControl", appKey: Self.key(exe: "/usr/bin/pavucontrol")),
+            "one volume control's id is not another's")
+        #expect(
+            !VolumeControls.mayClaim(
+                "org.PulseAudio.pavucontrol",
+                appKey: Self.key(exe: "/usr/bin/pavucontrol", env: ["LD_PRELOAD": "/tmp/rec.so"])),
+            "code loaded into the volume control makes it another app")
     }
 
     @Test func anIDThatIsNoVolumeControlsIsAnyonesToClaim() {

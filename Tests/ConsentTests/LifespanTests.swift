@@ -37,16 +37,25 @@ private func recording(_ decisions: [Decision] = [], autoReset: Double? = nil) -
         let granted = try e.setDecision(app, .granted, reason: .user, lifespan: .until(100), now: 10).get()
         #expect(flips(granted) == [.setStreamAccess(c1, s1, real: true)])
         #expect(stored(granted).map(\.lifespan) == [.until(100)])
-        #expect(e.pendingPrompts.isEmpty)                      // the prompt is settled
-        #expect(e.effectiveDecision(for: app) == EffectiveDecision(state: .granted, reason: .user, lifespan: .until(100),
-                                                                   afterwards: .undetermined))
+        #expect(e.pendingPrompts.isEmpty) // the prompt is settled
+        #expect(
+            e.effectiveDecision(for: app)
+                == EffectiveDecision(
+                    state: .granted, reason: .user, lifespan: .until(100),
+                    afterwards: .undetermined))
         #expect(e.nextDeadline(now: 10) == 100)
         #expect(e.expire(now: 99.9).isEmpty)
         let ended = e.expire(now: 100)
         #expect(flips(ended) == [.setStreamAccess(c1, s1, real: false)])
         #expect(ended.contains(.removeTimedDecision(app, .microphone)))
-        #expect(ended.contains { if case .emit(.decisionExpired(let d, let after)) = $0 {
-            d.lifespan == .until(100) && after.state == .undetermined } else { false } })
+        #expect(
+            ended.contains {
+                if case .emit(.decisionExpired(let d, let after)) = $0 {
+                    d.lifespan == .until(100) && after.state == .undetermined
+                } else {
+                    false
+                }
+            })
         #expect(e.effectiveDecision(for: app) == EffectiveDecision(state: .undetermined, reason: .none))
         #expect(e.nextDeadline(now: 100) == nil)
         // Undetermined again: the next stream prompts.
@@ -60,7 +69,7 @@ private func recording(_ decisions: [Decision] = [], autoReset: Double? = nil) -
         let denied = try e.setDecision(app, .denied, reason: .user, lifespan: .until(50), now: 2).get()
         #expect(flips(denied) == [.setStreamAccess(c1, s1, real: false)])
         #expect(e.effectiveDecision(for: app).afterwards == .granted)
-        #expect(e.storedDecisions.map(\.state) == [.granted])  // the lasting one is untouched
+        #expect(e.storedDecisions.map(\.state) == [.granted]) // the lasting one is untouched
         #expect(flips(e.expire(now: 50)) == [.setStreamAccess(c1, s1, real: true)])
         #expect(e.effectiveDecision(for: app) == EffectiveDecision(state: .granted, reason: .user))
     }
@@ -124,8 +133,11 @@ private func recording(_ decisions: [Decision] = [], autoReset: Double? = nil) -
 
         var d = recording()
         _ = try d.answer(PromptID(1), .deny, lifespan: .session, by: nil, now: 2).get()
-        #expect(d.effectiveDecision(for: app) == EffectiveDecision(state: .denied, reason: .user, lifespan: .session,
-                                                                   afterwards: .undetermined))
+        #expect(
+            d.effectiveDecision(for: app)
+                == EffectiveDecision(
+                    state: .denied, reason: .user, lifespan: .session,
+                    afterwards: .undetermined))
         var o = recording()
         _ = try o.answer(PromptID(1), .allow, lifespan: .once, by: nil, now: 2).get()
         #expect(o.isStreamReal(c1, s1) == true && o.effectiveDecision(for: app).reason == .userOnce)
@@ -138,9 +150,11 @@ private func recording(_ decisions: [Decision] = [], autoReset: Double? = nil) -
 
     @Test func aTimedDecisionLapsedBeforeANewStreamDoesNotApplyToIt() throws {
         // The timer may be late; the engine still decides the new stream on the time it is given.
-        var e = ConsentEngine(policy: ConsentPolicy(), decisions: [
-            Decision(appKey: app, state: .granted, reason: .user, decidedAt: 0, lifespan: .until(10)),
-        ])
+        var e = ConsentEngine(
+            policy: ConsentPolicy(),
+            decisions: [
+                Decision(appKey: app, state: .granted, reason: .user, decidedAt: 0, lifespan: .until(10))
+            ])
         e.connect(c1, app)
         #expect(e.record(c1, s1, now: 9).real)
         e.connect(c2, app)
@@ -154,15 +168,19 @@ private func recording(_ decisions: [Decision] = [], autoReset: Double? = nil) -
         let loaded = [
             Decision(appKey: app, state: .granted, reason: .user, decidedAt: 0),
             Decision(appKey: other, state: .denied, reason: .user, decidedAt: 0, lifespan: .until(500)),
-            Decision(appKey: AppKey(kind: "exe", value: "/usr/bin/old"), state: .granted, reason: .user,
-                     decidedAt: 0, lifespan: .until(50)),
+            Decision(
+                appKey: AppKey(kind: "exe", value: "/usr/bin/old"), state: .granted, reason: .user,
+                decidedAt: 0, lifespan: .until(50)),
         ]
         var e = ConsentEngine(policy: ConsentPolicy(), decisions: loaded)
         let started = e.expire(now: 100)
         #expect(started.contains(.removeTimedDecision(AppKey(kind: "exe", value: "/usr/bin/old"), .microphone)))
         #expect(e.effectiveDecision(for: app).state == .granted)
-        #expect(e.effectiveDecision(for: other) == EffectiveDecision(state: .denied, reason: .user, lifespan: .until(500),
-                                                                     afterwards: .undetermined))
+        #expect(
+            e.effectiveDecision(for: other)
+                == EffectiveDecision(
+                    state: .denied, reason: .user, lifespan: .until(500),
+                    afterwards: .undetermined))
         #expect(e.effectiveDecision(for: AppKey(kind: "exe", value: "/usr/bin/old")).state == .undetermined)
         #expect(e.nextDeadline(now: 100) == 500)
     }
@@ -173,10 +191,12 @@ private func recording(_ decisions: [Decision] = [], autoReset: Double? = nil) -
 
     @Test func anUnusedGrantGoesBackToUndetermined() throws {
         let used = 10 * day
-        var e = ConsentEngine(policy: ConsentPolicy(autoResetAfter: after), decisions: [
-            Decision(appKey: app, state: .granted, reason: .user, decidedAt: 0, lastUsedAt: used),
-            Decision(appKey: other, state: .denied, reason: .user, decidedAt: 0),
-        ])
+        var e = ConsentEngine(
+            policy: ConsentPolicy(autoResetAfter: after),
+            decisions: [
+                Decision(appKey: app, state: .granted, reason: .user, decidedAt: 0, lastUsedAt: used),
+                Decision(appKey: other, state: .denied, reason: .user, decidedAt: 0),
+            ])
         #expect(e.nextDeadline(now: used) == used + after)
         #expect(e.expire(now: used + after - 1).isEmpty)
         let reset = e.expire(now: used + after)
@@ -184,7 +204,7 @@ private func recording(_ decisions: [Decision] = [], autoReset: Double? = nil) -
         #expect(stored(reset).map(\.reason) == [.autoReset])
         #expect(reset.contains { if case .emit(.decisionAutoReset(let d, let last)) = $0 { d.appKey == app && last == used } else { false } })
         #expect(e.effectiveDecision(for: app) == EffectiveDecision(state: .undetermined, reason: .autoReset))
-        #expect(e.effectiveDecision(for: other).state == .denied)  // denials stay
+        #expect(e.effectiveDecision(for: other).state == .denied) // denials stay
         #expect(e.nextDeadline(now: used + after) == nil)
         // It prompts on its next recording.
         e.connect(c1, app)
@@ -192,9 +212,11 @@ private func recording(_ decisions: [Decision] = [], autoReset: Double? = nil) -
     }
 
     @Test func aGrantNeverUsedCountsFromTheGrantAndAReGrantStartsAgain() throws {
-        var e = ConsentEngine(policy: ConsentPolicy(autoResetAfter: after), decisions: [
-            Decision(appKey: app, state: .granted, reason: .user, decidedAt: 5 * day, lastUsedAt: 1 * day),
-        ])
+        var e = ConsentEngine(
+            policy: ConsentPolicy(autoResetAfter: after),
+            decisions: [
+                Decision(appKey: app, state: .granted, reason: .user, decidedAt: 5 * day, lastUsedAt: 1 * day)
+            ])
         #expect(e.nextDeadline(now: 6 * day) == 95 * day)
         _ = try e.setDecision(app, .granted, reason: .user, now: 50 * day).get()
         #expect(e.nextDeadline(now: 50 * day) == 140 * day)
@@ -204,10 +226,12 @@ private func recording(_ decisions: [Decision] = [], autoReset: Double? = nil) -
     @Test func anAppRecordingNowAndPolicyAreNeverReset() throws {
         var decl = AppDeclaration()
         decl.decision = .granted
-        var e = ConsentEngine(policy: ConsentPolicy(declarations: [other: decl], autoResetAfter: after), decisions: [
-            Decision(appKey: app, state: .granted, reason: .user, decidedAt: 0),
-            Decision(appKey: other, state: .granted, reason: .user, decidedAt: 0),
-        ])
+        var e = ConsentEngine(
+            policy: ConsentPolicy(declarations: [other: decl], autoResetAfter: after),
+            decisions: [
+                Decision(appKey: app, state: .granted, reason: .user, decidedAt: 0),
+                Decision(appKey: other, state: .granted, reason: .user, decidedAt: 0),
+            ])
         e.connect(c1, app)
         _ = e.record(c1, s1, now: 0)
         #expect(e.expire(now: 200 * day).isEmpty)
@@ -218,9 +242,11 @@ private func recording(_ decisions: [Decision] = [], autoReset: Double? = nil) -
     }
 
     @Test func zeroDaysMeansNever() {
-        var e = ConsentEngine(policy: ConsentPolicy(), decisions: [
-            Decision(appKey: app, state: .granted, reason: .user, decidedAt: 0),
-        ])
+        var e = ConsentEngine(
+            policy: ConsentPolicy(),
+            decisions: [
+                Decision(appKey: app, state: .granted, reason: .user, decidedAt: 0)
+            ])
         #expect(e.nextDeadline(now: 0) == nil)
         #expect(e.expire(now: 1e12).isEmpty)
         var c = Configuration()

@@ -72,14 +72,17 @@ private func notices(in actions: [ConsentAction]) -> [(ClientID, Capability, Per
     }
 
     @Test func anAppAsksOnlyAboutItselfAndTheUninspectableAreDenied() {
-        var e = ConsentEngine(policy: ConsentPolicy(), decisions: [
-            Decision(appKey: other, capability: .microphone, state: .granted, reason: .user),
-        ])
+        var e = ConsentEngine(
+            policy: ConsentPolicy(),
+            decisions: [
+                Decision(appKey: other, capability: .microphone, state: .granted, reason: .user)
+            ])
         e.connect(c1, app)
         #expect(e.permission(of: c1, kind: .microphone) == .undetermined)
         #expect(e.permission(of: ClientID(99), kind: .microphone) == nil)
-        let hidden = ClientIdentity(pid: 5, uid: 1000, gid: 1000, appKey: AppKey(kind: "uninspectable", value: "5"),
-                                    method: .uninspectable)
+        let hidden = ClientIdentity(
+            pid: 5, uid: 1000, gid: 1000, appKey: AppKey(kind: "uninspectable", value: "5"),
+            method: .uninspectable)
         _ = e.clientConnected(c3, identity: hidden, launcherPurpose: "x", now: 0)
         let r = e.permissionRequested(c3, tag: 1, kind: .microphone, purpose: "x", now: 1)
         #expect(r.outcome == .answered(.denied) && prompts(in: r.actions).isEmpty)

@@ -9,11 +9,14 @@ import Testing
     static func app(_ i: Int) -> AppKey { AppKey(kind: "exe", value: "/tmp/storm/app\(i)/parecord") }
 
     /// Connects client `i` as app `i` (uid `uid`) and starts a microphone stream; the actions.
-    static func record(_ e: inout ConsentEngine, _ i: Int, uid: UInt32 = 1000, origin: String? = nil,
-                       now: Double) -> [ConsentAction] {
+    static func record(
+        _ e: inout ConsentEngine, _ i: Int, uid: UInt32 = 1000, origin: String? = nil,
+        now: Double
+    ) -> [ConsentAction] {
         let c = ClientID(UInt64(i))
-        let identity = ClientIdentity(pid: Int32(1000 + i), uid: uid, gid: uid, appKey: app(i), method: .executable,
-                                      executable: app(i).value, origin: origin)
+        let identity = ClientIdentity(
+            pid: Int32(1000 + i), uid: uid, gid: uid, appKey: app(i), method: .executable,
+            executable: app(i).value, origin: origin)
         var actions = e.clientConnected(c, identity: identity, launcherPurpose: "Storm", now: now)
         actions += e.recordStreamRequested(c, now: now).actions
         actions += e.recordStreamStarted(c, stream: StreamID(UInt64(i)), source: "mic", kind: .microphone, now: now).actions
@@ -138,9 +141,12 @@ import Testing
         var e = Self.engine(total: 2, perUID: 2)
         for i in 1...2 { _ = Self.record(&e, i, now: Double(i)) }
         let c = ClientID(3)
-        _ = e.clientConnected(c, identity: ClientIdentity(pid: 1003, uid: 1000, gid: 1000, appKey: Self.app(3),
-                                                          method: .executable, executable: Self.app(3).value),
-                              launcherPurpose: nil, now: 3)
+        _ = e.clientConnected(
+            c,
+            identity: ClientIdentity(
+                pid: 1003, uid: 1000, gid: 1000, appKey: Self.app(3),
+                method: .executable, executable: Self.app(3).value),
+            launcherPurpose: nil, now: 3)
         let asked = e.permissionRequested(c, tag: 5, kind: .microphone, purpose: "Notes", now: 3)
         #expect(asked.outcome == .waiting && Self.raised(asked.actions).isEmpty, "\(asked)")
         #expect(e.waitingCaptures.map(\.appKey) == [Self.app(3)])

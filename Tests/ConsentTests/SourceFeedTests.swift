@@ -7,8 +7,10 @@ import Testing
 @testable import Consent
 
 @Suite struct SourceFeedTests {
-    static func source(_ index: UInt32, _ name: String, monitorOf sink: UInt32 = invalidIndex, module: UInt32 = invalidIndex,
-                       driver: String? = nil, _ props: [String: String] = [:]) -> SourceInfo {
+    static func source(
+        _ index: UInt32, _ name: String, monitorOf sink: UInt32 = invalidIndex, module: UInt32 = invalidIndex,
+        driver: String? = nil, _ props: [String: String] = [:]
+    ) -> SourceInfo {
         var s = SourceInfo(index: index, name: name, monitorOfSink: sink, monitorOfSinkName: sink == invalidIndex ? nil : "sink")
         s.ownerModule = module
         s.driver = driver
@@ -27,16 +29,21 @@ import Testing
     static let pulseAudio: [SourceInfo] = [
         source(0, "out.monitor", monitorOf: 0, module: 1, driver: "module-null-sink.c", ["device.class": "monitor"]),
         source(1, "mic", module: 2, driver: "module-sine-source.c", ["device.class": "abstract"]),
-        source(2, "remapped", module: 3, driver: "module-remap-source.c",
-               ["device.master_device": "out.monitor", "device.class": "filter"]),
-        source(3, "virt", module: 4, driver: "module-virtual-source.c",
-               ["device.master_device": "out.monitor", "device.class": "filter"]),
-        source(5, "remap2", module: 7, driver: "module-remap-source.c",
-               ["device.master_device": "remapped", "device.class": "filter"]),
-        source(6, "micremap", module: 8, driver: "module-remap-source.c",
-               ["device.master_device": "mic", "device.class": "filter"]),
-        source(7, "mic-ec", module: 9, driver: "module-echo-cancel.c",
-               ["device.master_device": "mic", "device.class": "filter"]),
+        source(
+            2, "remapped", module: 3, driver: "module-remap-source.c",
+            ["device.master_device": "out.monitor", "device.class": "filter"]),
+        source(
+            3, "virt", module: 4, driver: "module-virtual-source.c",
+            ["device.master_device": "out.monitor", "device.class": "filter"]),
+        source(
+            5, "remap2", module: 7, driver: "module-remap-source.c",
+            ["device.master_device": "remapped", "device.class": "filter"]),
+        source(
+            6, "micremap", module: 8, driver: "module-remap-source.c",
+            ["device.master_device": "mic", "device.class": "filter"]),
+        source(
+            7, "mic-ec", module: 9, driver: "module-echo-cancel.c",
+            ["device.master_device": "mic", "device.class": "filter"]),
         source(8, "ec-sink.monitor", monitorOf: 4, module: 9, driver: "module-echo-cancel.c", ["device.class": "monitor"]),
     ]
 
@@ -52,9 +59,9 @@ import Testing
         func kind(_ name: String) -> Capability? { t.kind(sourceIndex: invalidIndex, sourceName: name) }
         #expect(kind("remapped") == .systemAudio)
         #expect(kind("virt") == .systemAudio)
-        #expect(kind("remap2") == .systemAudio)  // through two filters
+        #expect(kind("remap2") == .systemAudio) // through two filters
         #expect(kind("micremap") == .microphone)
-        #expect(kind("mic-ec") == .microphone)  // echo cancellation owns a sink too, and reads the mic
+        #expect(kind("mic-ec") == .microphone) // echo cancellation owns a sink too, and reads the mic
         #expect(kind("mic") == .microphone)
         #expect(t.feedExplanation(of: 5) == "remap2 is system-audio: fed by remapped, fed by out.monitor")
         #expect(t.feedExplanation(of: 6) == "micremap is microphone: fed by mic")
@@ -69,14 +76,17 @@ import Testing
             props["tunnel.remote.source"] = remote
             return Self.source(index, name, module: 40 + index, driver: "module-tunnel.c", props)
         }
-        let t = Self.table(Self.pulseAudio + [tunnel(30, "tun-monitor", "out.monitor"), tunnel(31, "tun-mic", "mic"),
-                                              tunnel(32, "tun-remapped", "remapped"), tunnel(33, "tun-far", "alsa_input.far"),
-                                              tunnel(34, "tun-default", nil), tunnel(35, "tun-self", "tun-self")])
+        let t = Self.table(
+            Self.pulseAudio + [
+                tunnel(30, "tun-monitor", "out.monitor"), tunnel(31, "tun-mic", "mic"),
+                tunnel(32, "tun-remapped", "remapped"), tunnel(33, "tun-far", "alsa_input.far"),
+                tunnel(34, "tun-default", nil), tunnel(35, "tun-self", "tun-self"),
+            ])
         func kind(_ name: String) -> Capability? { t.kind(sourceIndex: invalidIndex, sourceName: name) }
         #expect(kind("tun-monitor") == .systemAudio)
         #expect(kind("tun-mic") == .microphone)
         #expect(kind("tun-remapped") == .systemAudio)
-        #expect(kind("tun-far") == .systemAudio)  // not traced: the stricter kind
+        #expect(kind("tun-far") == .systemAudio) // not traced: the stricter kind
         #expect(kind("tun-default") == .systemAudio)
         #expect(kind("tun-self") == .systemAudio)
         #expect(t.feedExplanation(of: 30) == "tun-monitor is system-audio: a tunnel to out.monitor, a monitor")
@@ -88,10 +98,11 @@ import Testing
     /// that stream's app), whatever it looks like: none of Earmuff's own nodes has a kind, by
     /// name or by index, so a stream of one stays silent whatever its app was granted.
     @Test func earmuffsOwnNodesHaveNoKind() {
-        let t = Self.table(Self.pulseAudio + [
-            Self.source(20, "earmuff.valve.3", module: 30, ["device.class": "abstract"]),
-            Self.source(21, "earmuff.silence", ["media.class": "Audio/Source/Virtual"]),
-        ])
+        let t = Self.table(
+            Self.pulseAudio + [
+                Self.source(20, "earmuff.valve.3", module: 30, ["device.class": "abstract"]),
+                Self.source(21, "earmuff.silence", ["media.class": "Audio/Source/Virtual"]),
+            ])
         #expect(t.kind(sourceIndex: invalidIndex, sourceName: "earmuff.valve.3") == nil)
         #expect(t.kind(sourceIndex: 20, sourceName: nil) == nil)
         #expect(t.kind(sourceIndex: 21, sourceName: "earmuff.silence") == nil)
@@ -113,19 +124,24 @@ import Testing
 
     @Test func aVirtualSourceWithAnUplinkSinkCarriesWhatIsPlayedThere() {
         // module-virtual-source master=mic uplink_sink=up: the module owns the sink `up` (and its monitor).
-        let t = Self.table(Self.pulseAudio + [
-            Self.source(9, "v2", module: 10, driver: "module-virtual-source.c",
-                        ["device.master_device": "mic", "device.class": "filter"]),
-            Self.source(10, "up.monitor", monitorOf: 5, module: 10, driver: "module-virtual-source.c",
-                        ["device.class": "monitor"]),
-        ])
+        let t = Self.table(
+            Self.pulseAudio + [
+                Self.source(
+                    9, "v2", module: 10, driver: "module-virtual-source.c",
+                    ["device.master_device": "mic", "device.class": "filter"]),
+                Self.source(
+                    10, "up.monitor", monitorOf: 5, module: 10, driver: "module-virtual-source.c",
+                    ["device.class": "monitor"]),
+            ])
         #expect(t.kind(sourceIndex: 9, sourceName: "v2") == .systemAudio)
     }
 
     @Test func aFeedThatCannotBeFollowedIsSystemAudio() {
         var infos = Self.pulseAudio
-        infos.append(Self.source(20, "orphan", driver: "module-remap-source.c",
-                                 ["device.master_device": "gone", "device.class": "filter"]))
+        infos.append(
+            Self.source(
+                20, "orphan", driver: "module-remap-source.c",
+                ["device.master_device": "gone", "device.class": "filter"]))
         infos.append(Self.source(21, "nameless", ["device.class": "filter"]))
         infos.append(Self.source(22, "loop-a", ["device.master_device": "loop-b"]))
         infos.append(Self.source(23, "loop-b", ["device.master_device": "loop-a"]))
@@ -141,18 +157,24 @@ import Testing
     static let pipeWire: [SourceInfo] = [
         source(27, "out.monitor", monitorOf: 27, driver: "PipeWire", ["device.class": "monitor", "media.class": "Audio/Sink"]),
         source(31, "mic", driver: "PipeWire", ["media.class": "Audio/Source", "node.virtual": "true"]),
-        source(54, "remapped", module: 536870912, driver: "PipeWire",
-               ["media.class": "Audio/Source", "device.class": "filter", "node.link-group": "loopback-9638-10"]),
-        source(60, "micremap", module: 536870913, driver: "PipeWire",
-               ["media.class": "Audio/Source", "device.class": "filter", "node.link-group": "loopback-9638-12"]),
+        source(
+            54, "remapped", module: 536870912, driver: "PipeWire",
+            ["media.class": "Audio/Source", "device.class": "filter", "node.link-group": "loopback-9638-10"]),
+        source(
+            60, "micremap", module: 536870913, driver: "PipeWire",
+            ["media.class": "Audio/Source", "device.class": "filter", "node.link-group": "loopback-9638-12"]),
     ]
 
     @Test func pipeWireFiltersTakeTheKindOfWhatTheirCaptureSideRecords() {
         let outputs = [
-            Self.output(55, source: 27, ["node.link-group": "loopback-9638-10", "target.object": "out",
-                                         "stream.capture.sink": "true"]),
+            Self.output(
+                55, source: 27,
+                [
+                    "node.link-group": "loopback-9638-10", "target.object": "out",
+                    "stream.capture.sink": "true",
+                ]),
             Self.output(61, source: 31, ["node.link-group": "loopback-9638-12", "target.object": "mic"]),
-            Self.output(70, source: 31, [:]),  // an app's recording: no module, no link group, not kept
+            Self.output(70, source: 31, [:]), // an app's recording: no module, no link group, not kept
         ]
         var t = Self.table(Self.pipeWire, outputs: outputs)
         #expect(t.filterCaptures.keys.sorted() == [55, 61])

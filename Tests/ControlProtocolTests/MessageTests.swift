@@ -16,27 +16,43 @@ private func object(_ bytes: [UInt8]) throws -> [String: Any] {
             (#"{"type":"hello","id":1,"version":1,"client":"earmuff-cli"}"#, ClientMessage(id: 1, .hello(version: 1, client: "earmuff-cli"))),
             (#"{"type":"status","id":2}"#, .request(.status, id: 2)),
             (#"{"type":"apps"}"#, .request(.apps, id: nil)),
-            (#"{"type":"set-decision","id":3,"app":"exe:/usr/bin/parecord","state":"granted","reason":"user"}"#,
-             .request(.setDecision(app: "exe:/usr/bin/parecord", state: .granted, reason: "user"), id: 3)),
-            (#"{"type":"set-decision","id":4,"app":"Firefox","state":"denied"}"#,
-             .request(.setDecision(app: "Firefox", state: .denied, reason: nil), id: 4)),
+            (
+                #"{"type":"set-decision","id":3,"app":"exe:/usr/bin/parecord","state":"granted","reason":"user"}"#,
+                .request(.setDecision(app: "exe:/usr/bin/parecord", state: .granted, reason: "user"), id: 3)
+            ),
+            (
+                #"{"type":"set-decision","id":4,"app":"Firefox","state":"denied"}"#,
+                .request(.setDecision(app: "Firefox", state: .denied, reason: nil), id: 4)
+            ),
             (#"{"type":"reset","id":5,"app":"launcher:org.example.Notes"}"#, .request(.reset(app: "launcher:org.example.Notes"), id: 5)),
-            (#"{"type":"set-decision","id":10,"app":"obs","state":"granted","kind":"system-audio"}"#,
-             .request(.setDecision(app: "obs", state: .granted, reason: nil, kind: .systemAudio), id: 10)),
+            (
+                #"{"type":"set-decision","id":10,"app":"obs","state":"granted","kind":"system-audio"}"#,
+                .request(.setDecision(app: "obs", state: .granted, reason: nil, kind: .systemAudio), id: 10)
+            ),
             (#"{"type":"reset","id":11,"app":"obs","kind":"app-audio"}"#, .request(.reset(app: "obs", kind: .appAudio), id: 11)),
             (#"{"type":"subscribe","id":6}"#, .request(.subscribe, id: 6)),
             (#"{"type":"become-agent","id":7}"#, .request(.becomeAgent, id: 7)),
             (#"{"type":"answer-prompt","id":8,"prompt":12,"answer":"once"}"#, .request(.answerPrompt(prompt: 12, answer: .once), id: 8)),
-            (#"{"type":"set-decision","id":10,"app":"x:y","state":"granted","lifespan":"timed","seconds":7200}"#,
-             .request(.setDecision(app: "x:y", state: .granted, reason: nil, lifespan: .timed(seconds: 7200)), id: 10)),
-            (#"{"type":"set-decision","id":11,"app":"x:y","state":"denied","lifespan":"session"}"#,
-             .request(.setDecision(app: "x:y", state: .denied, reason: nil, lifespan: .session), id: 11)),
-            (#"{"type":"answer-prompt","id":12,"prompt":3,"answer":"deny","lifespan":"once"}"#,
-             .request(.answerPrompt(prompt: 3, answer: .deny, lifespan: .once), id: 12)),
-            (#"{"type":"answer-prompt","id":13,"prompt":3,"answer":"allow","lifespan":"always"}"#,
-             .request(.answerPrompt(prompt: 3, answer: .allow, lifespan: .always), id: 13)),
-            (#"{"type":"register-launcher","id":9,"appId":"org.example.Notes","purpose":"voice notes"}"#,
-             .request(.registerLauncher(appID: "org.example.Notes", purpose: "voice notes"), id: 9)),
+            (
+                #"{"type":"set-decision","id":10,"app":"x:y","state":"granted","lifespan":"timed","seconds":7200}"#,
+                .request(.setDecision(app: "x:y", state: .granted, reason: nil, lifespan: .timed(seconds: 7200)), id: 10)
+            ),
+            (
+                #"{"type":"set-decision","id":11,"app":"x:y","state":"denied","lifespan":"session"}"#,
+                .request(.setDecision(app: "x:y", state: .denied, reason: nil, lifespan: .session), id: 11)
+            ),
+            (
+                #"{"type":"answer-prompt","id":12,"prompt":3,"answer":"deny","lifespan":"once"}"#,
+                .request(.answerPrompt(prompt: 3, answer: .deny, lifespan: .once), id: 12)
+            ),
+            (
+                #"{"type":"answer-prompt","id":13,"prompt":3,"answer":"allow","lifespan":"always"}"#,
+                .request(.answerPrompt(prompt: 3, answer: .allow, lifespan: .always), id: 13)
+            ),
+            (
+                #"{"type":"register-launcher","id":9,"appId":"org.example.Notes","purpose":"voice notes"}"#,
+                .request(.registerLauncher(appID: "org.example.Notes", purpose: "voice notes"), id: 9)
+            ),
         ]
         for (wire, expected) in cases {
             #expect(try ControlCodec.decodeClientMessage(line(wire)) == expected, "\(wire)")
@@ -49,9 +65,11 @@ private func object(_ bytes: [UInt8]) throws -> [String: Any] {
     }
 
     @Test func aBadLifespanIsABadRequest() {
-        for wire in [#"{"type":"set-decision","id":1,"app":"x:y","state":"granted","lifespan":"forever"}"#,
-                     #"{"type":"set-decision","id":1,"app":"x:y","state":"granted","lifespan":"timed"}"#,
-                     #"{"type":"set-decision","id":1,"app":"x:y","state":"granted","lifespan":"timed","seconds":0}"#] {
+        for wire in [
+            #"{"type":"set-decision","id":1,"app":"x:y","state":"granted","lifespan":"forever"}"#,
+            #"{"type":"set-decision","id":1,"app":"x:y","state":"granted","lifespan":"timed"}"#,
+            #"{"type":"set-decision","id":1,"app":"x:y","state":"granted","lifespan":"timed","seconds":0}"#,
+        ] {
             #expect(throws: ControlProtocolError.self, "\(wire)") { try ControlCodec.decodeClientMessage(line(wire)) }
         }
     }
@@ -143,7 +161,8 @@ private func object(_ bytes: [UInt8]) throws -> [String: Any] {
     }
 
     @Test func errorIsFlatWithIdCodeAndMessage() throws {
-        let o = try object(ControlCodec.encodeLine(ServerMessage.response(id: 7, .error(ControlError(.ambiguousApp, "two apps are named 'python3'; use the app key")))))
+        let o = try object(
+            ControlCodec.encodeLine(ServerMessage.response(id: 7, .error(ControlError(.ambiguousApp, "two apps are named 'python3'; use the app key")))))
         #expect(o["type"] as? String == "error")
         #expect(o["id"] as? Int == 7)
         #expect(o["code"] as? String == "ambiguous-app")
@@ -160,8 +179,10 @@ private func object(_ bytes: [UInt8]) throws -> [String: Any] {
     }
 
     @Test func anUnknownCaptureKindNamesTheKindsThereAre() {
-        for wire in [#"{"type":"set-access","id":3,"kind":"camera","enabled":true}"#,
-                     #"{"type":"set-decision","id":3,"app":"x:y","state":"granted","kind":"camera"}"#] {
+        for wire in [
+            #"{"type":"set-access","id":3,"kind":"camera","enabled":true}"#,
+            #"{"type":"set-decision","id":3,"app":"x:y","state":"granted","kind":"camera"}"#,
+        ] {
             #expect(throws: ControlProtocolError.badMessage(id: 3, "unknown capture kind \"camera\"; use microphone, system-audio, app-audio")) {
                 _ = try ControlCodec.decodeClientMessage(line(wire))
             }
@@ -169,27 +190,39 @@ private func object(_ bytes: [UInt8]) throws -> [String: Any] {
     }
 
     @Test func domainEnumsAreWrittenAsTheirWireNames() throws {
-        let app = AppInfo(key: "exe:/usr/bin/obs", state: .granted, reason: .userOnce, identifiedBy: .executable,
-                          kind: .systemAudio, lifespan: .timed, expiresAt: 100, afterwards: .undetermined, strength: .weak)
-        #expect(text(ControlCodec.encodeLine(ServerMessage.response(id: 2, .app(app)))) == #"{"app":{"afterwards":"undetermined","#
-            + #""expiresAt":100,"identifiedBy":"exe","key":"exe:/usr/bin/obs","kind":"system-audio","lifespan":"timed","#
-            + #""reason":"user-once","state":"granted","strength":"weak"},"id":2,"type":"app"}"# + "\n")
+        let app = AppInfo(
+            key: "exe:/usr/bin/obs", state: .granted, reason: .userOnce, identifiedBy: .executable,
+            kind: .systemAudio, lifespan: .timed, expiresAt: 100, afterwards: .undetermined, strength: .weak)
+        #expect(
+            text(ControlCodec.encodeLine(ServerMessage.response(id: 2, .app(app)))) == #"{"app":{"afterwards":"undetermined","#
+                + #""expiresAt":100,"identifiedBy":"exe","key":"exe:/usr/bin/obs","kind":"system-audio","lifespan":"timed","#
+                + #""reason":"user-once","state":"granted","strength":"weak"},"id":2,"type":"app"}"# + "\n")
         let set = ClientMessage.request(.setAccess(kind: .appAudio, enabled: false), id: 4)
         #expect(text(ControlCodec.encodeLine(set)) == #"{"enabled":false,"id":4,"kind":"app-audio","type":"set-access"}"# + "\n")
         let waiting = WaitingCaptureInfo(appKey: "exe:/x", kind: .microphone, displayName: nil, uid: 1, source: "mic", since: 5)
-        #expect(try ControlCodec.decodeServerMessage(Array(ControlCodec.encodeLine(
-            ServerMessage.response(id: 1, .status(StatusPayload(daemon: Self.status.daemon, upstream: Self.status.upstream,
-                                                                waiting: [waiting])))).dropLast()))
-            == .response(id: 1, .status(StatusPayload(daemon: Self.status.daemon, upstream: Self.status.upstream, waiting: [waiting]))))
+        #expect(
+            try ControlCodec.decodeServerMessage(
+                Array(
+                    ControlCodec.encodeLine(
+                        ServerMessage.response(
+                            id: 1,
+                            .status(
+                                StatusPayload(
+                                    daemon: Self.status.daemon, upstream: Self.status.upstream,
+                                    waiting: [waiting])))
+                    ).dropLast()))
+                == .response(id: 1, .status(StatusPayload(daemon: Self.status.daemon, upstream: Self.status.upstream, waiting: [waiting]))))
     }
 
     @Test func anAppInfoCarriesItsDesktopEntrysNameAndIcon() throws {
-        let app = AppInfo(key: "exe:/usr/bin/gnome-sound-recorder", displayName: "recorder", state: .granted, reason: .user,
-                          systemName: "Sound Recorder", icon: "org.gnome.SoundRecorder")
+        let app = AppInfo(
+            key: "exe:/usr/bin/gnome-sound-recorder", displayName: "recorder", state: .granted, reason: .user,
+            systemName: "Sound Recorder", icon: "org.gnome.SoundRecorder")
         let bytes = ControlCodec.encodeLine(ServerMessage.response(id: 3, .apps([app])))
-        #expect(text(bytes) == #"{"apps":[{"displayName":"recorder","icon":"org.gnome.SoundRecorder","#
-            + #""key":"exe:/usr/bin/gnome-sound-recorder","reason":"user","state":"granted","systemName":"Sound Recorder"}],"#
-            + #""id":3,"type":"apps"}"# + "\n")
+        #expect(
+            text(bytes) == #"{"apps":[{"displayName":"recorder","icon":"org.gnome.SoundRecorder","#
+                + #""key":"exe:/usr/bin/gnome-sound-recorder","reason":"user","state":"granted","systemName":"Sound Recorder"}],"#
+                + #""id":3,"type":"apps"}"# + "\n")
         #expect(try ControlCodec.decodeServerMessage(Array(bytes.dropLast())) == .response(id: 3, .apps([app])))
     }
 
@@ -224,10 +257,13 @@ private func object(_ bytes: [UInt8]) throws -> [String: Any] {
         #expect(try ControlCodec.decodeClientMessage(Array(line.dropLast())) == request)
         let bare = ClientMessage.request(.log(app: nil, since: nil, limit: nil), id: 5)
         #expect(String(decoding: ControlCodec.encodeLine(bare), as: UTF8.self) == #"{"id":5,"type":"log"}"# + "\n")
-        let reply = ServerMessage.response(id: 4, .usage([
-            UsageInfo(appKey: "exe:/usr/bin/pacat", kind: "microphone", source: "sine", startedAt: 1, endedAt: 3,
-                      realSeconds: 1.5, silencedSeconds: 0.5, decision: "undetermined → granted (user)"),
-        ]))
+        let reply = ServerMessage.response(
+            id: 4,
+            .usage([
+                UsageInfo(
+                    appKey: "exe:/usr/bin/pacat", kind: "microphone", source: "sine", startedAt: 1, endedAt: 3,
+                    realSeconds: 1.5, silencedSeconds: 0.5, decision: "undetermined → granted (user)")
+            ]))
         #expect(try ControlCodec.decodeServerMessage(Array(ControlCodec.encodeLine(reply).dropLast())) == reply)
     }
 }

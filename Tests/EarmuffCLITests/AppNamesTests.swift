@@ -52,8 +52,9 @@ import Testing
         #expect(resolve("tool", t, path: "/nonexistent:relative") == nil)
         #expect(resolve("./missing", t) == .failure(.noSuchFile("\(t.dir)/missing")))
         #expect(resolve("./notes.txt", t) == .failure(.notExecutable("\(t.dir)/notes.txt")))
-        #expect(AppNameResolver.Failure.noSuchFile("/x").description
-            == "no file at /x; give a command on PATH, a path, or an app key such as exe:/usr/bin/parecord")
+        #expect(
+            AppNameResolver.Failure.noSuchFile("/x").description
+                == "no file at /x; give a command on PATH, a path, or an app key such as exe:/usr/bin/parecord")
         #expect(AppNameResolver.lookUp("notes.txt", searchPath: t.dir, files: HostFiles()) == nil)
         #expect(AppNameResolver.lookUp("tool", searchPath: "/nonexistent:" + t.dir, files: HostFiles()) == t.dir + "/tool")
     }

@@ -57,7 +57,8 @@ private func usage(_ r: Result<ClientCommand, UsageError>) -> UsageError? {
         #expect(parse("deny", app, "--once", "--json") == .success(.setDecision(app: app, state: .denied, ClientOptions(json: true), lifespan: .once)))
         #expect(parse("grant", app, "--always") == .success(.setDecision(app: app, state: .granted, ClientOptions(), lifespan: .always)))
         #expect(parse("grant", app, "--session", "--session") == .success(.setDecision(app: app, state: .granted, ClientOptions(), lifespan: .session)))
-        #expect(usage(parse("grant", app, "--session", "--for", "1h"))?.message
+        #expect(
+            usage(parse("grant", app, "--session", "--for", "1h"))?.message
                 == "--session and --for 1h contradict each other; give one of --once, --session, --for DURATION, --always")
         #expect(usage(parse("grant", app, "--for", "soon"))?.message == "--for takes \(DurationText.help), not 'soon'")
         #expect(usage(parse("grant", app, "--for"))?.message == "--for needs a value")
@@ -78,7 +79,8 @@ private func usage(_ r: Result<ClientCommand, UsageError>) -> UsageError? {
     }
 
     @Test func captureKinds() {
-        #expect(parse("grant", "obs", "--kind", "system-audio")
+        #expect(
+            parse("grant", "obs", "--kind", "system-audio")
                 == .success(.setDecision(app: "obs", state: .granted, kind: .systemAudio, ClientOptions())))
         #expect(parse("deny", "--kind=app-audio", "obs") == .success(.setDecision(app: "obs", state: .denied, kind: .appAudio, ClientOptions())))
         #expect(parse("reset", "obs", "--kind", "microphone") == .success(.reset(app: "obs", kind: .microphone, ClientOptions())))
@@ -101,14 +103,18 @@ private func usage(_ r: Result<ClientCommand, UsageError>) -> UsageError? {
 
     @Test func run() {
         #expect(parse("run", "--", "parecord", "--rate", "8000") == .success(.run(RunOptions(command: ["parecord", "--rate", "8000"]))))
-        #expect(parse("run", "--app-id", "org.example.Notes", "--purpose", "voice notes", "--", "notes", "--")
+        #expect(
+            parse("run", "--app-id", "org.example.Notes", "--purpose", "voice notes", "--", "notes", "--")
                 == .success(.run(RunOptions(appID: "org.example.Notes", purpose: "voice notes", command: ["notes", "--"]))))
-        #expect(parse("run", "--listen=/s", "--control", "/c", "pacat", "-r") == .success(.run(RunOptions(listenPath: "/s", controlPath: "/c", command: ["pacat", "-r"]))))
+        #expect(
+            parse("run", "--listen=/s", "--control", "/c", "pacat", "-r")
+                == .success(.run(RunOptions(listenPath: "/s", controlPath: "/c", command: ["pacat", "-r"]))))
     }
 
     @Test func log() {
         #expect(parse("log") == .success(.log(app: nil, since: nil, ClientOptions())))
-        #expect(parse("log", "--app", "pacat", "--since", "2h", "--json")
+        #expect(
+            parse("log", "--app", "pacat", "--since", "2h", "--json")
                 == .success(.log(app: "pacat", since: "2h", ClientOptions(json: true))))
         #expect(parse("log", "--since=2026-11-30 14:05") == .success(.log(app: nil, since: "2026-11-30 14:05", ClientOptions())))
     }
@@ -188,12 +194,13 @@ private func usage(_ r: Result<ClientCommand, UsageError>) -> UsageError? {
         var t = TextTable(["APP", "STATE", "REASON"])
         t.add(["exe:/usr/bin/parecord", "granted", "user"])
         t.add(["x:y", "denied", ""])
-        #expect(t.render() == """
-        APP                    STATE    REASON
-        exe:/usr/bin/parecord  granted  user
-        x:y                    denied
+        #expect(
+            t.render() == """
+                APP                    STATE    REASON
+                exe:/usr/bin/parecord  granted  user
+                x:y                    denied
 
-        """)
+                """)
     }
 
     @Test func durationsAndSizes() {
@@ -221,7 +228,7 @@ private func usage(_ r: Result<ClientCommand, UsageError>) -> UsageError? {
     }
 
     @Test func appsTable() {
-        let utc = TimeZone(identifier: "UTC")!  // a fixed, always-present zone
+        let utc = TimeZone(identifier: "UTC")! // a fixed, always-present zone
         let out = ClientFormat.apps([Sample.app], timeZone: utc)
         let lines = out.split(separator: "\n")
         #expect(lines.count == 2)
@@ -232,11 +239,13 @@ private func usage(_ r: Result<ClientCommand, UsageError>) -> UsageError? {
     }
 
     @Test func lifespansInTablesAndDecisions() {
-        let utc = TimeZone(identifier: "UTC")!  // a fixed, always-present zone
-        let timed = AppInfo(key: "exe:/usr/bin/pacat", state: .granted, reason: .user, lifespan: .timed,
-                            expiresAt: 1_700_000_000, afterwards: .denied)
+        let utc = TimeZone(identifier: "UTC")! // a fixed, always-present zone
+        let timed = AppInfo(
+            key: "exe:/usr/bin/pacat", state: .granted, reason: .user, lifespan: .timed,
+            expiresAt: 1_700_000_000, afterwards: .denied)
         #expect(ClientFormat.state(timed, timeZone: utc) == "granted until 2023-11-14 22:13, then denied")
-        #expect(ClientFormat.decision(timed, timeZone: utc)
+        #expect(
+            ClientFormat.decision(timed, timeZone: utc)
                 == "exe:/usr/bin/pacat: microphone granted until 2023-11-14 22:13 (user), then denied\n")
         let session = AppInfo(key: "x:y", state: .denied, reason: .user, lifespan: .session, afterwards: .undetermined)
         #expect(ClientFormat.decision(session) == "x:y: microphone denied this session (user), then undetermined\n")
@@ -281,11 +290,15 @@ private func usage(_ r: Result<ClientCommand, UsageError>) -> UsageError? {
     @Test func tablesShowTheKind() {
         let apps = ClientFormat.apps([AppInfo(key: "exe:/usr/bin/obs", state: .granted, reason: .user, kind: .systemAudio)])
         #expect(apps.contains("KIND") && apps.contains("system-audio"), "\(apps)")
-        #expect(ClientFormat.decision(AppInfo(key: "exe:/usr/bin/obs", state: .denied, reason: .user, kind: .appAudio))
+        #expect(
+            ClientFormat.decision(AppInfo(key: "exe:/usr/bin/obs", state: .denied, reason: .user, kind: .appAudio))
                 == "exe:/usr/bin/obs: app-audio denied (user)\n")
-        let line = ClientFormat.event(.streamChanged(StreamInfo(client: 1, stream: 0, appKey: "exe:/usr/bin/obs",
-                                                                source: "out.monitor", sampleSpec: "s16le 1ch 48000Hz",
-                                                                audio: .silenced, kind: .systemAudio)), at: 0)
+        let line = ClientFormat.event(
+            .streamChanged(
+                StreamInfo(
+                    client: 1, stream: 0, appKey: "exe:/usr/bin/obs",
+                    source: "out.monitor", sampleSpec: "s16le 1ch 48000Hz",
+                    audio: .silenced, kind: .systemAudio)), at: 0)
         #expect(line.contains("system-audio from out.monitor now silenced"), "\(line)")
     }
 }
@@ -293,13 +306,15 @@ private func usage(_ r: Result<ClientCommand, UsageError>) -> UsageError? {
 /// Each identity says what it resists: the app's own sandbox at most, never a program of yours outside it.
 @Suite struct IdentityStrengthWording {
     static func prompt(_ method: String, _ strength: String) -> PromptInfo {
-        PromptInfo(id: 1, appKey: "\(method):x", identifiedBy: IdentificationMethod(rawValue: method)!, source: "mic",
-                   strength: IdentityStrength(rawValue: strength)!)
+        PromptInfo(
+            id: 1, appKey: "\(method):x", identifiedBy: IdentificationMethod(rawValue: method)!, source: "mic",
+            strength: IdentityStrength(rawValue: strength)!)
     }
 
     @Test func sandboxIdentitiesSayWhoElseCanBuildThem() {
         let flatpak = PromptWording.identity(Self.prompt("flatpak", "sandbox"))
-        #expect(flatpak.contains("strong against its sandbox only") && flatpak.contains("app-flatpak-ID-N.scope")
+        #expect(
+            flatpak.contains("strong against its sandbox only") && flatpak.contains("app-flatpak-ID-N.scope")
                 && flatpak.contains("/.flatpak-info"), "\(flatpak)")
         #expect(PromptWording.identity(Self.prompt("snap", "sandbox")).contains("aa-exec"))
         #expect(PromptWording.identity(Self.prompt("launcher", "sandbox")).contains("earmuff run with the same --app-id"))
@@ -310,11 +325,17 @@ private func usage(_ r: Result<ClientCommand, UsageError>) -> UsageError? {
     }
 
     @Test func tablesLabelTheStrength() {
-        let apps = ClientFormat.apps([AppInfo(key: "flatpak:org.example.App", state: .granted, reason: .user,
-                                              identifiedBy: .flatpak, strength: .sandbox)])
+        let apps = ClientFormat.apps([
+            AppInfo(
+                key: "flatpak:org.example.App", state: .granted, reason: .user,
+                identifiedBy: .flatpak, strength: .sandbox)
+        ])
         #expect(apps.contains("flatpak, strong against its sandbox only"), "\(apps)")
-        let line = ClientFormat.event(.clientConnected(ClientInfo(id: 1, appKey: "exe:/usr/bin/obs", identifiedBy: "exe",
-                                                                  strength: .weak)), at: 0)
+        let line = ClientFormat.event(
+            .clientConnected(
+                ClientInfo(
+                    id: 1, appKey: "exe:/usr/bin/obs", identifiedBy: "exe",
+                    strength: .weak)), at: 0)
         #expect(line.contains("by exe, weak"), "\(line)")
     }
 }

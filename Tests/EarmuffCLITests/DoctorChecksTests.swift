@@ -6,23 +6,28 @@ import Foundation
 import Testing
 @testable import EarmuffCLI
 
-private func status(session: Bool = true, reachable: Bool = true, via: [String] = ["portal", "notification", "command", "agent"],
-                    command: Bool = false, agents: Int = 0) -> StatusPayload {
-    StatusPayload(daemon: DaemonInfo(pid: 42, version: "0.1.0", listenPath: session ? "/run/user/7/pulse/native" : "/run/user/7/earmuff/native",
-                                     controlPath: "/run/user/7/earmuff/control", storePath: "/s.sqlite", uptimeSeconds: 3,
-                                     sessionSocket: session, socketActivated: session,
-                                     promptChannels: PromptChannelsInfo(via: via, command: command, agents: agents)),
-                  upstream: UpstreamInfo(server: "unix:/run/user/7/pulse/upstream", reachable: reachable))
+private func status(
+    session: Bool = true, reachable: Bool = true, via: [String] = ["portal", "notification", "command", "agent"],
+    command: Bool = false, agents: Int = 0
+) -> StatusPayload {
+    StatusPayload(
+        daemon: DaemonInfo(
+            pid: 42, version: "0.1.0", listenPath: session ? "/run/user/7/pulse/native" : "/run/user/7/earmuff/native",
+            controlPath: "/run/user/7/earmuff/control", storePath: "/s.sqlite", uptimeSeconds: 3,
+            sessionSocket: session, socketActivated: session,
+            promptChannels: PromptChannelsInfo(via: via, command: command, agents: agents)),
+        upstream: UpstreamInfo(server: "unix:/run/user/7/pulse/upstream", reachable: reachable))
 }
 
 private func facts(_ s: StatusPayload? = status(), setUpFor: SessionServer? = .pipewire) -> DoctorFacts {
-    DoctorFacts(runtimeDirectory: "/run/user/7", controlPath: "/run/user/7/earmuff/control", status: s,
-                daemonError: s == nil ? "cannot reach the daemon at /run/user/7/earmuff/control (No such file or directory)" : nil,
-                setUpFor: setUpFor, socketUnit: setUpFor == nil ? nil : "/usr/lib/systemd/user/earmuff.socket",
-                sessionSocketExists: true, upstreamAnswers: s?.upstream.reachable ?? false,
-                upstreamServer: s?.upstream.server,
-                desktop: DesktopChannelsFacts(busError: nil, portalBackend: nil, notificationActions: false),
-                pipewireSocket: nil, captureDevices: [], unitProblems: [], storePath: "/s.sqlite", storeCheck: .ok)
+    DoctorFacts(
+        runtimeDirectory: "/run/user/7", controlPath: "/run/user/7/earmuff/control", status: s,
+        daemonError: s == nil ? "cannot reach the daemon at /run/user/7/earmuff/control (No such file or directory)" : nil,
+        setUpFor: setUpFor, socketUnit: setUpFor == nil ? nil : "/usr/lib/systemd/user/earmuff.socket",
+        sessionSocketExists: true, upstreamAnswers: s?.upstream.reachable ?? false,
+        upstreamServer: s?.upstream.server,
+        desktop: DesktopChannelsFacts(busError: nil, portalBackend: nil, notificationActions: false),
+        pipewireSocket: nil, captureDevices: [], unitProblems: [], storePath: "/s.sqlite", storeCheck: .ok)
 }
 
 private func check(_ name: String, _ f: DoctorFacts) -> DoctorCheck? {
@@ -78,13 +83,16 @@ private func check(_ name: String, _ f: DoctorFacts) -> DoctorCheck? {
         let desktop = DesktopChannelsFacts(busError: nil, portalBackend: "org.freedesktop.impl.portal.desktop.gtk", notificationActions: true)
         let info = PromptChannelsInfo(via: ["notification", "portal"], command: false, agents: 0)
         #expect(DoctorChecks.promptChannel(info, desktop: desktop) == "notification")
-        #expect(DoctorChecks.promptChannel(PromptChannelsInfo(via: ["portal"], command: false, agents: 0), desktop: desktop)
+        #expect(
+            DoctorChecks.promptChannel(PromptChannelsInfo(via: ["portal"], command: false, agents: 0), desktop: desktop)
                 == "portal (org.freedesktop.impl.portal.desktop.gtk)")
         let none = DesktopChannelsFacts(busError: nil, portalBackend: nil, notificationActions: false)
-        #expect(DoctorChecks.promptChannel(PromptChannelsInfo(via: ["portal", "command", "agent"], command: true, agents: 0), desktop: none)
+        #expect(
+            DoctorChecks.promptChannel(PromptChannelsInfo(via: ["portal", "command", "agent"], command: true, agents: 0), desktop: none)
                 == "command (prompt-command)")
         // A connected agent keeps the command from running.
-        #expect(DoctorChecks.promptChannel(PromptChannelsInfo(via: ["command", "agent"], command: true, agents: 2), desktop: none)?
+        #expect(
+            DoctorChecks.promptChannel(PromptChannelsInfo(via: ["command", "agent"], command: true, agents: 2), desktop: none)?
                 .hasPrefix("agent") == true)
         // Channels not in prompt-via are not used.
         #expect(DoctorChecks.promptChannel(PromptChannelsInfo(via: ["agent"], command: false, agents: 0), desktop: desktop) == nil)
@@ -129,14 +137,16 @@ private func check(_ name: String, _ f: DoctorFacts) -> DoctorCheck? {
     /// no warning (PipeWire's own restart cuts it too, and the gate is back).
     @Test func aGateThatWasCutSaysSo() {
         var gated = status(agents: 1)
-        gated.pipewire = PipeWireInfo(socket: "/run/user/7/pipewire-0", gating: true, clients: 2,
-                                      cuts: 3, lastCut: "the PipeWire connection closed", lastCutAt: 1_800_000_000)
+        gated.pipewire = PipeWireInfo(
+            socket: "/run/user/7/pipewire-0", gating: true, clients: 2,
+            cuts: 3, lastCut: "the PipeWire connection closed", lastCutAt: 1_800_000_000)
         var f = facts(gated)
         f.pipewireSocket = "/run/user/7/pipewire-0"
         let c = check("pipewire", f)
         #expect(c?.outcome == .ok)
-        #expect(c?.message.contains("cut 3 times, last at ") == true && c?.message.contains("the PipeWire connection closed") == true
-                    && c?.message.contains("journalctl") == true, "\(String(describing: c))")
+        #expect(
+            c?.message.contains("cut 3 times, last at ") == true && c?.message.contains("the PipeWire connection closed") == true
+                && c?.message.contains("journalctl") == true, "\(String(describing: c))")
         #expect(ClientFormat.pipeWire(gated.pipewire!).hasPrefix("gating 2 clients (/run/user/7/pipewire-0); cut 3 times"))
     }
 

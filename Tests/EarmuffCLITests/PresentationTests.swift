@@ -40,14 +40,18 @@ import Wording
     static let key = "exe:/usr/bin/pw-cat"
 
     @Test func promptStatusAndAppsNameTheAppAlike() {
-        let client = ClientInfo(id: 1, appKey: Self.key, displayName: nil, pid: 7, identifiedBy: "exe",
-                                executable: "/usr/bin/pw-cat", commandName: "pw-record")
-        let prompt = PromptInfo(id: 2, appKey: Self.key, displayName: "pw-cat", identifiedBy: .executable, pid: 7,
-                                executable: "/usr/bin/pw-cat", commandName: "pw-record")
-        let app = AppInfo(key: Self.key, state: .undetermined, reason: .none, identifiedBy: .executable,
-                          executable: "/usr/bin/pw-cat", commandName: "pw-record")
-        let waiting = WaitingCaptureInfo(appKey: Self.key, kind: .microphone, displayName: nil, uid: 1000, source: "mic",
-                                         since: 0, executable: "/usr/bin/pw-cat", commandName: "pw-record")
+        let client = ClientInfo(
+            id: 1, appKey: Self.key, displayName: nil, pid: 7, identifiedBy: "exe",
+            executable: "/usr/bin/pw-cat", commandName: "pw-record")
+        let prompt = PromptInfo(
+            id: 2, appKey: Self.key, displayName: "pw-cat", identifiedBy: .executable, pid: 7,
+            executable: "/usr/bin/pw-cat", commandName: "pw-record")
+        let app = AppInfo(
+            key: Self.key, state: .undetermined, reason: .none, identifiedBy: .executable,
+            executable: "/usr/bin/pw-cat", commandName: "pw-record")
+        let waiting = WaitingCaptureInfo(
+            appKey: Self.key, kind: .microphone, displayName: nil, uid: 1000, source: "mic",
+            since: 0, executable: "/usr/bin/pw-cat", commandName: "pw-record")
         var status = StatusPayload(
             daemon: DaemonInfo(pid: 1, version: "1", listenPath: "/l", controlPath: "/c", storePath: "/s", uptimeSeconds: 1),
             upstream: UpstreamInfo(server: "unix:/u", reachable: true), clients: [client], streams: [], prompts: [prompt])
@@ -95,11 +99,13 @@ import Wording
 
     @Test func logTableShowsSecondsAndLiveSessions() {
         let utc = TimeZone(identifier: "UTC")!
-        let text = ClientFormat.usage([
-            UsageInfo(appKey: "exe:/usr/bin/pacat", kind: "microphone", source: "sine", startedAt: 0, endedAt: 2,
-                      realSeconds: 1.5, silencedSeconds: 0.5, decision: "granted (user)"),
-            UsageInfo(appKey: "launcher:org.example.Notes", kind: "microphone", source: "mic", startedAt: 60),
-        ], timeZone: utc)
+        let text = ClientFormat.usage(
+            [
+                UsageInfo(
+                    appKey: "exe:/usr/bin/pacat", kind: "microphone", source: "sine", startedAt: 0, endedAt: 2,
+                    realSeconds: 1.5, silencedSeconds: 0.5, decision: "granted (user)"),
+                UsageInfo(appKey: "launcher:org.example.Notes", kind: "microphone", source: "mic", startedAt: 60),
+            ], timeZone: utc)
         #expect(text.contains("1970-01-01 00:00:00"))
         #expect(text.contains("1.5 s") && text.contains("0.5 s"))
         #expect(text.contains("live"))

@@ -12,15 +12,22 @@ import Testing
     }
 
     @Test func sandboxOptions() {
-        #expect(parse("run", "--sandbox", "--", "parecord", "x.wav")
-            == .success(.run(RunOptions(sandbox: SandboxOptions(), command: ["parecord", "x.wav"]))))
-        #expect(parse("run", "--sandbox", "--app-id", "org.example.Notes", "--purpose", "notes", "--share-home",
-                      "--net", "--dbus", "--dry-run", "--control=/c", "notes")
-            == .success(.run(RunOptions(appID: "org.example.Notes", purpose: "notes", controlPath: "/c",
-                                        sandbox: SandboxOptions(home: .shared, network: true, sessionBus: true, dryRun: true),
-                                        command: ["notes"]))))
-        #expect(parse("run", "--home=/srv/notes", "--sandbox", "--", "notes", "--net")
-            == .success(.run(RunOptions(sandbox: SandboxOptions(home: .directory("/srv/notes")), command: ["notes", "--net"]))))
+        #expect(
+            parse("run", "--sandbox", "--", "parecord", "x.wav")
+                == .success(.run(RunOptions(sandbox: SandboxOptions(), command: ["parecord", "x.wav"]))))
+        #expect(
+            parse(
+                "run", "--sandbox", "--app-id", "org.example.Notes", "--purpose", "notes", "--share-home",
+                "--net", "--dbus", "--dry-run", "--control=/c", "notes")
+                == .success(
+                    .run(
+                        RunOptions(
+                            appID: "org.example.Notes", purpose: "notes", controlPath: "/c",
+                            sandbox: SandboxOptions(home: .shared, network: true, sessionBus: true, dryRun: true),
+                            command: ["notes"]))))
+        #expect(
+            parse("run", "--home=/srv/notes", "--sandbox", "--", "notes", "--net")
+                == .success(.run(RunOptions(sandbox: SandboxOptions(home: .directory("/srv/notes")), command: ["notes", "--net"]))))
     }
 
     @Test func mistakesNameTheFix() {

@@ -5,20 +5,24 @@ import Testing
 
 @Suite struct SandboxPlanTests {
     /// A host where /usr and /etc are directories, /bin and /lib links into /usr, and `extra` exist.
-    private func plan(_ options: SandboxOptions = SandboxOptions(), env: [String: String] = [:], uid: UInt32 = 1000,
-                      cwd: String = "/home/u/src", purpose: String? = nil, extra: Set<String> = []) -> SandboxPlan {
+    private func plan(
+        _ options: SandboxOptions = SandboxOptions(), env: [String: String] = [:], uid: UInt32 = 1000,
+        cwd: String = "/home/u/src", purpose: String? = nil, extra: Set<String> = []
+    ) -> SandboxPlan {
         var environment = ["HOME": "/home/u", "XDG_RUNTIME_DIR": "/run/user/1000"]
         environment.merge(env) { _, new in new }
-        return SandboxPlan(options: options, launcherSocket: "/run/user/1000/earmuff/launch/x", privateHome: "/home/u/.local/share/earmuff/homes/x",
-                           purpose: purpose, environment: environment, uid: uid, workingDirectory: cwd,
-                           command: ["/usr/bin/parecord", "out.wav"], lookup: { path in
-            switch path {
-            case "/usr", "/etc": .directory
-            case "/bin": .symlink(target: "usr/bin")
-            case "/lib": .symlink(target: "usr/lib")
-            default: extra.contains(path) ? .other : nil
-            }
-        })
+        return SandboxPlan(
+            options: options, launcherSocket: "/run/user/1000/earmuff/launch/x", privateHome: "/home/u/.local/share/earmuff/homes/x",
+            purpose: purpose, environment: environment, uid: uid, workingDirectory: cwd,
+            command: ["/usr/bin/parecord", "out.wav"],
+            lookup: { path in
+                switch path {
+                case "/usr", "/etc": .directory
+                case "/bin": .symlink(target: "usr/bin")
+                case "/lib": .symlink(target: "usr/lib")
+                default: extra.contains(path) ? .other : nil
+                }
+            })
     }
 
     /// The value after each `flag` in `args`, as pairs for flags with two operands.
@@ -65,8 +69,10 @@ import Testing
     }
 
     @Test func aLocalDisplayIsShownAndARemoteOneIsNot() throws {
-        let a = try plan(env: ["DISPLAY": ":3", "WAYLAND_DISPLAY": "wayland-0"],
-                         extra: ["/tmp/.X11-unix/X3", "/home/u/.Xauthority", "/run/user/1000/wayland-0"]).arguments()
+        let a = try plan(
+            env: ["DISPLAY": ":3", "WAYLAND_DISPLAY": "wayland-0"],
+            extra: ["/tmp/.X11-unix/X3", "/home/u/.Xauthority", "/run/user/1000/wayland-0"]
+        ).arguments()
         #expect(pairs(a, "--ro-bind").contains(["/tmp/.X11-unix/X3", "/tmp/.X11-unix/X3"]))
         // The private home hides ~/.Xauthority: it is bound into the runtime directory instead.
         #expect(pairs(a, "--ro-bind").contains(["/home/u/.Xauthority", "/run/user/1000/Xauthority"]))
@@ -84,8 +90,10 @@ import Testing
         #expect(throws: SandboxPlan.PlanError.self) {
             try plan(SandboxOptions(sessionBus: true), env: ["DBUS_SESSION_BUS_ADDRESS": "unix:abstract=/tmp/dbus-x"]).arguments()
         }
-        let abstract = try plan(SandboxOptions(network: true, sessionBus: true),
-                                env: ["DBUS_SESSION_BUS_ADDRESS": "unix:abstract=/tmp/dbus-x"]).arguments()
+        let abstract = try plan(
+            SandboxOptions(network: true, sessionBus: true),
+            env: ["DBUS_SESSION_BUS_ADDRESS": "unix:abstract=/tmp/dbus-x"]
+        ).arguments()
         #expect(pairs(abstract, "--setenv").contains(["DBUS_SESSION_BUS_ADDRESS", "unix:abstract=/tmp/dbus-x"]))
         #expect(throws: SandboxPlan.PlanError.self) { try plan(SandboxOptions(sessionBus: true)).arguments() }
     }

@@ -5,9 +5,10 @@ import Testing
 @testable import EarmuffCLI
 
 @Suite struct SetupPlanTests {
-    let context = SetupContext(configHome: "/h/.config", home: "/h", binary: "/usr/bin/earmuff",
-                               pulseSystemScript: ("/etc/pulse/default.pa", "load-module module-native-protocol-unix\n"),
-                               pipewireSystemConfig: ("/usr/share/pipewire/pipewire.conf", "context.modules = [ { name = libpipewire-module-access } ]\n"))
+    let context = SetupContext(
+        configHome: "/h/.config", home: "/h", binary: "/usr/bin/earmuff",
+        pulseSystemScript: ("/etc/pulse/default.pa", "load-module module-native-protocol-unix\n"),
+        pipewireSystemConfig: ("/usr/share/pipewire/pipewire.conf", "context.modules = [ { name = libpipewire-module-access } ]\n"))
 
     /// module-access's entry, and only it, is replaced: braces in its comments and strings do not end it early.
     @Test func theHoldReplacesOnlyModuleAccessesEntry() throws {
@@ -43,8 +44,10 @@ import Testing
         let silent = try #require(out.range(of: "node.name = \"earmuff.silence\""))
         let driver = try #require(out.range(of: "Dummy-Driver"))
         #expect(at.upperBound < silent.lowerBound && silent.upperBound < driver.lowerBound, "\(out)")
-        for line in ["{ factory = adapter", "factory.name = \"support.null-audio-sink\"", "media.class = \"Audio/Source/Virtual\"",
-                     "audio.position = [ MONO ]", "object.linger = \"true\"", "node.description = \"Earmuff (silenced)\""] {
+        for line in [
+            "{ factory = adapter", "factory.name = \"support.null-audio-sink\"", "media.class = \"Audio/Source/Virtual\"",
+            "audio.position = [ MONO ]", "object.linger = \"true\"", "node.description = \"Earmuff (silenced)\"",
+        ] {
             #expect(out.contains(line), "\(line): \(out)")
         }
         #expect(out.components(separatedBy: "earmuff.silence").count == 2, "one silent source: \(out)")
@@ -130,7 +133,10 @@ import Testing
         // The package's binary is gone while setup has the session: it says so, and how to undo.
         try FileManager.default.removeItem(atPath: packagedBinary)
         let gone = DoctorCommand.unitProblems(environment: env, setUpFor: .pipewire, setup: options)
-        #expect(gone.map(\.problem) == ["\(options.packagedUnitDirectory)/earmuff.service runs \(packagedBinary), which is not there any more: nothing answers behind the session's sound socket"])
+        #expect(
+            gone.map(\.problem) == [
+                "\(options.packagedUnitDirectory)/earmuff.service runs \(packagedBinary), which is not there any more: nothing answers behind the session's sound socket"
+            ])
         #expect(gone.first?.fix.hasPrefix("'earmuff setup --undo' gives the session back to pipewire-pulse;") == true, "\(gone)")
         #expect(DoctorChecks.units(DoctorFacts.sample(unitProblems: gone)).outcome == .fail)
         // Not set up: the package's units are nobody's business.
@@ -140,7 +146,10 @@ import Testing
         options.binary = "\(dir)/gone/earmuff"
         #expect(try SetupRunner(options: options, environment: env).setup() == 0)
         let own = DoctorCommand.unitProblems(environment: env, setUpFor: .pipewire, setup: options)
-        #expect(own.map(\.problem) == ["\(units)/earmuff.service runs \(dir)/gone/earmuff, which is not there any more: nothing answers behind the session's sound socket"])
+        #expect(
+            own.map(\.problem) == [
+                "\(units)/earmuff.service runs \(dir)/gone/earmuff, which is not there any more: nothing answers behind the session's sound socket"
+            ])
         #expect(own.first?.fix.contains("earmuff setup --undo") == true)
     }
 }
@@ -173,8 +182,9 @@ import Testing
         options.packagedUnitDirectory = "\(dir)/packaged"
         #expect(try SetupRunner(options: options, environment: env).setup() == 0)
         #expect(SessionTakeover.startHint(environment: env) == setUp)
-        #expect(message().hasPrefix("cannot reach the daemon at \(dir)/run/earmuff/control") && message().hasSuffix("; " + setUp),
-                "\(message())")
+        #expect(
+            message().hasPrefix("cannot reach the daemon at \(dir)/run/earmuff/control") && message().hasSuffix("; " + setUp),
+            "\(message())")
 
         options.undo = true
         #expect(try SetupRunner(options: options, environment: env).undo() == 0)
@@ -187,14 +197,22 @@ import Testing
 @Suite struct MadeDirectoriesTests {
     @Test func eachFileRecordsTheDirectoriesAboveItThatSetupMade() {
         let f = SetupFile(path: "/h/.config/systemd/user/pipewire-pulse.socket.d/earmuff.conf", contents: SetupPlan.marker + "\n[Socket]\n")
-        #expect(SetupPlan.ancestors(of: f.path) == ["/h/.config/systemd/user/pipewire-pulse.socket.d", "/h/.config/systemd/user",
-                                                     "/h/.config/systemd", "/h/.config", "/h"])
-        let made: Set = ["/h/.config/systemd", "/h/.config/systemd/user", "/h/.config/systemd/user/pipewire-pulse.socket.d",
-                         "/h/.config/pipewire"]
+        #expect(
+            SetupPlan.ancestors(of: f.path) == [
+                "/h/.config/systemd/user/pipewire-pulse.socket.d", "/h/.config/systemd/user",
+                "/h/.config/systemd", "/h/.config", "/h",
+            ])
+        let made: Set = [
+            "/h/.config/systemd", "/h/.config/systemd/user", "/h/.config/systemd/user/pipewire-pulse.socket.d",
+            "/h/.config/pipewire",
+        ]
         let text = SetupPlan.recording(f, made: made)
         #expect(text.hasPrefix(f.contents), "the file as setup writes it comes first: \(text)")
-        #expect(SetupPlan.madeDirectories(in: text) == ["/h/.config/systemd", "/h/.config/systemd/user",
-                                                        "/h/.config/systemd/user/pipewire-pulse.socket.d"])
+        #expect(
+            SetupPlan.madeDirectories(in: text) == [
+                "/h/.config/systemd", "/h/.config/systemd/user",
+                "/h/.config/systemd/user/pipewire-pulse.socket.d",
+            ])
         #expect(SetupPlan.withoutRecord(text) == f.contents)
         #expect(SetupPlan.recording(f, made: []) == f.contents)
         #expect(SetupPlan.madeDirectories(in: SetupPlan.marker + "\n# earmuff setup made the directory relative; x\n").isEmpty)

@@ -18,8 +18,10 @@ import TestSupport
 }
 
 @Test func declaredPropertiesFromPulseProp() {
-    let env = ["PULSE_PROP": "application.capture.purpose='Voice memos' media.role=phone x=\"a \\\"b\\\"\" junk",
-               "PULSE_PROP_application.name": "Recorder"]
+    let env = [
+        "PULSE_PROP": "application.capture.purpose='Voice memos' media.role=phone x=\"a \\\"b\\\"\" junk",
+        "PULSE_PROP_application.name": "Recorder",
+    ]
     let p = ClientEnvironment.declaredProperties(env)
     #expect(p["application.capture.purpose"] == "Voice memos")
     #expect(p["media.role"] == "phone")

@@ -101,7 +101,7 @@ extension EndToEnd {
 
         /// A socket that another uid can reach (a mode set wrong) still serves only the daemon's uid.
         @Test func otherUIDsAreRefused() async throws {
-            guard getuid() == 0 else { return }  // only root can act as another uid here
+            guard getuid() == 0 else { return } // only root can act as another uid here
             let s = try Setup()
             defer { s.stop() }
             chmod(s.earmuff.directory, 0o755)
@@ -109,8 +109,9 @@ extension EndToEnd {
             guard let setpriv = findExecutable("setpriv"), let pactl = findExecutable("pactl") else {
                 throw TestSupportError("setpriv (util-linux) and pactl are needed")
             }
-            let r = try Tool.run(setpriv, args: ["--reuid=65534", "--regid=65534", "--clear-groups", pactl, "info"],
-                                 server: s.earmuff.serverString, timeout: 20)
+            let r = try Tool.run(
+                setpriv, args: ["--reuid=65534", "--regid=65534", "--clear-groups", pactl, "info"],
+                server: s.earmuff.serverString, timeout: 20)
             #expect(!r.succeeded, "another uid used the sound server: \(r)")
             let line = await Wait.until(timeout: 30) { s.earmuff.log().contains("uid 65534 on \(s.earmuff.listenPath)") }
             #expect(line, "\(s.logs)")
@@ -123,10 +124,12 @@ extension EndToEnd {
             let c = try RawClient(path: s.earmuff.listenPath)
             defer { c.close() }
             try c.handshake()
-            try c.send(RawClient.setClientName(tag: 5, name: "me") + RawClient.packet(.playSample, tag: 5) { w in
-                w.writeU32(0xFFFF_FFFF); w.writeString(nil); w.writeU32(0x10000); w.writeString("bell")
-                w.writeProplist(Proplist())
-            })
+            try c.send(
+                RawClient.setClientName(tag: 5, name: "me")
+                    + RawClient.packet(.playSample, tag: 5) { w in
+                        w.writeU32(0xFFFF_FFFF); w.writeString(nil); w.writeU32(0x10000); w.writeString("bell")
+                        w.writeProplist(Proplist())
+                    })
             #expect(c.waitUntilClosed(timeout: 30), "\(s.logs)")
             let logged = await Wait.until(timeout: 30) { s.earmuff.log().contains("tag 5 is still waiting for its reply") }
             #expect(logged, "\(s.logs)")
@@ -151,13 +154,16 @@ extension EndToEnd {
             let peakBefore = ProcessStats.peakResidentKiB(pid)
             var batch: [UInt8] = []
             for tag in UInt32(10)..<UInt32(1010) {
-                batch += asking == "refused"
-                    ? RawClient.packet(.loadModule, tag: tag) { $0.writeString("module-null-sink"); $0.writeString("") }
+                batch +=
+                    asking == "refused"
+                    ? RawClient.packet(.loadModule, tag: tag) {
+                        $0.writeString("module-null-sink"); $0.writeString("")
+                    }
                     : RawClient.frame(PermissionCall.get(kind: "microphone").packet(tag: tag))
             }
             var tag: UInt32 = 10
             for _ in 0..<200 {
-                do { try c.send(batch) } catch { break }  // closed by earmuff: done
+                do { try c.send(batch) } catch { break } // closed by earmuff: done
                 tag += 1000
             }
             #expect(c.waitUntilClosed(timeout: 60), "earmuff kept a client whose refusals pile up\n\(s.logs)")

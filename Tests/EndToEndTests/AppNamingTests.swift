@@ -27,8 +27,10 @@ extension EndToEnd {
             defer { s.stop() }
             let (dir, pacat) = try Self.programs(s)
             let env = ["PATH": "\(dir):/usr/bin:/bin"]
-            for (typed, key) in [("rec", "exe:\(pacat)"), ("\(dir)/rec", "exe:\(pacat)"), ("exe:\(dir)/rec", "exe:\(pacat)"),
-                                 ("memo", "script:\(dir)/memo")] {
+            for (typed, key) in [
+                ("rec", "exe:\(pacat)"), ("\(dir)/rec", "exe:\(pacat)"), ("exe:\(dir)/rec", "exe:\(pacat)"),
+                ("memo", "script:\(dir)/memo"),
+            ] {
                 let r = try s.earmuff.runCLI(["grant", typed, "--json"], extraEnvironment: env)
                 #expect(r.status == 0, "\(typed): \(r)")
                 #expect(r.stderr.contains("deciding for \(key)"), "\(typed): \(r)")

@@ -111,10 +111,12 @@ extension EndToEnd {
             let monitorAudio = await Self.next(0.5, of: monitor)
             let otherAudio = await Self.next(0.5, of: other)
             #expect(Self.isTone(micAudio, PulseServer.toneFrequency), "granted microphone: \(Helpers.analyze(micAudio, format: .s16le))")
-            #expect(monitorAudio.count > 0 && AudioAnalysis.isUniform(monitorAudio, value: 0),
-                    "system audio heard with only the microphone granted: \(Helpers.analyze(monitorAudio, format: .s16le, frequency: 1000))")
-            #expect(otherAudio.count > 0 && AudioAnalysis.isUniform(otherAudio, value: 0),
-                    "another app heard with only the microphone granted: \(Helpers.analyze(otherAudio, format: .s16le, frequency: 1000))")
+            #expect(
+                monitorAudio.count > 0 && AudioAnalysis.isUniform(monitorAudio, value: 0),
+                "system audio heard with only the microphone granted: \(Helpers.analyze(monitorAudio, format: .s16le, frequency: 1000))")
+            #expect(
+                otherAudio.count > 0 && AudioAnalysis.isUniform(otherAudio, value: 0),
+                "another app heard with only the microphone granted: \(Helpers.analyze(otherAudio, format: .s16le, frequency: 1000))")
             let status = try s.earmuff.status()
             let kinds = Dictionary(status.streams(of: s.key).map { ($0.kind ?? "unknown", $0.audio) }, uniquingKeysWith: { a, _ in a })
             #expect(kinds == ["microphone": "real", "system-audio": "silenced", "app-audio": "silenced"], "\(status)")
@@ -124,7 +126,9 @@ extension EndToEnd {
             _ = try await Self.stream(s) { $0.kind == "system-audio" && $0.audio == "real" }
             let monitorAfter = await Self.next(0.5, of: monitor)
             let otherStill = await Self.next(0.5, of: other)
-            #expect(Self.isTone(monitorAfter, Self.otherFrequency), "granted system audio: \(Helpers.analyze(monitorAfter, format: .s16le, frequency: 1000))\n\(s.earmuff.log())")
+            #expect(
+                Self.isTone(monitorAfter, Self.otherFrequency),
+                "granted system audio: \(Helpers.analyze(monitorAfter, format: .s16le, frequency: 1000))\n\(s.earmuff.log())")
             #expect(otherStill.count > 0 && AudioAnalysis.isUniform(otherStill, value: 0), "app audio heard with system audio granted")
 
             try s.earmuff.control("grant", s.key, "--kind", "app-audio")
@@ -154,8 +158,9 @@ extension EndToEnd {
             let moved = try await Self.stream(s) { $0.kind == "system-audio" }
             #expect(moved?.audio == "silenced", "\(String(describing: moved))\n\(s.earmuff.log())")
             let onMonitor = await Self.next(0.5, of: rec)
-            #expect(onMonitor.count > 0 && AudioAnalysis.isUniform(onMonitor, value: 0),
-                    "moved to the monitor: \(Helpers.analyze(onMonitor, format: .s16le, frequency: 1000))\n\(s.earmuff.log())")
+            #expect(
+                onMonitor.count > 0 && AudioAnalysis.isUniform(onMonitor, value: 0),
+                "moved to the monitor: \(Helpers.analyze(onMonitor, format: .s16le, frequency: 1000))\n\(s.earmuff.log())")
 
             try await Self.move(s, output: output, to: PulseServer.sourceName)
             let returned = try await Self.stream(s) { $0.kind == "microphone" && $0.audio == "real" }
@@ -170,16 +175,19 @@ extension EndToEnd {
             var sessions: [UsageLogTests.Session] = []
             await Wait.until(timeout: 60) {
                 guard let r = try? s.earmuff.runCLI(["log", "--json", "--app", s.key]), r.status == 0,
-                      let all = try? JSONDecoder().decode([UsageLogTests.Session].self, from: r.stdout) else { return false }
+                    let all = try? JSONDecoder().decode([UsageLogTests.Session].self, from: r.stdout)
+                else { return false }
                 sessions = all.reversed()
                 return !all.isEmpty && all.allSatisfy { $0.endedAt != nil }
             }
             let known = sessions.filter { $0.kind != "unknown" }
             #expect(known.map(\.kind) == ["microphone", "system-audio", "microphone"], "\(sessions)")
-            #expect(known.map(\.source) == [PulseServer.sourceName, "\(PulseServer.sinkName).monitor", PulseServer.sourceName],
-                    "\(sessions)")
-            #expect(sessions.filter { $0.kind != "microphone" }.allSatisfy { $0.realSeconds == 0 && ($0.silencedSeconds ?? 0) >= 0 },
-                    "\(sessions)")
+            #expect(
+                known.map(\.source) == [PulseServer.sourceName, "\(PulseServer.sinkName).monitor", PulseServer.sourceName],
+                "\(sessions)")
+            #expect(
+                sessions.filter { $0.kind != "microphone" }.allSatisfy { $0.realSeconds == 0 && ($0.silencedSeconds ?? 0) >= 0 },
+                "\(sessions)")
             #expect(known.filter { $0.kind == "microphone" }.allSatisfy { ($0.realSeconds ?? 0) > 0.3 }, "\(sessions)")
             #expect((known.dropFirst().first?.silencedSeconds ?? 0) > 0.3, "\(sessions)")
         }

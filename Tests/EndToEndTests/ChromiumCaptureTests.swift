@@ -18,8 +18,10 @@ import TestSupport
 private let pipeWireSelected = (try? ServerKind.selected()) == .pipewire
 
 extension EndToEnd {
-    @Suite(.enabled(if: pipeWireSelected && findExecutable(ChromiumPage.binary) != nil,
-                    "Chromium records through pipewire-pulse in the EARMUFF_TEST_SERVER=pipewire pass"))
+    @Suite(
+        .enabled(
+            if: pipeWireSelected && findExecutable(ChromiumPage.binary) != nil,
+            "Chromium records through pipewire-pulse in the EARMUFF_TEST_SERVER=pipewire pass"))
     struct ChromiumCaptureTests {
         typealias E2E = ConsentEndToEndTests
         typealias Claims = VolumeControlClaimTests
@@ -88,10 +90,12 @@ struct ChromiumPage {
         let dir = try TempDir.make(prefix: "earmuff-chromium")
         try page.write(toFile: "\(dir)/level.html", atomically: true, encoding: .utf8)
         try TempDir.makeDirectory("\(dir)/tmp")
-        let tool = try Tool.start(binary, args: [
-            "--headless=new", "--no-sandbox", "--use-fake-ui-for-media-stream", "--enable-logging=stderr",
-            "--user-data-dir=\(dir)/profile", "file://\(dir)/level.html",
-        ], server: server, environment: ["TMPDIR": "\(dir)/tmp"])
+        let tool = try Tool.start(
+            binary,
+            args: [
+                "--headless=new", "--no-sandbox", "--use-fake-ui-for-media-stream", "--enable-logging=stderr",
+                "--user-data-dir=\(dir)/profile", "file://\(dir)/level.html",
+            ], server: server, environment: ["TMPDIR": "\(dir)/tmp"])
         return ChromiumPage(tool: tool, directory: dir)
     }
 
@@ -102,7 +106,8 @@ struct ChromiumPage {
     var lines: [String] {
         tool.process.stderrText().split(separator: "\n").compactMap { line in
             guard let at = line.range(of: ":CONSOLE"), let open = line[at.upperBound...].firstIndex(of: "\""),
-                  let close = line[line.index(after: open)...].firstIndex(of: "\"") else { return nil }
+                let close = line[line.index(after: open)...].firstIndex(of: "\"")
+            else { return nil }
             return String(line[line.index(after: open)..<close])
         }
     }

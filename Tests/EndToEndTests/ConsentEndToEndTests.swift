@@ -28,8 +28,10 @@ extension EndToEnd {
             /// The app key of parecord (`exe:` + the real path of pacat).
             let key: String
 
-            init(config: [String] = [], store: String? = nil, server existing: PulseServer? = nil,
-                 environment: [String: String] = [:]) throws {
+            init(
+                config: [String] = [], store: String? = nil, server existing: PulseServer? = nil,
+                environment: [String: String] = [:]
+            ) throws {
                 key = try Tool.appKey(for: "parecord")
                 scratch = try Helpers.scratch()
                 var args: [String] = []
@@ -62,12 +64,15 @@ extension EndToEnd {
             }
 
             /// Starts parecord through earmuff, declaring `purpose` unless it is nil.
-            func record(format: PCMFormat = .s16le, rate: Int = PulseServer.toneRate, channels: Int = 1,
-                        purpose: String? = ConsentEndToEndTests.purpose, device: String? = nil,
-                        extraArguments: [String] = []) throws -> Recording {
-                try Tool.startPurposefulRecording(server: earmuff.serverString, purpose: purpose, format: format,
-                                                  rate: rate, channels: channels, device: device,
-                                                  extraArguments: extraArguments)
+            func record(
+                format: PCMFormat = .s16le, rate: Int = PulseServer.toneRate, channels: Int = 1,
+                purpose: String? = ConsentEndToEndTests.purpose, device: String? = nil,
+                extraArguments: [String] = []
+            ) throws -> Recording {
+                try Tool.startPurposefulRecording(
+                    server: earmuff.serverString, purpose: purpose, format: format,
+                    rate: rate, channels: channels, device: device,
+                    extraArguments: extraArguments)
             }
 
             /// Context for failure messages.
@@ -87,8 +92,9 @@ extension EndToEnd {
         /// Whether `audio` (s16le) is exact silence first and then the test tone to its end.
         static func isSilenceThenTone(_ audio: Data) -> Bool {
             let at = (audio.firstIndex { $0 != 0 } ?? audio.count) / 2 * 2
-            return at > 0 && Helpers.analyze(audio.subdata(in: at..<audio.count), format: .s16le)
-                .isTone(expectedRMS: Helpers.micRMS, minimumSeconds: 0.9)
+            return at > 0
+                && Helpers.analyze(audio.subdata(in: at..<audio.count), format: .s16le)
+                    .isTone(expectedRMS: Helpers.micRMS, minimumSeconds: 0.9)
         }
 
         static func waitForToneAfterSwitch(_ rec: Recording, seconds: Double, timeout: Double = 60) async -> Bool {
@@ -164,8 +170,9 @@ extension EndToEnd {
             #expect(prompts.first?.purpose == Self.purpose, "\(prompts)")
             #expect(prompts.first?.identifiedBy == "exe", "\(prompts)")
             #expect(prompts.first?.source == PulseServer.sourceName, "\(prompts)")
-            #expect(prompts.first.map { p in status.clients(of: s.key).contains { $0.pid == p.pid } } == true,
-                    "the prompt's pid is one of the recorders: \(status)")
+            #expect(
+                prompts.first.map { p in status.clients(of: s.key).contains { $0.pid == p.pid } } == true,
+                "the prompt's pid is one of the recorders: \(status)")
 
             let first = try await watch.waitForLine { $0.event == "prompt-raised" && $0.prompt?.appKey == s.key }
             #expect(first != nil, "\(watch.summary)")
@@ -216,7 +223,9 @@ extension EndToEnd {
             let mark = rec.byteCount()
             _ = await Wait.until(timeout: 60) { rec.byteCount() >= mark + Self.bytes(0.5, of: rec) || !rec.tool.process.isRunning }
             let atEnd = try s.earmuff.status().streams(of: s.key).first?.bytesSilenced
-            #expect(atEnd == silencedAtSwitch && atEnd != nil, "silenced again after the switch: \(String(describing: silencedAtSwitch)) → \(String(describing: atEnd))")
+            #expect(
+                atEnd == silencedAtSwitch && atEnd != nil,
+                "silenced again after the switch: \(String(describing: silencedAtSwitch)) → \(String(describing: atEnd))")
 
             let (result, audio) = rec.stop()
             #expect(result.status == 0, "\(result)")
@@ -341,14 +350,15 @@ extension EndToEnd {
             let agent = try s.earmuff.startCLI(["agent", "--answer", "once", "--json"])
             let answered = try await agent.waitForLine { $0.type == "answered" }
             #expect(answered?.accepted == true, "\(agent.summary)")
-            agent.stop()  // the next prompt must stay pending
+            agent.stop() // the next prompt must stay pending
             #expect(await Self.waitForToneAfterSwitch(rec, seconds: 1), "once did not make the recording real\n\(s.logs)")
             let during = try s.earmuff.app(s.key)
             #expect(during?.state == "undetermined" && during?.reason == "user-once", "\(String(describing: during))")
             let (_, audio) = rec.stop()
             let switchAt = (audio.firstIndex { $0 != 0 } ?? audio.count) / 2 * 2
-            #expect(Helpers.analyze(audio.subdata(in: switchAt..<audio.count), format: .s16le)
-                .isTone(expectedRMS: Helpers.micRMS, minimumSeconds: 0.9))
+            #expect(
+                Helpers.analyze(audio.subdata(in: switchAt..<audio.count), format: .s16le)
+                    .isTone(expectedRMS: Helpers.micRMS, minimumSeconds: 0.9))
             try await s.earmuff.waitForStatus { $0.clients(of: s.key).isEmpty }
 
             let next = try s.record()
@@ -464,8 +474,9 @@ extension EndToEnd {
             #expect(status.prompts(of: s.key).first?.purpose == nil, "\(status)")
             let said = await Wait.until(timeout: 60, interval: 0.05) { agent.output().contains("gave no reason") }
             #expect(said, "agent output:\n\(agent.output())\n\(s.logs)")
-            #expect(agent.output().components(separatedBy: "wants to use your microphone").count == 2,
-                    "one prompt expected:\n\(agent.output())")
+            #expect(
+                agent.output().components(separatedBy: "wants to use your microphone").count == 2,
+                "one prompt expected:\n\(agent.output())")
             let (result, audio) = rec.stop()
             #expect(result.status == 0, "\(result)")
             #expect(AudioAnalysis.isUniform(audio, value: 0))
@@ -516,8 +527,9 @@ extension EndToEnd {
             for (rec, (format, rate, channels)) in zip(granted, cases) {
                 let (_, audio) = rec.stop()
                 let samples = AudioAnalysis.channel(AudioAnalysis.decode(audio, format: format), 0, of: channels)
-                let ratios = AudioAnalysis.blockToneRatios(samples, frequency: PulseServer.toneFrequency,
-                                                           sampleRate: Double(rate), blockSize: rate / 10)
+                let ratios = AudioAnalysis.blockToneRatios(
+                    samples, frequency: PulseServer.toneFrequency,
+                    sampleRate: Double(rate), blockSize: rate / 10)
                 #expect(AudioAnalysis.median(ratios) > 0.9, "\(format) granted: ratios \(ratios)")
                 #expect(abs(AudioAnalysis.rms(samples) - Helpers.micRMS) < 0.05, "\(format) granted: rms \(AudioAnalysis.rms(samples))")
             }
@@ -558,8 +570,9 @@ extension EndToEnd {
                 let (result, audio) = rec.stop()
                 #expect(result.status == 0, "\(name): \(result)")
                 #expect(audio.count >= Self.bytes(1, of: rec), "\(name): \(audio.count) bytes")
-                #expect(AudioAnalysis.isUniform(audio, value: 0),
-                        "\(name): a denied app heard \(Helpers.analyze(audio, format: .s16le, frequency: 1000))")
+                #expect(
+                    AudioAnalysis.isUniform(audio, value: 0),
+                    "\(name): a denied app heard \(Helpers.analyze(audio, format: .s16le, frequency: 1000))")
             }
             let (_, heard) = direct.stop()
             let directReport = Helpers.analyze(heard.suffix(Self.bytes(0.5, of: direct)), format: .s16le, frequency: 1000)
@@ -587,9 +600,11 @@ extension EndToEnd {
                 #expect(r.status == 1, "\(r)")
                 #expect(r.stderr.contains("no-such-app"), "\(r)")
             }
-            let usage: [[String]] = [[], ["status", "--bogus"], ["grant"], ["agent", "--answer", "maybe"],
-                                     ["run"], ["run", "--app-id", "-bad", "--", "true"], ["frobnicate"],
-                                     ["apps", "extra"], ["status", "--json=yes"]]
+            let usage: [[String]] = [
+                [], ["status", "--bogus"], ["grant"], ["agent", "--answer", "maybe"],
+                ["run"], ["run", "--app-id", "-bad", "--", "true"], ["frobnicate"],
+                ["apps", "extra"], ["status", "--json=yes"],
+            ]
             for args in usage {
                 let r = try run(args)
                 #expect(r.status == 64, "\(r)")
@@ -697,14 +712,16 @@ extension EndToEnd {
             let (_, audio) = rec.stop()
             if exitStatus == 0 {
                 let at = (audio.firstIndex { $0 != 0 } ?? audio.count) / 2 * 2
-                #expect(Helpers.analyze(audio.subdata(in: at..<audio.count), format: .s16le)
-                    .isTone(expectedRMS: Helpers.micRMS, minimumSeconds: 0.9))
+                #expect(
+                    Helpers.analyze(audio.subdata(in: at..<audio.count), format: .s16le)
+                        .isTone(expectedRMS: Helpers.micRMS, minimumSeconds: 0.9))
             } else {
                 #expect(AudioAnalysis.isUniform(audio, value: 0))
             }
             let app = try s.earmuff.app(s.key)
-            #expect(app?.state == (exitStatus == 0 ? "granted" : "denied") && app?.reason == "prompt-command",
-                    "\(String(describing: app))")
+            #expect(
+                app?.state == (exitStatus == 0 ? "granted" : "denied") && app?.reason == "prompt-command",
+                "\(String(describing: app))")
             let seen = (try? String(contentsOfFile: "\(scratch)/seen", encoding: .utf8)) ?? ""
             #expect(seen.hasPrefix("\(s.key)|\(Self.purpose)|"), "prompt-command environment: \(seen)")
         }
@@ -785,7 +802,7 @@ extension EndToEnd {
             request.sampleSpec = SampleSpec(format: .float32le, channels: 1, rate: 100)
             request.channelMap = .mono
             request.peakDetect = true
-            request.volume = CVolume(channels: 1, volume: CVolume.norm)  // the server wants one value per channel
+            request.volume = CVolume(channels: 1, volume: CVolume.norm) // the server wants one value per channel
             request.adjustLatency = true
             request.fragSize = 16
             request.maxLength = 1 << 16
@@ -796,7 +813,8 @@ extension EndToEnd {
             #expect(status.streams(of: key).map(\.audio) == ["silenced"], "\(status)")
             let silent = try client.recordData(channel: channel, bytes: 200)
             #expect(silent.count >= 200, "\(silent.count) bytes\n\(s.logs)")
-            #expect(!silent.isEmpty && silent.allSatisfy { $0 == 0 }, "a denied level meter saw peaks: \(AudioAnalysis.decode(Data(silent), format: .float32le))")
+            #expect(
+                !silent.isEmpty && silent.allSatisfy { $0 == 0 }, "a denied level meter saw peaks: \(AudioAnalysis.decode(Data(silent), format: .float32le))")
 
             try s.earmuff.control("grant", key)
             // Frames silenced before the grant may still be queued; read on until 20 peaks in a row are real.

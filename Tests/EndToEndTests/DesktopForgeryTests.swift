@@ -27,9 +27,10 @@ extension EndToEnd {
                 throw TestSupportError("xdg-dbus-proxy not found; install xdg-dbus-proxy")
             }
             let socket = "\(bus.directory)/flatpak-bus-\(UInt32.random(in: 0...UInt32.max))"
-            let child = try ChildProcess.spawn(executable: proxy, arguments: [bus.address, socket, "--filter", "--talk=\(talk)"],
-                                               environment: Tool.privateEnvironment(root: bus.directory),
-                                               stdoutPath: "\(socket).log", stderrPath: "\(socket).log", maxLifetime: 600)
+            let child = try ChildProcess.spawn(
+                executable: proxy, arguments: [bus.address, socket, "--filter", "--talk=\(talk)"],
+                environment: Tool.privateEnvironment(root: bus.directory),
+                stdoutPath: "\(socket).log", stderrPath: "\(socket).log", maxLifetime: 600)
             guard Wait.untilBlocking(timeout: 30, interval: 0.05, { UnixSocket.canConnect(socket) }) else {
                 throw TestSupportError("xdg-dbus-proxy did not listen on \(socket)")
             }
@@ -37,8 +38,10 @@ extension EndToEnd {
         }
 
         /// `gdbus emit` on `address`: a signal of `interface` at `path` (to `destination`, or broadcast).
-        static func emit(_ address: String, _ bus: SessionBus, path: String, _ signal: String, _ args: [String],
-                         to destination: String? = nil) throws {
+        static func emit(
+            _ address: String, _ bus: SessionBus, path: String, _ signal: String, _ args: [String],
+            to destination: String? = nil
+        ) throws {
             guard let gdbus = findExecutable("gdbus") else { throw TestSupportError("gdbus not found; install libglib2.0-bin") }
             var a = ["emit", "--session", "--object-path", path, "--signal", signal]
             if let destination { a += ["--dest", destination] }
@@ -63,8 +66,9 @@ extension EndToEnd {
                 let args = ["uint32 \(id)", key]
                 try emit(forger, bus, path: "/org/freedesktop/Notifications", "org.freedesktop.Notifications.ActionInvoked", args)
                 for name in earmuff {
-                    try emit(forger, bus, path: "/org/freedesktop/Notifications",
-                             "org.freedesktop.Notifications.ActionInvoked", args, to: name)
+                    try emit(
+                        forger, bus, path: "/org/freedesktop/Notifications",
+                        "org.freedesktop.Notifications.ActionInvoked", args, to: name)
                 }
             }
         }
@@ -133,23 +137,26 @@ extension EndToEnd {
             let s = try Setup(environment: ["DBUS_SESSION_BUS_ADDRESS": bus.address])
             defer { s.stop() }
             let app = DesktopPermissionTests.appID, key = DesktopPermissionTests.key
-            let rec = try Sandbox.startFlatpakRecording(appID: app, sessionSocket: s.earmuff.listenPath,
-                                                        purpose: E2E.purpose)
+            let rec = try Sandbox.startFlatpakRecording(
+                appID: app, sessionSocket: s.earmuff.listenPath,
+                purpose: E2E.purpose)
             defer { _ = rec.stop() }
             _ = try await s.earmuff.waitForStatus { !$0.streams(of: key).isEmpty }
             let (forger, proxy) = try Self.address(door, on: bus, talk: "org.example.Nothing")
             defer { proxy?.terminate() }
-            try Self.emit(forger, bus, path: DesktopPermissionTests.storePath,
-                          "\(DesktopPermissionTests.store).Changed",
-                          ["devices", "microphone", "false", "<byte 0>", "{'\(app)': ['yes']}"])
+            try Self.emit(
+                forger, bus, path: DesktopPermissionTests.storePath,
+                "\(DesktopPermissionTests.store).Changed",
+                ["devices", "microphone", "false", "<byte 0>", "{'\(app)': ['yes']}"])
             let ignored = await Wait.until(timeout: 60) { s.earmuff.log().contains("ignored a Changed signal") }
             #expect(ignored, "the forged signal never reached earmuff (the test proves nothing)\n\(s.logs)")
             #expect(try s.earmuff.app(key)?.state != "granted", "\(s.logs)")
             #expect(AudioAnalysis.isUniform(rec.data(), value: 0), "real audio after a forged switch")
 
             try DesktopPermissionTests.flatsealSet(bus, app: app, "yes")
-            #expect(await Wait.until(timeout: 60) { (try? s.earmuff.app(key))?.state == "granted" },
-                    "the store's own change did not count\n\(s.logs)")
+            #expect(
+                await Wait.until(timeout: 60) { (try? s.earmuff.app(key))?.state == "granted" },
+                "the store's own change did not count\n\(s.logs)")
         }
 
         /// What an app run with `earmuff run --sandbox --dbus` tries, to answer its own prompt:
@@ -204,9 +211,10 @@ extension EndToEnd {
             let s = try Setup(config: ["prompt-timeout = 600"], environment: ["DBUS_SESSION_BUS_ADDRESS": bus.address])
             defer { s.stop() }
             let appID = "org.example.SelfAnswer", key = "launcher:org.example.SelfAnswer"
-            let run = try s.earmuff.startSandboxed(["--dbus", "--app-id", appID, "--purpose", "self-answer test"],
-                                                   command: ["/usr/bin/python3", "-c", Self.selfAnswering],
-                                                   environment: ["DBUS_SESSION_BUS_ADDRESS": bus.address])
+            let run = try s.earmuff.startSandboxed(
+                ["--dbus", "--app-id", appID, "--purpose", "self-answer test"],
+                command: ["/usr/bin/python3", "-c", Self.selfAnswering],
+                environment: ["DBUS_SESSION_BUS_ADDRESS": bus.address])
             defer { run.cleanup() }
             let tried = await Wait.until(timeout: 90) {
                 run.process.stderrText().contains("forged allow") && s.earmuff.log().contains("notification server is not trusted")
@@ -243,13 +251,16 @@ extension EndToEnd {
             let desktop = try TestDesktop()
             defer { desktop.stop() }
             let name = "org.freedesktop.impl.portal.desktop.gtk"
-            let impostor = try desktop.bus.startService("/usr/bin/python3", arguments: [
-                "-m", "dbusmock", "--session", "-l", desktop.bus.logPath(name), name, "/org/freedesktop/portal/desktop",
-                "org.freedesktop.impl.portal.Access",
-            ], owning: name, hint: "dbusmock")
-            try desktop.bus.call(name, "/org/freedesktop/portal/desktop", "org.freedesktop.DBus.Mock", "AddMethod",
-                                 "sssss", "org.freedesktop.impl.portal.Access", "AccessDialog", "osssssa{sv}", "ua{sv}",
-                                 "ret = (dbus.UInt32(0), {})")
+            let impostor = try desktop.bus.startService(
+                "/usr/bin/python3",
+                arguments: [
+                    "-m", "dbusmock", "--session", "-l", desktop.bus.logPath(name), name, "/org/freedesktop/portal/desktop",
+                    "org.freedesktop.impl.portal.Access",
+                ], owning: name, hint: "dbusmock")
+            try desktop.bus.call(
+                name, "/org/freedesktop/portal/desktop", "org.freedesktop.DBus.Mock", "AddMethod",
+                "sssss", "org.freedesktop.impl.portal.Access", "AccessDialog", "osssssa{sv}", "ua{sv}",
+                "ret = (dbus.UInt32(0), {})")
             try desktop.startDunst()
             let s = try Setup(environment: desktop.environment)
             defer { s.stop() }

@@ -32,8 +32,10 @@ extension EndToEnd {
             let out = "\(bus.directory)/gdbus-\(UInt32.random(in: 0...UInt32.max))"
             let result = try ChildProcess.spawn(
                 executable: gdbus,
-                arguments: ["call", "--session", "--dest", store, "--object-path", storePath,
-                            "--method", "\(store).SetPermission", "devices", "true", "microphone", app, "['\(value)']"],
+                arguments: [
+                    "call", "--session", "--dest", store, "--object-path", storePath,
+                    "--method", "\(store).SetPermission", "devices", "true", "microphone", app, "['\(value)']",
+                ],
                 environment: env, stdoutPath: "\(out).stdout", stderrPath: "\(out).stderr", maxLifetime: 60
             ).finish(timeout: 30)
             guard result.succeeded else { throw TestSupportError("gdbus SetPermission failed: \(result)") }
@@ -50,21 +52,25 @@ extension EndToEnd {
 
             let s = try Setup(environment: ["DBUS_SESSION_BUS_ADDRESS": bus.address])
             defer { s.stop() }
-            #expect(await Wait.until(timeout: 60) { (try? s.earmuff.app("flatpak:org.example.Other"))?.state == "denied" },
-                    "\(String(describing: try? s.earmuff.app("flatpak:org.example.Other")))\n\(s.logs)")
+            #expect(
+                await Wait.until(timeout: 60) { (try? s.earmuff.app("flatpak:org.example.Other"))?.state == "denied" },
+                "\(String(describing: try? s.earmuff.app("flatpak:org.example.Other")))\n\(s.logs)")
             #expect(try s.earmuff.app("flatpak:org.example.Other")?.reason == "desktop")
 
             try s.earmuff.control("grant", Self.key)
-            #expect(await Wait.until(timeout: 60) { Self.microphoneTable(bus).contains(Self.entry(Self.appID, "yes")) },
-                    "\(Self.microphoneTable(bus))\n\(s.logs)")
+            #expect(
+                await Wait.until(timeout: 60) { Self.microphoneTable(bus).contains(Self.entry(Self.appID, "yes")) },
+                "\(Self.microphoneTable(bus))\n\(s.logs)")
 
-            let rec = try Sandbox.startFlatpakRecording(appID: Self.appID, sessionSocket: s.earmuff.listenPath,
-                                                        purpose: ConsentEndToEndTests.purpose)
+            let rec = try Sandbox.startFlatpakRecording(
+                appID: Self.appID, sessionSocket: s.earmuff.listenPath,
+                purpose: ConsentEndToEndTests.purpose)
             defer { _ = rec.stop() }
             let status = try await s.earmuff.waitForStatus { !$0.streams(of: Self.key).isEmpty }
             #expect(status.clients(of: Self.key).first?.identifiedBy == "flatpak", "\(status)")
-            #expect(await ConsentEndToEndTests.waitForToneAfterSwitch(rec, seconds: 0.5),
-                    "no tone for the granted Flatpak\n\(rec.tool.process.stderrText())\n\(s.logs)")
+            #expect(
+                await ConsentEndToEndTests.waitForToneAfterSwitch(rec, seconds: 0.5),
+                "no tone for the granted Flatpak\n\(rec.tool.process.stderrText())\n\(s.logs)")
             // Earmuff's own write came back as a Changed signal and decided nothing.
             #expect(!s.earmuff.log().contains("switched to yes on the desktop"), "\(s.logs)")
             #expect(try s.earmuff.app(Self.key)?.reason == "user")
@@ -80,15 +86,17 @@ extension EndToEnd {
 
             // A reset in Earmuff takes the app off the desktop's list.
             try s.earmuff.control("reset", Self.key)
-            #expect(await Wait.until(timeout: 60) { !Self.microphoneTable(bus).contains("\"\(Self.appID)\"") },
-                    "\(Self.microphoneTable(bus))\n\(s.logs)")
+            #expect(
+                await Wait.until(timeout: 60) { !Self.microphoneTable(bus).contains("\"\(Self.appID)\"") },
+                "\(Self.microphoneTable(bus))\n\(s.logs)")
             #expect(Self.microphoneTable(bus).contains(Self.entry("org.example.Other", "no")))
             #expect(try s.earmuff.app(Self.key)?.state == "undetermined")
 
             // Decisions in quick succession: every write comes back announced, none decides anything.
             for verb in ["deny", "grant", "deny", "grant"] { try s.earmuff.control(verb, Self.key) }
-            #expect(await Wait.until(timeout: 60) { Self.microphoneTable(bus).contains(Self.entry(Self.appID, "yes")) },
-                    "\(Self.microphoneTable(bus))\n\(s.logs)")
+            #expect(
+                await Wait.until(timeout: 60) { Self.microphoneTable(bus).contains(Self.entry(Self.appID, "yes")) },
+                "\(Self.microphoneTable(bus))\n\(s.logs)")
             // Six writes in all: the first grant, the reset, and these four.
             func writes() -> Int { s.earmuff.log().components(separatedBy: "microphone \(Self.appID) = ").count - 1 }
             _ = await Wait.until(timeout: 60) { writes() >= 6 }

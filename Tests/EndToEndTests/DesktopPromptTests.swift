@@ -35,8 +35,9 @@ extension DesktopMocks {
     static func notificationBus() throws -> SessionBus {
         let bus = try SessionBus()
         do {
-            try bus.startMock(template: "notification_daemon", owning: notifications,
-                              parameters: ["capabilities": "actions body body-markup"])
+            try bus.startMock(
+                template: "notification_daemon", owning: notifications,
+                parameters: ["capabilities": "actions body body-markup"])
         } catch {
             bus.stop()
             throw error
@@ -103,12 +104,15 @@ extension EndToEnd {
             #expect(dialog.contains("Not verified: any program of yours could use this name"), "\(dialog)")
             #expect(!dialog.contains(s.key), "the app key is a detail, not for the dialog: \(dialog)")
             #expect(dialog.contains("audio-input-microphone-symbolic"), "\(dialog)")
-            #expect(dialog.contains("lifespan=Remember:always/Always,session/Until I log out,1h/For an hour,once/Only this time:always"),
-                    "the dialog does not ask how long: \(dialog)")
+            #expect(
+                dialog.contains("lifespan=Remember:always/Always,session/Until I log out,1h/For an hour,once/Only this time:always"),
+                "the dialog does not ask how long: \(dialog)")
             #expect(AudioAnalysis.isUniform(rec.data(), value: 0), "real audio before the answer")
 
             let denied = answer.hasPrefix("denied")
-            let (response, lifespan) = denied ? ("1", answer == "denied" ? "always" : "1h")
+            let (response, lifespan) =
+                denied
+                ? ("1", answer == "denied" ? "always" : "1h")
                 : ("0", ["granted": "always", "once": "once", "session": "session"][answer] ?? "")
             try bus.call(DesktopMocks.portalName, DesktopMocks.portalPath, DesktopMocks.mockControl, "Answer", "us", response, lifespan)
             let resolved = try await watch.waitForLine { $0.event == "prompt-resolved" && $0.resolution?.appKey == s.key }
@@ -125,8 +129,9 @@ extension EndToEnd {
             }
             let app = try s.earmuff.app(s.key)
             let state = denied ? "denied" : ["granted": "granted", "once": "undetermined", "session": "granted"][answer]
-            #expect(app?.state == state && app?.reason == (answer == "once" ? "user-once" : "user"),
-                    "\(String(describing: app))")
+            #expect(
+                app?.state == state && app?.reason == (answer == "once" ? "user-once" : "user"),
+                "\(String(describing: app))")
             let remembered = ["session": "session", "denied for an hour": "timed"][answer] ?? "always"
             #expect(app?.lifespan == remembered, "\(String(describing: app))")
             if answer == "denied for an hour" {
@@ -168,8 +173,9 @@ extension EndToEnd {
         func aBrokenBackendIsSkipped(_ how: String) async throws {
             let bus = try DesktopMocks.portalBus()
             defer { bus.stop() }
-            try bus.startMock(template: "notification_daemon", owning: DesktopMocks.notifications,
-                              parameters: ["capabilities": "actions body body-markup"])
+            try bus.startMock(
+                template: "notification_daemon", owning: DesktopMocks.notifications,
+                parameters: ["capabilities": "actions body body-markup"])
             let s = try DesktopMocks.setup(on: bus, config: ["prompt-timeout = 600"])
             defer { s.stop() }
             let watch = try await s.earmuff.startWatch()
@@ -184,8 +190,9 @@ extension EndToEnd {
             #expect(s.earmuff.log().contains("not asked again"), "\(s.logs)")
             #expect(try s.earmuff.status().prompts.count == 1, "the prompt closed instead of moving on")
             // The notification answers; the next app's prompt goes straight to it.
-            try bus.call(DesktopMocks.notifications, DesktopMocks.notificationsPath, "org.freedesktop.DBus.Mock", "EmitSignal",
-                         "sssav", "", "ActionInvoked", "us", "2", "u", "1", "s", "deny")
+            try bus.call(
+                DesktopMocks.notifications, DesktopMocks.notificationsPath, "org.freedesktop.DBus.Mock", "EmitSignal",
+                "sssav", "", "ActionInvoked", "us", "2", "u", "1", "s", "deny")
             _ = try await watch.waitForLine { $0.event == "prompt-resolved" && $0.resolution?.appKey == s.key }
             _ = rec.stop()
             try s.earmuff.control("reset", s.key)
@@ -204,9 +211,13 @@ extension EndToEnd {
         @Test func aBackendWithoutTheAccessDialogIsSkipped() async throws {
             let bus = try DesktopMocks.notificationBus()
             defer { bus.stop() }
-            try bus.startService("/usr/bin/python3", arguments: ["-m", "dbusmock", "--session", DesktopMocks.portalName,
-                                                                  DesktopMocks.portalPath, "org.freedesktop.impl.portal.Settings"],
-                                 owning: DesktopMocks.portalName, hint: "dbusmock")
+            try bus.startService(
+                "/usr/bin/python3",
+                arguments: [
+                    "-m", "dbusmock", "--session", DesktopMocks.portalName,
+                    DesktopMocks.portalPath, "org.freedesktop.impl.portal.Settings",
+                ],
+                owning: DesktopMocks.portalName, hint: "dbusmock")
             let s = try DesktopMocks.setup(on: bus, config: ["prompt-timeout = 600"])
             defer { s.stop() }
             let first = try s.record()
@@ -214,8 +225,9 @@ extension EndToEnd {
                 bus.calls(DesktopMocks.notifications).contains("Notify ")
             }
             #expect(notified, "no notification:\n\(s.logs)")
-            try bus.call(DesktopMocks.notifications, DesktopMocks.notificationsPath, "org.freedesktop.DBus.Mock", "EmitSignal",
-                         "sssav", "", "ActionInvoked", "us", "2", "u", "1", "s", "deny")
+            try bus.call(
+                DesktopMocks.notifications, DesktopMocks.notificationsPath, "org.freedesktop.DBus.Mock", "EmitSignal",
+                "sssav", "", "ActionInvoked", "us", "2", "u", "1", "s", "deny")
             #expect(await Wait.until(timeout: 60) { (try? s.earmuff.app(s.key))?.state == "denied" }, "\(s.logs)")
             _ = first.stop()
             _ = try s.earmuff.control("reset", s.key)
@@ -244,18 +256,22 @@ extension EndToEnd {
             let shown = await Wait.until(timeout: 60, interval: 0.05) { bus.calls(DesktopMocks.notifications).contains("Notify ") }
             #expect(shown, "no notification:\n\(bus.calls(DesktopMocks.notifications))\n\(s.logs)")
             let notify = bus.calls(DesktopMocks.notifications)
-            for needle in ["\"allow\"", "\"Allow\"", "\"once\"", "\"deny\"", "\"session\"", "\"Allow until logout\"",
-                           "gave no reason", "wants to use your microphone", "urgency", "resident"] {
+            for needle in [
+                "\"allow\"", "\"Allow\"", "\"once\"", "\"deny\"", "\"session\"", "\"Allow until logout\"",
+                "gave no reason", "wants to use your microphone", "urgency", "resident",
+            ] {
                 #expect(notify.contains(needle), "\(needle) missing from \(notify)")
             }
             #expect(await rec.waitForAudio(seconds: 0.1), "\(s.logs)")
             #expect(AudioAnalysis.isUniform(rec.data(), value: 0), "real audio before the answer")
             // The stock mock numbers notifications from 1.
-            try bus.call(DesktopMocks.notifications, DesktopMocks.notificationsPath, "org.freedesktop.DBus.Mock", "EmitSignal",
-                         "sssav", "", "ActionInvoked", "us", "2", "u", "1", "s", action)
+            try bus.call(
+                DesktopMocks.notifications, DesktopMocks.notificationsPath, "org.freedesktop.DBus.Mock", "EmitSignal",
+                "sssav", "", "ActionInvoked", "us", "2", "u", "1", "s", action)
             let resolved = try await watch.waitForLine { $0.event == "prompt-resolved" && $0.resolution?.appKey == s.key }
-            #expect(resolved?.resolution?.outcome == "allow" && resolved?.resolution?.by == "notification",
-                    "\(watch.summary)\n\(s.logs)")
+            #expect(
+                resolved?.resolution?.outcome == "allow" && resolved?.resolution?.by == "notification",
+                "\(watch.summary)\n\(s.logs)")
             #expect(await DesktopMocks.ConsentE2E.waitForToneAfterSwitch(rec, seconds: 1), "no tone after the answer\n\(s.logs)")
             let (_, audio) = rec.stop()
             let at = (audio.firstIndex { $0 != 0 } ?? audio.count) / 2 * 2
@@ -265,8 +281,9 @@ extension EndToEnd {
             }
             #expect(withdrawn, "\(bus.calls(DesktopMocks.notifications))")
             let app = try s.earmuff.app(s.key)
-            #expect(app?.state == "granted" && app?.lifespan == (action == "session" ? "session" : "always"),
-                    "\(String(describing: app))")
+            #expect(
+                app?.state == "granted" && app?.lifespan == (action == "session" ? "session" : "always"),
+                "\(String(describing: app))")
         }
 
         /// The prompt names the app by the desktop entry whose Exec is its executable, with
@@ -303,15 +320,17 @@ extension EndToEnd {
             if channel == "portal" {
                 #expect(await Self.waitForDialogs(bus, 1), "\(s.logs)")
             } else {
-                #expect(await Wait.until(timeout: 60, interval: 0.05) {
-                    bus.calls(DesktopMocks.notifications).contains("Notify ")
-                }, "\(s.logs)")
+                #expect(
+                    await Wait.until(timeout: 60, interval: 0.05) {
+                        bus.calls(DesktopMocks.notifications).contains("Notify ")
+                    }, "\(s.logs)")
             }
             let agent = try s.earmuff.startCLI(["agent", "--answer", "deny", "--json"])
             defer { agent.stop() }
             _ = try await agent.waitForLine { $0.type == "answered" }
             let closed = await Wait.until(timeout: 30, interval: 0.05) {
-                channel == "portal" ? ((try? DesktopMocks.portalStats(bus))?.closed ?? 0) == 1
+                channel == "portal"
+                    ? ((try? DesktopMocks.portalStats(bus))?.closed ?? 0) == 1
                     : bus.calls(DesktopMocks.notifications).contains("CloseNotification 1")
             }
             #expect(closed, "\(bus.calls(channel == "portal" ? DesktopMocks.portalName : DesktopMocks.notifications))\n\(s.logs)")
@@ -327,8 +346,9 @@ extension EndToEnd {
             let bus = desktop == "no bus" ? nil : try SessionBus()
             defer { bus?.stop() }
             if desktop == "notifications without actions" {
-                try bus?.startMock(template: "notification_daemon", owning: DesktopMocks.notifications,
-                                   parameters: ["capabilities": "body body-markup"])
+                try bus?.startMock(
+                    template: "notification_daemon", owning: DesktopMocks.notifications,
+                    parameters: ["capabilities": "body body-markup"])
             }
             let s = try DesktopMocks.setup(on: bus, config: ["prompt-command = exit 0"])
             defer { s.stop() }

@@ -58,9 +58,10 @@ extension EndToEnd {
             let noAgent = try DoctorView.decode(earmuff.cli(["doctor", "--json"]))
             #expect(noAgent["prompts"]?.outcome == "fail", "\(noAgent.checks)")
 
-            let agent = try ChildProcess.spawn(executable: try EarmuffProcess.locateBinary(), arguments: ["agent", "--answer", "deny"],
-                                               environment: earmuff.environment, stdoutPath: "\(home.dir)/agent.out",
-                                               stderrPath: "\(home.dir)/agent.err", maxLifetime: 300)
+            let agent = try ChildProcess.spawn(
+                executable: try EarmuffProcess.locateBinary(), arguments: ["agent", "--answer", "deny"],
+                environment: earmuff.environment, stdoutPath: "\(home.dir)/agent.out",
+                stderrPath: "\(home.dir)/agent.err", maxLifetime: 300)
             defer { agent.terminate(signal: SIGTERM, grace: 5) }
             var last: ToolResult?
             let passed = try await Wait.until(timeout: 60) {

@@ -22,8 +22,9 @@ struct ToneReport: CustomStringConvertible {
     let goodBlockFraction: Double
 
     var description: String {
-        String(format: "%.2f s, rms %.3f, median tone ratio %.3f, good blocks %.0f%%",
-               seconds, rms, medianRatio, goodBlockFraction * 100)
+        String(
+            format: "%.2f s, rms %.3f, median tone ratio %.3f, good blocks %.0f%%",
+            seconds, rms, medianRatio, goodBlockFraction * 100)
     }
 
     /// The recording is the test tone: long enough, loud enough, and tonal throughout.
@@ -45,24 +46,31 @@ enum Helpers {
     static let micRMS = PulseServer.toneAmplitude / 2.0.squareRoot()
 
     /// Analyses mono `audio` of `format` at `rate` for a tone of `frequency`.
-    static func analyze(_ audio: Data, format: PCMFormat, rate: Int = PulseServer.toneRate,
-                        frequency: Double = PulseServer.toneFrequency) -> ToneReport {
+    static func analyze(
+        _ audio: Data, format: PCMFormat, rate: Int = PulseServer.toneRate,
+        frequency: Double = PulseServer.toneFrequency
+    ) -> ToneReport {
         let samples = AudioAnalysis.decode(audio, format: format)
-        let ratios = AudioAnalysis.blockToneRatios(samples, frequency: frequency, sampleRate: Double(rate),
-                                                   blockSize: rate / 10)
+        let ratios = AudioAnalysis.blockToneRatios(
+            samples, frequency: frequency, sampleRate: Double(rate),
+            blockSize: rate / 10)
         let good = ratios.filter { $0 >= 0.9 }.count
-        return ToneReport(seconds: Double(samples.count) / Double(rate),
-                          rms: AudioAnalysis.rms(samples),
-                          medianRatio: AudioAnalysis.median(ratios),
-                          goodBlockFraction: ratios.isEmpty ? 0 : Double(good) / Double(ratios.count))
+        return ToneReport(
+            seconds: Double(samples.count) / Double(rate),
+            rms: AudioAnalysis.rms(samples),
+            medianRatio: AudioAnalysis.median(ratios),
+            goodBlockFraction: ratios.isEmpty ? 0 : Double(good) / Double(ratios.count))
     }
 
     /// Records about `seconds` of the default source (the mic) from `server`
     /// in mono at 48 kHz; returns parecord's result and the audio.
-    static func recordMic(server: String, format: PCMFormat = .s16le, clientConfig: ClientConfig = .default,
-                          seconds: Double = 1.0) async throws -> (result: ToolResult, audio: Data) {
-        let rec = try Tool.startRecording(server: server, format: format, rate: PulseServer.toneRate,
-                                          channels: 1, clientConfig: clientConfig)
+    static func recordMic(
+        server: String, format: PCMFormat = .s16le, clientConfig: ClientConfig = .default,
+        seconds: Double = 1.0
+    ) async throws -> (result: ToolResult, audio: Data) {
+        let rec = try Tool.startRecording(
+            server: server, format: format, rate: PulseServer.toneRate,
+            channels: 1, clientConfig: clientConfig)
         _ = await rec.waitForAudio(seconds: seconds, timeout: 90)
         return rec.stop()
     }
@@ -94,8 +102,10 @@ enum Helpers {
 
     /// Runs `pactl arguments` straight to `server` and through `relay`, and expects both to
     /// succeed with the same output (normalized as above); `log` is the relay's, for failures.
-    static func expectSamePactl(_ arguments: [String], server: String, relay: String, log: () -> String,
-                                sourceLocation: SourceLocation = #_sourceLocation) throws {
+    static func expectSamePactl(
+        _ arguments: [String], server: String, relay: String, log: () -> String,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) throws {
         let direct = try Tool.run("pactl", args: arguments, server: server)
         let relayed = try Tool.run("pactl", args: arguments, server: relay)
         #expect(direct.succeeded, "\(direct)", sourceLocation: sourceLocation)

@@ -57,8 +57,9 @@ extension EndToEnd {
             #expect(await Wait.until(timeout: 60) { Self.gnomeSwitch(bus) == "true" }, "\(Self.gnomeSwitch(bus))\n\(s.logs)")
             try s.earmuff.control("access", "on", "--kind", "microphone")
             #expect(await Wait.until(timeout: 60) { Self.gnomeSwitch(bus) == "false" }, "\(Self.gnomeSwitch(bus))\n\(s.logs)")
-            #expect(s.earmuff.log().components(separatedBy: "GNOME's microphone switch: microphone access").count - 1 == 1,
-                    "only GNOME Settings' own change counts as GNOME's\n\(s.logs)")
+            #expect(
+                s.earmuff.log().components(separatedBy: "GNOME's microphone switch: microphone access").count - 1 == 1,
+                "only GNOME Settings' own change counts as GNOME's\n\(s.logs)")
             _ = rec.stop()
 
             // Turned off in GNOME while Earmuff was not running: off when it starts.

@@ -62,8 +62,9 @@ final class HardeningBench: Sendable {
             // The recorder below records the sink's monitor: system audio, granted apart.
             try earmuff.control("grant", try Tool.appKey(for: "parecord"), "--kind", "system-audio")
             try earmuff.control("deny", try Tool.appKey(for: "pactl"))
-            recorder = try Tool.startRecording(server: earmuff.serverString, format: .s16le, rate: PulseServer.toneRate,
-                                               channels: 1, device: "\(PulseServer.sinkName).monitor")
+            recorder = try Tool.startRecording(
+                server: earmuff.serverString, format: .s16le, rate: PulseServer.toneRate,
+                channels: 1, device: "\(PulseServer.sinkName).monitor")
         } catch {
             server.stop()
             throw error
@@ -115,18 +116,21 @@ final class HardeningBench: Sendable {
         let start = (recorderMark + 1) & ~1
         let need = start + Int(0.3 * Double(PulseServer.toneRate)) * 2
         let grew = await Wait.until(timeout: 15, interval: 0.02) { recorder.byteCount() >= need }
-        #expect(grew, "the recorder stopped getting audio (\(recorder.byteCount()) of \(need) bytes)\n\(earmuff.log())",
-                sourceLocation: sourceLocation)
+        #expect(
+            grew, "the recorder stopped getting audio (\(recorder.byteCount()) of \(need) bytes)\n\(earmuff.log())",
+            sourceLocation: sourceLocation)
         let data = recorder.data()
         if data.count > start {
             let samples = AudioAnalysis.decode(data.subdata(in: start..<data.count), format: .s16le)
-            let ratios = AudioAnalysis.blockToneRatios(samples, frequency: Self.toneFrequency,
-                                                       sampleRate: Double(PulseServer.toneRate), blockSize: 2400)
+            let ratios = AudioAnalysis.blockToneRatios(
+                samples, frequency: Self.toneFrequency,
+                sampleRate: Double(PulseServer.toneRate), blockSize: 2400)
             // Most blocks, not all: pipewire-pulse sometimes leaves a gap (a phase jump) in the first block.
             let good = ratios.filter { $0 >= 0.9 }.count
-            #expect(!ratios.isEmpty && good * 2 >= ratios.count && AudioAnalysis.rms(samples) > 0.1,
-                    "the recorder's fresh audio is not the tone: ratios \(ratios), rms \(AudioAnalysis.rms(samples))",
-                    sourceLocation: sourceLocation)
+            #expect(
+                !ratios.isEmpty && good * 2 >= ratios.count && AudioAnalysis.rms(samples) > 0.1,
+                "the recorder's fresh audio is not the tone: ratios \(ratios), rms \(AudioAnalysis.rms(samples))",
+                sourceLocation: sourceLocation)
         }
         do {
             let fresh = try RawClient(path: earmuff.listenPath)
@@ -140,18 +144,21 @@ final class HardeningBench: Sendable {
     /// earmuff to close it with a session line containing `expected`, and
     /// everything else to carry on. Errors from `act` (sends after earmuff
     /// already hung up) are tolerated.
-    func expectClientClosed(_ expected: [String], timeout: Double = 5,
-                            sourceLocation: SourceLocation = #_sourceLocation,
-                            _ act: (RawClient) throws -> Void) async throws {
+    func expectClientClosed(
+        _ expected: [String], timeout: Double = 5,
+        sourceLocation: SourceLocation = #_sourceLocation,
+        _ act: (RawClient) throws -> Void
+    ) async throws {
         let mark = logBytes().count
         let recorderMark = recorder.byteCount()
         let client = try RawClient(path: earmuff.listenPath)
-        do { try act(client) } catch { /* judged by the outcome below */ }
+        do { try act(client) } catch { /* judged by the outcome below */  }
         let closed = client.waitUntilClosed(timeout: timeout)
         #expect(closed, "earmuff kept the offending connection open\n\(log(since: mark))", sourceLocation: sourceLocation)
         let line = await awaitLogLine(since: mark, containing: ["ended:"] + expected, timeout: timeout)
-        #expect(line != nil, "no session line containing \(expected); log since the case began:\n\(log(since: mark))",
-                sourceLocation: sourceLocation)
+        #expect(
+            line != nil, "no session line containing \(expected); log since the case began:\n\(log(since: mark))",
+            sourceLocation: sourceLocation)
         client.close()
         await expectCarriesOn(since: recorderMark, sourceLocation: sourceLocation)
     }
@@ -159,21 +166,25 @@ final class HardeningBench: Sendable {
     /// A server-side case: the next upstream connection plays `script`; a raw
     /// client connects and runs `act`; earmuff must close both sides with a
     /// session line containing `expected`.
-    func expectServerViolation(_ script: HostileServer.Script, _ expected: [String], timeout: Double = 5,
-                               sourceLocation: SourceLocation = #_sourceLocation,
-                               _ act: (RawClient) throws -> Void = { try $0.handshake() }) async throws {
+    func expectServerViolation(
+        _ script: HostileServer.Script, _ expected: [String], timeout: Double = 5,
+        sourceLocation: SourceLocation = #_sourceLocation,
+        _ act: (RawClient) throws -> Void = { try $0.handshake() }
+    ) async throws {
         let mark = logBytes().count
         let recorderMark = recorder.byteCount()
         let closedBefore = hostile.scriptedConnectionsClosedByPeer
         hostile.enqueue(.script(script))
         let client = try RawClient(path: earmuff.listenPath)
-        do { try act(client) } catch { /* judged by the outcome below */ }
+        do { try act(client) } catch { /* judged by the outcome below */  }
         let closed = client.waitUntilClosed(timeout: timeout)
-        #expect(closed, "earmuff kept the client of a misbehaving server connected\n\(log(since: mark))",
-                sourceLocation: sourceLocation)
+        #expect(
+            closed, "earmuff kept the client of a misbehaving server connected\n\(log(since: mark))",
+            sourceLocation: sourceLocation)
         let line = await awaitLogLine(since: mark, containing: ["ended:"] + expected, timeout: timeout)
-        #expect(line != nil, "no session line containing \(expected); log since the case began:\n\(log(since: mark))",
-                sourceLocation: sourceLocation)
+        #expect(
+            line != nil, "no session line containing \(expected); log since the case began:\n\(log(since: mark))",
+            sourceLocation: sourceLocation)
         if !script.closeAfterSending {
             let upstreamClosed = await Wait.until(timeout: timeout) { hostile.scriptedConnectionsClosedByPeer > closedBefore }
             #expect(upstreamClosed, "earmuff kept the misbehaving server's connection open", sourceLocation: sourceLocation)
@@ -195,8 +206,10 @@ enum Bad {
     }
 
     /// A bare descriptor.
-    static func descriptor(length: UInt32, channel: UInt32 = FrameDescriptor.controlChannel, offsetHi: UInt32 = 0,
-                           flags: UInt32 = 0) -> [UInt8] {
+    static func descriptor(
+        length: UInt32, channel: UInt32 = FrameDescriptor.controlChannel, offsetHi: UInt32 = 0,
+        flags: UInt32 = 0
+    ) -> [UInt8] {
         FrameDescriptor(length: length, channel: channel, offsetHi: offsetHi, flags: flags).bytes
     }
 
@@ -369,10 +382,11 @@ extension EndToEnd.HardeningTests {
             let bench = try HardeningBench.shared()
             try await bench.expectClientClosed(["protocol violation from the client", "expected tag 'L' (u32) at byte 0"]) { c in
                 try c.handshake()
-                try c.send(Bad.packet { w in
-                    w.writeString("GET_SERVER_INFO")
-                    w.writeU32(2)
-                })
+                try c.send(
+                    Bad.packet { w in
+                        w.writeString("GET_SERVER_INFO")
+                        w.writeU32(2)
+                    })
             }
         }
 
@@ -493,10 +507,11 @@ extension EndToEnd.HardeningTests {
             let bench = try HardeningBench.shared()
             try await bench.expectClientClosed(["protocol violation from the client", "REQUEST"]) { c in
                 try c.handshake()
-                try c.send(RawClient.packet(.request, tag: 2) { w in
-                    w.writeU32(0)
-                    w.writeU32(4096)
-                })
+                try c.send(
+                    RawClient.packet(.request, tag: 2) { w in
+                        w.writeU32(0)
+                        w.writeU32(4096)
+                    })
             }
         }
 
@@ -567,8 +582,9 @@ extension EndToEnd.HardeningTests {
             for tag in UInt32(2)..<UInt32(52) {
                 try c.send(RawClient.packet(.getServerInfo, tag: tag), passing: pipe.write)
                 let answer = try c.reply(tag: tag, timeout: 5)
-                #expect(answer.map { (try? PacketHeader.decode($0.payload).command) == Command.reply.rawValue } == true,
-                        "GET_SERVER_INFO \(tag) with an fd attached was not answered")
+                #expect(
+                    answer.map { (try? PacketHeader.decode($0.payload).command) == Command.reply.rawValue } == true,
+                    "GET_SERVER_INFO \(tag) with an fd attached was not answered")
             }
             let during = ProcessStats.openFDs(pid)
             #expect(during <= baseline + 4, "earmuff holds \(during - baseline) more descriptors after 52 fds were sent")
@@ -631,14 +647,16 @@ extension EndToEnd.HardeningTests {
 
         @Test func zeroLength() async throws {
             let bench = try HardeningBench.shared()
-            try await bench.expectServerViolation(.init(after: .setClientName, send: Bad.descriptor(length: 0)),
-                                                  ["protocol violation from the server", "frame length 0"])
+            try await bench.expectServerViolation(
+                .init(after: .setClientName, send: Bad.descriptor(length: 0)),
+                ["protocol violation from the server", "frame length 0"])
         }
 
         @Test func lengthOver16MiB() async throws {
             let bench = try HardeningBench.shared()
-            try await bench.expectServerViolation(.init(after: .setClientName, send: Bad.descriptor(length: 0xFFFF_FFF0)),
-                                                  ["protocol violation from the server", "exceeds the limit"])
+            try await bench.expectServerViolation(
+                .init(after: .setClientName, send: Bad.descriptor(length: 0xFFFF_FFF0)),
+                ["protocol violation from the server", "exceeds the limit"])
         }
 
         @Test func shmDataReference() async throws {
@@ -657,8 +675,9 @@ extension EndToEnd.HardeningTests {
 
         @Test func seekModeAbove3() async throws {
             let bench = try HardeningBench.shared()
-            try await bench.expectServerViolation(.init(after: .setClientName, send: Bad.memblock(channel: 0, count: 32, flags: 0x7F)),
-                                                  ["protocol violation from the server", "seek mode 127 is above 3"])
+            try await bench.expectServerViolation(
+                .init(after: .setClientName, send: Bad.memblock(channel: 0, count: 32, flags: 0x7F)),
+                ["protocol violation from the server", "seek mode 127 is above 3"])
         }
 
         @Test func packetWithFlags() async throws {
@@ -674,8 +693,9 @@ extension EndToEnd.HardeningTests {
 
         @Test func packetOfFourBytes() async throws {
             let bench = try HardeningBench.shared()
-            try await bench.expectServerViolation(.init(after: .setClientName, send: RawClient.frame([WireTag.u32, 0, 0, 0])),
-                                                  ["protocol violation from the server", "payload of 4 bytes"])
+            try await bench.expectServerViolation(
+                .init(after: .setClientName, send: RawClient.frame([WireTag.u32, 0, 0, 0])),
+                ["protocol violation from the server", "payload of 4 bytes"])
         }
 
         @Test func malformedAuthReply() async throws {
@@ -691,12 +711,14 @@ extension EndToEnd.HardeningTests {
             let pipe = try PipePair()
             defer { Glibc.close(pipe.read) }
             let fired = bench.hostile.scriptsFired
-            let srb = RawClient.packet(.enableSrbchannel, tag: 0x1234_5678)
+            let srb =
+                RawClient.packet(.enableSrbchannel, tag: 0x1234_5678)
                 + Bad.memblock(channel: 0, count: 16, flags: 0xA080_0000)
             try await bench.expectServerViolation(
                 .init(after: .setClientName, send: srb, passFD: pipe.write),
-                ["protocol violation from the server", "shared memory"]) { c in
-                _ = try? c.handshake()  // earmuff may hang up before the SET_CLIENT_NAME reply reaches us
+                ["protocol violation from the server", "shared memory"]
+            ) { c in
+                _ = try? c.handshake() // earmuff may hang up before the SET_CLIENT_NAME reply reaches us
                 _ = Wait.untilBlocking(timeout: 5) { bench.hostile.scriptsFired > fired }
                 Glibc.close(pipe.write)
             }
@@ -709,10 +731,12 @@ extension EndToEnd.HardeningTests {
             defer { Glibc.close(pipe.read) }
             let fired = bench.hostile.scriptsFired
             try await bench.expectServerViolation(
-                .init(after: .setClientName, send: RawClient.packet(.registerMemfdShmid, tag: PacketTag.none) { $0.writeU32(7) },
-                      passFD: pipe.write),
-                ["protocol violation from the server", "shared memory"]) { c in
-                _ = try? c.handshake()  // earmuff may hang up before the SET_CLIENT_NAME reply reaches us
+                .init(
+                    after: .setClientName, send: RawClient.packet(.registerMemfdShmid, tag: PacketTag.none) { $0.writeU32(7) },
+                    passFD: pipe.write),
+                ["protocol violation from the server", "shared memory"]
+            ) { c in
+                _ = try? c.handshake() // earmuff may hang up before the SET_CLIENT_NAME reply reaches us
                 _ = Wait.untilBlocking(timeout: 5) { bench.hostile.scriptsFired > fired }
                 Glibc.close(pipe.write)
             }
@@ -725,7 +749,8 @@ extension EndToEnd.HardeningTests {
             let reply = RawClient.packet(.reply, tag: 2) { $0.writeU32(0) }
             try await bench.expectServerViolation(
                 .init(after: .createRecordStream, answerTrigger: false, send: reply),
-                ["protocol violation from the server", "malformed REPLY"]) { c in
+                ["protocol violation from the server", "malformed REPLY"]
+            ) { c in
                 try c.handshake()
                 try c.send(RawClient.createRecordStream(tag: 2))
             }
@@ -925,9 +950,9 @@ extension EndToEnd.HardeningTests {
                 for i in 0..<25 {
                     let c = try RawClient(path: earmuff.listenPath)
                     switch (opened + i) % 4 {
-                    case 0: try c.send(RawClient.auth(tag: 0))                                // AUTH, then drop
-                    case 1: try c.send(Array(RawClient.auth(tag: 0).prefix(30)))              // mid-frame
-                    case 2: break                                                             // nothing at all
+                    case 0: try c.send(RawClient.auth(tag: 0)) // AUTH, then drop
+                    case 1: try c.send(Array(RawClient.auth(tag: 0).prefix(30))) // mid-frame
+                    case 2: break // nothing at all
                     default:
                         try c.handshake()
                         handshakes += 1
@@ -996,8 +1021,9 @@ extension EndToEnd.HardeningTests {
 
             if findExecutable("sqlite3") != nil {
                 let check = try Tool.run("sqlite3", args: [store, "PRAGMA integrity_check;"], server: "unix:/nonexistent", timeout: 20)
-                #expect(check.succeeded && check.stdoutText.trimmingCharacters(in: .whitespacesAndNewlines) == "ok",
-                        "integrity_check after kill -9: \(check)")
+                #expect(
+                    check.succeeded && check.stdoutText.trimmingCharacters(in: .whitespacesAndNewlines) == "ok",
+                    "integrity_check after kill -9: \(check)")
             }
             let second = try EarmuffProcess(upstream: "unix:\(dir)/no-server", extraArguments: ["--store", store])
             defer { second.stop() }
@@ -1023,9 +1049,10 @@ extension EndToEnd.HardeningTests {
             let asNobody = ["--reuid=65534", "--regid=65534", "--clear-groups", earmuff.binary]
             func runAsNobody(_ args: [String]) throws -> ToolResult {
                 let out = "\(dir)/nobody-\(UInt32.random(in: 0...UInt32.max))"
-                let child = try ChildProcess.spawn(executable: setpriv, arguments: asNobody + args,
-                                                   environment: earmuff.environment,
-                                                   stdoutPath: "\(out).out", stderrPath: "\(out).err", maxLifetime: 60)
+                let child = try ChildProcess.spawn(
+                    executable: setpriv, arguments: asNobody + args,
+                    environment: earmuff.environment,
+                    stdoutPath: "\(out).out", stderrPath: "\(out).err", maxLifetime: 60)
                 return child.finish(timeout: 20)
             }
             // The binary itself runs as nobody (so a refusal below is about the socket).
@@ -1060,11 +1087,12 @@ extension EndToEnd.HardeningTests {
             let (earmuff, dir) = try Self.controlOnlyEarmuff()
             defer { earmuff.stop(); TempDir.remove(dir) }
             let c = try RawClient(path: earmuff.controlPath)
-            _ = c.readRaw(timeout: 2)  // the daemon's hello, if it greets first
+            _ = c.readRaw(timeout: 2) // the daemon's hello, if it greets first
             try? c.send(bytes)
             let answer = String(decoding: c.readRaw(timeout: 5), as: UTF8.self)
-            #expect(answer.contains("\"error\"") || c.waitUntilClosed(timeout: 5),
-                    "\(name): neither an error nor a close; got \(answer)")
+            #expect(
+                answer.contains("\"error\"") || c.waitUntilClosed(timeout: 5),
+                "\(name): neither an error nor a close; got \(answer)")
             c.close()
             #expect(earmuff.process.isRunning, "\(name) killed the daemon\n\(earmuff.log())")
             let status = try earmuff.runCLI(["status"])

@@ -30,8 +30,10 @@ extension EndToEnd {
 
         /// Waits until the real server lists `count` source-outputs and the microphone is
         /// RUNNING (or not); the seconds it took, or nil.
-        static func waitForServer(_ s: E2E.Setup, outputs count: Int, running: Bool, since start: Date,
-                                  timeout: Double = 30) async -> Double? {
+        static func waitForServer(
+            _ s: E2E.Setup, outputs count: Int, running: Bool, since start: Date,
+            timeout: Double = 30
+        ) async -> Double? {
             let ok = await Wait.until(timeout: timeout, interval: 0.005) {
                 guard let outputs = try? Claims.sourceOutputs(s.server), let state = try? microphoneState(s.server) else { return false }
                 return outputs.count == count && (state == "RUNNING") == running
@@ -72,15 +74,21 @@ extension EndToEnd {
             case "pulsesrc":
                 let caps = "audio/x-raw,format=S16LE,rate=\(rate),channels=1"
                 let rec = try Tool.startRecordingCommand(
-                    "gst-launch-1.0", args: ["-q", "pulsesrc", "!", "audioconvert", "!", "audioresample", "!", caps, "!",
-                                             "filesink", "location=recording.raw", "buffer-mode=unbuffered"],
+                    "gst-launch-1.0",
+                    args: [
+                        "-q", "pulsesrc", "!", "audioconvert", "!", "audioresample", "!", caps, "!",
+                        "filesink", "location=recording.raw", "buffer-mode=unbuffered",
+                    ],
                     server: s.earmuff.serverString, purpose: E2E.purpose)
                 return (rec, try Tool.appKey(for: "gst-launch-1.0"))
             case "ffmpeg":
                 let rec = try Tool.startRecordingCommand(
-                    "ffmpeg", args: ["-nostdin", "-loglevel", "error", "-f", "pulse", "-sample_rate", "\(rate)",
-                                     "-channels", "1", "-fragment_size", "1920", "-i", "default", "-f", "s16le",
-                                     "-flush_packets", "1", "recording.raw"],
+                    "ffmpeg",
+                    args: [
+                        "-nostdin", "-loglevel", "error", "-f", "pulse", "-sample_rate", "\(rate)",
+                        "-channels", "1", "-fragment_size", "1920", "-i", "default", "-f", "s16le",
+                        "-flush_packets", "1", "recording.raw",
+                    ],
                     server: s.earmuff.serverString, purpose: E2E.purpose)
                 return (rec, try Tool.appKey(for: "ffmpeg"))
             default:

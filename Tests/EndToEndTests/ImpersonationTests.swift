@@ -50,13 +50,15 @@ extension EndToEnd {
 
         static func expectTone(_ audio: Data, _ s: Setup, sourceLocation: SourceLocation = #_sourceLocation) {
             let report = Helpers.analyze(audio, format: .s16le)
-            #expect(report.isTone(expectedRMS: Helpers.micRMS, minimumSeconds: 0.5), "\(report)\n\(s.logs)",
-                    sourceLocation: sourceLocation)
+            #expect(
+                report.isTone(expectedRMS: Helpers.micRMS, minimumSeconds: 0.5), "\(report)\n\(s.logs)",
+                sourceLocation: sourceLocation)
         }
 
         static func expectSilence(_ audio: Data, _ s: Setup, sourceLocation: SourceLocation = #_sourceLocation) {
-            #expect(!audio.isEmpty && AudioAnalysis.isUniform(audio, value: 0), "the borrower heard the microphone\n\(s.logs)",
-                    sourceLocation: sourceLocation)
+            #expect(
+                !audio.isEmpty && AudioAnalysis.isUniform(audio, value: 0), "the borrower heard the microphone\n\(s.logs)",
+                sourceLocation: sourceLocation)
         }
 
         /// The key earmuff gave the one client whose key starts with `prefix`, as status shows it.
@@ -72,8 +74,9 @@ extension EndToEnd {
             try s.earmuff.control("grant", s.key)
             let dir = try Helpers.scratch()
             defer { TempDir.remove(dir) }
-            let borrowed = try Tool.startPurposefulRecording(server: s.earmuff.serverString, purpose: Self.purpose,
-                                                             environment: ["LD_LIBRARY_PATH": dir])
+            let borrowed = try Tool.startPurposefulRecording(
+                server: s.earmuff.serverString, purpose: Self.purpose,
+                environment: ["LD_LIBRARY_PATH": dir])
             let key = try await Self.keySeen(s, prefix: s.key + "?")
             #expect(key == "\(s.key)?LD_LIBRARY_PATH=\(dir)")
             Self.expectSilence(await Self.oneSecond(of: borrowed, s), s)
@@ -92,14 +95,16 @@ extension EndToEnd {
             try "import os  # runs before memo.py\n".write(toFile: "\(dir)/evil/sitecustomize.py", atomically: true, encoding: .utf8)
             try s.earmuff.control("grant", "script:\(script)")
 
-            let borrowed = try Tool.startRecordingCommand("python3", args: [script], server: s.earmuff.serverString,
-                                                          purpose: Self.purpose, environment: ["PYTHONPATH": "\(dir)/evil"])
+            let borrowed = try Tool.startRecordingCommand(
+                "python3", args: [script], server: s.earmuff.serverString,
+                purpose: Self.purpose, environment: ["PYTHONPATH": "\(dir)/evil"])
             let key = try await Self.keySeen(s, prefix: "script:\(script)?")
             #expect(key == "script:\(script)?PYTHONPATH=\(dir)/evil")
             Self.expectSilence(await Self.oneSecond(of: borrowed, s), s)
 
-            let clean = try Tool.startRecordingCommand("python3", args: [script], server: s.earmuff.serverString,
-                                                       purpose: Self.purpose)
+            let clean = try Tool.startRecordingCommand(
+                "python3", args: [script], server: s.earmuff.serverString,
+                purpose: Self.purpose)
             Self.expectTone(await Self.oneSecond(of: clean, s), s)
         }
 
@@ -112,10 +117,12 @@ extension EndToEnd {
             // A program the user granted, whose path the borrower mounts pacat over.
             let granted = "/usr/bin/true"
             try s.earmuff.control("grant", "exe:\(granted)")
-            let command = "mount --bind \(pacat) \(granted) && exec \(granted) --record --raw --format=s16le "
+            let command =
+                "mount --bind \(pacat) \(granted) && exec \(granted) --record --raw --format=s16le "
                 + "--rate=48000 --channels=1 --latency-msec=20 recording.raw"
-            let borrowed = try Tool.startRecordingCommand(unshare, args: ["--map-root-user", "--mount", "sh", "-c", command],
-                                                          server: s.earmuff.serverString, purpose: Self.purpose)
+            let borrowed = try Tool.startRecordingCommand(
+                unshare, args: ["--map-root-user", "--mount", "sh", "-c", command],
+                server: s.earmuff.serverString, purpose: Self.purpose)
             let key = try await Self.keySeen(s, prefix: "sandboxed:")
             #expect(key == "sandboxed:unknown", "\(s.logs)")
             Self.expectSilence(await Self.oneSecond(of: borrowed, s), s)
@@ -134,8 +141,12 @@ extension EndToEnd {
             defer { s.stop() }
             let appID = "org.victim.Notes"
             try s.earmuff.control("grant", "launcher:\(appID)")
-            let run = try Tool.start(s.earmuff.binary, args: ["run", "--app-id", appID, "--control", s.earmuff.controlPath,
-                                                              "--", "sleep", "600"], server: "unix:/nonexistent/pulse/native")
+            let run = try Tool.start(
+                s.earmuff.binary,
+                args: [
+                    "run", "--app-id", appID, "--control", s.earmuff.controlPath,
+                    "--", "sleep", "600",
+                ], server: "unix:/nonexistent/pulse/native")
             let appeared = await Wait.until(timeout: 60) { !Self.launcherSockets(s, appID: appID).isEmpty }
             #expect(appeared, "no launcher socket: \(run.process.stderrText())\n\(s.logs)")
             guard let socket = Self.launcherSockets(s, appID: appID).first else { return }
@@ -214,19 +225,28 @@ extension EndToEnd {
 
         /// The bytes the child received, once it is done. The child sends `request` (a record
         /// stream's by default).
-        static func handOver(_ s: Setup, mode: String,
-                             request: [UInt8] = RawClient.createRecordStream(tag: 2, properties: ["application.capture.purpose": "x"]))
-            async throws -> (received: Data, tool: RunningTool) {
+        static func handOver(
+            _ s: Setup, mode: String,
+            request: [UInt8] = RawClient.createRecordStream(tag: 2, properties: ["application.capture.purpose": "x"])
+        )
+            async throws -> (received: Data, tool: RunningTool)
+        {
             let dir = try Helpers.scratch()
             let script = "\(dir)/handover.py"
             try Self.handOver.write(toFile: script, atomically: true, encoding: .utf8)
             try s.earmuff.control("grant", "script:\(script)")
-            for (name, bytes) in [("auth", RawClient.auth(tag: 0)), ("name", RawClient.setClientName(tag: 1, name: "handover")),
-                                  ("create", request)] {
+            for (name, bytes) in [
+                ("auth", RawClient.auth(tag: 0)), ("name", RawClient.setClientName(tag: 1, name: "handover")),
+                ("create", request),
+            ] {
                 try Data(bytes).write(to: URL(fileURLWithPath: "\(dir)/\(name)"))
             }
-            let tool = try Tool.start("python3", args: [script, s.earmuff.listenPath, "\(dir)/auth", "\(dir)/name",
-                                                        "\(dir)/create", "\(dir)/out", mode], server: s.earmuff.serverString)
+            let tool = try Tool.start(
+                "python3",
+                args: [
+                    script, s.earmuff.listenPath, "\(dir)/auth", "\(dir)/name",
+                    "\(dir)/create", "\(dir)/out", mode,
+                ], server: s.earmuff.serverString)
             let done = await Wait.until(timeout: 60) { FileManager.default.fileExists(atPath: "\(dir)/out.done") }
             #expect(done, "the child did not finish\n\(tool.process.stderrText())\n\(s.logs)")
             let data = (try? Data(contentsOf: URL(fileURLWithPath: "\(dir)/out.done"))) ?? Data()
@@ -286,9 +306,13 @@ extension EndToEnd {
                 watch.output().contains("watching") && agent.output().contains("answering every prompt")
             }
             #expect(listening, "agent:\n\(agent.output())\nwatch:\n\(watch.output())\n\(s.logs)")
-            let rec = try Tool.startRecordingCommand(forged, args: ["--record", "--raw", "--format=s16le", "--rate=48000",
-                                                                    "--channels=1", "--latency-msec=20", "recording.raw"],
-                                                     server: s.earmuff.serverString, purpose: Self.purpose)
+            let rec = try Tool.startRecordingCommand(
+                forged,
+                args: [
+                    "--record", "--raw", "--format=s16le", "--rate=48000",
+                    "--channels=1", "--latency-msec=20", "recording.raw",
+                ],
+                server: s.earmuff.serverString, purpose: Self.purpose)
             defer { _ = rec.stop() }
             let seen = await Wait.until(timeout: 60) { agent.output().contains("us.zoom.Zoom") && watch.output().contains("us.zoom.Zoom") }
             #expect(seen, "agent:\n\(agent.output())\nwatch:\n\(watch.output())\n\(s.logs)")
@@ -305,7 +329,7 @@ extension EndToEnd {
         /// not that app. The same sandbox in a scope named for the app is taken for it: a
         /// hand-made cgroup of that name is the limit the README states.
         @Test func aFlatpakInfoFromATerminalIsNotTheApp() async throws {
-            guard let root = Sandbox.writableCgroup2Root() else { return }  // needs root and a writable cgroup2
+            guard let root = Sandbox.writableCgroup2Root() else { return } // needs root and a writable cgroup2
             let s = try Setup()
             defer { s.stop() }
             let appID = "org.victim.Recorder"
@@ -316,15 +340,17 @@ extension EndToEnd {
             for dir in [terminal, scope] { try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true) }
             defer { for dir in [terminal, scope] { rmdir(dir) } }
 
-            let forged = try Sandbox.startFlatpakRecording(appID: appID, sessionSocket: s.earmuff.listenPath,
-                                                           purpose: Self.purpose, cgroup: terminal)
+            let forged = try Sandbox.startFlatpakRecording(
+                appID: appID, sessionSocket: s.earmuff.listenPath,
+                purpose: Self.purpose, cgroup: terminal)
             let key = try await Self.keySeen(s, prefix: "sandboxed:")
             #expect(key == "sandboxed:unknown", "\(forged.tool.process.stderrText())\n\(s.logs)")
             Self.expectSilence(await Self.oneSecond(of: forged, s), s)
             #expect(s.earmuff.log().contains("its /.flatpak-info names \(appID), but it runs in vte-spawn-earmuff"), "\(s.logs)")
 
-            let scoped = try Sandbox.startFlatpakRecording(appID: appID, sessionSocket: s.earmuff.listenPath,
-                                                           purpose: Self.purpose, cgroup: scope)
+            let scoped = try Sandbox.startFlatpakRecording(
+                appID: appID, sessionSocket: s.earmuff.listenPath,
+                purpose: Self.purpose, cgroup: scope)
             let status = try await s.earmuff.waitForStatus { !$0.clients(of: "flatpak:\(appID)").isEmpty }
             #expect(status.clients(of: "flatpak:\(appID)").first?.identifiedBy == "flatpak", "\(status)")
             Self.expectTone(await Self.oneSecond(of: scoped, s), s)
@@ -336,7 +362,7 @@ extension EndToEnd {
         /// and the prompt say the identity holds against the app's sandbox only, and that any
         /// unsandboxed program of yours can build it.
         @Test func aHandMadeFlatpakScopeIsLabelledForWhatItResists() async throws {
-            guard let root = Sandbox.writableCgroup2Root() else { return }  // needs root and a writable cgroup2
+            guard let root = Sandbox.writableCgroup2Root() else { return } // needs root and a writable cgroup2
             let s = try Setup()
             defer { s.stop() }
             let appID = "org.victim.Recorder"
@@ -348,8 +374,9 @@ extension EndToEnd {
             defer { _ = agent.stop() }
             #expect(await Wait.until(timeout: 60) { agent.output().contains("answering every prompt") }, "\(agent.output())")
 
-            let forged = try Sandbox.startFlatpakRecording(appID: appID, sessionSocket: s.earmuff.listenPath,
-                                                           purpose: Self.purpose, cgroup: scope)
+            let forged = try Sandbox.startFlatpakRecording(
+                appID: appID, sessionSocket: s.earmuff.listenPath,
+                purpose: Self.purpose, cgroup: scope)
             defer { _ = forged.stop() }
             let status = try await s.earmuff.waitForStatus { !$0.clients(of: key).isEmpty }
             let client = status.clients(of: key).first
@@ -359,8 +386,10 @@ extension EndToEnd {
 
             // The prompt says who else can build it; the agent's deny makes an apps row.
             #expect(await Wait.until(timeout: 60) { agent.output().contains(key) }, "\(agent.output())\n\(s.logs)")
-            #expect(agent.output().contains("strong against its sandbox only: the app cannot change its scope or metadata "
-                                            + "from inside, but any unsandboxed program of yours can build both"), "\(agent.output())")
+            #expect(
+                agent.output().contains(
+                    "strong against its sandbox only: the app cannot change its scope or metadata "
+                        + "from inside, but any unsandboxed program of yours can build both"), "\(agent.output())")
             #expect(!agent.output().contains("(strong:"), "\(agent.output())")
             var apps: [AppView] = []
             await Wait.until(timeout: 60) {
@@ -403,11 +432,14 @@ extension EndToEnd {
             var env = Tool.privateEnvironment(root: dir)
             env["PULSE_SERVER"] = earmuff.serverString
             env["PULSE_PROP"] = Tool.purposeProperty(Self.purpose)
-            let child = try ChildProcess.spawn(executable: setpriv,
-                                               arguments: ["--reuid=\(nobody)", "--regid=\(nobody)", "--clear-groups",
-                                                           "/usr/bin/env", "-C", dir, python, script],
-                                               environment: env, stdoutPath: "\(dir)/out", stderrPath: "\(dir)/err",
-                                               maxLifetime: 120)
+            let child = try ChildProcess.spawn(
+                executable: setpriv,
+                arguments: [
+                    "--reuid=\(nobody)", "--regid=\(nobody)", "--clear-groups",
+                    "/usr/bin/env", "-C", dir, python, script,
+                ],
+                environment: env, stdoutPath: "\(dir)/out", stderrPath: "\(dir)/err",
+                maxLifetime: 120)
             defer { _ = child.terminate(signal: SIGKILL, grace: 1) }
             let status = try await earmuff.waitForStatus { $0.clients.contains { $0.appKey.hasPrefix("unknown:pid-") } }
             let client = status.clients.first { $0.appKey.hasPrefix("unknown:pid-") }

@@ -48,9 +48,12 @@ extension EndToEnd {
 
         /// A property of the indicator's item, as `busctl get-property` prints it (`s "Active"`).
         static func property(_ name: String, _ desktop: TestDesktop, _ indicator: ChildProcess) throws -> String {
-            let r = try desktop.bus.run(findExecutable("busctl") ?? "busctl",
-                                        ["--address=\(desktop.bus.address)", "get-property", "org.kde.StatusNotifierItem-\(indicator.pid)-1",
-                                         "/StatusNotifierItem", "org.kde.StatusNotifierItem", name])
+            let r = try desktop.bus.run(
+                findExecutable("busctl") ?? "busctl",
+                [
+                    "--address=\(desktop.bus.address)", "get-property", "org.kde.StatusNotifierItem-\(indicator.pid)-1",
+                    "/StatusNotifierItem", "org.kde.StatusNotifierItem", name,
+                ])
             guard r.succeeded else { throw TestSupportError("busctl get-property \(name): \(r)") }
             return r.stdoutText.trimmingCharacters(in: .whitespacesAndNewlines)
         }
@@ -109,8 +112,9 @@ extension EndToEnd {
             // The daemon goes away and comes back: the indicator follows without a restart.
             _ = rec.stop()
             r.stop(s)
-            #expect(await Wait.until(timeout: 60) { ((try? Self.property("ToolTip", desktop, indicator)) ?? "").contains("Earmuff is not running") },
-                    "\(logs)")
+            #expect(
+                await Wait.until(timeout: 60) { ((try? Self.property("ToolTip", desktop, indicator)) ?? "").contains("Earmuff is not running") },
+                "\(logs)")
             s = try r.start(environment: desktop.environment)
             defer { r.stop(s) }
             try FileManager.default.removeItem(atPath: control)
@@ -168,9 +172,10 @@ extension EndToEnd {
             defer { indicator.terminate(signal: SIGTERM, grace: 5) }
             var logs: String { "\(s.logs)\nearmuff-indicator:\n\(desktop.indicatorLog)" }
             let appID = "org.example.SelfAllow", key = "launcher:org.example.SelfAllow"
-            let run = try s.earmuff.startSandboxed(["--dbus", "--app-id", appID, "--purpose", "self-allow test"],
-                                                   command: ["/usr/bin/python3", "-c", Self.selfAllowing],
-                                                   environment: ["DBUS_SESSION_BUS_ADDRESS": desktop.bus.address])
+            let run = try s.earmuff.startSandboxed(
+                ["--dbus", "--app-id", appID, "--purpose", "self-allow test"],
+                command: ["/usr/bin/python3", "-c", Self.selfAllowing],
+                environment: ["DBUS_SESSION_BUS_ADDRESS": desktop.bus.address])
             defer { run.cleanup() }
             let clicked = await Wait.until(timeout: 90) { run.process.stderrText().contains("clicked Allow") }
             #expect(clicked, "the app did not get as far as clicking:\n\(run.process.stderrText())\n\(logs)")
@@ -178,10 +183,12 @@ extension EndToEnd {
             #expect(try s.earmuff.app(key)?.state != "granted", "\(logs)")
 
             // The same click from beside the indicator, as the tray's.
-            let id = try #require(run.process.stderrText().split(separator: "\n").first { $0.hasPrefix("clicked Allow") }?
-                .split(separator: " ").last.map(String.init))
-            try desktop.bus.call("org.kde.StatusNotifierItem-\(indicator.pid)-1", "/MenuBar", "com.canonical.dbusmenu", "Event",
-                                 "isvu", id, "clicked", "i", "0", "0")
+            let id = try #require(
+                run.process.stderrText().split(separator: "\n").first { $0.hasPrefix("clicked Allow") }?
+                    .split(separator: " ").last.map(String.init))
+            try desktop.bus.call(
+                "org.kde.StatusNotifierItem-\(indicator.pid)-1", "/MenuBar", "com.canonical.dbusmenu", "Event",
+                "isvu", id, "clicked", "i", "0", "0")
             #expect(await Wait.until(timeout: 60) { (try? s.earmuff.app(key))?.state == "granted" }, "\(logs)")
         }
     }

@@ -15,9 +15,11 @@ extension EndToEnd {
         func script(_ args: [String], home: String) throws -> ToolResult {
             var env = Tool.privateEnvironment(root: home)
             env["PATH"] = "/usr/bin:/bin"
-            return try ChildProcess.spawn(executable: "\(Self.root)/scripts/install", arguments: args, environment: env,
-                                          stdoutPath: "\(home)/install.out", stderrPath: "\(home)/install.err",
-                                          maxLifetime: 120).finish(timeout: 90)
+            return try ChildProcess.spawn(
+                executable: "\(Self.root)/scripts/install", arguments: args, environment: env,
+                stdoutPath: "\(home)/install.out", stderrPath: "\(home)/install.err",
+                maxLifetime: 120
+            ).finish(timeout: 90)
         }
 
         @Test func installsWherePathFindsItAndUninstalls() throws {
@@ -34,17 +36,21 @@ extension EndToEnd {
             // As the README prints it: `earmuff ...` found through PATH.
             var env = Tool.privateEnvironment(root: dir)
             env["PATH"] = "\(prefix)/bin:/usr/bin:/bin"
-            let version = try ChildProcess.spawn(executable: "/bin/sh", arguments: ["-c", "earmuff --version && earmuff setup --help"],
-                                                 environment: env, stdoutPath: "\(dir)/v.out", stderrPath: "\(dir)/v.err",
-                                                 maxLifetime: 60).finish(timeout: 30)
+            let version = try ChildProcess.spawn(
+                executable: "/bin/sh", arguments: ["-c", "earmuff --version && earmuff setup --help"],
+                environment: env, stdoutPath: "\(dir)/v.out", stderrPath: "\(dir)/v.err",
+                maxLifetime: 60
+            ).finish(timeout: 30)
             #expect(version.succeeded, "\(version)")
             #expect(version.stdoutText.hasPrefix("earmuff "))
             #expect(version.stdoutText.contains("usage: earmuff setup"))
 
             // The settings window, from beside the binary, with its desktop entry and icon.
-            let window = try ChildProcess.spawn(executable: "/bin/sh", arguments: ["-c", "earmuff-settings --help"],
-                                                environment: env, stdoutPath: "\(dir)/s.out", stderrPath: "\(dir)/s.err",
-                                                maxLifetime: 60).finish(timeout: 30)
+            let window = try ChildProcess.spawn(
+                executable: "/bin/sh", arguments: ["-c", "earmuff-settings --help"],
+                environment: env, stdoutPath: "\(dir)/s.out", stderrPath: "\(dir)/s.err",
+                maxLifetime: 60
+            ).finish(timeout: 30)
             #expect(window.succeeded && window.stdoutText.contains("usage: earmuff-settings"), "\(window)")
             let entry = try String(contentsOfFile: "\(prefix)/share/applications/org.earmuff.Settings.desktop", encoding: .utf8)
             #expect(entry.contains("\nExec=\(prefix)/bin/earmuff-settings\n"), "the desktop starts it by its path:\n\(entry)")
@@ -59,9 +65,11 @@ extension EndToEnd {
             #expect(again.succeeded, "\(again)")
             let gone = try script(["--prefix", prefix, "--uninstall"], home: dir)
             #expect(gone.succeeded, "\(gone)")
-            for f in ["bin/earmuff", "share/doc/earmuff/earmuff.conf.example", "share/doc/earmuff/README.md", "bin/earmuff-settings",
-                      "share/applications/org.earmuff.Settings.desktop", "share/icons/hicolor/scalable/apps/org.earmuff.Settings.svg",
-                      "bin/earmuff-indicator"] {
+            for f in [
+                "bin/earmuff", "share/doc/earmuff/earmuff.conf.example", "share/doc/earmuff/README.md", "bin/earmuff-settings",
+                "share/applications/org.earmuff.Settings.desktop", "share/icons/hicolor/scalable/apps/org.earmuff.Settings.svg",
+                "bin/earmuff-indicator",
+            ] {
                 #expect(!FileManager.default.fileExists(atPath: "\(prefix)/\(f)"), "\(f) left")
             }
             #expect(!FileManager.default.fileExists(atPath: "\(prefix)/etc/xdg/autostart/org.earmuff.Indicator.desktop"))

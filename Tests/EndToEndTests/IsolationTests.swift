@@ -23,7 +23,8 @@ extension EndToEnd {
             for (c, name) in [(proxied, "through-earmuff"), (direct, "direct")] {
                 try c.handshake(name: name, properties: purpose)
                 guard let (command, _) = try c.request(RawClient.createRecordStream(tag: 2), tag: 2),
-                      command == Command.reply.rawValue else {
+                    command == Command.reply.rawValue
+                else {
                     Issue.record("\(name): no CREATE_RECORD_STREAM reply\n\(earmuff.log())")
                     return
                 }
@@ -63,7 +64,10 @@ extension EndToEnd {
                 viaEarmuff += (try? take(proxied, timeout: 0.005)) ?? 0
                 return viaEarmuff >= wanted
             }
-            #expect(caughtUp, "through earmuff \(viaEarmuff) bytes, directly \(viaDirect) bytes over the same window (fragment \(fragment)) while another client stalled\n\(earmuff.log())")
+            #expect(
+                caughtUp,
+                "through earmuff \(viaEarmuff) bytes, directly \(viaDirect) bytes over the same window (fragment \(fragment)) while another client stalled\n\(earmuff.log())"
+            )
             // No upper bound: more bytes through earmuff than directly over a
             // window only says when this thread got around to each socket.
             #expect(earmuff.process.isRunning)
@@ -86,8 +90,10 @@ extension EndToEnd {
             let (server, earmuff) = (stalled.server, stalled.earmuff)
 
             let bytesPerSecond = 2 * PulseServer.toneRate
-            let args = ["--raw", "--format=s16le", "--rate=\(PulseServer.toneRate)", "--channels=1", "--latency-msec=20",
-                        "--property=application.capture.purpose=isolation test", "recording.raw"]
+            let args = [
+                "--raw", "--format=s16le", "--rate=\(PulseServer.toneRate)", "--channels=1", "--latency-msec=20",
+                "--property=application.capture.purpose=isolation test", "recording.raw",
+            ]
             func sourceOutputs() -> Int {
                 let r = try? Tool.run("pactl", args: ["list", "short", "source-outputs"], server: server.serverString, timeout: 10)
                 return r?.stdoutText.split(separator: "\n").count ?? 0
@@ -207,7 +213,8 @@ extension EndToEnd {
                 let c = try RawClient(path: earmuff.listenPath)
                 try c.handshake(name: "loop-\(i)", properties: purpose)
                 guard let (command, _) = try c.request(RawClient.createRecordStream(tag: 2), tag: 2),
-                      command == Command.reply.rawValue else {
+                    command == Command.reply.rawValue
+                else {
                     Issue.record("client \(i): no CREATE_RECORD_STREAM reply\n\(earmuff.log())")
                     return
                 }

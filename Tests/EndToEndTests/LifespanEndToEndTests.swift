@@ -121,16 +121,19 @@ extension EndToEnd {
             #expect(await ConsentEndToEndTests.waitForToneAfterSwitch(rec, seconds: 0.5), "\(s.logs)")
             _ = rec.stop()
             let byCommand = try s.earmuff.app(s.key)
-            #expect(byCommand?.state == "granted" && byCommand?.reason == "prompt-command" && byCommand?.lifespan == "session",
-                    "\(String(describing: byCommand))")
+            #expect(
+                byCommand?.state == "granted" && byCommand?.reason == "prompt-command" && byCommand?.lifespan == "session",
+                "\(String(describing: byCommand))")
             // The usage log names the decision with its lifespan.
             var logged: [UsageLogTests.Session] = []
-            #expect(await Wait.until(timeout: 60) {
-                guard let r = try? s.earmuff.runCLI(["log", "--json", "--app", s.key]),
-                      let all = try? JSONDecoder().decode([UsageLogTests.Session].self, from: r.stdout) else { return false }
-                logged = all
-                return all.first?.endedAt != nil
-            }, "\(logged)")
+            #expect(
+                await Wait.until(timeout: 60) {
+                    guard let r = try? s.earmuff.runCLI(["log", "--json", "--app", s.key]),
+                        let all = try? JSONDecoder().decode([UsageLogTests.Session].self, from: r.stdout)
+                    else { return false }
+                    logged = all
+                    return all.first?.endedAt != nil
+                }, "\(logged)")
             #expect(logged.first?.decision == "undetermined → granted this session (prompt-command)", "\(logged)")
         }
 
@@ -144,8 +147,9 @@ extension EndToEnd {
             let answered = try await agent.waitForLine { $0.type == "answered" }
             #expect(answered != nil, "\(agent.summary)\n\(s.logs)")
             let denied = try s.earmuff.app(s.key)
-            #expect(denied?.state == "denied" && denied?.lifespan == "timed" && denied?.afterwards == "undetermined",
-                    "\(String(describing: denied))")
+            #expect(
+                denied?.state == "denied" && denied?.lifespan == "timed" && denied?.afterwards == "undetermined",
+                "\(String(describing: denied))")
             #expect(await again.waitForAudio(seconds: 0.5), "\(s.logs)")
             let (_, audio) = again.stop()
             #expect(AudioAnalysis.isUniform(audio, value: 0), "the app heard the microphone while denied")
@@ -163,9 +167,12 @@ extension EndToEnd {
             let old = Date().timeIntervalSince1970 - 31 * 86_400
             let python = try ChildProcess.spawn(
                 executable: findExecutable("python3") ?? "/usr/bin/python3",
-                arguments: ["-c", "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); "
-                            + "c.execute('UPDATE decisions SET decided_at = ?, last_used_at = ?', (float(sys.argv[2]),) * 2); c.commit()",
-                            r.store, String(old)],
+                arguments: [
+                    "-c",
+                    "import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); "
+                        + "c.execute('UPDATE decisions SET decided_at = ?, last_used_at = ?', (float(sys.argv[2]),) * 2); c.commit()",
+                    r.store, String(old),
+                ],
                 environment: Tool.privateEnvironment(root: r.directory), stdoutPath: "\(r.directory)/py.out",
                 stderrPath: "\(r.directory)/py.out",
                 maxLifetime: 60

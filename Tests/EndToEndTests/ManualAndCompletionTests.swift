@@ -17,9 +17,11 @@ extension EndToEnd {
         func sh(_ script: String, in dir: String, _ name: String, shell: String = "/bin/sh", timeout: Double = 60) throws -> ToolResult {
             var env = Tool.privateEnvironment(root: dir)
             env["MANWIDTH"] = "80"
-            return try ChildProcess.spawn(executable: shell, arguments: ["-c", script], environment: env,
-                                          stdoutPath: "\(dir)/\(name).out", stderrPath: "\(dir)/\(name).err",
-                                          maxLifetime: Int(timeout) + 30).finish(timeout: timeout)
+            return try ChildProcess.spawn(
+                executable: shell, arguments: ["-c", script], environment: env,
+                stdoutPath: "\(dir)/\(name).out", stderrPath: "\(dir)/\(name).err",
+                maxLifetime: Int(timeout) + 30
+            ).finish(timeout: timeout)
         }
 
         /// Whether to check the installed package's files rather than freshly generated ones.
@@ -28,8 +30,9 @@ extension EndToEnd {
         func generate(_ dir: String) throws {
             if Self.installed { return }
             let binary = try EarmuffProcess.locateBinary()
-            let r = try sh("cd '\(Self.root)' && '\(binary)' generate-manual '\(dir)/man' && for s in bash zsh fish; do '\(binary)' generate-completion $s > '\(dir)/'$s || exit 1; done",
-                           in: dir, "generate")
+            let r = try sh(
+                "cd '\(Self.root)' && '\(binary)' generate-manual '\(dir)/man' && for s in bash zsh fish; do '\(binary)' generate-completion $s > '\(dir)/'$s || exit 1; done",
+                in: dir, "generate")
             #expect(r.succeeded, "\(r)")
         }
 
@@ -89,8 +92,9 @@ extension EndToEnd {
             try generate(dir)
             // Not --no-config: fish sets its completion path (vendor_completions.d) in its own config; HOME is private.
             let load = Self.installed ? "" : "source '\(dir)/fish'; and "
-            let r = try sh("fish -c \"\(load)complete -C 'earmuff gr'; and echo SPLIT; and complete -C 'earmuff deny x --kind '\"",
-                           in: dir, "fish")
+            let r = try sh(
+                "fish -c \"\(load)complete -C 'earmuff gr'; and echo SPLIT; and complete -C 'earmuff deny x --kind '\"",
+                in: dir, "fish")
             #expect(r.succeeded, "\(r)")
             let parts = r.stdoutText.components(separatedBy: "SPLIT\n")
             #expect(parts.count == 2, "\(r)")
@@ -112,11 +116,15 @@ extension EndToEnd {
             let binaryDirectory = (try EarmuffProcess.locateBinary() as NSString).deletingLastPathComponent
             env["PATH"] = "\(binaryDirectory):/usr/bin:/bin"
             func run(_ shell: String, _ script: String, _ name: String) throws -> ToolResult {
-                try ChildProcess.spawn(executable: shell, arguments: ["-c", script], environment: env,
-                                       stdoutPath: "\(dir)/\(name).out", stderrPath: "\(dir)/\(name).err",
-                                       maxLifetime: 90).finish(timeout: 60)
+                try ChildProcess.spawn(
+                    executable: shell, arguments: ["-c", script], environment: env,
+                    stdoutPath: "\(dir)/\(name).out", stderrPath: "\(dir)/\(name).err",
+                    maxLifetime: 90
+                ).finish(timeout: 60)
             }
-            let bash = try run("/bin/bash", """
+            let bash = try run(
+                "/bin/bash",
+                """
                 . /usr/share/bash-completion/bash_completion
                 \(Self.installed ? "_completion_loader earmuff" : ". '\(dir)/bash'")
                 COMP_LINE='earmuff reset exe:/usr/bin/earmuff-comp'; COMP_POINT=${#COMP_LINE}
@@ -135,7 +143,7 @@ extension EndToEnd {
             defer { TempDir.remove(dir) }
             try generate(dir)
             try FileManager.default.createDirectory(atPath: "\(dir)/zfunc", withIntermediateDirectories: true)
-            if !Self.installed {  // installed: in /usr/share/zsh/vendor-completions, on zsh's own fpath
+            if !Self.installed { // installed: in /usr/share/zsh/vendor-completions, on zsh's own fpath
                 try FileManager.default.copyItem(atPath: "\(dir)/zsh", toPath: "\(dir)/zfunc/_earmuff")
             }
             // zpty -r with a pattern waits for that output: first the shell's answer to a sum

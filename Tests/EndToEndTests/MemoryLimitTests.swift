@@ -54,8 +54,9 @@ extension EndToEnd {
             for c in clients { try c.send(packet) }
             for (i, c) in clients.enumerated() {
                 let a = try Self.answer(c, tag: 7)
-                #expect(a?.command == Command.error.rawValue && a?.code == ErrorCode.tooLarge.rawValue,
-                        "client \(i): \(String(describing: a))\n\(s.logs)")
+                #expect(
+                    a?.command == Command.error.rawValue && a?.code == ErrorCode.tooLarge.rawValue,
+                    "client \(i): \(String(describing: a))\n\(s.logs)")
             }
             let peak = ProcessStats.peakResidentKiB(pid)
             print("memory: \(count) clients sent \(packet.count) bytes each; resident before \(before / 1024) MiB, peak \(peak / 1024) MiB")

@@ -45,8 +45,9 @@ extension EndToEnd {
             let view = try await Kinds.stream(s) { $0.source == source && $0.kind == "system-audio" }
             #expect(view?.audio == "silenced", "\(String(describing: view))\n\(s.logs)")
             let audio = await Kinds.next(0.5, of: rec)
-            #expect(audio.count > 0 && AudioAnalysis.isUniform(audio, value: 0),
-                    "\(source) heard with only the microphone granted: \(Helpers.analyze(audio, format: .s16le, frequency: Kinds.otherFrequency))\n\(s.logs)")
+            #expect(
+                audio.count > 0 && AudioAnalysis.isUniform(audio, value: 0),
+                "\(source) heard with only the microphone granted: \(Helpers.analyze(audio, format: .s16le, frequency: Kinds.otherFrequency))\n\(s.logs)")
         }
 
         /// Grants system audio: `rec` of `source` turns real and carries the other app's tone.
@@ -54,8 +55,9 @@ extension EndToEnd {
             try s.earmuff.control("grant", s.key, "--kind", "system-audio")
             _ = try await Kinds.stream(s) { $0.source == source && $0.audio == "real" }
             let after = await Kinds.next(0.5, of: rec)
-            #expect(Kinds.isTone(after, Kinds.otherFrequency),
-                    "\(source) with system audio granted: \(Helpers.analyze(after, format: .s16le, frequency: Kinds.otherFrequency))")
+            #expect(
+                Kinds.isTone(after, Kinds.otherFrequency),
+                "\(source) with system audio granted: \(Helpers.analyze(after, format: .s16le, frequency: Kinds.otherFrequency))")
         }
 
         @Test func aSourceRemappedFromTheMonitorIsSystemAudio() async throws {
@@ -97,10 +99,18 @@ extension EndToEnd {
             defer { s.stop() }
             let (player, _) = try await Kinds.playOtherApp(s)
             defer { player.cleanup() }
-            try Self.load(s, ["module-tunnel-source", "server=\(s.server.serverString)", "source=\(PulseServer.sinkName).monitor",
-                              "source_name=tunneled"])
-            try Self.load(s, ["module-tunnel-source", "server=\(s.server.serverString)", "source=\(PulseServer.sourceName)",
-                              "source_name=tunmic"])
+            try Self.load(
+                s,
+                [
+                    "module-tunnel-source", "server=\(s.server.serverString)", "source=\(PulseServer.sinkName).monitor",
+                    "source_name=tunneled",
+                ])
+            try Self.load(
+                s,
+                [
+                    "module-tunnel-source", "server=\(s.server.serverString)", "source=\(PulseServer.sourceName)",
+                    "source_name=tunmic",
+                ])
             try s.earmuff.control("grant", s.key)
             let tunneled = try s.record(device: "tunneled")
             let overMic = try s.record(device: "tunmic")
@@ -144,8 +154,11 @@ extension EndToEnd {
             let (player, _) = try await Kinds.playOtherApp(s)
             defer { player.cleanup() }
             let loopback = try Tool.start(
-                "pw-loopback", args: ["--capture-props=stream.capture.sink=true target.object=\(PulseServer.sinkName)",
-                                      "--playback-props=media.class=Audio/Source node.name=looped"],
+                "pw-loopback",
+                args: [
+                    "--capture-props=stream.capture.sink=true target.object=\(PulseServer.sinkName)",
+                    "--playback-props=media.class=Audio/Source node.name=looped",
+                ],
                 server: s.server.serverString, environment: pw.nativeClientEnvironment)
             defer { loopback.cleanup() }
             try Self.load(s, ["module-null-sink", "sink_name=virtual-mic", "media.class=Audio/Source/Virtual"])
@@ -171,15 +184,19 @@ extension EndToEnd {
             defer { s.stop() }
             let pw = try #require(s.server.pipeWire)
             let loopback = try Tool.start(
-                "pw-loopback", args: ["--capture-props=media.class=Audio/Sink node.name=played",
-                                      "--playback-props=media.class=Audio/Source node.name=looped"],
+                "pw-loopback",
+                args: [
+                    "--capture-props=media.class=Audio/Sink node.name=played",
+                    "--playback-props=media.class=Audio/Source node.name=looped",
+                ],
                 server: s.server.serverString, environment: pw.nativeClientEnvironment)
             defer { loopback.cleanup() }
             var group: String?
             await Wait.until(timeout: 60, interval: 0.1) {
                 let sources = (try? s.server.pactl("list", "sources"))?.stdoutText ?? ""
                 guard let block = sources.components(separatedBy: "\n\n").first(where: { $0.contains("Name: looped\n") }),
-                      let line = block.split(separator: "\n").first(where: { $0.contains("node.link-group = ") }) else { return false }
+                    let line = block.split(separator: "\n").first(where: { $0.contains("node.link-group = ") })
+                else { return false }
                 group = line.components(separatedBy: "\"").dropFirst().first
                 return group != nil
             }

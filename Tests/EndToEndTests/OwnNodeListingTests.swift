@@ -17,7 +17,8 @@ extension EndToEnd {
             let s = try Setup()
             defer { s.stop() }
             let name = "earmuff.silence"
-            let made = (try? ServerKind.selected()) == .pipewire
+            let made =
+                (try? ServerKind.selected()) == .pipewire
                 ? ["module-null-sink", "sink_name=\(name)", "media.class=Audio/Source/Virtual"]
                 : ["module-null-source", "source_name=\(name)"]
             try MonitorFedSourceTests.load(s, made)
@@ -29,8 +30,9 @@ extension EndToEnd {
                 let through = try Tool.run("pactl", args: form, server: s.earmuff.serverString, timeout: 30)
                 #expect(through.succeeded, "pactl \(form.joined(separator: " ")): \(through)")
                 #expect(!through.stdoutText.contains(name), "pactl \(form.joined(separator: " ")) lists \(name):\n\(through.stdoutText)")
-                #expect(through.stdoutText.contains(PulseServer.sourceName) && through.stdoutText.contains("\(PulseServer.sinkName).monitor"),
-                        "pactl \(form.joined(separator: " ")) lost the other sources:\n\(through.stdoutText)")
+                #expect(
+                    through.stdoutText.contains(PulseServer.sourceName) && through.stdoutText.contains("\(PulseServer.sinkName).monitor"),
+                    "pactl \(form.joined(separator: " ")) lost the other sources:\n\(through.stdoutText)")
             }
             let asked = try Tool.run("pactl", args: ["get-source-volume", name], server: s.earmuff.serverString, timeout: 30)
             #expect(!asked.succeeded && asked.stderr.contains("No such entity"), "GET_SOURCE_INFO \(name): \(asked)")

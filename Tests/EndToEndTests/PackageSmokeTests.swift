@@ -8,8 +8,10 @@ import Testing
 import TestSupport
 
 extension EndToEnd {
-    @Suite(.enabled(if: ProcessInfo.processInfo.environment["EARMUFF_TEST_INSTALLED"] == "1",
-                    "checks the installed package (scripts/package-check)"))
+    @Suite(
+        .enabled(
+            if: ProcessInfo.processInfo.environment["EARMUFF_TEST_INSTALLED"] == "1",
+            "checks the installed package (scripts/package-check)"))
     struct PackageSmokeTests {
         /// PATH without the toolchain; the daemon and the CLI get no LD_LIBRARY_PATH either.
         static let systemPath = "/usr/bin:/bin"

@@ -68,8 +68,10 @@ extension EndToEnd {
             }
 
             /// Starts it against `server`.
-            func start(_ server: String, _ args: [String], seconds: Double = 1,
-                       environment: [String: String] = [:]) throws -> RunningTool {
+            func start(
+                _ server: String, _ args: [String], seconds: Double = 1,
+                environment: [String: String] = [:]
+            ) throws -> RunningTool {
                 let c = try command(args, seconds: seconds)
                 return try Tool.start(c[0], args: Array(c.dropFirst()), server: server, environment: environment)
             }
@@ -110,8 +112,10 @@ extension EndToEnd {
         }
 
         /// Runs `example` to the end; its result and what it printed.
-        static func run(_ example: Example, _ s: Setup, _ args: [String], seconds: Double = 1,
-                        server: String? = nil, environment: [String: String] = [:]) throws -> (ToolResult, Printed) {
+        static func run(
+            _ example: Example, _ s: Setup, _ args: [String], seconds: Double = 1,
+            server: String? = nil, environment: [String: String] = [:]
+        ) throws -> (ToolResult, Printed) {
             let tool = try example.start(server ?? s.earmuff.serverString, args, seconds: seconds, environment: environment)
             let result = tool.outcome(timeout: 120)
             return (result, Printed(result.stdoutText))
@@ -199,8 +203,9 @@ extension EndToEnd {
             let declared = "Declared in PULSE_PROP"
             // The Python example sends no client properties of its own but its name; it declares by the request.
             let args = example == .python ? ["--purpose", declared] : []
-            let (asked, printedAsked) = try Self.run(example, s, args, seconds: 0,
-                                                     environment: ["PULSE_PROP": Tool.purposeProperty(declared)])
+            let (asked, printedAsked) = try Self.run(
+                example, s, args, seconds: 0,
+                environment: ["PULSE_PROP": Tool.purposeProperty(declared)])
             #expect(asked.status == 0 && printedAsked.state == "granted", "\(asked)\n\(s.logs)")
             let prompt = try await agent.waitForLine { $0.type == "prompt" }
             #expect(prompt?.prompt?.purpose == declared, "\(agent.summary)")
@@ -250,8 +255,9 @@ extension EndToEnd {
                 try FileManager.default.copyItem(atPath: file, toPath: "\(home)/\(URL(fileURLWithPath: file).lastPathComponent)")
             }
             let appID = "org.example.Asker"
-            let run = try s.earmuff.startSandboxed(["--home", home, "--app-id", appID, "--purpose", Self.purpose],
-                                                   command: try example.command([], from: "."))
+            let run = try s.earmuff.startSandboxed(
+                ["--home", home, "--app-id", appID, "--purpose", Self.purpose],
+                command: try example.command([], from: "."))
             let result = run.outcome(timeout: 120)
             let printed = Printed(result.stdoutText)
             #expect(result.status == 0 && printed.state == "granted", "\(result)\n\(s.logs)")
@@ -290,8 +296,9 @@ extension EndToEnd {
         func withoutEarmuffTheAPIIsUnavailable(example: Example) async throws {
             let s = try Setup()
             defer { s.stop() }
-            let (result, printed) = try Self.run(example, s, ["--purpose", Self.purpose], seconds: 0,
-                                                 server: s.server.serverString)
+            let (result, printed) = try Self.run(
+                example, s, ["--purpose", Self.purpose], seconds: 0,
+                server: s.server.serverString)
             #expect(result.status == 2 && !result.timedOut, "\(result)")
             #expect(printed.state == "unavailable", "\(result)")
             // The server itself said it has no such module (not: no server there).

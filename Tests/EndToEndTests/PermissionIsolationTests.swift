@@ -53,8 +53,10 @@ extension EndToEnd {
             let test = try #require(try raw.request(Self.frame(.test, tag: 10), tag: 10))
             var t = test.reader
             #expect(test.command == Command.reply.rawValue && (try? t.readU32()) == PermissionExtension.version)
-            for (call, code) in [(PermissionCall.unknown(99), ErrorCode.notSupported),
-                                 (.request(kind: "microphone", purpose: String(repeating: "x", count: 5000)), .tooLarge)] {
+            for (call, code) in [
+                (PermissionCall.unknown(99), ErrorCode.notSupported),
+                (.request(kind: "microphone", purpose: String(repeating: "x", count: 5000)), .tooLarge),
+            ] {
                 let answer = try #require(try raw.request(Self.frame(call, tag: 11), tag: 11))
                 var a = answer.reader
                 #expect(answer.command == Command.error.rawValue && (try? a.readU32()) == code.rawValue, "\(call)")
@@ -76,8 +78,10 @@ extension EndToEnd {
             let (forger, own) = try await Self.connect(s)
             try forger.send(Self.frame(.request(kind: "microphone", purpose: "forgery"), tag: 5))
             _ = try await s.earmuff.waitForStatus { !$0.prompts(of: own).isEmpty }
-            try forger.send(RawClient.frame(PermissionStatus(state: "granted", appKey: own, identifiedBy: "exe", strength: "sandbox")
-                .packet(tag: 5, version: Limits.protocolVersion)))
+            try forger.send(
+                RawClient.frame(
+                    PermissionStatus(state: "granted", appKey: own, identifiedBy: "exe", strength: "sandbox")
+                        .packet(tag: 5, version: Limits.protocolVersion)))
             #expect(forger.waitUntilClosed(timeout: 30), "\(s.logs)")
             #expect(await Wait.until(timeout: 30) { s.earmuff.log().contains("REPLY is sent only by servers") }, "\(s.logs)")
 

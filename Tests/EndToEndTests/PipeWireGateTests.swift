@@ -25,8 +25,9 @@ extension EndToEnd {
             init() async throws {
                 server = try PipeWireServer(daemonConfig: Self.holdingConfiguration)
                 do {
-                    earmuff = try EarmuffProcess(upstream: server.serverString, extraArguments: ["--log-level", "debug"],
-                                                 environment: server.nativeClientEnvironment)
+                    earmuff = try EarmuffProcess(
+                        upstream: server.serverString, extraArguments: ["--log-level", "debug"],
+                        environment: server.nativeClientEnvironment)
                 } catch {
                     server.stop()
                     throw error
@@ -81,11 +82,16 @@ extension EndToEnd {
 
             /// `pw-record` of the default source, as raw audio on stdout: mono s16 at the graph's
             /// rate unless told otherwise.
-            func pwRecord(format: String = "s16", rate: Int = PipeWireServer.toneRate, channels: Int = 1,
-                          properties: String = "{}") throws -> Recording {
+            func pwRecord(
+                format: String = "s16", rate: Int = PipeWireServer.toneRate, channels: Int = 1,
+                properties: String = "{}"
+            ) throws -> Recording {
                 try Tool.startRecordingCommand(
-                    "sh", args: ["-c", "exec pw-record --format \(format) --rate \(rate) --channels \(channels) --properties \"$0\" - > recording.raw",
-                                 properties],
+                    "sh",
+                    args: [
+                        "-c", "exec pw-record --format \(format) --rate \(rate) --channels \(channels) --properties \"$0\" - > recording.raw",
+                        properties,
+                    ],
                     server: "", purpose: nil, environment: server.nativeClientEnvironment)
             }
 
@@ -93,8 +99,11 @@ extension EndToEnd {
             func gstRecord(_ element: String) throws -> Recording {
                 let caps = "audio/x-raw,format=S16LE,rate=\(PipeWireServer.toneRate),channels=1"
                 return try Tool.startRecordingCommand(
-                    "gst-launch-1.0", args: ["-q", element, "!", "audioconvert", "!", "audioresample", "!", caps,
-                                             "!", "filesink", "location=recording.raw", "buffer-mode=unbuffered"],
+                    "gst-launch-1.0",
+                    args: [
+                        "-q", element, "!", "audioconvert", "!", "audioresample", "!", caps,
+                        "!", "filesink", "location=recording.raw", "buffer-mode=unbuffered",
+                    ],
                     server: element == "pulsesrc" ? earmuff.serverString : "", purpose: nil,
                     environment: server.nativeClientEnvironment)
             }
@@ -102,18 +111,22 @@ extension EndToEnd {
             /// The id and object serial of the first node whose `pw-cli ls Node` block ("\tid 41,
             /// type …") contains `text`; a new node may take a freed id, never a used serial.
             func node(matching text: String) throws -> (id: String, serial: String)? {
-                let nodes = try Tool.run("pw-cli", args: ["ls", "Node"], server: "", environment: server.nativeClientEnvironment,
-                                         timeout: 30).stdoutText
+                let nodes = try Tool.run(
+                    "pw-cli", args: ["ls", "Node"], server: "", environment: server.nativeClientEnvironment,
+                    timeout: 30
+                ).stdoutText
                 guard let block = nodes.components(separatedBy: "\tid ").dropFirst().first(where: { $0.contains(text) }),
-                      let serial = block.components(separatedBy: "object.serial = \"").dropFirst().first?.prefix(while: { $0.isNumber })
+                    let serial = block.components(separatedBy: "object.serial = \"").dropFirst().first?.prefix(while: { $0.isNumber })
                 else { return nil }
                 return (String(block.prefix { $0.isNumber }), String(serial))
             }
 
             /// The ids of node `node`'s output (or input) ports, from `pw-cli ls Port`.
             func ports(of node: String, output: Bool) throws -> [String] {
-                let ports = try Tool.run("pw-cli", args: ["ls", "Port"], server: "", environment: server.nativeClientEnvironment,
-                                         timeout: 30).stdoutText
+                let ports = try Tool.run(
+                    "pw-cli", args: ["ls", "Port"], server: "", environment: server.nativeClientEnvironment,
+                    timeout: 30
+                ).stdoutText
                 return ports.components(separatedBy: "\tid ").dropFirst().filter {
                     $0.contains("node.id = \"\(node)\"") && $0.contains("port.direction = \"\(output ? "out" : "in")\"")
                 }.map { String($0.prefix { $0.isNumber }) }
@@ -236,8 +249,9 @@ extension EndToEnd {
             let statusText = try s.earmuff.runCLI(["status"]).stdoutText
             #expect(statusText.components(separatedBy: " pw-record ").count == 3, "\(statusText)")
             let appsText = try s.earmuff.runCLI(["apps"]).stdoutText
-            #expect(appsText.split(separator: "\n").filter { $0.contains(key) && $0.contains(" pw-record ") }.count == 1,
-                    "\(appsText)")
+            #expect(
+                appsText.split(separator: "\n").filter { $0.contains(key) && $0.contains(" pw-record ") }.count == 1,
+                "\(appsText)")
             let (_, audio) = rec.stop()
             #expect(Self.isZeros(audio), "not silence at the end: \(Helpers.analyze(audio, format: .s16le))")
         }
@@ -286,16 +300,18 @@ extension EndToEnd {
                 // A second of recording with no Earmuff at all.
                 let grown = await Wait.until(timeout: 30) { samples(rec).count >= from + rec.bytesPerSecond }
                 #expect(grown, "the recording stopped while earmuff was gone")
-                let again = try EarmuffProcess(upstream: s.server.serverString, extraArguments: ["--log-level", "debug"],
-                                               environment: current.environment)
+                let again = try EarmuffProcess(
+                    upstream: s.server.serverString, extraArguments: ["--log-level", "debug"],
+                    environment: current.environment)
                 next.append(again)
                 let status = try await again.waitForStatus { $0.pipewire?.gating == true && $0.streams(of: key).count == 1 }
                 #expect(status.streams(of: key).map(\.audio) == ["silenced"], "\(status)")
                 let back = samples(rec).count
                 #expect(await Wait.until(timeout: 30) { samples(rec).count >= back + rec.bytesPerSecond / 2 })
                 let window = samples(rec).dropFirst(from)
-                #expect(realSamples(window) == 0,
-                        "signal \(signal): \(realSamples(window)) real samples of \(window.count / 2)\nearmuff log:\n\(again.log())")
+                #expect(
+                    realSamples(window) == 0,
+                    "signal \(signal): \(realSamples(window)) real samples of \(window.count / 2)\nearmuff log:\n\(again.log())")
                 #expect(rec.tool.process.isRunning, "\(recorder) exited: \(rec.tool.process.stderrText())")
                 current = again
             }
@@ -330,7 +346,8 @@ extension EndToEnd {
             func listed(_ count: Int, running: Bool) async -> Bool {
                 await Wait.until(timeout: 30, interval: 0.01) {
                     guard let direct = try? recordings(s.server.serverString), let through = try? recordings(s.earmuff.serverString),
-                          let state = try? Held.microphoneState(server: s.server.serverString) else { return false }
+                        let state = try? Held.microphoneState(server: s.server.serverString)
+                    else { return false }
                     return direct.count == count && through.count == count && (state == "RUNNING") == running
                 }
             }
@@ -404,8 +421,9 @@ extension EndToEnd {
             #expect(through.succeeded && through.stdoutText.contains(PipeWireServer.sourceName), "\(through)")
             #expect(!through.stdoutText.contains("earmuff."), "\(through.stdoutText)")
             let native = try Tool.run("pw-cli", args: ["ls", "Node"], server: "", environment: s.server.nativeClientEnvironment, timeout: 30)
-            #expect(native.stdoutText.contains("node.name = \"\(PipeWireServer.sourceName)\"") && !native.stdoutText.contains("earmuff."),
-                    "\(native.stdoutText)")
+            #expect(
+                native.stdoutText.contains("node.name = \"\(PipeWireServer.sourceName)\"") && !native.stdoutText.contains("earmuff."),
+                "\(native.stdoutText)")
             _ = rec.stop()
         }
 
@@ -420,8 +438,9 @@ extension EndToEnd {
             let env = s.server.nativeClientEnvironment
             let (rec, key, _) = try await s.recordingNode()
             let clients = try Tool.run("pw-cli", args: ["ls", "Client"], server: "", environment: env, timeout: 30).stdoutText
-            let gate = try #require(clients.components(separatedBy: "\tid ").dropFirst()
-                .first { $0.contains("pipewire.sec.pid = \"\(s.earmuff.process.pid)\"") }.map { String($0.prefix { $0.isNumber }) },
+            let gate = try #require(
+                clients.components(separatedBy: "\tid ").dropFirst()
+                    .first { $0.contains("pipewire.sec.pid = \"\(s.earmuff.process.pid)\"") }.map { String($0.prefix { $0.isNumber }) },
                 "an app does not see Earmuff's client: \(clients)")
             // Cutting: the gate's connection destroyed (X on it was enough).
             _ = try Tool.run("pw-cli", args: ["destroy", gate], server: "", environment: env, timeout: 30)
@@ -443,8 +462,9 @@ extension EndToEnd {
             #expect(try s.earmuff.status().pipewire?.cuts == nil)
             s.server.pipewireProcess.send(SIGKILL)
             let status = try await s.earmuff.waitForStatus { $0.pipewire?.cuts == 1 }
-            #expect(status.pipewire?.gating == false && status.pipewire?.lastCut?.isEmpty == false,
-                    "\(String(describing: status.pipewire))\n\(s.logs)")
+            #expect(
+                status.pipewire?.gating == false && status.pipewire?.lastCut?.isEmpty == false,
+                "\(String(describing: status.pipewire))\n\(s.logs)")
             let printed = try s.earmuff.control("status")
             #expect(printed.stdoutText.contains("cut once, last at "), "\(printed.stdoutText)")
         }
@@ -465,24 +485,24 @@ extension EndToEnd {
             defer { TempDir.remove(dir) }
             try TempDir.makeDirectory("\(dir)/scripts")
             try """
-                context.properties = { log.level = 2 wireplumber.script-engine = lua-scripting }
-                context.modules = [ { name = libpipewire-module-protocol-native } ]
-                wireplumber.components = [
-                  { name = libwireplumber-module-lua-scripting, type = module }
-                  { name = earmuff-test-blind.lua, type = script/lua }
-                ]
-                """.write(toFile: "\(dir)/blind.conf", atomically: true, encoding: .utf8)
+            context.properties = { log.level = 2 wireplumber.script-engine = lua-scripting }
+            context.modules = [ { name = libpipewire-module-protocol-native } ]
+            wireplumber.components = [
+              { name = libwireplumber-module-lua-scripting, type = module }
+              { name = earmuff-test-blind.lua, type = script/lua }
+            ]
+            """.write(toFile: "\(dir)/blind.conf", atomically: true, encoding: .utf8)
             try """
-                blinded = false
-                clients = ObjectManager { Interest { type = "client", Constraint { "application.name", "=", "earmuff" } } }
-                clients:connect("object-added", function (_, client)
-                  if not blinded then
-                    blinded = true
-                    client:update_permissions { ["any"] = "-" }
-                  end
-                end)
-                clients:activate()
-                """.write(toFile: "\(dir)/scripts/earmuff-test-blind.lua", atomically: true, encoding: .utf8)
+            blinded = false
+            clients = ObjectManager { Interest { type = "client", Constraint { "application.name", "=", "earmuff" } } }
+            clients:connect("object-added", function (_, client)
+              if not blinded then
+                blinded = true
+                client:update_permissions { ["any"] = "-" }
+              end
+            end)
+            clients:activate()
+            """.write(toFile: "\(dir)/scripts/earmuff-test-blind.lua", atomically: true, encoding: .utf8)
             let from = Self.samples(rec).count
             var env = s.server.nativeClientEnvironment
             env["WIREPLUMBER_CONFIG_DIR"] = dir
@@ -490,8 +510,9 @@ extension EndToEnd {
             let blinder = try Tool.start("wireplumber", args: ["-c", "blind.conf"], server: "", environment: env)
             defer { blinder.cleanup() }
             let cut = try await s.earmuff.waitForStatus { $0.pipewire?.cuts == 1 && $0.pipewire?.gating == true }
-            #expect(cut.pipewire?.cuts == 1 && cut.pipewire?.lastCut?.contains("blinded") == true,
-                    "\(String(describing: cut.pipewire))\nwireplumber: \(blinder.process.stderrText())\n\(s.logs)")
+            #expect(
+                cut.pipewire?.cuts == 1 && cut.pipewire?.lastCut?.contains("blinded") == true,
+                "\(String(describing: cut.pipewire))\nwireplumber: \(blinder.process.stderrText())\n\(s.logs)")
             #expect(cut.pipewire?.gating == true, "\(String(describing: cut.pipewire))\n\(s.logs)")
             #expect(await Wait.until(timeout: 30) { Self.samples(rec).count >= from + rec.bytesPerSecond })
             let window = Self.samples(rec).dropFirst(from)
@@ -515,16 +536,21 @@ extension EndToEnd {
             let dir = try Helpers.scratch()
             defer { TempDir.remove(dir) }
             let wav = "\(dir)/tone.wav"
-            let sox = try Tool.run("sox", args: ["-n", "-r", String(PipeWireServer.toneRate), "-c", "1", wav,
-                                                 "synth", "60", "sine", "440"], server: "", timeout: 60)
+            let sox = try Tool.run(
+                "sox",
+                args: [
+                    "-n", "-r", String(PipeWireServer.toneRate), "-c", "1", wav,
+                    "synth", "60", "sine", "440",
+                ], server: "", timeout: 60)
             #expect(sox.succeeded, "\(sox)")
 
             s.earmuff.process.send(SIGSTOP)
             var stopped = true
             defer { if stopped { s.earmuff.process.send(SIGCONT) } }
             let rec = try s.pwRecord()
-            let player = try Tool.start("pw-play", args: ["--target", PipeWireServer.sinkName, wav], server: "",
-                                        environment: s.server.nativeClientEnvironment)
+            let player = try Tool.start(
+                "pw-play", args: ["--target", PipeWireServer.sinkName, wav], server: "",
+                environment: s.server.nativeClientEnvironment)
             defer { player.process.terminate(signal: SIGTERM, grace: 5); player.cleanup() }
             /// The server's clients as pipewire-pulse lists them, one block each.
             func clients() throws -> [String] { try s.server.pactl("list", "clients").stdoutText.components(separatedBy: "Client #") }
@@ -582,13 +608,15 @@ extension EndToEnd {
             let into = links.components(separatedBy: "\tid ").dropFirst().filter { $0.contains("link.input.node = \"\(node)\"") }
             #expect(into.count == 1, "one link into the stream: \(links)")
             for link in into {
-                let cut = try Tool.run("pw-cli", args: ["destroy", String(link.prefix { $0.isNumber })], server: "",
-                                       environment: env, timeout: 30)
+                let cut = try Tool.run(
+                    "pw-cli", args: ["destroy", String(link.prefix { $0.isNumber })], server: "",
+                    environment: env, timeout: 30)
                 #expect(cut.succeeded, "\(cut)")
             }
             let before = rec.byteCount()
-            #expect(await Wait.until(timeout: 30, interval: 0.05) { rec.byteCount() >= before + rec.bytesPerSecond },
-                    "the recording stalled\n\(s.logs)")
+            #expect(
+                await Wait.until(timeout: 30, interval: 0.05) { rec.byteCount() >= before + rec.bytesPerSecond },
+                "the recording stalled\n\(s.logs)")
             #expect(await Self.waitUntil(rec, tone: false), "not silence\n\(s.logs)")
             try await Self.grantDenyGrant(s, rec, key: key)
         }
@@ -629,8 +657,9 @@ extension EndToEnd {
                 let r = try Tool.run("pw-link", args: [PipeWireServer.sourceName, valve], server: "", environment: env, timeout: 30)
                 #expect(!r.succeeded, "an app linked into \(valve): \(r)")
             }
-            #expect(await Wait.until(timeout: 30, interval: 0.05) { rec.byteCount() >= before + rec.bytesPerSecond },
-                    "the recording stalled\n\(s.logs)")
+            #expect(
+                await Wait.until(timeout: 30, interval: 0.05) { rec.byteCount() >= before + rec.bytesPerSecond },
+                "the recording stalled\n\(s.logs)")
             #expect(Self.realSamples(Data(rec.data().dropFirst(before))) == 0, "real samples through a valve\n\(s.logs)")
             #expect(await Self.waitUntil(rec, tone: false), "not silent after the valves were fed\n\(s.logs)")
             try await Self.grantDenyGrant(s, rec, key: key)
@@ -670,8 +699,9 @@ extension EndToEnd {
             try s.earmuff.control("deny", key)
             #expect(await Self.waitUntil(pulse, tone: false), "pulse: not silence after deny\n\(s.logs)")
             #expect(await Self.waitUntil(native, tone: false), "native: not silence after deny\n\(s.logs)")
-            #expect(native.tool.process.isRunning && pulse.tool.process.isRunning,
-                    "\(native.tool.process.stderrText())\n\(pulse.tool.process.stderrText())")
+            #expect(
+                native.tool.process.isRunning && pulse.tool.process.isRunning,
+                "\(native.tool.process.stderrText())\n\(pulse.tool.process.stderrText())")
             #expect(try s.earmuff.status().prompts(of: key).isEmpty)
         }
 
@@ -730,13 +760,17 @@ extension EndToEnd {
             }
             #expect(!s.earmuff.log().contains("the silent source was destroyed"), "an app destroyed the silent source\n\(s.logs)")
             try await staysSilent("pw-metadata target.object = mic") {
-                _ = try Tool.run("pw-metadata", args: [String(node), "target.object", PipeWireServer.sourceName], server: "",
-                                 environment: env, timeout: 30)
+                _ = try Tool.run(
+                    "pw-metadata", args: [String(node), "target.object", PipeWireServer.sourceName], server: "",
+                    environment: env, timeout: 30)
             }
             #expect(rec.tool.process.isRunning, "pw-record exited: \(rec.tool.process.stderrText())")
 
             let targeted = try Tool.startRecordingCommand(
-                "sh", args: ["-c", "exec pw-record --target \(PipeWireServer.sourceName) --format s16 --rate \(PipeWireServer.toneRate) --channels 1 - > recording.raw"],
+                "sh",
+                args: [
+                    "-c", "exec pw-record --target \(PipeWireServer.sourceName) --format s16 --rate \(PipeWireServer.toneRate) --channels 1 - > recording.raw",
+                ],
                 server: "", purpose: nil, environment: env)
             let named = try Tool.startRecordingCommand(
                 "bash", args: ["-c", "exec -a wireplumber pw-cat --record --format s16 --rate \(PipeWireServer.toneRate) --channels 1 - > recording.raw"],
@@ -777,8 +811,9 @@ extension EndToEnd {
                 most = max(most, real)
             }
             print("PipeWire gate window: \(runsWithReal) of 100 fresh starts had real samples; \(nonZero) of \(samples) samples were not zero")
-            #expect(runsWithReal <= 5 && most <= Self.linkLeakBound,
-                    "\(runsWithReal) runs had real samples, \(nonZero) in all, at most \(most) in one\n\(s.logs)")
+            #expect(
+                runsWithReal <= 5 && most <= Self.linkLeakBound,
+                "\(runsWithReal) runs had real samples, \(nonZero) in all, at most \(most) in one\n\(s.logs)")
         }
 
         /// Kinds are decided apart: with the microphone granted, a recording of the sink's
@@ -790,10 +825,14 @@ extension EndToEnd {
             let played = 660.0
             let key = try await Self.playingAndProbed(s, frequency: played, granting: ["microphone"])
             let rec = try Tool.startRecordingCommand(
-                "sh", args: ["-c", "exec pw-record -P '{ stream.capture.sink = true }' --format s16 --rate \(PipeWireServer.toneRate) --channels 1 - > recording.raw"],
+                "sh",
+                args: [
+                    "-c", "exec pw-record -P '{ stream.capture.sink = true }' --format s16 --rate \(PipeWireServer.toneRate) --channels 1 - > recording.raw",
+                ],
                 server: "", purpose: nil, environment: s.server.nativeClientEnvironment)
             #expect(await rec.waitForAudio(seconds: 1, timeout: 60), "\(rec.tool.process.stderrText())\n\(s.logs)")
-            #expect(rec.isExactSilence(), "a sink monitor under a microphone grant: \(Helpers.analyze(rec.data(), format: .s16le, frequency: played))\n\(s.logs)")
+            #expect(
+                rec.isExactSilence(), "a sink monitor under a microphone grant: \(Helpers.analyze(rec.data(), format: .s16le, frequency: played))\n\(s.logs)")
             let status = try await s.earmuff.waitForStatus { $0.prompts(of: key).count == 1 }
             #expect(status.prompts(of: key).map(\.kind) == ["system-audio"], "\(status)")
             #expect(status.streams(of: key).map(\.kind) == ["system-audio"], "\(status)")
@@ -801,7 +840,10 @@ extension EndToEnd {
             try s.earmuff.control("grant", key, "--kind", "system-audio")
             let heard = await Self.waitUntil(rec, hearing: played)
             let links = try Tool.run("pw-link", args: ["-l"], server: "", environment: s.server.nativeClientEnvironment, timeout: 30)
-            #expect(heard, "no sink tone after the system-audio grant: \(Helpers.analyze(Self.tail(rec, 1), format: .s16le, frequency: played)), \(rec.byteCount()) bytes\n\(links.stdoutText)\n\(s.logs)")
+            #expect(
+                heard,
+                "no sink tone after the system-audio grant: \(Helpers.analyze(Self.tail(rec, 1), format: .s16le, frequency: played)), \(rec.byteCount()) bytes\n\(links.stdoutText)\n\(s.logs)"
+            )
         }
 
         /// Another app's output is app audio, decided apart from the microphone and system
@@ -818,7 +860,9 @@ extension EndToEnd {
                 "sh", args: ["-c", "exec pw-record --target \(player.serial) --format s16 --rate \(PipeWireServer.toneRate) --channels 1 - > recording.raw"],
                 server: "", purpose: nil, environment: s.server.nativeClientEnvironment)
             #expect(await rec.waitForAudio(seconds: 1, timeout: 60), "\(rec.tool.process.stderrText())\n\(s.logs)")
-            #expect(rec.isExactSilence(), "another app's output under microphone and system-audio grants: \(Helpers.analyze(rec.data(), format: .s16le, frequency: played))\n\(s.logs)")
+            #expect(
+                rec.isExactSilence(),
+                "another app's output under microphone and system-audio grants: \(Helpers.analyze(rec.data(), format: .s16le, frequency: played))\n\(s.logs)")
             let status = try await s.earmuff.waitForStatus { $0.prompts(of: key).count == 1 }
             #expect(status.prompts(of: key).map(\.kind) == ["app-audio"], "\(status)")
             #expect(status.streams(of: key).map(\.kind) == ["app-audio"], "\(status)")
@@ -849,8 +893,12 @@ extension EndToEnd {
             for (n, (kind, from)) in [("microphone", mic.id), ("system-audio", sink.id), ("app-audio", player.id)].enumerated() {
                 let name = "evil.\(n)"
                 let rec = try Tool.startRecordingCommand(
-                    "sh", args: ["-c", "exec pw-record --target 0 -P '{ media.class = \"Audio/Sink\" node.name = \(name) }' "
-                                 + "--format s16 --rate \(PipeWireServer.toneRate) --channels 1 - > recording.raw"],
+                    "sh",
+                    args: [
+                        "-c",
+                        "exec pw-record --target 0 -P '{ media.class = \"Audio/Sink\" node.name = \(name) }' "
+                            + "--format s16 --rate \(PipeWireServer.toneRate) --channels 1 - > recording.raw",
+                    ],
                     server: "", purpose: nil, environment: env)
                 defer { _ = rec.stop(signal: SIGTERM) }
                 let key = try await s.key(of: rec)
@@ -924,16 +972,19 @@ extension EndToEnd {
                 echo done >> valve.status
                 wait
                 """
-            let run = try Sandbox.startFlatpak(appID: app, sessionSocket: s.earmuff.listenPath, purpose: nil,
-                                               command: ["/bin/sh", "-c", script], pipeWireSocket: "\(s.server.runtimeDir)/pipewire-0")
+            let run = try Sandbox.startFlatpak(
+                appID: app, sessionSocket: s.earmuff.listenPath, purpose: nil,
+                command: ["/bin/sh", "-c", script], pipeWireSocket: "\(s.server.runtimeDir)/pipewire-0")
             defer { run.cleanup() }
             let rec = Recording(tool: run, format: .s16le, rate: rate, channels: 1)
             func file(_ name: String) -> String { (try? String(contentsOfFile: "\(run.directory)/\(name)", encoding: .utf8)) ?? "" }
-            #expect(await Wait.until(timeout: 60, interval: 0.05) { file("valve.status").contains("done") },
-                    "the sandboxed script did not get through: \(run.process.stderrText())\n\(s.logs)")
+            #expect(
+                await Wait.until(timeout: 60, interval: 0.05) { file("valve.status").contains("done") },
+                "the sandboxed script did not get through: \(run.process.stderrText())\n\(s.logs)")
             #expect(file("link.status").trimmingCharacters(in: .whitespacesAndNewlines) != "0", "pw-link linked the microphone: \(file("link.out"))")
-            #expect(!file("outputs.txt").contains("\(PipeWireServer.sourceName):") && !file("outputs.txt").contains("earmuff."),
-                    "the app sees the microphone or a valve: \(file("outputs.txt"))")
+            #expect(
+                !file("outputs.txt").contains("\(PipeWireServer.sourceName):") && !file("outputs.txt").contains("earmuff."),
+                "the app sees the microphone or a valve: \(file("outputs.txt"))")
             #expect(!file("valve.status").contains("recorded"), "parecord recorded a valve: \(file("valve.out"))")
             for valve in 1...2 {
                 #expect(Self.realSamples((try? Data(contentsOf: URL(fileURLWithPath: "\(run.directory)/valve.\(valve).raw"))) ?? Data()) == 0)
@@ -958,8 +1009,12 @@ extension EndToEnd {
             defer { s.stop() }
             let bwrap = try #require(findExecutable("bwrap"), "bwrap not found; install bubblewrap")
             let rec = try Tool.startRecordingCommand(
-                "sh", args: ["-c", "exec \(bwrap) --dev-bind / / --bind /usr/bin/pw-cat /usr/bin/pipewire /usr/bin/pipewire "
-                             + "--record --format s16 --rate \(PipeWireServer.toneRate) --channels 1 - > recording.raw"],
+                "sh",
+                args: [
+                    "-c",
+                    "exec \(bwrap) --dev-bind / / --bind /usr/bin/pw-cat /usr/bin/pipewire /usr/bin/pipewire "
+                        + "--record --format s16 --rate \(PipeWireServer.toneRate) --channels 1 - > recording.raw",
+                ],
                 server: "", purpose: nil, environment: s.server.nativeClientEnvironment)
             #expect(await rec.waitForAudio(seconds: 1, timeout: 60), "\(rec.tool.process.stderrText())\n\(s.logs)")
             #expect(rec.isExactSilence(), "real samples: \(Helpers.analyze(rec.data(), format: .s16le))\n\(s.logs)")
@@ -1003,9 +1058,10 @@ extension EndToEnd {
                 for t in tasks {
                     let comm = (try? String(contentsOfFile: "/proc/\(pid)/task/\(t)/comm", encoding: .utf8)) ?? ""
                     guard comm.trimmingCharacters(in: .whitespacesAndNewlines) == "pipewire",
-                          let status = try? String(contentsOfFile: "/proc/\(pid)/task/\(t)/status", encoding: .utf8),
-                          let line = status.split(separator: "\n").first(where: { $0.hasPrefix("voluntary_ctxt_switches:") }),
-                          let n = Int(line.split(separator: ":")[1].trimmingCharacters(in: .whitespaces)) else { continue }
+                        let status = try? String(contentsOfFile: "/proc/\(pid)/task/\(t)/status", encoding: .utf8),
+                        let line = status.split(separator: "\n").first(where: { $0.hasPrefix("voluntary_ctxt_switches:") }),
+                        let n = Int(line.split(separator: ":")[1].trimmingCharacters(in: .whitespaces))
+                    else { continue }
                     return n
                 }
                 return nil
@@ -1036,8 +1092,10 @@ extension EndToEnd {
             let player = try #require(try s.node(matching: "media.class = \"Stream/Output/Audio\""), "no player stream")
             let mic = try #require(try s.node(matching: "node.name = \"\(PipeWireServer.sourceName)\""), "no microphone")
             let sink = try #require(try s.node(matching: "node.name = \"\(PipeWireServer.sinkName)\""), "no sink")
-            let ports = (mic: try s.ports(of: mic.id, output: true), player: try s.ports(of: player.id, output: true),
-                         monitor: try s.ports(of: sink.id, output: true))
+            let ports = (
+                mic: try s.ports(of: mic.id, output: true), player: try s.ports(of: player.id, output: true),
+                monitor: try s.ports(of: sink.id, output: true)
+            )
             #expect(!ports.mic.isEmpty && !ports.player.isEmpty && !ports.monitor.isEmpty, "\(ports)")
             /// The ids of the output ports `pw-link -o -I` lists ("  42 mic:capture_MONO").
             func listed() throws -> Set<String> {

@@ -89,8 +89,9 @@ extension EndToEnd {
             let offered = Limits.protocolVersion | ProtocolVersion.shmFlag | ProtocolVersion.memfdFlag
             for (label, path) in [("direct", setup.server.socketPath), ("earmuff", setup.earmuff.listenPath)] {
                 let client = try WireClient(path: path)
-                let reply = try client.request(AuthRequest(versionWord: offered, cookie: cookie).packet(tag: 0, version: 35),
-                                               tag: 0)
+                let reply = try client.request(
+                    AuthRequest(versionWord: offered, cookie: cookie).packet(tag: 0, version: 35),
+                    tag: 0)
                 let word = try AuthReply.decodePacket(reply, version: 35).message.versionWord
                 #expect(word == Limits.protocolVersion, "\(label): AUTH reply word \(String(word, radix: 16))\n\(setup.logs)")
                 // The random cookie was accepted: the connection works.
@@ -127,8 +128,9 @@ extension EndToEnd {
                 try client.send(packet(opcode, tag: tag))
                 // An ERROR for the tag or a closed connection are both fine answers.
                 if let (got, reply) = try? client.nextReply(timeout: 10) {
-                    #expect(got == tag && (try? PacketHeader.decode(reply).command) == Command.error.rawValue,
-                            "earmuff: opcode \(opcode) answered with \(Self.describe(reply))")
+                    #expect(
+                        got == tag && (try? PacketHeader.decode(reply).command) == Command.error.rawValue,
+                        "earmuff: opcode \(opcode) answered with \(Self.describe(reply))")
                 }
             }
             let forwarded = setup.server.log().split(separator: "\n").filter { line in
@@ -196,8 +198,9 @@ extension EndToEnd {
                 // yet synced its registry for this client and says NOENTITY); either
                 // way it is an answer to tag 4 and to nothing else.
                 let sourceInfo = try PacketHeader.decode(replies[4] ?? [])
-                #expect(sourceInfo.command == Command.reply.rawValue || sourceInfo.command == Command.error.rawValue,
-                        "\(label): GET_SOURCE_INFO got \(Self.describe(replies[4] ?? []))")
+                #expect(
+                    sourceInfo.command == Command.reply.rawValue || sourceInfo.command == Command.error.rawValue,
+                    "\(label): GET_SOURCE_INFO got \(Self.describe(replies[4] ?? []))")
                 let audio: [UInt8]
                 do {
                     audio = try client.collect(channel: record.channel, bytes: PipeWireServer.toneRate * 2)
@@ -209,7 +212,9 @@ extension EndToEnd {
                     let report = Helpers.analyze(Data(audio), format: .s16le)
                     #expect(report.isTone(expectedRMS: Helpers.micRMS), "\(label), \(decision), reply order \(order): \(report)\n\(setup.logs)")
                 } else {
-                    #expect(AudioAnalysis.isUniform(Data(audio), value: 0), "\(label), \(decision), reply order \(order): not silence: \(Helpers.analyze(Data(audio), format: .s16le))\n\(setup.logs)")
+                    #expect(
+                        AudioAnalysis.isUniform(Data(audio), value: 0),
+                        "\(label), \(decision), reply order \(order): not silence: \(Helpers.analyze(Data(audio), format: .s16le))\n\(setup.logs)")
                 }
             }
         }
@@ -257,8 +262,9 @@ extension EndToEnd {
             }
             client.discardAudio()
             let second = try client.createRecord(format: .u8, tag: 4)
-            #expect(second.channel == first.channel,
-                    "pipewire-pulse gave channel \(second.channel) after \(first.channel): it no longer reuses numbers, so this test does not test reuse")
+            #expect(
+                second.channel == first.channel,
+                "pipewire-pulse gave channel \(second.channel) after \(first.channel): it no longer reuses numbers, so this test does not test reuse")
             let secondAudio = try client.collect(channel: second.channel, bytes: PipeWireServer.toneRate)
             let context = "\(decision)/\(ending), channels \(first.channel) → \(second.channel)"
             let a = Helpers.analyze(Data(firstAudio), format: .s16le)
@@ -306,8 +312,9 @@ extension EndToEnd {
             // only the direct probe may be there, besides the test microphone's.
             let requests = setup.server.log().split(separator: "\n")
                 .filter { $0.contains("LOAD_MODULE") && !$0.contains("name:module-pipe-source") }
-            #expect(requests.count == 1 && requests[0].contains("name:module-null-sink"),
-                    "module requests reached pipewire-pulse: \(requests)")
+            #expect(
+                requests.count == 1 && requests[0].contains("name:module-null-sink"),
+                "module requests reached pipewire-pulse: \(requests)")
             #expect(!FileManager.default.fileExists(atPath: "/tmp/earmuff-should-not-exist"))
         }
 
@@ -497,7 +504,9 @@ final class WireClient {
         let deadline = Wait.now() + timeout
         while audio[channel, default: []].count < bytes {
             guard Wait.now() < deadline else {
-                throw TestSupportError("only \(audio[channel, default: []].count) of \(bytes) bytes on channel \(channel) within \(timeout) s; other channels: \(audio.mapValues(\.count))")
+                throw TestSupportError(
+                    "only \(audio[channel, default: []].count) of \(bytes) bytes on channel \(channel) within \(timeout) s; other channels: \(audio.mapValues(\.count))"
+                )
             }
             try pump(timeout: max(0.1, deadline - Wait.now()))
         }

@@ -25,36 +25,48 @@ extension EndToEnd {
         }
 
         /// Expects `result` to be pactl's "Access denied" and earmuff to have logged refusing `command`.
-        static func expectRefused(_ result: ToolResult, _ command: String, bench: HardeningBench, since mark: Int,
-                                  sourceLocation: SourceLocation = #_sourceLocation) async {
-            #expect(!result.succeeded && result.stderr.contains("Access denied"),
-                    "not refused: \(result)", sourceLocation: sourceLocation)
+        static func expectRefused(
+            _ result: ToolResult, _ command: String, bench: HardeningBench, since mark: Int,
+            sourceLocation: SourceLocation = #_sourceLocation
+        ) async {
+            #expect(
+                !result.succeeded && result.stderr.contains("Access denied"),
+                "not refused: \(result)", sourceLocation: sourceLocation)
             let line = await bench.awaitLogLine(since: mark, containing: ["refused \(command)"])
-            #expect(line != nil, "earmuff did not log refusing \(command):\n\(bench.log(since: mark))",
-                    sourceLocation: sourceLocation)
+            #expect(
+                line != nil, "earmuff did not log refusing \(command):\n\(bench.log(since: mark))",
+                sourceLocation: sourceLocation)
         }
 
         /// Starts the bench's granted recorder on the mic and waits for its first audio.
-        static func startMicRecording(_ bench: HardeningBench, sourceLocation: SourceLocation = #_sourceLocation)
-            async throws -> Recording {
-            let rec = try Tool.startRecording(server: bench.earmuff.serverString, rate: PulseServer.toneRate,
-                                              device: PulseServer.sourceName)
+        static func startMicRecording(
+            _ bench: HardeningBench, sourceLocation: SourceLocation = #_sourceLocation
+        )
+            async throws -> Recording
+        {
+            let rec = try Tool.startRecording(
+                server: bench.earmuff.serverString, rate: PulseServer.toneRate,
+                device: PulseServer.sourceName)
             #expect(await rec.waitForAudio(seconds: 0.1, timeout: 30), sourceLocation: sourceLocation)
             return rec
         }
 
         /// Expects `rec` (the granted recorder on the mic) to go on recording the mic's tone for
         /// another 1.5 s after the attempts, then stops it.
-        static func expectStillTheTone(_ rec: Recording, bench: HardeningBench,
-                                       sourceLocation: SourceLocation = #_sourceLocation) async {
+        static func expectStillTheTone(
+            _ rec: Recording, bench: HardeningBench,
+            sourceLocation: SourceLocation = #_sourceLocation
+        ) async {
             let mark = rec.byteCount()
-            #expect(await rec.waitForAudio(seconds: Double(mark) / Double(rec.bytesPerSecond) + 1.5, timeout: 30),
-                    "the recording stopped\n\(bench.earmuff.log())", sourceLocation: sourceLocation)
+            #expect(
+                await rec.waitForAudio(seconds: Double(mark) / Double(rec.bytesPerSecond) + 1.5, timeout: 30),
+                "the recording stopped\n\(bench.earmuff.log())", sourceLocation: sourceLocation)
             let (_, audio) = rec.stop()
             let fresh = audio.count > mark ? audio.subdata(in: (mark & ~1)..<audio.count) : Data()
             let report = Helpers.analyze(fresh, format: .s16le)
-            #expect(report.isTone(expectedRMS: Helpers.micRMS, minimumSeconds: 1), "after the attempts: \(report)",
-                    sourceLocation: sourceLocation)
+            #expect(
+                report.isTone(expectedRMS: Helpers.micRMS, minimumSeconds: 1), "after the attempts: \(report)",
+                sourceLocation: sourceLocation)
         }
 
         /// Whether a TCP connection to 127.0.0.1:`port` succeeds.
@@ -117,8 +129,9 @@ extension EndToEnd {
             let result = try Self.proxiedPactl(bench, ["load-module", capture.module] + capture.arguments(port: port, dir: dir))
             await Self.expectRefused(result, "LOAD_MODULE", bench: bench, since: mark)
             let after = try Self.directPactl(bench, ["list", "modules", "short"])
-            #expect(after.succeeded && before.stdoutText == after.stdoutText,
-                    "the server's module list changed:\n\(before.stdoutText)\nnow:\n\(after.stdoutText)")
+            #expect(
+                after.succeeded && before.stdoutText == after.stdoutText,
+                "the server's module list changed:\n\(before.stdoutText)\nnow:\n\(after.stdoutText)")
             #expect(!Self.tcpConnects(port: port), "something listens on port \(port)")
             #expect(!FileManager.default.fileExists(atPath: "\(dir)/open-native"))
             #expect(!FileManager.default.fileExists(atPath: "\(dir)/mic.fifo"))
@@ -132,10 +145,11 @@ extension EndToEnd {
             let before = try Self.directPactl(bench, ["list", "modules", "short"])
             let c = try RawClient(path: bench.earmuff.listenPath)
             try c.handshake()
-            let answer = try c.request(RawClient.packet(.loadModule, tag: 2) { w in
-                w.writeString("module-loopback")
-                w.writeString("source=\(PulseServer.sourceName) sink=\(PulseServer.sinkName)")
-            }, tag: 2)
+            let answer = try c.request(
+                RawClient.packet(.loadModule, tag: 2) { w in
+                    w.writeString("module-loopback")
+                    w.writeString("source=\(PulseServer.sourceName) sink=\(PulseServer.sinkName)")
+                }, tag: 2)
             var code: UInt32?
             if var r = answer?.reader, answer?.command == Command.error.rawValue { code = try? r.readU32() }
             #expect(code == ErrorCode.access.rawValue, "LOAD_MODULE answered with command \(String(describing: answer?.command))")
@@ -177,9 +191,10 @@ extension EndToEnd {
 
             // Find the recording's source output, its client and the mic's index on the server.
             let sources = try Self.directPactl(bench, ["list", "sources", "short"])
-            let micIndex = try #require(sources.stdoutText.split(separator: "\n")
-                .first { $0.split(separator: "\t").dropFirst().first == Substring(PulseServer.sourceName) }
-                .flatMap { $0.split(separator: "\t").first }.map(String.init))
+            let micIndex = try #require(
+                sources.stdoutText.split(separator: "\n")
+                    .first { $0.split(separator: "\t").dropFirst().first == Substring(PulseServer.sourceName) }
+                    .flatMap { $0.split(separator: "\t").first }.map(String.init))
             func outputs() throws -> [(index: String, source: String, client: String)] {
                 try Self.directPactl(bench, ["list", "source-outputs", "short"]).stdoutText.split(separator: "\n").map {
                     let f = $0.split(separator: "\t").map(String.init)
@@ -219,8 +234,10 @@ extension EndToEnd {
         /// system audio; an app without consent may not do it (nor change the default sink).
         @Test func deniedAppCannotChangeDefaultDevices() async throws {
             let bench = try HardeningBench.shared()
-            for (args, command) in [(["set-default-source", "\(PulseServer.sinkName).monitor"], "SET_DEFAULT_SOURCE"),
-                                    (["set-default-sink", PulseServer.sinkName], "SET_DEFAULT_SINK")] {
+            for (args, command) in [
+                (["set-default-source", "\(PulseServer.sinkName).monitor"], "SET_DEFAULT_SOURCE"),
+                (["set-default-sink", PulseServer.sinkName], "SET_DEFAULT_SINK"),
+            ] {
                 let mark = bench.logBytes().count
                 let result = try Self.proxiedPactl(bench, args)
                 await Self.expectRefused(result, command, bench: bench, since: mark)
@@ -245,15 +262,16 @@ extension EndToEnd {
             }
             let mark = bench.logBytes().count
             // WRITE (2): mode REPLACE, apply immediately, one entry routing an app's recordings to the monitor.
-            let write = try c.request(ext(2, 2) { w in
-                w.writeU32(1)
-                w.writeBool(true)
-                w.writeString("source-output-by-application-name:earmuff-probe")
-                w.writeChannelMap(.mono)
-                w.writeCVolume(CVolume(channels: 1, volume: 0x10000))
-                w.writeString("\(PulseServer.sinkName).monitor")
-                w.writeBool(false)
-            }, tag: 2)
+            let write = try c.request(
+                ext(2, 2) { w in
+                    w.writeU32(1)
+                    w.writeBool(true)
+                    w.writeString("source-output-by-application-name:earmuff-probe")
+                    w.writeChannelMap(.mono)
+                    w.writeCVolume(CVolume(channels: 1, volume: 0x10000))
+                    w.writeString("\(PulseServer.sinkName).monitor")
+                    w.writeBool(false)
+                }, tag: 2)
             var code: UInt32?
             if var r = write?.reader, write?.command == Command.error.rawValue { code = try? r.readU32() }
             #expect(code == ErrorCode.access.rawValue, "stream-restore WRITE answered with command \(String(describing: write?.command))")
@@ -291,8 +309,9 @@ extension EndToEnd {
             try "trusted-apps = \(try Tool.appKey(for: "pactl"))\n".write(toFile: conf, atomically: true, encoding: .utf8)
             let trusted = try EarmuffProcess(upstream: bench.server.serverString, extraArguments: ["--config", conf])
             defer { trusted.stop() }
-            let load = try Tool.run("pactl", args: ["load-module", "module-null-sink", "sink_name=trusted_sink"],
-                                    server: trusted.serverString, timeout: 20)
+            let load = try Tool.run(
+                "pactl", args: ["load-module", "module-null-sink", "sink_name=trusted_sink"],
+                server: trusted.serverString, timeout: 20)
             #expect(load.succeeded, "\(load)\n\(trusted.log())")
             let index = load.stdoutText.trimmingCharacters(in: .whitespacesAndNewlines)
             let sinks = try Self.directPactl(bench, ["list", "sinks", "short"])

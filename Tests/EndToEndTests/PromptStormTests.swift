@@ -16,10 +16,12 @@ extension EndToEnd {
 
         /// `count` copies of parecord, each in its own directory under `root` (each its own app).
         static func recorders(in root: String, count: Int = apps) throws -> [String] {
-            guard let pacat = findExecutable("parecord").flatMap({ realpath($0, nil) }).map({ p -> String in
-                defer { free(p) }
-                return String(cString: p)
-            }) else { throw TestSupportError("parecord not found; install pulseaudio-utils") }
+            guard
+                let pacat = findExecutable("parecord").flatMap({ realpath($0, nil) }).map({ p -> String in
+                    defer { free(p) }
+                    return String(cString: p)
+                })
+            else { throw TestSupportError("parecord not found; install pulseaudio-utils") }
             return try (0..<count).map { i in
                 let dir = "\(root)/app\(i)"
                 try TempDir.makeDirectory(dir)
@@ -62,11 +64,13 @@ extension EndToEnd {
             let conf = "\(scratch)/earmuff.conf"
             // The private pipewire-pulse takes 256 clients; earmuff's own limit must let 100 apps in,
             // and every one of them is prompted here (the caps are PromptCapTests' concern).
-            try ("prompt-timeout = \(Self.timeout)\nprompt-command = /bin/sh \(script)\nmax-clients = 200\n"
-                 + "max-pending-prompts = 200\nmax-pending-prompts-per-uid = 200\n")
+            try
+                ("prompt-timeout = \(Self.timeout)\nprompt-command = /bin/sh \(script)\nmax-clients = 200\n"
+                + "max-pending-prompts = 200\nmax-pending-prompts-per-uid = 200\n")
                 .write(toFile: conf, atomically: true, encoding: .utf8)
-            let earmuff = try EarmuffProcess(upstream: server.serverString, extraArguments: ["--config", conf],
-                                             environment: env)
+            let earmuff = try EarmuffProcess(
+                upstream: server.serverString, extraArguments: ["--config", conf],
+                environment: env)
             defer { earmuff.stop() }
             let watch = try await earmuff.startWatch()
             defer { watch.stop() }
@@ -74,8 +78,9 @@ extension EndToEnd {
             var recordings: [Recording] = []
             defer { for r in recordings { _ = r.stop() } }
             func start(_ tool: String) throws -> Recording {
-                try Tool.startPurposefulRecording(server: earmuff.serverString, purpose: "Storm", latencyMsec: 200,
-                                                  tool: tool)
+                try Tool.startPurposefulRecording(
+                    server: earmuff.serverString, purpose: "Storm", latencyMsec: 200,
+                    tool: tool)
             }
             for tool in tools { recordings.append(try start(tool)) }
             // Every app raises one prompt and every prompt times out. A server under a storm
@@ -84,8 +89,10 @@ extension EndToEnd {
             let done = await Wait.until(timeout: 180, interval: 0.2) {
                 let lines = (try? watch.lines()) ?? []
                 let prompted = Set(lines.compactMap { $0.event == "prompt-raised" ? $0.prompt?.appKey : nil })
-                for (i, tool) in tools.enumerated() where !recordings[i].tool.process.isRunning
-                    && !prompted.contains("exe:\(tool)") && restarts < Self.apps {
+                for (i, tool) in tools.enumerated()
+                where !recordings[i].tool.process.isRunning
+                    && !prompted.contains("exe:\(tool)") && restarts < Self.apps
+                {
                     _ = recordings[i].stop()
                     if let again = try? start(tool) { recordings[i] = again }
                     restarts += 1
@@ -94,8 +101,9 @@ extension EndToEnd {
             }
             if restarts > 0 { print("prompt storm (\(channel)): restarted \(restarts) recorders the server dropped") }
             let lines = try watch.lines()
-            let raised = Dictionary(lines.compactMap { l in l.event == "prompt-raised" ? l.prompt.map { ($0.id, $0) } : nil },
-                                    uniquingKeysWith: { a, _ in a })
+            let raised = Dictionary(
+                lines.compactMap { l in l.event == "prompt-raised" ? l.prompt.map { ($0.id, $0) } : nil },
+                uniquingKeysWith: { a, _ in a })
             let resolved = lines.compactMap { $0.event == "prompt-resolved" ? $0.resolution : nil }
             #expect(done, "\(resolved.count) of \(Self.apps) prompts resolved\n\(earmuff.log())")
             #expect(Set(raised.values.map(\.appKey)).count == Self.apps, "\(raised.count) prompts raised")

@@ -57,8 +57,9 @@ extension EndToEnd {
         func pactlSeesTheSameServer(arguments: [String]) throws {
             let setup = try Setup()
             defer { setup.stop() }
-            try Helpers.expectSamePactl(arguments, server: setup.server.serverString, relay: setup.earmuff.serverString,
-                                        log: { setup.earmuff.log() })
+            try Helpers.expectSamePactl(
+                arguments, server: setup.server.serverString, relay: setup.earmuff.serverString,
+                log: { setup.earmuff.log() })
         }
 
         @Test func paplayPlaysThroughTheProxy() async throws {
@@ -70,8 +71,9 @@ extension EndToEnd {
             try AudioAnalysis.sineWAV(frequency: 1000, seconds: 2, sampleRate: 44100, channels: 2).write(to: URL(fileURLWithPath: wav))
 
             // Listen to the sink's monitor directly on the server.
-            let monitor = try Tool.startRecording(server: setup.server.serverString, format: .s16le, rate: 44100,
-                                                  channels: 1, device: "\(PulseServer.sinkName).monitor")
+            let monitor = try Tool.startRecording(
+                server: setup.server.serverString, format: .s16le, rate: 44100,
+                channels: 1, device: "\(PulseServer.sinkName).monitor")
             #expect(await monitor.waitForAudio(seconds: 0.1, timeout: 60))
             let play = try Tool.run("paplay", args: [wav], server: setup.earmuff.serverString, timeout: 90)
             #expect(play.succeeded, "\(play)\n\(setup.logs)")
@@ -130,7 +132,7 @@ extension EndToEnd {
             #expect(report.isTone(expectedRMS: Helpers.micRMS), "\(report)")
             let negotiations = setup.server.shmNegotiations()
             #expect(negotiations.yes == 0, "a connection through the proxy negotiated SHM: \(negotiations)")
-            #expect(negotiations.no >= 2, "\(negotiations)")  // the readiness pactl and the proxied parecord
+            #expect(negotiations.no >= 2, "\(negotiations)") // the readiness pactl and the proxied parecord
         }
 
         @Test func twentyClientsAtOnce() async throws {
@@ -143,8 +145,9 @@ extension EndToEnd {
             // Quiet, so ten players mixed together do not clip.
             try AudioAnalysis.sineWAV(frequency: 1000, seconds: 1, sampleRate: 44100, channels: 2, amplitude: 0.04)
                 .write(to: URL(fileURLWithPath: wav))
-            let monitor = try Tool.startRecording(server: setup.server.serverString, format: .s16le, rate: 44100,
-                                                  channels: 1, device: "\(PulseServer.sinkName).monitor")
+            let monitor = try Tool.startRecording(
+                server: setup.server.serverString, format: .s16le, rate: 44100,
+                channels: 1, device: "\(PulseServer.sinkName).monitor")
             #expect(await monitor.waitForAudio(seconds: 0.1, timeout: 60))
 
             let proxy = setup.earmuff.serverString
@@ -194,8 +197,9 @@ extension EndToEnd {
             let (result, audio) = try await Helpers.recordMic(server: setup.earmuff.serverString, format: format)
             #expect(result.status == 0, "\(result)\n\(setup.logs)")
             #expect(audio.count >= PulseServer.toneRate * format.bytesPerSample / 2, "only \(audio.count) bytes")
-            #expect(AudioAnalysis.isUniform(audio, value: format.silenceByte),
-                    "\(format): not silence: \(Helpers.analyze(audio, format: format))")
+            #expect(
+                AudioAnalysis.isUniform(audio, value: format.silenceByte),
+                "\(format): not silence: \(Helpers.analyze(audio, format: format))")
         }
     }
 }

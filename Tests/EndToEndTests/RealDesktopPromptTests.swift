@@ -18,8 +18,11 @@ extension EndToEnd {
         typealias E2E = EndToEnd.ConsentEndToEndTests
 
         /// A desktop with `services` started, and Earmuff in front of a fresh server on it.
-        static func start(_ services: (TestDesktop) throws -> Void, config: [String] = [])
-            throws -> (TestDesktop, Setup) {
+        static func start(
+            _ services: (TestDesktop) throws -> Void, config: [String] = []
+        )
+            throws -> (TestDesktop, Setup)
+        {
             let desktop = try TestDesktop()
             do {
                 try services(desktop)
@@ -79,8 +82,10 @@ extension EndToEnd {
             let rec = try s.record()
             #expect(await rec.waitForAudio(seconds: 0.5), "\(s.logs)")
             let dialog = try desktop.person("dialog", "wants to use your microphone")
-            for needle in ["label: parecord wants to use your microphone", "radio button: \(remember)", "push button: Allow",
-                           "push button: Deny", E2E.purpose, "From ", "Not verified: any program of yours"] {
+            for needle in [
+                "label: parecord wants to use your microphone", "radio button: \(remember)", "push button: Allow",
+                "push button: Deny", E2E.purpose, "From ", "Not verified: any program of yours",
+            ] {
                 #expect(dialog.contains(needle), "\(needle) is not in the dialog:\n\(dialog)")
             }
             #expect(!dialog.contains(s.key), "the app key is a detail, not for the dialog:\n\(dialog)")
@@ -104,8 +109,9 @@ extension EndToEnd {
                 let left = (app?.expiresAt ?? 0) - Date().timeIntervalSince1970
                 #expect(left > 3000 && left <= 3600, "granted for \(left) s, not an hour")
             default:
-                #expect(app?.state == "granted" && app?.lifespan == (remember == "Always" ? "always" : "session"),
-                        "\(String(describing: app))")
+                #expect(
+                    app?.state == "granted" && app?.lifespan == (remember == "Always" ? "always" : "session"),
+                    "\(String(describing: app))")
             }
         }
 
@@ -149,8 +155,9 @@ extension EndToEnd {
                 #expect(app?.state == "undetermined", "\(String(describing: app))")
                 let again = try s.record()
                 defer { _ = again.stop() }
-                #expect(try desktop.person("dialog", "wants to use your microphone").contains("push button: Allow"),
-                        "no new dialog at the next capture")
+                #expect(
+                    try desktop.person("dialog", "wants to use your microphone").contains("push button: Allow"),
+                    "no new dialog at the next capture")
             }
         }
 
@@ -190,8 +197,9 @@ extension EndToEnd {
             try Self.keepScreenshot(desktop, "use-notice.png", of: shown)
             #expect(s.earmuff.log().contains("is using the microphone"), "\(s.logs)")
             try desktop.person("notification")
-            #expect(await Wait.until(timeout: 60) { (try? s.earmuff.app(s.key))?.state == "denied" },
-                    "Stop did not deny: \(desktop.lastMenu)\n\(s.logs)")
+            #expect(
+                await Wait.until(timeout: 60) { (try? s.earmuff.app(s.key))?.state == "denied" },
+                "Stop did not deny: \(desktop.lastMenu)\n\(s.logs)")
             #expect(await LifespanEndToEndTests.silentFromHere(rec), "real audio after Stop\n\(s.logs)")
             let app = try s.earmuff.app(s.key)
             #expect(app?.lifespan == "session", "\(String(describing: app))")
@@ -214,8 +222,9 @@ extension EndToEnd {
             try Self.keepScreenshot(desktop, "prompt-notification.png", of: shown)
             try desktop.person("notification", "close")
             let resolved = try await watch.waitForLine { $0.event == "prompt-resolved" && $0.resolution?.appKey == s.key }
-            #expect(resolved?.resolution?.outcome == "dismissed" && resolved?.resolution?.by == "notification",
-                    "\(watch.summary)\n\(s.logs)")
+            #expect(
+                resolved?.resolution?.outcome == "dismissed" && resolved?.resolution?.by == "notification",
+                "\(watch.summary)\n\(s.logs)")
             #expect(try s.earmuff.status().prompts.isEmpty, "the prompt is still pending")
             _ = await rec.waitForAudio(seconds: 0.5)
             let (_, audio) = rec.stop()

@@ -40,7 +40,8 @@ extension EndToEnd {
             let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
             return tasks.compactMap { t in
                 guard let stat = try? String(contentsOfFile: "/proc/\(pid)/task/\(t)/stat", encoding: .utf8),
-                      let open = stat.firstIndex(of: "("), let close = stat.lastIndex(of: ")") else { return nil }
+                    let open = stat.firstIndex(of: "("), let close = stat.lastIndex(of: ")")
+                else { return nil }
                 let name = String(stat[stat.index(after: open)..<close])
                 // Fields after the name start at field 3: nice is field 19, rt_priority 40, policy 41.
                 let f = stat[stat.index(after: close)...].split(separator: " ")
@@ -58,8 +59,10 @@ extension EndToEnd {
 
         /// Starts earmuff with two loops in front of a private PulseAudio; `systemBus`
         /// is DBUS_SYSTEM_BUS_ADDRESS (a path that does not exist: no RealtimeKit).
-        static func start(_ server: PulseServer, systemBus: String, config: String? = nil,
-                          runAs: UInt32? = nil) throws -> EarmuffProcess {
+        static func start(
+            _ server: PulseServer, systemBus: String, config: String? = nil,
+            runAs: UInt32? = nil
+        ) throws -> EarmuffProcess {
             var args = ["--loops", "2"]
             if let config {
                 let path = "\(server.directory)/realtime-\(UInt32.random(in: 0...UInt32.max)).conf"
@@ -67,8 +70,9 @@ extension EndToEnd {
                 if runAs != nil { chmod(path, 0o644) }
                 args += ["--config", path]
             }
-            return try EarmuffProcess(upstream: server.serverString, extraArguments: args,
-                                      environment: ["DBUS_SYSTEM_BUS_ADDRESS": systemBus], runAs: runAs)
+            return try EarmuffProcess(
+                upstream: server.serverString, extraArguments: args,
+                environment: ["DBUS_SYSTEM_BUS_ADDRESS": systemBus], runAs: runAs)
         }
 
         /// Waits until status reports the audio threads (they are raised right after start).
@@ -143,8 +147,9 @@ extension EndToEnd {
             let e = try Self.start(server, systemBus: Self.noBus, config: "realtime-priority = 0\nnice-level = -7\n")
             defer { e.stop() }
             let got = try await Self.settled(e)
-            #expect(got?.scheduling == "high-priority" && got?.nice == -7 && got?.via == "setpriority",
-                    "\(String(describing: got))\n\(e.log())")
+            #expect(
+                got?.scheduling == "high-priority" && got?.nice == -7 && got?.via == "setpriority",
+                "\(String(describing: got))\n\(e.log())")
             let threads = Self.threads(of: e.process.pid)
             #expect(threads.filter { $0.nice == -7 }.map(\.name).sorted() == ["loop-0", "loop-1"], "\(threads)")
             #expect(!threads.contains { $0.policy == SCHED_RR }, "\(threads)")
@@ -176,8 +181,9 @@ extension EndToEnd {
             let got = try await Self.settled(e)
             #expect(got?.scheduling == "normal" && got?.via == nil, "\(String(describing: got))\n\(e.log())")
             let note = got?.note ?? ""
-            #expect(note.contains("RealtimeKit") && note.contains("sched_setscheduler") && note.contains("setpriority"),
-                    "the note does not say what refused: \(note)")
+            #expect(
+                note.contains("RealtimeKit") && note.contains("sched_setscheduler") && note.contains("setpriority"),
+                "the note does not say what refused: \(note)")
             #expect(!Self.threads(of: e.process.pid).contains { $0.policy == SCHED_RR || $0.nice < 0 })
         }
     }

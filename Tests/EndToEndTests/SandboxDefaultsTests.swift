@@ -32,8 +32,9 @@ extension EndToEnd {
             #expect(h.status == 42 && h.stdoutText.contains("got-INT"), "\(h)")
 
             // A sleeping app without a handler dies of the signal: 128+N.
-            let sleeper = try s.earmuff.startSandboxed(["--app-id", "org.example.Sleeper"],
-                                                      command: ["sh", "-c", "echo ready; exec sleep 600"])
+            let sleeper = try s.earmuff.startSandboxed(
+                ["--app-id", "org.example.Sleeper"],
+                command: ["sh", "-c", "echo ready; exec sleep 600"])
             let up = await Wait.until(timeout: 60) { sleeper.process.stdoutData().count >= 6 }
             #expect(up, "\(sleeper.process.stderrText())")
             #expect(s.earmuff.launcherSockets(appID: "org.example.Sleeper").count == 1)
@@ -51,10 +52,13 @@ extension EndToEnd {
         }
 
         /// Runs `script` in a sandbox with `options`; its result and the run (whose directory lives as long as it).
-        static func sandboxedScript(_ s: Setup, _ options: [String], _ script: String,
-                                    environment: [String: String] = [:]) throws -> (ToolResult, RunningTool) {
-            let run = try s.earmuff.startSandboxed(options, command: ["sh", "-c", script], environment: environment,
-                                                   maxLifetime: 300)
+        static func sandboxedScript(
+            _ s: Setup, _ options: [String], _ script: String,
+            environment: [String: String] = [:]
+        ) throws -> (ToolResult, RunningTool) {
+            let run = try s.earmuff.startSandboxed(
+                options, command: ["sh", "-c", script], environment: environment,
+                maxLifetime: 300)
             return (run.wait(timeout: 120), run)
         }
 
@@ -94,9 +98,13 @@ extension EndToEnd {
             let s = try Setup()
             defer { s.stop() }
             let trap = "trap 'echo got-INT; exit 42' INT; echo ready; while :; do sleep 0.1; done"
-            let r = try Tool.run("python3", args: ["-c", Self.terminal, s.earmuff.binary, "run", "--sandbox",
-                                                   "--control", s.earmuff.controlPath, "--", "sh", "-c", trap],
-                                 server: "", timeout: 120)
+            let r = try Tool.run(
+                "python3",
+                args: [
+                    "-c", Self.terminal, s.earmuff.binary, "run", "--sandbox",
+                    "--control", s.earmuff.controlPath, "--", "sh", "-c", trap,
+                ],
+                server: "", timeout: 120)
             #expect(r.stdoutText.contains("got-INT") && r.stdoutText.hasSuffix("exit 42\n"), "\(r)")
         }
 
@@ -125,9 +133,11 @@ extension EndToEnd {
             let dir = run.directory
             #expect(r.succeeded, "\(r)")
             let out = r.stdoutText
-            for line in ["home-writable", "usr-read-only", "etc-read-only", "tmp-writable", "no-dev-snd", "dev-null",
-                         "runtime: pulse \n", "pulse: native \n", "server: unix:\(dir)/run/pulse/native",
-                         "cwd: \(dir)\n", "host-processes-hidden", "CapEff:\t0000000000000000"] {
+            for line in [
+                "home-writable", "usr-read-only", "etc-read-only", "tmp-writable", "no-dev-snd", "dev-null",
+                "runtime: pulse \n", "pulse: native \n", "server: unix:\(dir)/run/pulse/native",
+                "cwd: \(dir)\n", "host-processes-hidden", "CapEff:\t0000000000000000",
+            ] {
                 #expect(out.contains(line), "missing '\(line)' in:\n\(out)")
             }
             // The home was the app's own directory, not the user's; /tmp was the sandbox's.
@@ -179,18 +189,21 @@ extension EndToEnd {
         @Test func dryRunPrintsTheBubblewrapCommandLine() throws {
             let s = try Setup()
             defer { s.stop() }
-            let run = try s.earmuff.startSandboxed(["--dry-run", "--app-id", "org.example.Dry", "--purpose", "it's a test"],
-                                                  command: ["parecord", "out file.wav"])
+            let run = try s.earmuff.startSandboxed(
+                ["--dry-run", "--app-id", "org.example.Dry", "--purpose", "it's a test"],
+                command: ["parecord", "out file.wav"])
             let runtime = run.directory + "/run"
             let r = run.outcome(timeout: 60)
             #expect(r.succeeded, "\(r)")
             let line = r.stdoutText
             #expect(line.hasSuffix("\n") && line.dropLast().split(separator: "\n").count == 1, "\(line)")
             #expect(line.hasPrefix((findExecutable("bwrap") ?? "bwrap") + " --unshare-all "), "\(line)")
-            for part in ["--dev /dev", "--tmpfs /tmp", "--tmpfs \(runtime)", "/earmuff/app/org.example.Dry@",
-                         " \(runtime)/pulse/native", "--setenv PULSE_SERVER unix:\(runtime)/pulse/native",
-                         "--unsetenv PIPEWIRE_REMOTE", "--unsetenv DBUS_SESSION_BUS_ADDRESS",
-                         "-- parecord 'out file.wav'", #"'application.capture.purpose="it'\''s a test"'"#] {
+            for part in [
+                "--dev /dev", "--tmpfs /tmp", "--tmpfs \(runtime)", "/earmuff/app/org.example.Dry@",
+                " \(runtime)/pulse/native", "--setenv PULSE_SERVER unix:\(runtime)/pulse/native",
+                "--unsetenv PIPEWIRE_REMOTE", "--unsetenv DBUS_SESSION_BUS_ADDRESS",
+                "-- parecord 'out file.wav'", #"'application.capture.purpose="it'\''s a test"'"#,
+            ] {
                 #expect(line.contains(part), "missing \(part) in \(line)")
             }
             #expect(!line.contains("--share-net"))
@@ -211,15 +224,19 @@ extension EndToEnd {
             let run = try EarmuffProcess.startSandboxed(
                 binary: try EarmuffProcess.locateBinary(), controlPath: "/nonexistent/control",
                 ["--dry-run", "--net", "--dbus"], command: ["app"],
-                environment: ["XDG_RUNTIME_DIR": runtime, "WAYLAND_DISPLAY": "wayland-9", "DISPLAY": ":0",
-                              "XAUTHORITY": "", "HOME": scratch, "DBUS_SESSION_BUS_ADDRESS": "unix:path=\(scratch)/bus%2dsock,guid=1"])
+                environment: [
+                    "XDG_RUNTIME_DIR": runtime, "WAYLAND_DISPLAY": "wayland-9", "DISPLAY": ":0",
+                    "XAUTHORITY": "", "HOME": scratch, "DBUS_SESSION_BUS_ADDRESS": "unix:path=\(scratch)/bus%2dsock,guid=1",
+                ])
             let r = run.outcome(timeout: 60)
             #expect(r.succeeded, "\(r)")
             let line = r.stdoutText
-            for part in ["--share-net", "--ro-bind \(runtime)/wayland-9 \(runtime)/wayland-9",
-                         "--ro-bind \(scratch)/.Xauthority \(runtime)/Xauthority", "--setenv XAUTHORITY \(runtime)/Xauthority",
-                         "--ro-bind \(scratch)/bus-sock \(runtime)/bus",
-                         "--setenv DBUS_SESSION_BUS_ADDRESS unix:path=\(runtime)/bus", "/earmuff/sandboxes/app \(scratch) "] {
+            for part in [
+                "--share-net", "--ro-bind \(runtime)/wayland-9 \(runtime)/wayland-9",
+                "--ro-bind \(scratch)/.Xauthority \(runtime)/Xauthority", "--setenv XAUTHORITY \(runtime)/Xauthority",
+                "--ro-bind \(scratch)/bus-sock \(runtime)/bus",
+                "--setenv DBUS_SESSION_BUS_ADDRESS unix:path=\(runtime)/bus", "/earmuff/sandboxes/app \(scratch) ",
+            ] {
                 #expect(line.contains(part), "missing \(part) in \(line)")
             }
             // An abstract bus is reachable only with the network namespace: without --net, a clear error.
@@ -228,9 +245,10 @@ extension EndToEnd {
                 ["--dry-run", "--dbus"], command: ["app"], environment: ["DBUS_SESSION_BUS_ADDRESS": "unix:abstract=/tmp/dbus-x"])
             Self.expectRefused(abstract, naming: "add --net")
             // The home is mounted over $HOME: without one, nothing runs.
-            Self.expectRefused(try EarmuffProcess.startSandboxed(
-                binary: try EarmuffProcess.locateBinary(), controlPath: "/nonexistent/control",
-                ["--dry-run"], command: ["app"], environment: ["HOME": ""]), naming: "set HOME")
+            Self.expectRefused(
+                try EarmuffProcess.startSandboxed(
+                    binary: try EarmuffProcess.locateBinary(), controlPath: "/nonexistent/control",
+                    ["--dry-run"], command: ["app"], environment: ["HOME": ""]), naming: "set HOME")
         }
 
         /// A missing bubblewrap is a clear error.
@@ -241,8 +259,9 @@ extension EndToEnd {
             let bin = try Helpers.scratch()
             defer { TempDir.remove(bin) }
             for tool in ["sleep", "rm"] { symlink(findExecutable(tool) ?? "/bin/\(tool)", "\(bin)/\(tool)") }
-            Self.expectRefused(try s.earmuff.startSandboxed([], command: ["true"], environment: ["PATH": bin]),
-                               naming: "apt-get install bubblewrap")
+            Self.expectRefused(
+                try s.earmuff.startSandboxed([], command: ["true"], environment: ["PATH": bin]),
+                naming: "apt-get install bubblewrap")
         }
     }
 }

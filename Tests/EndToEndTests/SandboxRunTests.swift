@@ -45,8 +45,10 @@ extension EndToEnd {
         }
 
         /// Runs the probe inside a sandbox with `options`; its results and the run's outcome.
-        static func probeInside(_ s: Setup, _ options: [String], _ targets: [String],
-                                environment: [String: String] = [:]) throws -> ([String: String], ToolResult) {
+        static func probeInside(
+            _ s: Setup, _ options: [String], _ targets: [String],
+            environment: [String: String] = [:]
+        ) throws -> ([String: String], ToolResult) {
             let run = try s.earmuff.startSandboxed(options, command: ["python3", "-c", probe] + targets, environment: environment)
             let result = run.outcome(timeout: 120)
             return (parse(result.stdoutText), result)
@@ -157,8 +159,9 @@ extension EndToEnd {
             }
 
             // Inside: nothing but the sandbox's own socket.
-            let (inside, run) = try Self.probeInside(s, [], ["unix:\(runtime)/pulse/native"] + closed + openable,
-                                                     environment: env)
+            let (inside, run) = try Self.probeInside(
+                s, [], ["unix:\(runtime)/pulse/native"] + closed + openable,
+                environment: env)
             #expect(run.status == 0, "\(run)")
             #expect(inside["unix:\(runtime)/pulse/native"] == "ok", "the sandbox's own socket: \(run)")
             for t in closed + ["unix:\(runtime)/bus"] {
@@ -174,9 +177,13 @@ extension EndToEnd {
             for t in closed { #expect(wider[t] == "ENOENT", "with --dbus --net, \(t) is \(wider[t] ?? "missing"): \(widerRun)") }
 
             // The real server, named explicitly, is unreachable from inside; the default path is Earmuff.
-            let upstream = try s.earmuff.startSandboxed([], command: ["env", "PULSE_SERVER=unix:\(runtime)/pulse/upstream",
-                                                                       "parecord", "--raw", "/dev/null"],
-                                                   environment: env)
+            let upstream = try s.earmuff.startSandboxed(
+                [],
+                command: [
+                    "env", "PULSE_SERVER=unix:\(runtime)/pulse/upstream",
+                    "parecord", "--raw", "/dev/null",
+                ],
+                environment: env)
             let refused = upstream.outcome(timeout: 60)
             #expect(refused.status != 0 && !refused.timedOut, "parecord reached pulse/upstream from inside: \(refused)")
             let viaOutside = try Tool.run("pactl", args: ["info"], server: "unix:\(runtime)/pulse/upstream")
@@ -212,10 +219,11 @@ final class BypassWorld {
         runtime = try TempDir.make(prefix: "earmuff-bypass")
         abstractName = "earmuff-test-abstract-\(getpid())"
         guard let socat = findExecutable("socat") else { throw TestSupportError("socat not found; install socat") }
-        abstractListener = try ChildProcess.spawn(executable: socat, arguments: ["ABSTRACT-LISTEN:\(abstractName),fork", "EXEC:/bin/true"],
-                                                  environment: ProcessInfo.processInfo.environment,
-                                                  stdoutPath: "\(runtime).socat.out", stderrPath: "\(runtime).socat.err",
-                                                  maxLifetime: 900, cleanupDirectory: nil)
+        abstractListener = try ChildProcess.spawn(
+            executable: socat, arguments: ["ABSTRACT-LISTEN:\(abstractName),fork", "EXEC:/bin/true"],
+            environment: ProcessInfo.processInfo.environment,
+            stdoutPath: "\(runtime).socat.out", stderrPath: "\(runtime).socat.err",
+            maxLifetime: 900, cleanupDirectory: nil)
         try TempDir.makeDirectory("\(runtime)/pulse")
         symlink(s.server.socketPath, "\(runtime)/pulse/upstream")
         if let pw = s.server.pipeWire {
@@ -228,8 +236,10 @@ final class BypassWorld {
         listeners.append(tcp)
         tcpPort = port
         device = try Self.captureNode(madeDevice: &madeDevice, madeDirectory: &madeDirectory)
-        var closed = ["unix:\(s.server.socketPath)", "unix:\(runtime)/pulse/upstream", "unix:\(runtime)/pipewire-0",
-                      "open:\(device)"]
+        var closed = [
+            "unix:\(s.server.socketPath)", "unix:\(runtime)/pulse/upstream", "unix:\(runtime)/pipewire-0",
+            "open:\(device)",
+        ]
         if let pw = s.server.pipeWire { closed.append("unix:\(pw.runtimeDir)/pipewire-0") }
         closedTargets = closed
         let listening = Wait.untilBlocking(timeout: 30) { Self.abstractAnswers(self.abstractName) }

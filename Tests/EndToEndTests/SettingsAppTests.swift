@@ -28,8 +28,10 @@ extension EndToEnd {
             let window: ChildProcess
 
             /// `environment` is the daemon's and the window's (the desktop's is theirs too).
-            init(config: [String] = [], environment: [String: String] = [:],
-                 services: (TestDesktop) throws -> Void = { _ in }) throws {
+            init(
+                config: [String] = [], environment: [String: String] = [:],
+                services: (TestDesktop) throws -> Void = { _ in }
+            ) throws {
                 let desktop = try TestDesktop()
                 self.desktop = desktop
                 do {
@@ -80,13 +82,13 @@ extension EndToEnd {
             try TempDir.makeDirectory("\(share)/applications")
             try TempDir.makeDirectory("\(share)/icons")
             try """
-                [Desktop Entry]
-                Type=Application
-                Name=\(Self.recorderName)
-                Exec=podcast-recorder
-                Icon=\(Self.flatpakID)
+            [Desktop Entry]
+            Type=Application
+            Name=\(Self.recorderName)
+            Exec=podcast-recorder
+            Icon=\(Self.flatpakID)
 
-                """.write(toFile: "\(share)/applications/\(Self.flatpakID).desktop", atomically: true, encoding: .utf8)
+            """.write(toFile: "\(share)/applications/\(Self.flatpakID).desktop", atomically: true, encoding: .utf8)
             try ##"<svg xmlns="http://www.w3.org/2000/svg" width="48" height="48"><rect width="48" height="48" fill="#ff00ff"/></svg>"##
                 .write(toFile: "\(share)/icons/\(Self.flatpakID).svg", atomically: true, encoding: .utf8)
             return (share, ["XDG_DATA_DIRS": "\(share):/usr/local/share:/usr/share"])
@@ -104,8 +106,9 @@ extension EndToEnd {
             defer { o.stop() }
             defer { if !o.window.isRunning { Issue.record("earmuff-settings exited (\(o.window.poll() ?? 0)):\n\(o.desktop.settingsLog)") } }
             let (s, desktop) = (o.s, o.desktop)
-            let flatpak = try Sandbox.startFlatpakRecording(appID: Self.flatpakID, sessionSocket: s.earmuff.listenPath,
-                                                            purpose: "Records podcasts")
+            let flatpak = try Sandbox.startFlatpakRecording(
+                appID: Self.flatpakID, sessionSocket: s.earmuff.listenPath,
+                purpose: "Records podcasts")
             _ = try await s.earmuff.waitForStatus { !$0.streams(of: "flatpak:\(Self.flatpakID)").isEmpty }
             _ = flatpak.stop()
             try s.earmuff.control("deny", Self.notes)
@@ -122,8 +125,9 @@ extension EndToEnd {
             for app in microphone {
                 #expect(shown.contains("push button: Allow \(Self.title(app))"), "no row for \(app.key):\n\(shown)\n\(o.logs)")
             }
-            #expect(shown.split(separator: "\n").filter { $0.hasPrefix("push button: Allow ") }.count == microphone.count,
-                    "rows that apps --json does not list:\n\(shown)")
+            #expect(
+                shown.split(separator: "\n").filter { $0.hasPrefix("push button: Allow ") }.count == microphone.count,
+                "rows that apps --json does not list:\n\(shown)")
             try Desktop.keepScreenshot(desktop, "settings-microphone.png", of: shown)
             let recorder = try #require(apps.first { $0.key == "flatpak:\(Self.flatpakID)" }, "\(apps)")
             #expect(recorder.systemName == Self.recorderName && recorder.icon == Self.flatpakID, "\(recorder)")
@@ -137,7 +141,9 @@ extension EndToEnd {
             try desktop.settings("click", "Allow \(parecord)")
             #expect(await E2E.waitForToneAfterSwitch(rec, seconds: 0.5), "no tone after Allow\n\(o.logs)")
             let live = try desktop.settings("wait", parecord, "Recording now")
-            print("settings: the row said \"Recording now\" \(live.replacingOccurrences(of: "after ", with: "").trimmingCharacters(in: .whitespacesAndNewlines)) s after the test saw the tone (the person's start-up included)")
+            print(
+                "settings: the row said \"Recording now\" \(live.replacingOccurrences(of: "after ", with: "").trimmingCharacters(in: .whitespacesAndNewlines)) s after the test saw the tone (the person's start-up included)"
+            )
             #expect(try s.earmuff.app(s.key)?.state == "granted")
 
             try desktop.settings("click", "Deny \(parecord)")
@@ -151,8 +157,9 @@ extension EndToEnd {
             try desktop.settings("click", "System audio")
             let system = try desktop.settings("show", SettingsKind.systemAudio.explanation)
             let systemApps = apps.filter { $0.kind == "system-audio" }
-            #expect(system.split(separator: "\n").filter { $0.hasPrefix("push button: Allow ") }.count == systemApps.count,
-                    "\(system)")
+            #expect(
+                system.split(separator: "\n").filter { $0.hasPrefix("push button: Allow ") }.count == systemApps.count,
+                "\(system)")
             try Desktop.keepScreenshot(desktop, "settings-system-audio.png", of: system)
             try desktop.settings("click", "History")
             let history = try desktop.settings("show", "Microphone")
@@ -245,8 +252,9 @@ extension EndToEnd {
             let at = try #require(Desktop.clickTime(clicked), "\(clicked)")
             for rec in recs { #expect(await LifespanEndToEndTests.silentFromHere(rec), "real audio with access off\n\(logs)") }
             // The daemon's log says when it switched every stream (its clock is the test's).
-            let switched = try #require(Self.logTime(of: "microphone access switched off", in: s.earmuff.log(), near: at),
-                                        "\(logs)")
+            let switched = try #require(
+                Self.logTime(of: "microphone access switched off", in: s.earmuff.log(), near: at),
+                "\(logs)")
             print("settings: master switch off, the daemon switched \(String(format: "%.3f", switched - at)) s after the click")
             for (i, rec) in recs.enumerated() {
                 let delay = Self.arrival(Self.silenceStart(rec, from: before[i]), i, times, after: at)
@@ -330,8 +338,9 @@ extension EndToEnd {
             let o = try Open(environment: entry.environment.merging(["ADW_DEBUG_COLOR_SCHEME": "prefer-dark"]) { $1 })
             defer { o.stop() }
             let (s, desktop) = (o.s, o.desktop)
-            let flatpak = try Sandbox.startFlatpakRecording(appID: Self.flatpakID, sessionSocket: s.earmuff.listenPath,
-                                                            purpose: "Records podcasts and interviews for the weekly show")
+            let flatpak = try Sandbox.startFlatpakRecording(
+                appID: Self.flatpakID, sessionSocket: s.earmuff.listenPath,
+                purpose: "Records podcasts and interviews for the weekly show")
             _ = try await s.earmuff.waitForStatus { !$0.streams(of: "flatpak:\(Self.flatpakID)").isEmpty }
             _ = flatpak.stop()
             try s.earmuff.control("deny", Self.notes, "--session")
@@ -350,8 +359,9 @@ extension EndToEnd {
                 let pixels = try Self.pixels(desktop, shown)
                 let dark = pixels.count { Int($0.0) + Int($0.1) + Int($0.2) < 3 * 80 }
                 #expect(dark * 2 > pixels.count, "\(page) is not dark: \(dark) of \(pixels.count) pixels")
-                try Desktop.keepScreenshot(desktop, "settings-\(page.lowercased().replacingOccurrences(of: " ", with: "-"))-narrow-dark.png",
-                                           of: shown)
+                try Desktop.keepScreenshot(
+                    desktop, "settings-\(page.lowercased().replacingOccurrences(of: " ", with: "-"))-narrow-dark.png",
+                    of: shown)
             }
         }
 

@@ -22,11 +22,15 @@ extension EndToEnd {
 
             """
 
-        static let pipewireFiles: Set = ["systemd/user/earmuff.socket", "systemd/user/earmuff.service",
-                                         "systemd/user/pipewire-pulse.socket.d/earmuff.conf",
-                                         "pipewire/pipewire-pulse.conf.d/earmuff.conf", "pipewire/pipewire.conf"]
-        static let pulseFiles: Set = ["systemd/user/earmuff.socket", "systemd/user/earmuff.service",
-                                      "systemd/user/pulseaudio.socket.d/earmuff.conf", "~/.config/pulse/default.pa"]
+        static let pipewireFiles: Set = [
+            "systemd/user/earmuff.socket", "systemd/user/earmuff.service",
+            "systemd/user/pipewire-pulse.socket.d/earmuff.conf",
+            "pipewire/pipewire-pulse.conf.d/earmuff.conf", "pipewire/pipewire.conf",
+        ]
+        static let pulseFiles: Set = [
+            "systemd/user/earmuff.socket", "systemd/user/earmuff.service",
+            "systemd/user/pulseaudio.socket.d/earmuff.conf", "~/.config/pulse/default.pa",
+        ]
 
         @Test(arguments: [ServerKind.pipewire, .pulseaudio])
         func systemdAcceptsTheUnits(_ server: ServerKind) throws {
@@ -40,10 +44,12 @@ extension EndToEnd {
             let moved = server == .pipewire ? "pipewire-pulse.socket" : "pulseaudio.socket"
             var units = ["\(home.units)/earmuff.socket", "\(home.units)/earmuff.service"]
             if FileManager.default.fileExists(atPath: "/usr/lib/systemd/user/\(moved)") { units.append(moved) }
-            let verify = try ChildProcess.spawn(executable: try #require(findExecutable("systemd-analyze")),
-                                                arguments: ["--user", "verify"] + units, environment: env,
-                                                stdoutPath: "\(home.dir)/verify.out", stderrPath: "\(home.dir)/verify.err",
-                                                maxLifetime: 120).finish(timeout: 90)
+            let verify = try ChildProcess.spawn(
+                executable: try #require(findExecutable("systemd-analyze")),
+                arguments: ["--user", "verify"] + units, environment: env,
+                stdoutPath: "\(home.dir)/verify.out", stderrPath: "\(home.dir)/verify.err",
+                maxLifetime: 120
+            ).finish(timeout: 90)
             #expect(verify.succeeded, "\(verify)")
             #expect(verify.stderr.isEmpty, "systemd-analyze warned: \(verify.stderr)")
             let socket = try String(contentsOfFile: "\(home.units)/earmuff.socket", encoding: .utf8)
@@ -63,10 +69,12 @@ extension EndToEnd {
             #expect(quoted.succeeded, "\(quoted)")
             let requoted = try String(contentsOfFile: "\(home.units)/earmuff.service", encoding: .utf8)
             #expect(requoted.contains("ExecStart=\"\(home.dir)/with space/earmuff\" serve "), "\(requoted)")
-            let verifyQuoted = try ChildProcess.spawn(executable: try #require(findExecutable("systemd-analyze")),
-                                                      arguments: ["--user", "verify", "\(home.units)/earmuff.service"], environment: env,
-                                                      stdoutPath: "\(home.dir)/verify2.out", stderrPath: "\(home.dir)/verify2.err",
-                                                      maxLifetime: 120).finish(timeout: 90)
+            let verifyQuoted = try ChildProcess.spawn(
+                executable: try #require(findExecutable("systemd-analyze")),
+                arguments: ["--user", "verify", "\(home.units)/earmuff.service"], environment: env,
+                stdoutPath: "\(home.dir)/verify2.out", stderrPath: "\(home.dir)/verify2.err",
+                maxLifetime: 120
+            ).finish(timeout: 90)
             #expect(verifyQuoted.succeeded && verifyQuoted.stderr.isEmpty, "\(verifyQuoted)")
         }
 
@@ -100,8 +108,10 @@ extension EndToEnd {
             #expect(dry.succeeded, "\(dry)")
             #expect(home.files().isEmpty, "dry run wrote \(home.files().keys)")
             for f in Self.pipewireFiles { #expect(dry.stdoutText.contains("would write \(home.config)/\(f):"), "\(dry)") }
-            for cmd in ["daemon-reload", "stop pipewire-pulse.service pipewire-pulse.socket", "restart pipewire.service", "start pipewire-pulse.socket",
-                        "enable --now earmuff.socket earmuff.service"] {
+            for cmd in [
+                "daemon-reload", "stop pipewire-pulse.service pipewire-pulse.socket", "restart pipewire.service", "start pipewire-pulse.socket",
+                "enable --now earmuff.socket earmuff.service",
+            ] {
                 #expect(dry.stdoutText.contains("would run: systemctl --user \(cmd)\n"), "\(dry)")
             }
 
@@ -166,15 +176,19 @@ extension EndToEnd {
             let home = try Home()
             defer { home.remove() }
             let system = "\(home.dir)/system-pipewire.conf"
-            try FileManager.default.copyItem(atPath: try #require(["/etc/pipewire/pipewire.conf", "/usr/share/pipewire/pipewire.conf"]
-                .first { FileManager.default.fileExists(atPath: $0) }, "no pipewire.conf; install pipewire"), toPath: system)
+            try FileManager.default.copyItem(
+                atPath: try #require(
+                    ["/etc/pipewire/pipewire.conf", "/usr/share/pipewire/pipewire.conf"]
+                        .first { FileManager.default.fileExists(atPath: $0) }, "no pipewire.conf; install pipewire"), toPath: system)
             // The user's own PipeWire and WirePlumber files, which setup must not touch.
             try TempDir.makeDirectory("\(home.config)/pipewire/pipewire.conf.d")
             try "context.properties = { }\n".write(toFile: "\(home.config)/pipewire/pipewire.conf.d/mine.conf", atomically: true, encoding: .utf8)
             try TempDir.makeDirectory("\(home.config)/wireplumber/main.lua.d")
             try "-- mine\n".write(toFile: "\(home.config)/wireplumber/main.lua.d/50-mine.lua", atomically: true, encoding: .utf8)
-            let roots = ["/etc/pipewire", "/usr/share/pipewire", "/etc/wireplumber", "/usr/share/wireplumber",
-                         "\(home.config)/pipewire", "\(home.config)/wireplumber", system]
+            let roots = [
+                "/etc/pipewire", "/usr/share/pipewire", "/etc/wireplumber", "/usr/share/wireplumber",
+                "\(home.config)/pipewire", "\(home.config)/wireplumber", system,
+            ]
             let before = Self.tree(roots)
             let written = "\(home.config)/pipewire/pipewire.conf"
 
@@ -269,8 +283,12 @@ extension EndToEnd {
             chmod("\(home.dir)/bin/systemctl", 0o755)
             let log = "\(home.dir)/systemctl.log"
             try? FileManager.default.removeItem(atPath: log)
-            let r = try home.earmuff(args, extra: ["PATH": "\(home.dir)/bin:/usr/bin:/bin", "FAKE_SYSTEMCTL_LOG": log,
-                                                   "FAKE_SYSTEMCTL_FAIL": fail])
+            let r = try home.earmuff(
+                args,
+                extra: [
+                    "PATH": "\(home.dir)/bin:/usr/bin:/bin", "FAKE_SYSTEMCTL_LOG": log,
+                    "FAKE_SYSTEMCTL_FAIL": fail,
+                ])
             let lines = ((try? String(contentsOfFile: log, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
             return (r, lines)
         }
@@ -281,9 +299,12 @@ extension EndToEnd {
             // No server answers pactl: the enabled socket unit tells which server it is.
             let (first, ran) = try withFakeManager(home, ["setup"])
             #expect(first.succeeded, "\(first)")
-            #expect(ran == ["--user is-enabled pipewire-pulse.socket", "--user daemon-reload",
-                            "--user stop pipewire-pulse.service pipewire-pulse.socket", "--user restart pipewire.service",
-                            "--user start pipewire-pulse.socket", "--user enable --now earmuff.socket earmuff.service"], "\(ran)")
+            #expect(
+                ran == [
+                    "--user is-enabled pipewire-pulse.socket", "--user daemon-reload",
+                    "--user stop pipewire-pulse.service pipewire-pulse.socket", "--user restart pipewire.service",
+                    "--user start pipewire-pulse.socket", "--user enable --now earmuff.socket earmuff.service",
+                ], "\(ran)")
             #expect(Set(home.files().keys) == Self.pipewireFiles)
 
             let (second, again) = try withFakeManager(home, ["setup", "--server", "pipewire"])
@@ -299,9 +320,12 @@ extension EndToEnd {
 
             let (undo, undone) = try withFakeManager(home, ["setup", "--undo"])
             #expect(undo.succeeded, "\(undo)")
-            #expect(undone == ["--user disable --now earmuff.socket earmuff.service", "--user daemon-reload",
-                               "--user stop pipewire-pulse.service pipewire-pulse.socket", "--user restart pipewire.service",
-                               "--user start pipewire-pulse.socket"], "\(undone)")
+            #expect(
+                undone == [
+                    "--user disable --now earmuff.socket earmuff.service", "--user daemon-reload",
+                    "--user stop pipewire-pulse.service pipewire-pulse.socket", "--user restart pipewire.service",
+                    "--user start pipewire-pulse.socket",
+                ], "\(undone)")
             #expect(home.files().isEmpty, "\(home.files().keys)")
         }
 
@@ -336,9 +360,11 @@ extension EndToEnd {
             let server = try PulseServer(extraConfig: ["load-module module-x11-publish display=:\(display)"], kind: .pulseaudio)
             defer { server.stop() }
             func rootProperty() throws -> String {
-                try ChildProcess.spawn(executable: xprop, arguments: ["-display", ":\(display)", "-root", "PULSE_SERVER"],
-                                       environment: Tool.privateEnvironment(root: home.dir), stdoutPath: "\(home.dir)/xprop.out",
-                                       stderrPath: "\(home.dir)/xprop.err", maxLifetime: 60).finish(timeout: 30).stdoutText
+                try ChildProcess.spawn(
+                    executable: xprop, arguments: ["-display", ":\(display)", "-root", "PULSE_SERVER"],
+                    environment: Tool.privateEnvironment(root: home.dir), stdoutPath: "\(home.dir)/xprop.out",
+                    stderrPath: "\(home.dir)/xprop.err", maxLifetime: 60
+                ).finish(timeout: 30).stdoutText
             }
             #expect(try rootProperty().contains(server.socketPath), "module-x11-publish did not publish the socket")
 
@@ -350,9 +376,11 @@ extension EndToEnd {
             // The advice, carried out: the property is gone and stays gone.
             let unload = try server.pactl("unload-module", "module-x11-publish")
             #expect(unload.succeeded, "\(unload)")
-            _ = try ChildProcess.spawn(executable: xprop, arguments: ["-display", ":\(display)", "-root", "-remove", "PULSE_SERVER"],
-                                       environment: Tool.privateEnvironment(root: home.dir), stdoutPath: "\(home.dir)/xprop2.out",
-                                       stderrPath: "\(home.dir)/xprop2.err", maxLifetime: 60).finish(timeout: 30)
+            _ = try ChildProcess.spawn(
+                executable: xprop, arguments: ["-display", ":\(display)", "-root", "-remove", "PULSE_SERVER"],
+                environment: Tool.privateEnvironment(root: home.dir), stdoutPath: "\(home.dir)/xprop2.out",
+                stderrPath: "\(home.dir)/xprop2.err", maxLifetime: 60
+            ).finish(timeout: 30)
             let after = try rootProperty()
             #expect(!after.contains(server.socketPath) && !after.contains("PULSE_SERVER(STRING)"), "PULSE_SERVER is still on the root window: \(after)")
         }
@@ -382,8 +410,9 @@ extension EndToEnd {
             let session = try SessionServerProcess(kind: kind, home: home, userConfig: true, socketActivated: true)
             defer { session.stop() }
             #expect(session.socketPath == "\(session.runtimeDir)/pulse/upstream")
-            #expect(try SocketActivationEndToEndTests.inode(session.socketPath) == session.activatedSocketInode,
-                    "the server bound its own socket instead of taking the one systemd passed")
+            #expect(
+                try SocketActivationEndToEndTests.inode(session.socketPath) == session.activatedSocketInode,
+                "the server bound its own socket instead of taking the one systemd passed")
             #expect(!FileManager.default.fileExists(atPath: "\(session.runtimeDir)/pulse/native"))
 
             // Earmuff as the units say, socket-activated on pulse/native.
@@ -456,8 +485,9 @@ extension EndToEnd {
             let socket = "\(session.runtimeDir)/pulse/native"
 
             let rec = try Sandbox.startFlatpakRecording(appID: appID, sessionSocket: socket, purpose: "Flatpak test")
-            #expect(await rec.waitForAudio(seconds: 1.0, timeout: 90),
-                    "sandbox: \(rec.tool.process.stderrText())\nearmuff:\n\(earmuff.log())")
+            #expect(
+                await rec.waitForAudio(seconds: 1.0, timeout: 90),
+                "sandbox: \(rec.tool.process.stderrText())\nearmuff:\n\(earmuff.log())")
             let status = try earmuff.cli(["status", "--json"])
             try #require(status.succeeded, "\(status)")
             let clients = try ConsentJSON.decode(StatusView.self, from: status.stdout).clients(of: key)

@@ -28,22 +28,27 @@ extension EndToEnd.SetupEndToEndTests {
             try "autospawn = no\n".write(toFile: "\(dir)/client.conf", atomically: true, encoding: .utf8)
             env.merge(extra) { _, new in new }
             let out = "\(dir)/cli-\(UInt32.random(in: 0...UInt32.max))"
-            let child = try ChildProcess.spawn(executable: try EarmuffProcess.locateBinary(), arguments: args, environment: env,
-                                               stdoutPath: "\(out).stdout", stderrPath: "\(out).stderr", maxLifetime: 120)
+            let child = try ChildProcess.spawn(
+                executable: try EarmuffProcess.locateBinary(), arguments: args, environment: env,
+                stdoutPath: "\(out).stdout", stderrPath: "\(out).stderr", maxLifetime: 120)
             return child.finish(timeout: 90)
         }
 
         func setup(_ server: ServerKind, _ more: [String] = []) throws -> ToolResult {
-            try earmuff(["setup", "--server", server == .pipewire ? "pipewire" : "pulseaudio", "--no-systemctl",
-                         "--pulse-script", systemScript] + more)
+            try earmuff(
+                [
+                    "setup", "--server", server == .pipewire ? "pipewire" : "pulseaudio", "--no-systemctl",
+                    "--pulse-script", systemScript,
+                ] + more)
         }
 
         /// What `systemctl --user enable earmuff.service` leaves (setup ran with --no-systemctl):
         /// PipeWire's service wants Earmuff's.
         func enableAsSystemctlWould() throws {
             try TempDir.makeDirectory("\(units)/pipewire.service.wants")
-            try FileManager.default.createSymbolicLink(atPath: "\(units)/pipewire.service.wants/earmuff.service",
-                                                       withDestinationPath: "\(units)/earmuff.service")
+            try FileManager.default.createSymbolicLink(
+                atPath: "\(units)/pipewire.service.wants/earmuff.service",
+                withDestinationPath: "\(units)/earmuff.service")
         }
 
         /// `$HOME/.config/pulse`, where PulseAudio reads the user's default.pa.
@@ -112,8 +117,10 @@ final class SessionServerProcess: Sendable {
         env["XDG_RUNTIME_DIR"] = runtimeDir
         env["DBUS_SESSION_BUS_ADDRESS"] = "unix:path=\(dir)/no-dbus"
         env["PULSE_STATE_PATH"] = "\(dir)/state"
-        let guardArgs = ["--daemonize=no", "--exit-idle-time=-1", "--use-pid-file=no", "--system=no", "--realtime=no",
-                         "--high-priority=no", "--log-target=stderr"]
+        let guardArgs = [
+            "--daemonize=no", "--exit-idle-time=-1", "--use-pid-file=no", "--system=no", "--realtime=no",
+            "--high-priority=no", "--log-target=stderr",
+        ]
         // Without the user's default.pa, PulseAudio runs the system script: here the test's.
         let script = userConfig ? [] : ["-n", "-F", home.systemScript]
         let pulseaudio = try findExecutable("pulseaudio") ?? { throw TestSupportError("pulseaudio not found") }()
@@ -123,13 +130,15 @@ final class SessionServerProcess: Sendable {
             executable = try findExecutable("systemd-socket-activate") ?? { throw TestSupportError("systemd-socket-activate not found; install systemd") }()
             arguments = ["-l", socket] + env.keys.sorted().flatMap { ["-E", $0] } + [pulseaudio] + arguments
         }
-        let child = try ChildProcess.spawn(executable: executable, arguments: arguments, environment: env,
-                                           stdoutPath: "\(dir)/pulseaudio.log", stderrPath: "\(dir)/pulseaudio.log",
-                                           maxLifetime: 900, cleanupDirectory: dir)
+        let child = try ChildProcess.spawn(
+            executable: executable, arguments: arguments, environment: env,
+            stdoutPath: "\(dir)/pulseaudio.log", stderrPath: "\(dir)/pulseaudio.log",
+            maxLifetime: 900, cleanupDirectory: dir)
         pulse = child
         var st = stat()
         if socketActivated, Wait.untilBlocking(timeout: 30, interval: 0.02, { stat(socket, &st) == 0 || !child.isRunning }),
-           stat(socket, &st) == 0 {
+            stat(socket, &st) == 0
+        {
             activatedSocketInode = UInt(st.st_ino)
         } else {
             activatedSocketInode = nil
@@ -138,7 +147,8 @@ final class SessionServerProcess: Sendable {
         let ready = Wait.untilBlocking(timeout: 60, interval: 0.05) {
             guard child.isRunning else { return true }
             guard FileManager.default.fileExists(atPath: socket),
-                  let info = try? Tool.run("pactl", args: ["info"], server: "unix:\(socket)", timeout: 10) else { return false }
+                let info = try? Tool.run("pactl", args: ["info"], server: "unix:\(socket)", timeout: 10)
+            else { return false }
             last = "\(info)"
             return info.succeeded
         }
@@ -178,17 +188,19 @@ final class UnitLauncher: Sendable {
         for sub in ["home", "config", "state", "cache", "data"] { try TempDir.makeDirectory("\(dir)/\(sub)") }
         var env = Tool.privateEnvironment(root: dir)
         env["XDG_RUNTIME_DIR"] = runtimeDir
-        env["XDG_CONFIG_HOME"] = home.config  // the session's user: it ran setup
+        env["XDG_CONFIG_HOME"] = home.config // the session's user: it ran setup
         environment = env
         let activate = try findExecutable("systemd-socket-activate") ?? { throw TestSupportError("systemd-socket-activate not found; install systemd") }()
         // Like a service manager, systemd-socket-activate gives the service only
         // the variables it is told to (-E).
         let pass = env.keys.sorted().flatMap { ["-E", $0] }
-        process = try ChildProcess.spawn(executable: activate, arguments: ["-l", listen, "--fdname=earmuff.socket"] + pass + exec,
-                                         environment: env, stdoutPath: "\(dir)/stdout", stderrPath: "\(dir)/stderr.log",
-                                         maxLifetime: 900, cleanupDirectory: dir)
+        process = try ChildProcess.spawn(
+            executable: activate, arguments: ["-l", listen, "--fdname=earmuff.socket"] + pass + exec,
+            environment: env, stdoutPath: "\(dir)/stdout", stderrPath: "\(dir)/stderr.log",
+            maxLifetime: 900, cleanupDirectory: dir)
         guard Wait.untilBlocking(timeout: 30, interval: 0.02, { FileManager.default.fileExists(atPath: listen) || !self.process.isRunning }),
-              process.isRunning else {
+            process.isRunning
+        else {
             throw TestSupportError("systemd-socket-activate did not listen on \(listen): \(process.stderrText())")
         }
     }
@@ -197,8 +209,10 @@ final class UnitLauncher: Sendable {
 
     func cli(_ args: [String]) throws -> ToolResult {
         let out = "\(dir)/cli-\(UInt32.random(in: 0...UInt32.max))"
-        return try ChildProcess.spawn(executable: try EarmuffProcess.locateBinary(), arguments: args, environment: environment,
-                                      stdoutPath: "\(out).stdout", stderrPath: "\(out).stderr", maxLifetime: 120).finish(timeout: 90)
+        return try ChildProcess.spawn(
+            executable: try EarmuffProcess.locateBinary(), arguments: args, environment: environment,
+            stdoutPath: "\(out).stdout", stderrPath: "\(out).stderr", maxLifetime: 120
+        ).finish(timeout: 90)
     }
 
     func cliChecked(_ args: [String]) throws {

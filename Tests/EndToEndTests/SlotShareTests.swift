@@ -64,8 +64,9 @@ extension EndToEnd {
             let bytes = "\(s.scratch)/handshake"
             try Data(RawClient.auth(tag: 0) + RawClient.setClientName(tag: 1, name: "idle")).write(to: URL(fileURLWithPath: bytes))
             let out = "\(s.scratch)/accepted"
-            let tool = try Tool.start("python3", args: [script, s.earmuff.listenPath, String(count), handshake ? bytes : "-", out],
-                                      server: s.earmuff.serverString)
+            let tool = try Tool.start(
+                "python3", args: [script, s.earmuff.listenPath, String(count), handshake ? bytes : "-", out],
+                server: s.earmuff.serverString)
             let done = await Wait.until(timeout: 120) { FileManager.default.fileExists(atPath: out) }
             #expect(done, "the script did not finish\n\(tool.process.stderrText())\n\(s.logs)")
             let n = Int((try? String(contentsOfFile: out, encoding: .utf8)) ?? "") ?? -1
@@ -143,8 +144,9 @@ extension EndToEnd {
             let lines = s.earmuff.log().split(separator: "\n").filter { $0.contains("to make room for") }.count
             #expect(lines >= 1 && lines <= 10, "\(lines) lines\n\(s.logs)")
             let before = first.byteCount()
-            #expect(await Wait.until(timeout: 30) { first.byteCount() > before } && first.tool.process.isRunning,
-                    "the first recording was closed: \(first.tool.process.stderrText())\n\(s.logs)")
+            #expect(
+                await Wait.until(timeout: 30) { first.byteCount() > before } && first.tool.process.isRunning,
+                "the first recording was closed: \(first.tool.process.stderrText())\n\(s.logs)")
         }
 
         /// Silent connections of two apps (none sends a byte): parecord gets in at once, and the

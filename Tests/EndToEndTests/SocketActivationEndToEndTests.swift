@@ -47,8 +47,10 @@ extension EndToEnd {
             let env = Tool.privateEnvironment(root: dir)
             let manager = try ChildProcess.spawn(
                 executable: activate,
-                arguments: ["-l", listen, "--fdname=earmuff.socket"] + Self.passing(env) + ["/bin/sh", "\(dir)/restarter.sh", dir,
-                            binary, "serve", "--listen", listen, "--upstream", server.serverString, "--log-level", "debug"],
+                arguments: ["-l", listen, "--fdname=earmuff.socket"] + Self.passing(env) + [
+                    "/bin/sh", "\(dir)/restarter.sh", dir,
+                    binary, "serve", "--listen", listen, "--upstream", server.serverString, "--log-level", "debug",
+                ],
                 environment: env,
                 stdoutPath: "\(dir)/stdout", stderrPath: "\(dir)/stderr.log", maxLifetime: 600)
             defer {
@@ -56,8 +58,9 @@ extension EndToEnd {
             }
             func log() -> String { manager.stderrText() }
 
-            #expect(Wait.untilBlocking(timeout: 30, interval: 0.02) { UnixSocket.canConnect(listen) || !manager.isRunning },
-                    "the socket never appeared; log:\n\(log())")
+            #expect(
+                Wait.untilBlocking(timeout: 30, interval: 0.02) { UnixSocket.canConnect(listen) || !manager.isRunning },
+                "the socket never appeared; log:\n\(log())")
             let inode = try Self.inode(listen)
             #expect(!FileManager.default.fileExists(atPath: "\(dir)/pid.1"), "earmuff started before any client")
 
@@ -67,9 +70,11 @@ extension EndToEnd {
             #expect(first.stdoutText.contains("Server Name: "))
             #expect(log().contains("(socket fd 3 from the service manager)"), "log:\n\(log())")
             let pid1 = try Self.pid(in: dir, start: 1)
-            let status = try ChildProcess.spawn(executable: binary, arguments: ["status", "--json"], environment: env,
-                                                stdoutPath: "\(dir)/status.out", stderrPath: "\(dir)/status.err",
-                                                maxLifetime: 60).finish(timeout: 30)
+            let status = try ChildProcess.spawn(
+                executable: binary, arguments: ["status", "--json"], environment: env,
+                stdoutPath: "\(dir)/status.out", stderrPath: "\(dir)/status.err",
+                maxLifetime: 60
+            ).finish(timeout: 30)
             let daemon = (try? JSONSerialization.jsonObject(with: status.stdout) as? [String: Any])?["daemon"] as? [String: Any]
             #expect(daemon?["socketActivated"] as? Bool == true, "\(status)")
             #expect(daemon?["sessionSocket"] as? Bool == false, "not $XDG_RUNTIME_DIR/pulse/native: \(status)")
@@ -78,7 +83,7 @@ extension EndToEnd {
             kill(pid1, SIGTERM)
             #expect(Wait.untilBlocking(timeout: 30, interval: 0.02) { kill(pid1, 0) != 0 }, "earmuff did not stop")
             #expect(try Self.inode(listen) == inode, "the socket was replaced while earmuff was down")
-            let waiting = try RawClient(path: listen)  // connects into the backlog while nothing serves it
+            let waiting = try RawClient(path: listen) // connects into the backlog while nothing serves it
             defer { waiting.close() }
 
             // Start it again under the same listener: the waiting client is served.
@@ -103,8 +108,10 @@ extension EndToEnd {
             let binary = try EarmuffProcess.locateBinary()
             let manager = try ChildProcess.spawn(
                 executable: activate,
-                arguments: ["-l", "\(dir)/run/passed"] + Self.passing(Tool.privateEnvironment(root: dir)) + [binary, "serve", "--listen", "\(dir)/run/native",
-                            "--upstream", "unix:\(dir)/run/nothing"],
+                arguments: ["-l", "\(dir)/run/passed"] + Self.passing(Tool.privateEnvironment(root: dir)) + [
+                    binary, "serve", "--listen", "\(dir)/run/native",
+                    "--upstream", "unix:\(dir)/run/nothing",
+                ],
                 environment: Tool.privateEnvironment(root: dir),
                 stdoutPath: "\(dir)/stdout", stderrPath: "\(dir)/stderr.log", maxLifetime: 300)
             defer { manager.terminate(signal: SIGTERM, grace: 5) }
@@ -133,8 +140,8 @@ extension EndToEnd {
         static func pid(in dir: String, start n: Int) throws -> pid_t {
             let file = "\(dir)/pid.\(n)"
             guard Wait.untilBlocking(timeout: 60, interval: 0.02, { FileManager.default.fileExists(atPath: file) }),
-                  let text = try? String(contentsOfFile: file, encoding: .utf8),
-                  let pid = pid_t(text.trimmingCharacters(in: .whitespacesAndNewlines))
+                let text = try? String(contentsOfFile: file, encoding: .utf8),
+                let pid = pid_t(text.trimmingCharacters(in: .whitespacesAndNewlines))
             else { throw TestSupportError("no pid for start \(n) in \(file)") }
             return pid
         }

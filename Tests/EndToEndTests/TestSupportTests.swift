@@ -108,7 +108,7 @@ extension EndToEnd {
             #expect(AudioAnalysis.median(ratios) > 0.99)
             // Silent blocks count as 0 unless a minimum RMS skips them.
             let padded = [Double](repeating: 0, count: 9600) + Array(tone[0..<9600])
-            #expect(AudioAnalysis.blockToneRatios(padded, frequency: 440, sampleRate: rate, blockSize: 4800) .filter { $0 > 0.9 }.count == 2)
+            #expect(AudioAnalysis.blockToneRatios(padded, frequency: 440, sampleRate: rate, blockSize: 4800).filter { $0 > 0.9 }.count == 2)
             #expect(AudioAnalysis.blockToneRatios(padded, frequency: 440, sampleRate: rate, blockSize: 4800, minimumRMS: 0.01).count == 2)
         }
 
@@ -125,8 +125,9 @@ extension EndToEnd {
         @Test func watchdogEnforcesLifetimeCap() throws {
             let dir = try Helpers.scratch()
             defer { TempDir.remove(dir) }
-            let child = try ChildProcess.spawn(executable: "/bin/sleep", arguments: ["600"], environment: [:],
-                                               stdoutPath: "\(dir)/out", stderrPath: "\(dir)/out", maxLifetime: 1)
+            let child = try ChildProcess.spawn(
+                executable: "/bin/sleep", arguments: ["600"], environment: [:],
+                stdoutPath: "\(dir)/out", stderrPath: "\(dir)/out", maxLifetime: 1)
             let status = child.wait(timeout: 30)
             #expect(status == 128 + SIGTERM)
         }
@@ -218,14 +219,16 @@ extension EndToEnd {
             let negotiatedSHM = server.shmNegotiations().yes > shmBefore
             if server.kind == .pipewire {
                 // pipewire-pulse never offers SHM, so byte copying carries even a default client.
-                #expect(broken.status == 0 && Helpers.analyze(brokenAudio, format: .s16le).isTone(expectedRMS: Helpers.micRMS),
-                        "a byte-copying relay failed in front of pipewire-pulse: \(broken)")
+                #expect(
+                    broken.status == 0 && Helpers.analyze(brokenAudio, format: .s16le).isTone(expectedRMS: Helpers.micRMS),
+                    "a byte-copying relay failed in front of pipewire-pulse: \(broken)")
             } else if negotiatedSHM {
                 // Audio in shared memory the relay cannot carry (its descriptors are not
                 // passed on). PulseAudio offers SHM only once it has seen the peer's
                 // credentials; when it has not, it keeps audio inline and socat carries it.
-                #expect(broken.status != 0 || !Helpers.analyze(brokenAudio, format: .s16le).isTone(expectedRMS: Helpers.micRMS),
-                        "a byte-copying relay unexpectedly carried a client with SHM: \(broken)")
+                #expect(
+                    broken.status != 0 || !Helpers.analyze(brokenAudio, format: .s16le).isTone(expectedRMS: Helpers.micRMS),
+                    "a byte-copying relay unexpectedly carried a client with SHM: \(broken)")
             }
 
             let (works, audio) = try await Helpers.recordMic(server: through, clientConfig: .noSHM)

@@ -49,7 +49,8 @@ extension EndToEnd {
             var sessions: [Session] = []
             let logged = await Wait.until(timeout: 60) {
                 guard let r = try? s.earmuff.runCLI(["log", "--json", "--app", s.key]), r.status == 0,
-                      let all = try? JSONDecoder().decode([Session].self, from: r.stdout) else { return false }
+                    let all = try? JSONDecoder().decode([Session].self, from: r.stdout)
+                else { return false }
                 sessions = all
                 return all.count == 3 && all.allSatisfy { $0.endedAt != nil }
             }
@@ -65,8 +66,9 @@ extension EndToEnd {
             let lastBlock = 2.0
             func close(_ logged: Double?, _ recorded: Double, _ what: String) {
                 guard let logged else { Issue.record("\(what): no seconds logged"); return }
-                #expect(logged >= recorded - 0.05 && logged <= recorded + lastBlock + 0.05,
-                        "\(what): logged \(logged) s, recorded \(recorded) s")
+                #expect(
+                    logged >= recorded - 0.05 && logged <= recorded + lastBlock + 0.05,
+                    "\(what): logged \(logged) s, recorded \(recorded) s")
             }
             close(g.realSeconds, Double(granted.count) / bytesPerSecond, "granted, real")
             #expect(g.silencedSeconds == 0, "\(g)")

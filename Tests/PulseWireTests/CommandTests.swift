@@ -71,8 +71,9 @@ import PulseWire
         #expect(packetInvalidTag == 0xFFFF_FFFF)
         let unknown = try PacketHeader.decode(packet(0xFFF0, tag: 7))
         #expect(unknown.knownCommand == nil && unknown.tag == 7)
-        #expect(wireError { _ = try PacketHeader.decode([0x4C, 0, 0, 0, 2, 0x74, 0]) }
-            == .unexpectedTag(expected: WireTag.u32, found: WireTag.string, at: 5))
+        #expect(
+            wireError { _ = try PacketHeader.decode([0x4C, 0, 0, 0, 2, 0x74, 0]) }
+                == .unexpectedTag(expected: WireTag.u32, found: WireTag.string, at: 5))
         #expect(wireError { _ = try PacketHeader.decode([0x4C, 0, 0, 0, 2]) } == .unexpectedEnd(expected: WireTag.u32, at: 5))
     }
 }

@@ -39,8 +39,10 @@ final class RecordingHandler: FrameFilter, FrameSink {
         return silenced.contains(descriptor.channel) ? .silence(0) : .pass
     }
 
-    func packet(_ header: PacketHeader, body: TagStructReader,
-                payload: inout [UInt8]) throws(ProtocolViolation) -> FrameDisposition {
+    func packet(
+        _ header: PacketHeader, body: TagStructReader,
+        payload: inout [UInt8]
+    ) throws(ProtocolViolation) -> FrameDisposition {
         packets.append(payload)
         if let c = refusePacketsWithCommand, header.command == c { return .drop }
         return .pass
@@ -163,8 +165,10 @@ let goldenStreams: [(name: String, bytes: [UInt8])] = {
         try feed(feeding.chunks(stream, frames: frames), into: handler, processor: &processor)
         #expect(handler.output == expected, "fed \(feeding)")
         #expect(handler.passedBytes == 0)
-        #expect(handler.silencedBytes == frames.filter { !$0.descriptor.isPacket && $0.descriptor.channel == silencedChannel }
-            .reduce(0) { $0 + $1.payload.count })
+        #expect(
+            handler.silencedBytes
+                == frames.filter { !$0.descriptor.isPacket && $0.descriptor.channel == silencedChannel }
+                .reduce(0) { $0 + $1.payload.count })
     }
 
     @Test("a bad descriptor throws once it is complete, however it arrives", arguments: Feeding.allCases)
@@ -195,8 +199,9 @@ let goldenStreams: [(name: String, bytes: [UInt8])] = {
         #expect(processor.isAtFrameBoundary)
     }
 
-    @Test("a packet over the limit, or not admitted, is skipped unbuffered and reported once its tag is in",
-          arguments: Feeding.allCases)
+    @Test(
+        "a packet over the limit, or not admitted, is skipped unbuffered and reported once its tag is in",
+        arguments: Feeding.allCases)
     func refusedPackets(feeding: Feeding) throws {
         let big = Command.updateClientProplist.rawValue
         func packet(tag: UInt32, filler: Int) -> [UInt8] {

@@ -44,8 +44,9 @@ import Testing
     @Test func rejectsShmDataFlag() {
         let d = FrameDescriptor(length: 16, channel: 0, offsetHi: 0, offsetLo: 0, flags: 0x8000_0000)
         #expect(wireError { try d.validate() } == .shmFlags(flags: 0x8000_0000))
-        #expect(WireError.shmFlags(flags: 0x8000_0000).description
-            == "SHM bit set in flags 0x80000000 on a connection without SHM")
+        #expect(
+            WireError.shmFlags(flags: 0x8000_0000).description
+                == "SHM bit set in flags 0x80000000 on a connection without SHM")
     }
 
     @Test func rejectsMemfdShmReference() {

@@ -136,25 +136,34 @@ let s16Stereo = SampleSpec(format: .s16le, channels: 2, rate: 44100)
         #expect(v13Reply.sourceOutputIndex == 5 && v13Reply.sourceLatencyUsec == 0)
 
         // A packet read with the wrong version is rejected, never misread.
-        #expect(wireError { _ = try CreateRecordStreamReply.decodePacket(try goldenPayload(Golden.createRecordV13Reply), version: 35) }
-            == .unexpectedEnd(expected: WireTag.formatInfo, at: 61))
-        #expect(wireError { _ = try CreateRecordStreamReply.decodePacket(try goldenPayload(Golden.createRecordDefaultReply), version: 13) }
-            == .trailingBytes(count: 158, at: 61))
+        #expect(
+            wireError { _ = try CreateRecordStreamReply.decodePacket(try goldenPayload(Golden.createRecordV13Reply), version: 35) }
+                == .unexpectedEnd(expected: WireTag.formatInfo, at: 61))
+        #expect(
+            wireError { _ = try CreateRecordStreamReply.decodePacket(try goldenPayload(Golden.createRecordDefaultReply), version: 13) }
+                == .trailingBytes(count: 158, at: 61))
     }
 
     @Test func streamEvents() throws {
-        #expect(try golden(RecordStreamSuspended.self, Golden.recordSuspended, version: 35, tag: PacketTag.none)
-            == RecordStreamSuspended(channel: 0, suspended: true))
-        #expect(try golden(RecordStreamSuspended.self, Golden.recordResumed, version: 35)
-            == RecordStreamSuspended(channel: 0, suspended: false))
-        #expect(try golden(RecordStreamMoved.self, Golden.recordMovedToMonitor, version: 35, tag: PacketTag.none)
-            == RecordStreamMoved(channel: 0, sourceIndex: 0, sourceName: "out.monitor", suspended: false,
-                                 maxLength: 4_194_304, fragSize: 3528, sourceLatencyUsec: 20000))
-        #expect(try golden(RecordStreamMoved.self, Golden.recordMovedToMic, version: 35)
-            == RecordStreamMoved(channel: 0, sourceIndex: 1, sourceName: "mic", suspended: false,
-                                 maxLength: 4_194_304, fragSize: 3528, sourceLatencyUsec: 20000))
-        #expect(try golden(RecordStreamKilled.self, Golden.recordKilled, version: 35, tag: PacketTag.none)
-            == RecordStreamKilled(channel: 0))
+        #expect(
+            try golden(RecordStreamSuspended.self, Golden.recordSuspended, version: 35, tag: PacketTag.none)
+                == RecordStreamSuspended(channel: 0, suspended: true))
+        #expect(
+            try golden(RecordStreamSuspended.self, Golden.recordResumed, version: 35)
+                == RecordStreamSuspended(channel: 0, suspended: false))
+        #expect(
+            try golden(RecordStreamMoved.self, Golden.recordMovedToMonitor, version: 35, tag: PacketTag.none)
+                == RecordStreamMoved(
+                    channel: 0, sourceIndex: 0, sourceName: "out.monitor", suspended: false,
+                    maxLength: 4_194_304, fragSize: 3528, sourceLatencyUsec: 20000))
+        #expect(
+            try golden(RecordStreamMoved.self, Golden.recordMovedToMic, version: 35)
+                == RecordStreamMoved(
+                    channel: 0, sourceIndex: 1, sourceName: "mic", suspended: false,
+                    maxLength: 4_194_304, fragSize: 3528, sourceLatencyUsec: 20000))
+        #expect(
+            try golden(RecordStreamKilled.self, Golden.recordKilled, version: 35, tag: PacketTag.none)
+                == RecordStreamKilled(channel: 0))
     }
 
     @Test func serverStreamOfAPeakRecording() throws {

@@ -9,8 +9,9 @@ func roundTrip<M: PacketMessage>(_ message: M, version: UInt32) throws -> M {
     let (tag, decoded) = try M.decodePacket(payload, version: version)
     #expect(tag == 77)
     #expect(decoded.packet(tag: 77, version: version) == payload, "v\(version)")
-    #expect(wireError { _ = try M.decodePacket(payload + [0x30], version: version) }
-        == .trailingBytes(count: 1, at: payload.count), "v\(version)")
+    #expect(
+        wireError { _ = try M.decodePacket(payload + [0x30], version: version) }
+            == .trailingBytes(count: 1, at: payload.count), "v\(version)")
     for cut in 0..<payload.count {
         #expect(wireError { _ = try M.decodePacket(Array(payload.prefix(cut)), version: version) } != nil, "cut \(cut) v\(version)")
     }
@@ -153,10 +154,10 @@ let pcmFormat = FormatInfo(encoding: .pcm, properties: Proplist([(key: "format.r
             w.writeSampleSpec(s16Stereo); w.writeChannelMap(.stereo)
             w.writeU32(invalidIndex); w.writeString(nil); w.writeU32(.max); w.writeBool(false); w.writeU32(.max)
             for _ in 0..<7 { w.writeBool(false) }
-            w.writeBool(true)   // peak detect
+            w.writeBool(true) // peak detect
             w.writeBool(false)
             w.writeProplist(Proplist())
-            w.writeU32(7)       // direct_on_input
+            w.writeU32(7) // direct_on_input
             w.writeBool(false); w.writeBool(false); w.writeBool(false)
             w.writeU8(0)
             w.writeCVolume(CVolume(channels: 2, volume: CVolume.norm))
@@ -205,8 +206,9 @@ let pcmFormat = FormatInfo(encoding: .pcm, properties: Proplist([(key: "format.r
         #expect(try roundTrip(RecordStreamKilled(channel: 5), version: version) == RecordStreamKilled(channel: 5))
         let suspended = RecordStreamSuspended(channel: 5, suspended: true)
         #expect(try roundTrip(suspended, version: version) == suspended)
-        let moved = RecordStreamMoved(channel: 5, sourceIndex: 2, sourceName: "out.monitor", suspended: true,
-                                      maxLength: 100, fragSize: 10, sourceLatencyUsec: 99)
+        let moved = RecordStreamMoved(
+            channel: 5, sourceIndex: 2, sourceName: "out.monitor", suspended: true,
+            maxLength: 100, fragSize: 10, sourceLatencyUsec: 99)
         let decoded = try roundTrip(moved, version: version)
         if version >= 13 {
             #expect(decoded == moved)
@@ -376,14 +378,20 @@ let pcmFormat = FormatInfo(encoding: .pcm, properties: Proplist([(key: "format.r
         }
         let mic = Self.record(1, "mic"), silence = Self.record(2, "earmuff.silence"), monitor = Self.record(3, "out.monitor")
         let full = packet([mic, silence, monitor])
-        let left = try #require(try SourceInfoReply.leaving(out: { $0.name == "earmuff.silence" }, of: full,
-                                                            recordsAt: PacketHeader.encodedSize, version: version))
+        let left = try #require(
+            try SourceInfoReply.leaving(
+                out: { $0.name == "earmuff.silence" }, of: full,
+                recordsAt: PacketHeader.encodedSize, version: version))
         #expect(left.kept == 2)
         #expect(left.packet == packet([mic, monitor]))
-        #expect(try SourceInfoReply.leaving(out: { $0.name == "nothing" }, of: full, recordsAt: PacketHeader.encodedSize,
-                                            version: version) == nil)
-        let only = try #require(try SourceInfoReply.leaving(out: { _ in true }, of: packet([silence]),
-                                                            recordsAt: PacketHeader.encodedSize, version: version))
+        #expect(
+            try SourceInfoReply.leaving(
+                out: { $0.name == "nothing" }, of: full, recordsAt: PacketHeader.encodedSize,
+                version: version) == nil)
+        let only = try #require(
+            try SourceInfoReply.leaving(
+                out: { _ in true }, of: packet([silence]),
+                recordsAt: PacketHeader.encodedSize, version: version))
         #expect(only.kept == 0 && only.packet == packet([]))
         // A record cut short is an error, not a shorter list.
         #expect(throws: WireError.self) {

@@ -14,8 +14,10 @@ import Testing
     }
 
     @Test func requestsRoundTrip() throws {
-        for call: PermissionCall in [.test, .get(kind: "microphone"), .request(kind: "system-audio", purpose: "Memos"),
-                                     .request(kind: "app-audio", purpose: nil), .subscribe(true), .subscribe(false)] {
+        for call: PermissionCall in [
+            .test, .get(kind: "microphone"), .request(kind: "system-audio", purpose: "Memos"),
+            .request(kind: "app-audio", purpose: nil), .subscribe(true), .subscribe(false),
+        ] {
             let d = try decode(call.packet(tag: 42))
             #expect(d.tag == 42 && d.index == invalidIndex && d.name == "module-earmuff" && d.call == call)
         }

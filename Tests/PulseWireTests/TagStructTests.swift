@@ -80,8 +80,11 @@ import PulseWire
         #expect(p.bytes == [0x50, 0x74, 0x6B, 0, 0x4C, 0, 0, 0, 2, 0x78, 0, 0, 0, 2, 0x76, 0, 0x4E])
         var u = TagStructWriter()
         u.writeUsec(1); u.writeU64(2); u.writeS64(-1); u.writeTimeval(Timeval(seconds: 1, microseconds: 2))
-        #expect(u.bytes == [0x55, 0, 0, 0, 0, 0, 0, 0, 1, 0x52, 0, 0, 0, 0, 0, 0, 0, 2,
-                            0x72, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x54, 0, 0, 0, 1, 0, 0, 0, 2])
+        #expect(
+            u.bytes == [
+                0x55, 0, 0, 0, 0, 0, 0, 0, 1, 0x52, 0, 0, 0, 0, 0, 0, 0, 2,
+                0x72, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x54, 0, 0, 0, 1, 0, 0, 0, 2,
+            ])
     }
 
     @Test func readerStartsAtOffset() throws {
@@ -293,11 +296,11 @@ import PulseWire
         #expect(p["application.name"] == "parecord")
         #expect(p[string: "application.name"] == "parecord")
         #expect(p["missing"] == nil)
-        p.set("raw", value: [0x61, 0x62])          // no NUL
+        p.set("raw", value: [0x61, 0x62]) // no NUL
         #expect(p["raw"] == nil)
-        p.set("inner", value: [0x61, 0, 0x62, 0])  // inner NUL
+        p.set("inner", value: [0x61, 0, 0x62, 0]) // inner NUL
         #expect(p["inner"] == nil)
-        p.set("bad", value: [0xFF, 0])             // not UTF-8
+        p.set("bad", value: [0xFF, 0]) // not UTF-8
         #expect(p["bad"] == nil)
         // Duplicates as read from the wire: the last one counts; set collapses them.
         var dup = Proplist([(key: "a", value: [0x31, 0]), (key: "b", value: []), (key: "a", value: [0x32, 0])])

@@ -73,16 +73,21 @@ struct Pair {
     let s2c: ServerToClientFilter
 
     init() {
-        let identity = ClientIdentity(pid: 1, uid: 1000, gid: 1000, appKey: AppKey(kind: "exe", value: "/usr/bin/app"),
-                                      method: .executable)
+        let identity = ClientIdentity(
+            pid: 1, uid: 1000, gid: 1000, appKey: AppKey(kind: "exe", value: "/usr/bin/app"),
+            method: .executable)
         let state = SessionState(id: 1, identity: identity, launcherAppID: nil, connectedAt: 0)
         let conversation = Conversation(state)
         self.state = state
         self.conversation = conversation
         let observer = self.observer
         var next: UInt64 = 0
-        let records = RecordChannels(conversation: conversation, observer: observer, newStreamID: { next += 1; return next },
-                                     post: { $0() })
+        let records = RecordChannels(
+            conversation: conversation, observer: observer,
+            newStreamID: {
+                next += 1; return next
+            },
+            post: { $0() })
         records.outlet = outlet
         c2s = ClientToServerFilter(conversation: conversation, observer: observer, channels: records) { tag, code in
             observer.refused.append((tag, code))
@@ -102,12 +107,14 @@ struct Pair {
     func authenticate() throws {
         var auth = AuthRequest(versionWord: 0xC000_0000 | Limits.protocolVersion).packet(tag: 0, version: 0)
         #expect(try c2s.packet(&auth) == .pass)
-        #expect(try AuthRequest.decodePacket(auth, version: 0).message.versionWord == Limits.protocolVersion,
-                "the client's transport flags are stripped")
+        #expect(
+            try AuthRequest.decodePacket(auth, version: 0).message.versionWord == Limits.protocolVersion,
+            "the client's transport flags are stripped")
         var reply = AuthReply(versionWord: 0x8000_0000 | Limits.protocolVersion).packet(tag: 0, version: 0)
         #expect(try s2c.packet(&reply) == .pass)
-        #expect(try AuthReply.decodePacket(reply, version: 0).message.versionWord == Limits.protocolVersion,
-                "the server's transport flags are stripped")
+        #expect(
+            try AuthReply.decodePacket(reply, version: 0).message.versionWord == Limits.protocolVersion,
+            "the server's transport flags are stripped")
     }
 
     /// CREATE_RECORD_STREAM request and reply for `channel` in `format`.
@@ -135,7 +142,11 @@ struct Pair {
         let p = Pair()
         var early = payload(.getServerInfo, tag: 1)
         #expect(throws: ProtocolViolation.self) { try p.c2s.packet(&early) }
-        #expect(throws: ProtocolViolation.self) { try { var d = FrameDescriptor(length: 4, channel: 0); return try Pair().c2s.memblock(&d) }() }
+        #expect(throws: ProtocolViolation.self) {
+            try {
+                var d = FrameDescriptor(length: 4, channel: 0); return try Pair().c2s.memblock(&d)
+            }()
+        }
         try p.authenticate()
         var second = AuthRequest(versionWord: Limits.protocolVersion).packet(tag: 2, version: 0)
         #expect(throws: ProtocolViolation.self) { try p.c2s.packet(&second) }
@@ -145,7 +156,10 @@ struct Pair {
         #expect(throws: ProtocolViolation.self) { try p.c2s.packet(&unknown) }
         var srb = payload(.registerMemfdShmid, tag: 5)
         #expect(throws: ProtocolViolation.self) { try p.c2s.packet(&srb) }
-        if case .pass = try { var d = FrameDescriptor(length: 4, channel: 0); return try p.c2s.memblock(&d) }() {} else {
+        if case .pass = try {
+            var d = FrameDescriptor(length: 4, channel: 0); return try p.c2s.memblock(&d)
+        }() {
+        } else {
             Issue.record("playback data after AUTH passes")
         }
     }
@@ -174,7 +188,9 @@ struct Pair {
     func refusedRequest() throws {
         let p = Pair()
         try p.authenticate()
-        var load = payload(.loadModule, tag: 9) { $0.writeString("module-null-sink"); $0.writeString("") }
+        var load = payload(.loadModule, tag: 9) {
+            $0.writeString("module-null-sink"); $0.writeString("")
+        }
         #expect(try p.c2s.packet(&load) == .drop)
         let refused = p.observer.refused
         #expect(refused.count == 1 && refused[0].0 == 9 && refused[0].1 == ErrorCode.access.rawValue)
@@ -210,14 +226,16 @@ struct Pair {
             Issue.record("a granted stream passes")
             return
         }
-        if case .drop = try p.s2cMemblock(length: 64, channel: 4).0 {} else {
+        if case .drop = try p.s2cMemblock(length: 64, channel: 4).0 {
+        } else {
             Issue.record("a memblock on an unknown channel is dropped")
         }
         var killed = RecordStreamKilled(channel: 3).packet(tag: 0xFFFF_FFFF, version: Limits.protocolVersion)
         #expect(try p.s2c.packet(&killed) == .pass)
         #expect(p.observer.ended.map(\.channel) == [3])
         #expect(p.state.ownSourceOutputs.withLock { $0 }.isEmpty)
-        if case .drop = try p.s2cMemblock(length: 64, channel: 3).0 {} else {
+        if case .drop = try p.s2cMemblock(length: 64, channel: 3).0 {
+        } else {
             Issue.record("a memblock of a killed stream is dropped")
         }
     }
@@ -335,8 +353,10 @@ struct Pair {
         #expect(error.tag == 2 && error.message.errorCode == .noEntity)
 
         // Its birth and changes are not announced; its removal is, and another's events are.
-        for (index, operation, passes) in [(49, SubscribeEvent.Operation.new, false), (49, .change, false), (49, .remove, true),
-                                           (48, .new, true)] as [(UInt32, SubscribeEvent.Operation, Bool)] {
+        for (index, operation, passes) in [
+            (49, SubscribeEvent.Operation.new, false), (49, .change, false), (49, .remove, true),
+            (48, .new, true),
+        ] as [(UInt32, SubscribeEvent.Operation, Bool)] {
             var event = SubscribeEvent(.sourceOutput, operation, index: index).packet(tag: invalidIndex, version: Limits.protocolVersion)
             #expect(try p.s2c.packet(&event) == (passes ? .pass : .drop), "\(operation) of \(index)")
         }

@@ -19,9 +19,10 @@ import TestSupport
             let deadlines = HandshakeDeadlines(loop: loop)
             let now = monotonicNow()
             for i in 0..<4 {
-                deadlines.add(deadline: now + 0.05 * Double(i + 1),
-                              done: { finished.withLock { $0.contains(i) } },
-                              expire: { expired.withLock { $0.append(i) } })
+                deadlines.add(
+                    deadline: now + 0.05 * Double(i + 1),
+                    done: { finished.withLock { $0.contains(i) } },
+                    expire: { expired.withLock { $0.append(i) } })
             }
             // Keep the queue alive on the loop until the last deadline.
             loop.schedule(after: 5) { _ = deadlines.count }
@@ -40,8 +41,9 @@ import TestSupport
             let now = monotonicNow()
             // 1000 sessions that finish at once; the first deadline's timer drops them all.
             for i in 0..<1000 {
-                deadlines.add(deadline: now + 0.05 + Double(i) * 0.001, done: { true },
-                              expire: { expired.add(1, ordering: .relaxed) })
+                deadlines.add(
+                    deadline: now + 0.05 + Double(i) * 0.001, done: { true },
+                    expire: { expired.add(1, ordering: .relaxed) })
             }
             loop.schedule(after: 0.1) { left.withLock { $0 = deadlines.count } }
         }
@@ -64,8 +66,9 @@ import TestSupport
             var done = [Bool](repeating: false, count: 1000)
             let box = Mutex(done)
             for i in 0..<1000 {
-                deadlines.add(deadline: now + 60, done: { box.withLock { $0[i] } },
-                              expire: { expired.add(1, ordering: .relaxed) })
+                deadlines.add(
+                    deadline: now + 60, done: { box.withLock { $0[i] } },
+                    expire: { expired.add(1, ordering: .relaxed) })
             }
             // They finish out of order: the timer stays while any is waiting.
             for i in (0..<1000).reversed() where i != 0 {

@@ -99,8 +99,9 @@ import Testing
 
         var info = payload(.getSourceOutputInfo, tag: 5) { $0.writeU32(Self.held) }
         #expect(try p.c2s.packet(&info) == .drop)
-        #expect(try ErrorReply.decodePacket(try #require(p.outlet.toClient.last), version: Self.version).message.errorCode == .noEntity,
-                "the server has no source output for it")
+        #expect(
+            try ErrorReply.decodePacket(try #require(p.outlet.toClient.last), version: Self.version).message.errorCode == .noEntity,
+            "the server has no source output for it")
 
         var delete = DeleteRecordStream(channel: Self.held).packet(tag: 6, version: Self.version)
         #expect(try p.c2s.packet(&delete) == .drop)
@@ -151,8 +152,9 @@ import Testing
         let shifted = try RecordLatencyReply.decodePacket(latencyReply, version: Self.version).message
         let before = Int64(stream.bytesSilenced.load(ordering: .relaxed))
         // 10 bytes queued at the server, which the held stream did not have: taken off, once.
-        #expect(before > 0 && shifted.writeIndex == 90 + before && shifted.readIndex == 80 + before,
-                "the indexes count what the app had before the server stream, and its clock does not leap")
+        #expect(
+            before > 0 && shifted.writeIndex == 90 + before && shifted.readIndex == 80 + before,
+            "the indexes count what the app had before the server stream, and its clock does not leap")
         var second = payload(.getRecordLatency, tag: 8) {
             $0.writeU32(Self.held)
             $0.writeTimeval(Timeval(seconds: 2, microseconds: 0))

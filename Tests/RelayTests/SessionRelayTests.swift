@@ -35,8 +35,10 @@ private func relayDirectory(_ name: String) throws -> String {
 
 /// A started relay listening at `dir`/native in front of `dir`/upstream; every client is one app.
 private func startRelay(in dir: String, options: RelayOptions, observer: SessionObserver) throws -> Daemon {
-    let daemon = try Daemon(listenPath: dir + "/native", upstream: .unix(dir + "/upstream"), options: options,
-                            observer: observer) { pid, uid, gid, _ in
+    let daemon = try Daemon(
+        listenPath: dir + "/native", upstream: .unix(dir + "/upstream"), options: options,
+        observer: observer
+    ) { pid, uid, gid, _ in
         ClientIdentity(pid: pid, uid: uid, gid: gid, appKey: AppKey(kind: "exe", value: "relay-test"), method: .executable)
     }
     try daemon.start()
@@ -66,7 +68,8 @@ private func startRelay(in dir: String, options: RelayOptions, observer: Session
                 defer { c.close() }
                 try c.handshake(name: "relay-\(i)")
                 guard let (command, r) = try c.request(RawClient.createRecordStream(tag: 2), tag: 2),
-                      command == Command.reply.rawValue else { throw TestSupportError("no CREATE_RECORD_STREAM reply") }
+                    command == Command.reply.rawValue
+                else { throw TestSupportError("no CREATE_RECORD_STREAM reply") }
                 var reader = r
                 let reply = try CreateRecordStreamReply.decode(from: &reader, version: Limits.protocolVersion)
                 var received = 0
@@ -119,8 +122,9 @@ private final class GrantingObserver: SessionObserver {
         let dir = try relayDirectory("coalesce")
         defer { try? FileManager.default.removeItem(atPath: dir) }
         let chunk = 3840 // 20 ms of float32 mono 48 kHz
-        let flood = try FloodServer(socketPath: dir + "/upstream", pacing: .paced(bytesPerSecond: 192_000, chunkBytes: chunk),
-                                    payloadBytes: chunk)
+        let flood = try FloodServer(
+            socketPath: dir + "/upstream", pacing: .paced(bytesPerSecond: 192_000, chunkBytes: chunk),
+            payloadBytes: chunk)
         defer { flood.stop() }
         var options = RelayOptions()
         options.loops = 1
@@ -134,7 +138,8 @@ private final class GrantingObserver: SessionObserver {
             let c = try RawClient(path: dir + "/native")
             try c.handshake(name: "coalesce-\(i)")
             guard let (command, _) = try c.request(RawClient.createRecordStream(tag: 2), tag: 2),
-                  command == Command.reply.rawValue else { throw TestSupportError("client \(i): no CREATE_RECORD_STREAM reply") }
+                command == Command.reply.rawValue
+            else { throw TestSupportError("client \(i): no CREATE_RECORD_STREAM reply") }
             clients.append(c)
         }
         // Every client's frames, read in turn until each has `wanted` memblocks.
@@ -146,8 +151,9 @@ private final class GrantingObserver: SessionObserver {
         while frames.contains(where: { $0 < wanted }) && Wait.now() < deadline {
             for (i, c) in clients.enumerated() where frames[i] < wanted {
                 guard let f = try c.readFrame(timeout: 0.001), !f.descriptor.isPacket else { continue }
-                #expect(f.payload.count == chunk && f.payload.allSatisfy { $0 == FloodServer.payloadByte },
-                        "client \(i): a memblock of \(f.payload.count) bytes arrived changed")
+                #expect(
+                    f.payload.count == chunk && f.payload.allSatisfy { $0 == FloodServer.payloadByte },
+                    "client \(i): a memblock of \(f.payload.count) bytes arrived changed")
                 frames[i] += 1
             }
         }
@@ -185,7 +191,8 @@ extension CoalescingTests {
         defer { c.close() }
         try c.handshake(name: "flood")
         guard let (command, _) = try c.request(RawClient.createRecordStream(tag: 2), tag: 2),
-              command == Command.reply.rawValue else { throw TestSupportError("no CREATE_RECORD_STREAM reply") }
+            command == Command.reply.rawValue
+        else { throw TestSupportError("no CREATE_RECORD_STREAM reply") }
 
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 256 * 1024, alignment: 16)
         defer { buffer.deallocate() }
@@ -213,8 +220,9 @@ extension CoalescingTests {
         #expect(received >= 256 << 20, "the flood stopped after \(received) bytes")
         // Asleep, the loop lets the flood server's socket fill and stop it.
         let asleep = Double(sleeps) * options.coalesceWindow
-        #expect(asleep < 0.05 * elapsed,
-                "\(sleeps) batching sleeps of 2 ms in \(elapsed) s, for \(received >> 20) MiB")
+        #expect(
+            asleep < 0.05 * elapsed,
+            "\(sleeps) batching sleeps of 2 ms in \(elapsed) s, for \(received >> 20) MiB")
     }
 }
 
@@ -226,8 +234,9 @@ extension CoalescingTests {
         var requestFound = 0, requestRanOut = 0
 
         static func - (a: Polls, b: Polls) -> Polls {
-            Polls(found: a.found - b.found, ranOut: a.ranOut - b.ranOut, batchingSleeps: a.batchingSleeps - b.batchingSleeps,
-                  requestFound: a.requestFound - b.requestFound, requestRanOut: a.requestRanOut - b.requestRanOut)
+            Polls(
+                found: a.found - b.found, ranOut: a.ranOut - b.ranOut, batchingSleeps: a.batchingSleeps - b.batchingSleeps,
+                requestFound: a.requestFound - b.requestFound, requestRanOut: a.requestRanOut - b.requestRanOut)
         }
     }
 
@@ -254,10 +263,11 @@ extension CoalescingTests {
         func roundTrips(_ count: Int, pause: Double = 0) throws -> Polls {
             let loop = daemon.tunings[0].counters
             func now() -> Polls {
-                Polls(found: loop.pollsFound.load(ordering: .relaxed), ranOut: loop.pollsRanOut.load(ordering: .relaxed),
-                      batchingSleeps: loop.batchingSleeps.load(ordering: .relaxed),
-                      requestFound: loop.requestPollsFound.load(ordering: .relaxed),
-                      requestRanOut: loop.requestPollsRanOut.load(ordering: .relaxed))
+                Polls(
+                    found: loop.pollsFound.load(ordering: .relaxed), ranOut: loop.pollsRanOut.load(ordering: .relaxed),
+                    batchingSleeps: loop.batchingSleeps.load(ordering: .relaxed),
+                    requestFound: loop.requestPollsFound.load(ordering: .relaxed),
+                    requestRanOut: loop.requestPollsRanOut.load(ordering: .relaxed))
             }
             let before = now()
             for _ in 0..<count {
@@ -289,8 +299,9 @@ extension CoalescingTests {
         let learning = try rig.roundTrips(20)
         #expect(learning.ranOut >= 1 && learning.ranOut + learning.found <= 8, "halving from 200 µs to nothing: \(learning)")
         let slow = try rig.roundTrips(6 * ReplyPoll.probeInterval)
-        #expect(slow.ranOut >= 1 && slow.ranOut + slow.found <= 8,
-                "\(slow.ranOut + slow.found) polls in \(6 * ReplyPoll.probeInterval) slow round trips: \(slow)")
+        #expect(
+            slow.ranOut >= 1 && slow.ranOut + slow.found <= 8,
+            "\(slow.ranOut + slow.found) polls in \(6 * ReplyPoll.probeInterval) slow round trips: \(slow)")
 
         rig.flood.serverInfoDelayMicroseconds.store(0, ordering: .relaxed)
         var found = 0
@@ -309,8 +320,9 @@ extension CoalescingTests {
         let rig = try Rig(coalesceWindow: 0)
         defer { rig.stop() }
         let thinking = try rig.roundTrips(8 * ReplyPoll.probeInterval, pause: 0.002)
-        #expect(thinking.requestRanOut >= 1 && thinking.requestRanOut + thinking.requestFound <= 14,
-                "\(thinking.requestRanOut + thinking.requestFound) request polls in \(8 * ReplyPoll.probeInterval) round trips 2 ms apart: \(thinking)")
+        #expect(
+            thinking.requestRanOut >= 1 && thinking.requestRanOut + thinking.requestFound <= 14,
+            "\(thinking.requestRanOut + thinking.requestFound) request polls in \(8 * ReplyPoll.probeInterval) round trips 2 ms apart: \(thinking)")
         var found = 0
         for _ in 0..<40 where found == 0 {
             found += try rig.roundTrips(ReplyPoll.probeInterval / 2).requestFound
@@ -348,8 +360,9 @@ extension CoalescingTests {
             attempts.append(polls)
             if (1...2).contains(polls.ranOut) && polls.found == 0 { break }
         }
-        #expect(attempts.contains { (1...2).contains($0.ranOut) && $0.found == 0 },
-                "reply polls while the server waits behind them, in each attempt: \(attempts)")
+        #expect(
+            attempts.contains { (1...2).contains($0.ranOut) && $0.found == 0 },
+            "reply polls while the server waits behind them, in each attempt: \(attempts)")
     }
 
     /// The wake-up that brings a reply is not followed by a wait for record audio to
@@ -416,7 +429,8 @@ private struct SpliceRelay {
             let c = try RawClient(path: dir + "/native")
             try c.handshake(name: "splice-\(i)")
             guard let (command, _) = try c.request(RawClient.createRecordStream(tag: 2), tag: 2),
-                  command == Command.reply.rawValue else { throw TestSupportError("client \(i): no CREATE_RECORD_STREAM reply") }
+                command == Command.reply.rawValue
+            else { throw TestSupportError("client \(i): no CREATE_RECORD_STREAM reply") }
             clients.append(c)
         }
         let expected = [FloodServer.payloadByte, 0].map { [UInt8](repeating: $0, count: payload) }
@@ -460,7 +474,8 @@ private struct SpliceRelay {
         defer { client.close() }
         try client.handshake(name: "splice-wait")
         guard let (command, _) = try client.request(RawClient.createRecordStream(tag: 2), tag: 2),
-              command == Command.reply.rawValue else { throw TestSupportError("no CREATE_RECORD_STREAM reply") }
+            command == Command.reply.rawValue
+        else { throw TestSupportError("no CREATE_RECORD_STREAM reply") }
         let expected = [UInt8](repeating: FloodServer.payloadByte, count: payload)
         var received = 0
         while received < 256 * payload {

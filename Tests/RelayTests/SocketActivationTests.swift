@@ -22,15 +22,20 @@ import TestSupport
     @Test func countsAndNamesAreRead() throws {
         let env = ["LISTEN_PID": "42", "LISTEN_FDS": "3", "LISTEN_FDNAMES": "earmuff.socket::other"]
         let passed = try SocketActivation.passedSockets(environment: env, pid: 42, firstFD: 3)
-        #expect(passed == [PassedSocket(fd: 3, name: "earmuff.socket"), PassedSocket(fd: 4, name: nil),
-                           PassedSocket(fd: 5, name: "other")])
+        #expect(
+            passed == [
+                PassedSocket(fd: 3, name: "earmuff.socket"), PassedSocket(fd: 4, name: nil),
+                PassedSocket(fd: 5, name: "other"),
+            ])
     }
 
     @Test func malformedVariablesAreRefusedWithTheFix() {
-        for env in [["LISTEN_FDS": "1"],
-                    ["LISTEN_PID": "abc", "LISTEN_FDS": "1"],
-                    ["LISTEN_PID": "42", "LISTEN_FDS": "-1"],
-                    ["LISTEN_PID": "42", "LISTEN_FDS": "many"]] {
+        for env in [
+            ["LISTEN_FDS": "1"],
+            ["LISTEN_PID": "abc", "LISTEN_FDS": "1"],
+            ["LISTEN_PID": "42", "LISTEN_FDS": "-1"],
+            ["LISTEN_PID": "42", "LISTEN_FDS": "many"],
+        ] {
             #expect(throws: SocketActivationError.self) {
                 try SocketActivation.passedSockets(environment: env, pid: 42)
             }
@@ -80,7 +85,7 @@ import TestSupport
     }
 
     @Test func takingTheListenerClearsTheVariables() throws {
-        setenv("LISTEN_PID", "1", 1)  // not this process: nothing is taken
+        setenv("LISTEN_PID", "1", 1) // not this process: nothing is taken
         setenv("LISTEN_FDS", "1", 1)
         setenv("LISTEN_FDNAMES", "x", 1)
         let env = ["LISTEN_PID": "1", "LISTEN_FDS": "1"]

@@ -38,7 +38,7 @@ private final class StressRun: Sendable {
     /// parking when the ring is full.
     func produce() {
         let chunkSizes = [1, 3, 7, 61, 509, 4093, 13, 1021, 2, 8191, 127, 33_331]
-        var staging = [UInt8](repeating: 0, count: chunkSizes.max()!)  // non-empty literal: max exists
+        var staging = [UInt8](repeating: 0, count: chunkSizes.max()!) // non-empty literal: max exists
         var position: UInt64 = 0
         var chunkIndex = 0
         while position < total, !isStopped {
@@ -128,8 +128,10 @@ private final class StressRun: Sendable {
 // standard library or libc memcpy would hide a missing release/acquire from it.
 
 /// Stores `count` bytes of `source` starting at `offset` into `region`.
-private func storeInstrumented(_ region: UnsafeMutableRawBufferPointer, from source: UnsafeBufferPointer<UInt8>,
-                               at offset: Int, count: Int) {
+private func storeInstrumented(
+    _ region: UnsafeMutableRawBufferPointer, from source: UnsafeBufferPointer<UInt8>,
+    at offset: Int, count: Int
+) {
     guard count > 0 else { return }
     // Non-empty region: baseAddress is non-nil. UInt8 may alias any raw memory.
     let target = region.baseAddress!.assumingMemoryBound(to: UInt8.self)
@@ -149,8 +151,9 @@ private func checkInstrumented(_ region: UnsafeRawBufferPointer, count: Int, str
 
 @Suite("ByteRing two-thread stress", .serialized)
 struct ByteRingStressTests {
-    @Test("producer and consumer threads move every byte in order, sleeping via park/wake",
-          arguments: [(64, 2 << 20), (4096, 24 << 20), (65_536, 24 << 20)])
+    @Test(
+        "producer and consumer threads move every byte in order, sleeping via park/wake",
+        arguments: [(64, 2 << 20), (4096, 24 << 20), (65_536, 24 << 20)])
     func twoThreadStress(capacity: Int, bytes total: Int) {
         let run = StressRun(capacity: capacity, total: UInt64(total))
         let group = DispatchGroup()
@@ -177,8 +180,10 @@ struct ByteRingStressTests {
         #expect(run.bytesChecked.load(ordering: .relaxed) == UInt64(total))
         #expect(run.ring.isFinishedAndEmpty)
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-        print(String(format: "ByteRing stress: capacity %6d, %5.1f MiB in %6.2f s (%7.1f MiB/s), producer parks %d, consumer sleeps %d",
-                     capacity, Double(total) / 1_048_576, seconds, Double(total) / 1_048_576 / max(seconds, 1e-9),
-                     run.producerParks.load(ordering: .relaxed), run.consumerSleeps.load(ordering: .relaxed)))
+        print(
+            String(
+                format: "ByteRing stress: capacity %6d, %5.1f MiB in %6.2f s (%7.1f MiB/s), producer parks %d, consumer sleeps %d",
+                capacity, Double(total) / 1_048_576, seconds, Double(total) / 1_048_576 / max(seconds, 1e-9),
+                run.producerParks.load(ordering: .relaxed), run.consumerSleeps.load(ordering: .relaxed)))
     }
 }

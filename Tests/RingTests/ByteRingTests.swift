@@ -35,8 +35,9 @@ private func advance(_ ring: ByteRing, by n: Int) {
 
 @Suite("ByteRing basics")
 struct ByteRingBasicTests {
-    @Test("capacity is rounded up to a power of two, at least 64",
-          arguments: [(0, 64), (1, 64), (63, 64), (64, 64), (65, 128), (4095, 4096), (4096, 4096), (100_000, 131_072)])
+    @Test(
+        "capacity is rounded up to a power of two, at least 64",
+        arguments: [(0, 64), (1, 64), (63, 64), (64, 64), (65, 128), (4095, 4096), (4096, 4096), (100_000, 131_072)])
     func capacityRounding(requested: Int, expected: Int) {
         let ring = ByteRing(capacity: requested)
         #expect(ring.capacity == expected)
@@ -62,8 +63,9 @@ struct ByteRingBasicTests {
         #expect(resident == 1, "only the page holding the one written byte should be resident")
     }
 
-    @Test("every wrap position: regions split exactly at the end of storage",
-          arguments: [1, 2, 3, 7, 31, 32, 33, 63, 64])
+    @Test(
+        "every wrap position: regions split exactly at the end of storage",
+        arguments: [1, 2, 3, 7, 31, 32, 33, 63, 64])
     func everyWrapPosition(size: Int) {
         let capacity = 64
         for offset in 0..<capacity {
@@ -123,8 +125,9 @@ struct ByteRingBasicTests {
         }
     }
 
-    @Test("free-running indices cross the UInt wrap-around",
-          arguments: [UInt.max - 100, UInt.max - 63, UInt.max, UInt.max - 31])
+    @Test(
+        "free-running indices cross the UInt wrap-around",
+        arguments: [UInt.max - 100, UInt.max - 63, UInt.max, UInt.max - 31])
     func indicesWrapAroundUIntMax(start: UInt) {
         let ring = ByteRing(capacity: 64, initialIndex: start)
         var position: UInt64 = 0

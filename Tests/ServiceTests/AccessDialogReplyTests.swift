@@ -11,8 +11,9 @@ import Testing
     @Test func allowTakesTheRememberChoice() {
         #expect(Reply(response: 0, choices: ["lifespan": "always"]).verdict(choice: "lifespan") == .answered(.allow, .always))
         #expect(Reply(response: 0, choices: ["lifespan": "session"]).verdict(choice: "lifespan") == .answered(.allow, .session))
-        #expect(Reply(response: 0, choices: ["lifespan": "1h"]).verdict(choice: "lifespan")
-            == .answered(.allow, .timed(seconds: 3600)))
+        #expect(
+            Reply(response: 0, choices: ["lifespan": "1h"]).verdict(choice: "lifespan")
+                == .answered(.allow, .timed(seconds: 3600)))
         #expect(Reply(response: 0, choices: ["lifespan": "once"]).verdict(choice: "lifespan") == .answered(.once, nil))
     }
 
@@ -26,8 +27,9 @@ import Testing
     /// A deny with choices (xdg-desktop-portal-kde 6) says how long; one without (GTK, GNOME)
     /// does not, and the caller asks.
     @Test func denyLastsWhatItSaysOrAsks() {
-        #expect(Reply(response: 1, choices: ["lifespan": "1h"]).verdict(choice: "lifespan")
-            == .answered(.deny, .timed(seconds: 3600)))
+        #expect(
+            Reply(response: 1, choices: ["lifespan": "1h"]).verdict(choice: "lifespan")
+                == .answered(.deny, .timed(seconds: 3600)))
         #expect(Reply(response: 1, choices: ["lifespan": "once"]).verdict(choice: "lifespan") == .answered(.deny, .once))
         #expect(Reply(response: 1, choices: nil).verdict(choice: "lifespan") == .deniedForUnknownTime)
         #expect(Reply(response: 1, choices: [:]).verdict(choice: "lifespan") == .answered(.deny, nil))
@@ -55,8 +57,9 @@ import Testing
             Exec=/usr/libexec/xdg-desktop-portal-gtk --verbose
             SystemdService=xdg-desktop-portal-gtk.service
             """
-        #expect(DesktopServices.executable(serviceFile: gtk, name: "org.freedesktop.impl.portal.desktop.gtk")
-            == "/usr/libexec/xdg-desktop-portal-gtk")
+        #expect(
+            DesktopServices.executable(serviceFile: gtk, name: "org.freedesktop.impl.portal.desktop.gtk")
+                == "/usr/libexec/xdg-desktop-portal-gtk")
         #expect(DesktopServices.executable(serviceFile: gtk, name: "org.freedesktop.impl.portal.desktop.gnome") == nil)
         #expect(DesktopServices.executable(serviceFile: "[D-BUS Service]\nExec=/usr/bin/x\n", name: "a.b") == nil)
     }

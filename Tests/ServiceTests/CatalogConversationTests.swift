@@ -39,8 +39,10 @@ import Testing
 
     @Test func theSourceListFillsTheTable() throws {
         var c = Self.opened()
-        let list = SourceInfoReply(records: [SourceInfo(index: 1, name: "mic"),
-                                             SourceInfo(index: 2, name: "out.monitor", monitorOfSink: 0)])
+        let list = SourceInfoReply(records: [
+            SourceInfo(index: 1, name: "mic"),
+            SourceInfo(index: 2, name: "out.monitor", monitorOfSink: 0),
+        ])
         let actions = try c.handle(Self.frame(list, tag: 5), now: 11)
         #expect(actions == [.listed(sources: 2, monitors: 1), .changed])
         #expect(c.table.kind(sourceIndex: 1, sourceName: "mic") == .microphone)
@@ -106,8 +108,9 @@ import Testing
 
     @Test func memblocksAreIgnored() throws {
         var c = Self.opened()
-        let audio = Frame(descriptor: FrameDescriptor(length: 4, channel: 0, offsetHi: 0, offsetLo: 0, flags: 0),
-                          payload: [0, 0, 0, 0])
+        let audio = Frame(
+            descriptor: FrameDescriptor(length: 4, channel: 0, offsetHi: 0, offsetLo: 0, flags: 0),
+            payload: [0, 0, 0, 0])
         #expect(try c.handle(audio, now: 11) == [])
     }
 }

@@ -8,8 +8,9 @@ import Testing
 
 @Suite struct CommandPolicyTests {
     private func session() -> SessionState {
-        let identity = ClientIdentity(pid: 1, uid: 1000, gid: 1000, appKey: AppKey(kind: "exe", value: "/usr/bin/app"),
-                                      method: .executable)
+        let identity = ClientIdentity(
+            pid: 1, uid: 1000, gid: 1000, appKey: AppKey(kind: "exe", value: "/usr/bin/app"),
+            method: .executable)
         return SessionState(id: 1, identity: identity, launcherAppID: nil, connectedAt: 0)
     }
 
@@ -20,10 +21,13 @@ import Testing
         return w.bytes
     }
 
-    private func refusal(_ command: Command, session s: SessionState? = nil, trusted: Bool = false, granted: Bool = false,
-                         _ body: (inout TagStructWriter) -> Void = { _ in }) -> String? {
-        CommandPolicy.refusal(for: command, payload: request(command, body), session: s ?? session(),
-                              trusted: trusted, granted: { granted })
+    private func refusal(
+        _ command: Command, session s: SessionState? = nil, trusted: Bool = false, granted: Bool = false,
+        _ body: (inout TagStructWriter) -> Void = { _ in }
+    ) -> String? {
+        CommandPolicy.refusal(
+            for: command, payload: request(command, body), session: s ?? session(),
+            trusted: trusted, granted: { granted })
     }
 
     @Test("every request a client may send has an access class; nothing else has one")
@@ -42,30 +46,42 @@ import Testing
     @Test("a command without an access class is refused, even with valid arguments")
     func defaultDeny() {
         #expect(refusal(.registerMemfdShmid) { $0.writeU32(1) } != nil)
-        #expect(refusal(.request) { $0.writeU32(0); $0.writeU32(4096) } != nil)
+        #expect(
+            refusal(.request) {
+                $0.writeU32(0); $0.writeU32(4096)
+            } != nil)
     }
 
     @Test("open requests pass; trust covers modules, devices and defaults, nothing else")
     func openAndTrusted() {
         #expect(refusal(.getServerInfo) == nil)
-        #expect(refusal(.loadModule) { $0.writeString("module-null-sink"); $0.writeString("") } != nil)
+        #expect(
+            refusal(.loadModule) {
+                $0.writeString("module-null-sink"); $0.writeString("")
+            } != nil)
         #expect(refusal(.exit) != nil)
         #expect(refusal(.addAutoload) == "obsolete command")
-        #expect(refusal(.loadModule, trusted: true) { $0.writeString("module-null-sink"); $0.writeString("") } == nil)
+        #expect(
+            refusal(.loadModule, trusted: true) {
+                $0.writeString("module-null-sink"); $0.writeString("")
+            } == nil)
         #expect(refusal(.setDefaultSource, trusted: true) { $0.writeString("mic") } == nil)
         // Trust does not reach other apps' streams, other clients, stored routing or obsolete commands.
         #expect(refusal(.killSourceOutput, trusted: true) { $0.writeU32(6) } == "source output 6 belongs to another client")
         #expect(refusal(.killClient, trusted: true) { $0.writeU32(4) } == "client 4 is another client")
-        #expect(refusal(.extension, trusted: true) {
-            $0.writeU32(0); $0.writeString("module-stream-restore"); $0.writeU32(2)
-        } != nil)
+        #expect(
+            refusal(.extension, trusted: true) {
+                $0.writeU32(0); $0.writeString("module-stream-restore"); $0.writeU32(2)
+            } != nil)
         #expect(refusal(.addAutoload, trusted: true) == "obsolete command")
     }
 
     @Test("shared devices change only with microphone consent or trust")
     func deviceChanges() {
-        for c: Command in [.setSinkVolume, .setSourceVolume, .setSinkMute, .setSourceMute, .suspendSink, .suspendSource,
-                           .setCardProfile, .setSinkPort, .setSourcePort, .setPortLatencyOffset] {
+        for c: Command in [
+            .setSinkVolume, .setSourceVolume, .setSinkMute, .setSourceMute, .suspendSink, .suspendSource,
+            .setCardProfile, .setSinkPort, .setSourcePort, .setPortLatencyOffset,
+        ] {
             #expect(refusal(c)?.contains("needs microphone consent") == true, "\(c.info.name)")
             #expect(refusal(c, granted: true) == nil, "\(c.info.name)")
             #expect(refusal(c, trusted: true) == nil, "\(c.info.name)")
@@ -101,14 +117,18 @@ import Testing
     @Test("extensions and object messages: read-only ones only")
     func readOnly() {
         func ext(_ name: String, _ sub: UInt32) -> String? {
-            refusal(.extension) { $0.writeU32(0xFFFF_FFFF); $0.writeString(name); $0.writeU32(sub) }
+            refusal(.extension) {
+                $0.writeU32(0xFFFF_FFFF); $0.writeString(name); $0.writeU32(sub)
+            }
         }
-        #expect(ext("module-stream-restore", 1) == nil)        // READ
-        #expect(ext("module-stream-restore", 2) != nil)        // WRITE
-        #expect(ext("module-device-manager", 6) == nil)        // SUBSCRIBE
+        #expect(ext("module-stream-restore", 1) == nil) // READ
+        #expect(ext("module-stream-restore", 2) != nil) // WRITE
+        #expect(ext("module-device-manager", 6) == nil) // SUBSCRIBE
         #expect(ext("module-something-else", 0) != nil)
         func message(_ m: String) -> String? {
-            refusal(.sendObjectMessage) { $0.writeString("/core"); $0.writeString(m); $0.writeString(nil) }
+            refusal(.sendObjectMessage) {
+                $0.writeString("/core"); $0.writeString(m); $0.writeString(nil)
+            }
         }
         #expect(message("list-handlers") == nil)
         #expect(message("set-codec") != nil)

@@ -150,22 +150,28 @@ final class PartsFixture {
     let parts: ConsentParts
     private var nextStream: UInt64 = 1
 
-    init(configuration: Configuration = Configuration(), declarations: [AppKey: AppDeclaration] = [:],
-         decisions: [Decision] = [], apps: [AppRecord] = []) {
-        let engine = ConsentEngine(policy: ConsentPolicy(configuration: configuration, declarations: declarations),
-                                   decisions: decisions, apps: apps)
-        let paths = DaemonPaths(listen: "/nonexistent/native", control: "/nonexistent/control",
-                                store: "/nonexistent/permissions.sqlite", launcherDirectory: "/nonexistent/app")
-        parts = ConsentParts(engine: engine, configuration: configuration, paths: paths, storePath: paths.store,
-                             records: records, channels: prompts, timers: prompts, desktop: desktop, entries: NoEntries(),
-                             clients: relay, control: control, catalog: sources, snap: snap)
+    init(
+        configuration: Configuration = Configuration(), declarations: [AppKey: AppDeclaration] = [:],
+        decisions: [Decision] = [], apps: [AppRecord] = []
+    ) {
+        let engine = ConsentEngine(
+            policy: ConsentPolicy(configuration: configuration, declarations: declarations),
+            decisions: decisions, apps: apps)
+        let paths = DaemonPaths(
+            listen: "/nonexistent/native", control: "/nonexistent/control",
+            store: "/nonexistent/permissions.sqlite", launcherDirectory: "/nonexistent/app")
+        parts = ConsentParts(
+            engine: engine, configuration: configuration, paths: paths, storePath: paths.store,
+            records: records, channels: prompts, timers: prompts, desktop: desktop, entries: NoEntries(),
+            clients: relay, control: control, catalog: sources, snap: snap)
     }
 
     /// A client of `app` connected now, as the relay reports one.
     @discardableResult
     func connect(_ app: AppKey, id: UInt64, method: IdentificationMethod = .executable) -> SessionState {
-        let identity = ClientIdentity(pid: getpid(), uid: getuid(), gid: getgid(), appKey: app, method: method,
-                                      executable: "/usr/bin/parecord")
+        let identity = ClientIdentity(
+            pid: getpid(), uid: getuid(), gid: getgid(), appKey: app, method: method,
+            executable: "/usr/bin/parecord")
         let session = SessionState(id: id, identity: identity, launcherAppID: nil, connectedAt: wallClockNow())
         parts.observer.sessionOpened(session)
         return session
@@ -175,9 +181,10 @@ final class PartsFixture {
     func startStream(_ session: SessionState, on index: UInt32, name: String) -> RecordStream {
         let id = nextStream
         nextStream += 1
-        let stream = RecordStream(sessionID: session.id, streamID: id, channel: UInt32(id), sourceOutputIndex: 40 + UInt32(id),
-                                  sampleSpec: SampleSpec(format: .s16le, channels: 2, rate: 44100), source: name,
-                                  sourceIndex: index, real: false, startedAt: wallClockNow())
+        let stream = RecordStream(
+            sessionID: session.id, streamID: id, channel: UInt32(id), sourceOutputIndex: 40 + UInt32(id),
+            sampleSpec: SampleSpec(format: .s16le, channels: 2, rate: 44100), source: name,
+            sourceIndex: index, real: false, startedAt: wallClockNow())
         parts.observer.recordStreamStarted(session, stream: stream)
         return stream
     }

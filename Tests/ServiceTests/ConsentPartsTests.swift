@@ -28,7 +28,8 @@ private let other = AppKey(kind: "exe", value: "/usr/bin/arecord")
         f.decide(recorder, .granted)
         #expect(mics.allSatisfy { $0.isReal }, "every live stream of the app and kind")
         #expect(!monitor.isReal && !otherMic.isReal, "not another kind, not another app")
-        #expect(f.records.saved.withLock { $0.last.map { ($0.appKey, $0.capability, $0.state) } } ?? (other, .systemAudio, .denied)
+        #expect(
+            f.records.saved.withLock { $0.last.map { ($0.appKey, $0.capability, $0.state) } } ?? (other, .systemAudio, .denied)
                 == (recorder, .microphone, .granted))
         #expect(f.control.broadcasts.withLock { $0 }.contains { if case .decisionChanged(let a) = $0 { a.key == recorder.description } else { false } })
 
@@ -194,18 +195,25 @@ private let other = AppKey(kind: "exe", value: "/usr/bin/arecord")
         #expect(f.prompts.shown.withLock { $0.map(\.kind) } == [.microphone])
         f.parts.observer.recordStreamEnded(session, stream: stream)
         #expect(!f.parts.kinds.hasRecordStreams)
-        #expect(f.records.usageFinished.withLock { $0.map(\.stream) } == [stream.streamID, stream.streamID],
-                "a row while its source was not known, one since")
+        #expect(
+            f.records.usageFinished.withLock { $0.map(\.stream) } == [stream.streamID, stream.streamID],
+            "a row while its source was not known, one since")
     }
 }
 
 @Suite struct ConsentViewsTests {
     @Test func appsListWhatTheEngineHolds() {
-        let f = PartsFixture(decisions: [Decision(appKey: recorder, state: .granted, reason: .user, decidedAt: 5),
-                                         Decision(appKey: recorder, capability: .systemAudio, state: .denied, reason: .user),
-                                         Decision(appKey: other, state: .undetermined, reason: .none, lastUsedAt: 3)],
-                             apps: [AppRecord(appKey: other, displayName: "Arecord", executable: other.value, method: .executable,
-                                              firstSeenAt: 1, lastSeenAt: 2)])
+        let f = PartsFixture(
+            decisions: [
+                Decision(appKey: recorder, state: .granted, reason: .user, decidedAt: 5),
+                Decision(appKey: recorder, capability: .systemAudio, state: .denied, reason: .user),
+                Decision(appKey: other, state: .undetermined, reason: .none, lastUsedAt: 3),
+            ],
+            apps: [
+                AppRecord(
+                    appKey: other, displayName: "Arecord", executable: other.value, method: .executable,
+                    firstSeenAt: 1, lastSeenAt: 2)
+            ])
         let rows = f.parts.views.apps()
         #expect(rows.map(\.key) == [other.description, recorder.description, recorder.description])
         #expect(rows.map(\.kind) == [.microphone, .microphone, .systemAudio])
@@ -216,8 +224,11 @@ private let other = AppKey(kind: "exe", value: "/usr/bin/arecord")
     /// Tools that only connect (pactl, pw-cli, pw-metadata) are not listed; an app is once it records.
     @Test func appsThatOnlyConnectedAreNotListed() {
         let pactl = AppKey(kind: "exe", value: "/usr/bin/pactl")
-        let f = PartsFixture(apps: [AppRecord(appKey: pactl, displayName: "pactl", executable: pactl.value, method: .executable,
-                                              firstSeenAt: 1, lastSeenAt: 2)])
+        let f = PartsFixture(apps: [
+            AppRecord(
+                appKey: pactl, displayName: "pactl", executable: pactl.value, method: .executable,
+                firstSeenAt: 1, lastSeenAt: 2)
+        ])
         f.connect(pactl, id: 1)
         let session = f.connect(recorder, id: 2)
         #expect(f.parts.views.apps().isEmpty)

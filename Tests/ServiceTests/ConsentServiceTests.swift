@@ -26,17 +26,19 @@ import TestSupport
 
         init() throws {
             controls = try ControlRequestsTests.Fixture()
-            let identity = ClientIdentity(pid: getpid(), uid: getuid(), gid: getgid(), appKey: app, method: .executable,
-                                          executable: app.value)
+            let identity = ClientIdentity(
+                pid: getpid(), uid: getuid(), gid: getgid(), appKey: app, method: .executable,
+                executable: app.value)
             session = SessionState(id: 1, identity: identity, launcherAppID: nil, connectedAt: wallClockNow())
             parts.observer.sessionOpened(session)
         }
 
         /// A record stream on source `index`, started as the upstream half reports it.
         func startStream(id: UInt64 = 1, on index: UInt32, name: String) -> RecordStream {
-            let stream = RecordStream(sessionID: session.id, streamID: id, channel: UInt32(id), sourceOutputIndex: 40 + UInt32(id),
-                                      sampleSpec: SampleSpec(format: .s16le, channels: 2, rate: 44100), source: name,
-                                      sourceIndex: index, real: false, startedAt: wallClockNow())
+            let stream = RecordStream(
+                sessionID: session.id, streamID: id, channel: UInt32(id), sourceOutputIndex: 40 + UInt32(id),
+                sampleSpec: SampleSpec(format: .s16le, channels: 2, rate: 44100), source: name,
+                sourceIndex: index, real: false, startedAt: wallClockNow())
             parts.observer.recordStreamStarted(session, stream: stream)
             return stream
         }

@@ -14,7 +14,7 @@ import Testing
     @Test func silentConnectionsTimeOutSubscribersAndAgentsStay() throws {
         let f = try ServerFixture(options: ControlServerOptions(idleTimeout: 0.5))
         let idle = try f.raw()
-        _ = try idle.readMessage()  // the greeting
+        _ = try idle.readMessage() // the greeting
         let sub = try f.connect()
         #expect(try sub.request(.subscribe) == .ok)
         let agent = try f.connect()
@@ -49,12 +49,13 @@ import Testing
         }
         // Settled: asleep, and no switch for 100 ms (it went back to sleep after the close).
         var before = try #require(switches())
-        #expect(waitUntil {
-            usleep(100_000)
-            let now = switches()
-            defer { before = now ?? before }
-            return now == before
-        })
+        #expect(
+            waitUntil {
+                usleep(100_000)
+                let now = switches()
+                defer { before = now ?? before }
+                return now == before
+            })
         // Nothing else runs on this loop: a switch within the next sweep period would be the sweep.
         usleep(1_000_000)
         #expect(switches() == before, "the control thread woke while nobody was connected")

@@ -28,12 +28,15 @@ import TestSupport
         init(declarations: [AppKey: AppDeclaration] = [:]) throws {
             dir = try TempDir.make(prefix: "earmuff-control-requests")
             store = try PermissionStore(path: "\(dir)/permissions.sqlite")
-            let paths = DaemonPaths(listen: "\(dir)/native", control: "\(dir)/control", store: "\(dir)/permissions.sqlite",
-                                    launcherDirectory: "\(dir)/app")
-            consent = try ConsentService(configuration: Configuration(), declarations: declarations, store: store, paths: paths,
-                                         clients: host, control: control, catalog: sources)
-            requests = ControlRequests(parts: consent.parts, records: consent.writer, store: store,
-                                       launchers: consent.launchers, host: host)
+            let paths = DaemonPaths(
+                listen: "\(dir)/native", control: "\(dir)/control", store: "\(dir)/permissions.sqlite",
+                launcherDirectory: "\(dir)/app")
+            consent = try ConsentService(
+                configuration: Configuration(), declarations: declarations, store: store, paths: paths,
+                clients: host, control: control, catalog: sources)
+            requests = ControlRequests(
+                parts: consent.parts, records: consent.writer, store: store,
+                launchers: consent.launchers, host: host)
         }
 
         var parts: ConsentParts { consent.parts }
@@ -42,8 +45,9 @@ import TestSupport
 
         /// A client of `app` connected now, as the relay reports one.
         func connect(_ app: AppKey, id: UInt64 = 1, executable: String? = nil) {
-            let identity = ClientIdentity(pid: getpid(), uid: getuid(), gid: getgid(), appKey: app, method: .executable,
-                                          executable: executable ?? app.value)
+            let identity = ClientIdentity(
+                pid: getpid(), uid: getuid(), gid: getgid(), appKey: app, method: .executable,
+                executable: executable ?? app.value)
             parts.observer.sessionOpened(SessionState(id: id, identity: identity, launcherAppID: nil, connectedAt: wallClockNow()))
         }
 
@@ -77,7 +81,8 @@ import TestSupport
 
     @Test func onceCoversTheClientsConnectedNowAndLeavesTheAppsDecision() throws {
         let f = try Fixture()
-        #expect(f.ask(.setDecision(app: pacat.description, state: .granted, reason: nil, lifespan: .once))
+        #expect(
+            f.ask(.setDecision(app: pacat.description, state: .granted, reason: nil, lifespan: .once))
                 == .error(ControlError(.failed, ConsentError.noClientForOnce(pacat).description)))
         f.connect(pacat)
         guard case .app(let info) = f.ask(.setDecision(app: pacat.description, state: .granted, reason: nil, lifespan: .once)) else {
@@ -90,7 +95,8 @@ import TestSupport
 
     @Test func namesAreResolvedAmongTheAppsTheEngineKnows() throws {
         let f = try Fixture()
-        #expect(f.ask(.setDecision(app: "pacat", state: .denied, reason: nil))
+        #expect(
+            f.ask(.setDecision(app: "pacat", state: .denied, reason: nil))
                 == .error(ControlError(.unknownApp, AppNameResolver.Failure.unknown("pacat").description)))
         f.connect(pacat, id: 1)
         f.connect(AppKey(kind: "exe", value: "/opt/pacat"), id: 2)

@@ -10,7 +10,7 @@ import Service
 import Testing
 
 /// A value behind an NSLock (visible to the thread sanitizer).
-final class Locked<Value>: @unchecked Sendable {  // unchecked: `value` is only touched under `lock`
+final class Locked<Value>: @unchecked Sendable { // unchecked: `value` is only touched under `lock`
     private let lock = NSLock()
     private var value: Value
     init(_ value: Value) { self.value = value }
@@ -42,9 +42,12 @@ final class RecordingHandler: ControlHandler {
         state.withLock { $0.requests.append(request) }
         switch request {
         case .status:
-            return .status(StatusPayload(daemon: DaemonInfo(pid: getpid(), version: "test", listenPath: "/l", controlPath: "/c",
-                                                            storePath: "/s", uptimeSeconds: 1),
-                                         upstream: UpstreamInfo(server: "unix:/u", reachable: false)))
+            return .status(
+                StatusPayload(
+                    daemon: DaemonInfo(
+                        pid: getpid(), version: "test", listenPath: "/l", controlPath: "/c",
+                        storePath: "/s", uptimeSeconds: 1),
+                    upstream: UpstreamInfo(server: "unix:/u", reachable: false)))
         case .apps:
             return .apps([AppInfo(key: "exe:/usr/bin/pacat", state: .undetermined, reason: .none)])
         case .setDecision(let app, _, _, _, _), .reset(let app, _):
@@ -89,7 +92,7 @@ final class ServerFixture {
         var options = options
         if options.ownProgram == nil { options.ownProgram = { _ in true } }
         var template = Array("/tmp/earmuff-ctl-XXXXXX".utf8CString)
-        let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) }  // non-nil: the buffer is a valid C string
+        let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) } // non-nil: the buffer is a valid C string
         #expect(made != nil)
         dir = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         path = dir + "/run/earmuff/control"
@@ -134,7 +137,7 @@ final class RawConnection {
     func write(_ bytes: [UInt8]) throws {
         var off = 0
         while off < bytes.count {
-            let n = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + off, bytes.count - off, Int32(MSG_NOSIGNAL)) }  // non-nil: bytes is non-empty here
+            let n = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + off, bytes.count - off, Int32(MSG_NOSIGNAL)) } // non-nil: bytes is non-empty here
             guard n > 0 else { throw TestFailure("send: \(String(cString: strerror(errno)))") }
             off += n
         }
@@ -149,7 +152,7 @@ final class RawConnection {
             guard poll(&p, 1, seconds * 1000) == 1 else { throw TestFailure("no line within \(seconds) s") }
             let n = buf.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
             if n == 0 { return nil }
-            if n < 0 { return nil }  // ECONNRESET counts as closed
+            if n < 0 { return nil } // ECONNRESET counts as closed
             framer.append(buf[0..<n])
         }
     }
@@ -195,7 +198,8 @@ func waitUntil(seconds: Double = 10, _ condition: () -> Bool) -> Bool {
         let f = try ServerFixture()
         let c = try f.connect()
         #expect(c.greeting.daemonVersion == "9.9.9")
-        #expect(try c.request(.setDecision(app: "exe:/bin/x", state: .granted, reason: nil)) == .app(AppInfo(key: "exe:/bin/x", state: .granted, reason: .user)))
+        #expect(
+            try c.request(.setDecision(app: "exe:/bin/x", state: .granted, reason: nil)) == .app(AppInfo(key: "exe:/bin/x", state: .granted, reason: .user)))
         #expect {
             _ = try c.request(.reset(app: "nope"))
         } throws: { e in
@@ -203,7 +207,9 @@ func waitUntil(seconds: Double = 10, _ condition: () -> Bool) -> Bool {
             return e.kind == .daemon && e.reply?.code == .unknownApp
         }
         // The connection survives an error reply.
-        #expect(try c.request(.registerLauncher(appID: "org.example.Notes", purpose: nil)) == .launcher(LauncherInfo(appKey: "launcher:org.example.Notes", socketPath: "/tmp/org.example.Notes")))
+        #expect(
+            try c.request(.registerLauncher(appID: "org.example.Notes", purpose: nil))
+                == .launcher(LauncherInfo(appKey: "launcher:org.example.Notes", socketPath: "/tmp/org.example.Notes")))
     }
 
     @Test func directoryAndSocketModes() throws {
@@ -400,8 +406,10 @@ func waitUntil(seconds: Double = 10, _ condition: () -> Bool) -> Bool {
         #expect(try live.request(.subscribe) == .ok)
         #expect(f.server.subscriberCount == 2)
 
-        let event = ControlEvent.promptRaised(PromptInfo(id: 1, appKey: "exe:/x", identifiedBy: .executable,
-                                                         purpose: String(repeating: "p", count: 1000)))
+        let event = ControlEvent.promptRaised(
+            PromptInfo(
+                id: 1, appKey: "exe:/x", identifiedBy: .executable,
+                purpose: String(repeating: "p", count: 1000)))
         let start = Date()
         var received = 0
         for _ in 0..<2000 {
@@ -413,7 +421,7 @@ func waitUntil(seconds: Double = 10, _ condition: () -> Bool) -> Bool {
                 received += 1
             }
         }
-        #expect(Date().timeIntervalSince(start) < 30)  // broadcast never waits for a peer
+        #expect(Date().timeIntervalSince(start) < 30) // broadcast never waits for a peer
         #expect(waitUntil { f.handler.closedCount == 1 })
         #expect(f.server.subscriberCount == 1)
         #expect(f.logs.contains("not reading"))

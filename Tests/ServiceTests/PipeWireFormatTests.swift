@@ -24,8 +24,9 @@ import Testing
     }
 
     @Test func aStreamShowsItsSpecOnceNegotiated() {
-        let stream = RecordStream(sessionID: 1, streamID: 2, channel: 3, sourceOutputIndex: invalidIndex,
-                                  sampleSpec: PipeWireDoor.notNegotiated, source: "mic", real: false, startedAt: 0)
+        let stream = RecordStream(
+            sessionID: 1, streamID: 2, channel: 3, sourceOutputIndex: invalidIndex,
+            sampleSpec: PipeWireDoor.notNegotiated, source: "mic", real: false, startedAt: 0)
         #expect(specText(stream.sampleSpec) == "not negotiated yet")
         stream.negotiated(SampleSpec(format: .s24le, channels: 6, rate: 192_000))
         #expect(stream.sampleSpec == SampleSpec(format: .s24le, channels: 6, rate: 192_000))

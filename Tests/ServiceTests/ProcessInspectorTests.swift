@@ -122,9 +122,10 @@ import TestSupport
         let dir = try TempDir.make(prefix: "earmuff-fuse")
         defer { TempDir.remove(dir) }
         try Self.helper.write(toFile: "\(dir)/hang.py", atomically: true, encoding: .utf8)
-        let child = try ChildProcess.spawn(executable: findExecutable("python3") ?? "/usr/bin/python3",
-                                           arguments: ["\(dir)/hang.py", "\(dir)/root"], environment: [:],
-                                           stdoutPath: "\(dir)/out", stderrPath: "\(dir)/err", maxLifetime: 120)
+        let child = try ChildProcess.spawn(
+            executable: findExecutable("python3") ?? "/usr/bin/python3",
+            arguments: ["\(dir)/hang.py", "\(dir)/root"], environment: [:],
+            stdoutPath: "\(dir)/out", stderrPath: "\(dir)/err", maxLifetime: 120)
         defer { _ = child.terminate(signal: SIGKILL, grace: 1) }
         let ready = await Wait.until(timeout: 30) { child.stdoutData().starts(with: Array("ready".utf8)) || !child.isRunning }
         try #require(ready && child.isRunning, "helper: \(child.stderrText())")

@@ -149,14 +149,18 @@ import TestSupport
             .write(toFile: "\(dir)/share/applications/notes.desktop", atomically: true, encoding: .utf8)
         try "[Desktop Entry]\nType=Application\nName=Firefox\nIcon=org.mozilla.firefox\nExec=/usr/bin/flatpak run org.mozilla.firefox\n"
             .write(toFile: "\(dir)/share/applications/org.mozilla.firefox.desktop", atomically: true, encoding: .utf8)
-        let entries = try DesktopEntries(environment: ["HOME": dir, "XDG_DATA_HOME": "\(dir)/share",
-                                                   "XDG_DATA_DIRS": "\(dir)/none", "PATH": "\(dir)/bin"])
+        let entries = try DesktopEntries(environment: [
+            "HOME": dir, "XDG_DATA_HOME": "\(dir)/share",
+            "XDG_DATA_DIRS": "\(dir)/none", "PATH": "\(dir)/bin",
+        ])
         let key = AppKey(kind: "exe", value: exe)
         #expect(entries.entry(for: key, executable: exe) == nil, "there is no index before the first refresh")
         #expect(await Wait.until(timeout: 30) { entries.entry(for: key, executable: exe) != nil })
-        #expect(entries.entry(for: AppKey(kind: "exe", value: exe), executable: exe)
+        #expect(
+            entries.entry(for: AppKey(kind: "exe", value: exe), executable: exe)
                 == DesktopEntries.Entry(name: "Voice Notes", icon: "notes"))
-        #expect(entries.entry(for: AppKey(kind: "flatpak", value: "org.mozilla.firefox"), executable: "/app/lib/firefox/firefox")?.name
+        #expect(
+            entries.entry(for: AppKey(kind: "flatpak", value: "org.mozilla.firefox"), executable: "/app/lib/firefox/firefox")?.name
                 == "Firefox")
         #expect(entries.entry(for: AppKey(kind: "exe", value: "/usr/bin/true"), executable: "/usr/bin/true") == nil)
     }

@@ -42,7 +42,8 @@ import Testing
         #expect(patientClient(chunked.socketPath).audioRecordConnected(snap: "recorder") == .connected)
         let failing = try FakeSnapd(socketPath: "\(dir)/failing.socket", connected: ["recorder"], mode: .failing)
         defer { failing.stop() }
-        #expect(patientClient(failing.socketPath).audioRecordConnected(snap: "recorder")
+        #expect(
+            patientClient(failing.socketPath).audioRecordConnected(snap: "recorder")
                 == .unavailable("snapd: cannot read state"))
         if case .unavailable(let why) = SnapdClient(socketPath: "\(dir)/absent.socket").audioRecordConnected(snap: "recorder") {
             #expect(why.contains("cannot connect to \(dir)/absent.socket"))
@@ -61,24 +62,30 @@ import Testing
         defer { flood.stop() }
         // Not closed here: the service's store queue may still be writing when the daemon stops.
         let store = try PermissionStore(path: "\(dir)/permissions.sqlite")
-        let paths = DaemonPaths(listen: "\(dir)/native", control: "\(dir)/control", store: "\(dir)/permissions.sqlite",
-                                launcherDirectory: "\(dir)/app")
+        let paths = DaemonPaths(
+            listen: "\(dir)/native", control: "\(dir)/control", store: "\(dir)/permissions.sqlite",
+            launcherDirectory: "\(dir)/app")
         // The flood server's one source, a microphone.
         var sources = SourceTable()
         sources.update(SourceInfo(index: 1, name: "flood"))
         let clients = Late<any ClientLink>()
-        let service = try ConsentService(configuration: Configuration(), declarations: [:], store: store, paths: paths,
-                                         clients: clients, control: FakeControl(), catalog: FixedSources(sources),
-                                         snapGate: SnapRecordGate(snapd: patientClient(snapd)))
-        let daemon = try Daemon(listenPath: paths.listen, upstream: .unix("\(dir)/upstream"), options: RelayOptions(),
-                                observer: service.parts.observer) { pid, uid, gid, _ in
+        let service = try ConsentService(
+            configuration: Configuration(), declarations: [:], store: store, paths: paths,
+            clients: clients, control: FakeControl(), catalog: FixedSources(sources),
+            snapGate: SnapRecordGate(snapd: patientClient(snapd)))
+        let daemon = try Daemon(
+            listenPath: paths.listen, upstream: .unix("\(dir)/upstream"), options: RelayOptions(),
+            observer: service.parts.observer
+        ) { pid, uid, gid, _ in
             ClientIdentity(pid: pid, uid: uid, gid: gid, appKey: AppKey(kind: "snap", value: "recorder"), method: .snap)
         }
         clients.bind(daemon)
-        let requests = ControlRequests(parts: service.parts, records: service.writer, store: store,
-                                       launchers: service.launchers, host: daemon)
-        let granted = requests.handle(.setDecision(app: "snap:recorder", state: .granted, reason: "test"),
-                                      from: ControlConnectionID(rawValue: 1))
+        let requests = ControlRequests(
+            parts: service.parts, records: service.writer, store: store,
+            launchers: service.launchers, host: daemon)
+        let granted = requests.handle(
+            .setDecision(app: "snap:recorder", state: .granted, reason: "test"),
+            from: ControlConnectionID(rawValue: 1))
         guard case .app = granted else { throw TestSupportError("grant failed: \(granted)") }
         try daemon.start()
         defer { daemon.stop() }

@@ -21,10 +21,11 @@ import Testing
     }
 
     static func start(_ server: PulseServer, _ reports: Reports) throws -> SourceCatalog {
-        let catalog = try SourceCatalog(upstream: try UpstreamAddress.parse(server.serverString),
-                                        onChange: { reports.changes.add(1, ordering: .relaxed) },
-                                        onSourceOutput: { index, source, _ in reports.outputs.withLock { $0[index] = source } },
-                                        watching: { reports.watching.load(ordering: .relaxed) })
+        let catalog = try SourceCatalog(
+            upstream: try UpstreamAddress.parse(server.serverString),
+            onChange: { reports.changes.add(1, ordering: .relaxed) },
+            onSourceOutput: { index, source, _ in reports.outputs.withLock { $0[index] = source } },
+            watching: { reports.watching.load(ordering: .relaxed) })
         catalog.start()
         return catalog
     }
@@ -69,7 +70,8 @@ import Testing
         reports.watching.store(true, ordering: .relaxed)
         catalog.wake()
         // The recording's source output, reported as recording from the mic.
-        #expect(await Wait.until(timeout: 30) { reports.outputs.withLock { $0.values.contains(mic) } },
-                "\(reports.outputs.withLock { $0 })")
+        #expect(
+            await Wait.until(timeout: 30) { reports.outputs.withLock { $0.values.contains(mic) } },
+            "\(reports.outputs.withLock { $0 })")
     }
 }

@@ -24,29 +24,40 @@ import Testing
     }
 
     @Test func anAppRecordingSilenceLightsNothing() {
-        let v = IndicatorView(S.state(apps: [S.recorder], streams: [Self.stream(S.recorder, .microphone, .silenced)]),
-                              settingsInstalled: false)
+        let v = IndicatorView(
+            S.state(apps: [S.recorder], streams: [Self.stream(S.recorder, .microphone, .silenced)]),
+            settingsInstalled: false)
         #expect(v.level == .nobody && v.status == "Passive")
         #expect(!Self.labels(v.menu).contains { $0.contains("pacat") })
     }
 
     @Test func eachAppThatHearsIsNamedPerKindWithDeny() {
-        let streams = [Self.stream(S.monitor, .systemAudio, .real, client: 2), Self.stream(S.firefox, .microphone, .real),
-                       Self.stream(S.firefox, .microphone, .real, client: 3), Self.stream(S.recorder, .microphone, .silenced)]
+        let streams = [
+            Self.stream(S.monitor, .systemAudio, .real, client: 2), Self.stream(S.firefox, .microphone, .real),
+            Self.stream(S.firefox, .microphone, .real, client: 3), Self.stream(S.recorder, .microphone, .silenced),
+        ]
         let v = IndicatorView(S.state(apps: [S.firefox, S.recorder, S.monitor], streams: streams), settingsInstalled: false)
         #expect(v.level == .microphone && v.status == "Active")
         #expect(v.tooltipTitle == "Earmuff: an app hears the microphone")
         #expect(v.tooltipBody == ["org.mozilla.firefox hears the microphone", "obs hears system audio"])
-        #expect(Self.labels(v.menu) == ["org.mozilla.firefox hears the microphone › Deny | Deny for this session",
-                                        "obs hears system audio › Deny | Deny for this session", "—", "Turn off microphone access"])
-        #expect(v.menu[0].children.map(\.action) == [.intent(.choose(key: S.firefox.key, kind: .microphone, .deny)),
-                                                     .intent(.choose(key: S.firefox.key, kind: .microphone, .deny, .session))])
+        #expect(
+            Self.labels(v.menu) == [
+                "org.mozilla.firefox hears the microphone › Deny | Deny for this session",
+                "obs hears system audio › Deny | Deny for this session", "—", "Turn off microphone access",
+            ])
+        #expect(
+            v.menu[0].children.map(\.action) == [
+                .intent(.choose(key: S.firefox.key, kind: .microphone, .deny)),
+                .intent(.choose(key: S.firefox.key, kind: .microphone, .deny, .session)),
+            ])
         #expect(v.menu[1].children[0].action == .intent(.choose(key: S.monitor.key, kind: .systemAudio, .deny)))
     }
 
     @Test func onlyOtherAudioIsItsOwnLevel() {
-        let v = IndicatorView(S.state(apps: [S.monitor], streams: [Self.stream(S.monitor, .systemAudio, .real)],
-                                      access: [AccessInfo(kind: .microphone, enabled: false)]), settingsInstalled: true)
+        let v = IndicatorView(
+            S.state(
+                apps: [S.monitor], streams: [Self.stream(S.monitor, .systemAudio, .real)],
+                access: [AccessInfo(kind: .microphone, enabled: false)]), settingsInstalled: true)
         #expect(v.level == .otherAudio)
         #expect(v.tooltipBody == ["obs hears system audio", "Microphone access is off"])
     }
@@ -63,8 +74,9 @@ import Testing
     }
 
     @Test func waitingPromptsAreAnswerable() {
-        let p = PromptInfo(id: 7, appKey: "exe:/usr/bin/pacat", displayName: "pacat", identifiedBy: .executable,
-                           systemName: "Sound Recorder", kind: .microphone)
+        let p = PromptInfo(
+            id: 7, appKey: "exe:/usr/bin/pacat", displayName: "pacat", identifiedBy: .executable,
+            systemName: "Sound Recorder", kind: .microphone)
         let v = IndicatorView(S.state(apps: [S.recorder], prompts: [p]), settingsInstalled: false)
         #expect(v.status == "Active", "a prompt waiting is worth seeing")
         #expect(Self.labels(v.menu).first == "Sound Recorder wants to use your microphone › Allow | Deny")

@@ -5,26 +5,34 @@ import Testing
 
 @Suite struct SettingsViewTests {
     static let now = 1_800_000_000.0
-    static let daemon = DaemonInfo(pid: 1, version: "0.1.0", listenPath: "/run/user/1000/pulse/native",
-                                   controlPath: "/run/user/1000/earmuff/control", storePath: "/s", uptimeSeconds: 5,
-                                   sessionSocket: true)
+    static let daemon = DaemonInfo(
+        pid: 1, version: "0.1.0", listenPath: "/run/user/1000/pulse/native",
+        controlPath: "/run/user/1000/earmuff/control", storePath: "/s", uptimeSeconds: 5,
+        sessionSocket: true)
 
-    static func state(apps: [AppInfo], streams: [StreamInfo] = [], prompts: [PromptInfo] = [],
-                      access: [AccessInfo] = [], daemon: DaemonInfo = daemon) -> SettingsState {
+    static func state(
+        apps: [AppInfo], streams: [StreamInfo] = [], prompts: [PromptInfo] = [],
+        access: [AccessInfo] = [], daemon: DaemonInfo = daemon
+    ) -> SettingsState {
         var s = SettingsState()
-        s.load(status: StatusPayload(daemon: daemon, upstream: UpstreamInfo(server: "unix:/x", reachable: true),
-                                     streams: streams, prompts: prompts, access: access))
+        s.load(
+            status: StatusPayload(
+                daemon: daemon, upstream: UpstreamInfo(server: "unix:/x", reachable: true),
+                streams: streams, prompts: prompts, access: access))
         s.apps = apps
         return s
     }
 
-    static let firefox = AppInfo(key: "flatpak:org.mozilla.firefox", displayName: "Firefox", state: .granted, reason: .user,
-                                 purpose: "Video calls", identifiedBy: .flatpak, lastUsed: now - 300, executable: "/app/lib/firefox/firefox",
-                                 strength: .sandbox)
-    static let recorder = AppInfo(key: "exe:/usr/bin/pacat", state: .undetermined, reason: .none, identifiedBy: .executable,
-                                  executable: "/usr/bin/pacat", kind: .microphone, strength: .weak)
-    static let monitor = AppInfo(key: "exe:/usr/bin/obs", displayName: "OBS", state: .denied, reason: .user,
-                                 identifiedBy: .executable, kind: .systemAudio, lifespan: .session)
+    static let firefox = AppInfo(
+        key: "flatpak:org.mozilla.firefox", displayName: "Firefox", state: .granted, reason: .user,
+        purpose: "Video calls", identifiedBy: .flatpak, lastUsed: now - 300, executable: "/app/lib/firefox/firefox",
+        strength: .sandbox)
+    static let recorder = AppInfo(
+        key: "exe:/usr/bin/pacat", state: .undetermined, reason: .none, identifiedBy: .executable,
+        executable: "/usr/bin/pacat", kind: .microphone, strength: .weak)
+    static let monitor = AppInfo(
+        key: "exe:/usr/bin/obs", displayName: "OBS", state: .denied, reason: .user,
+        identifiedBy: .executable, kind: .systemAudio, lifespan: .session)
 
     @Test func eachKindPageListsItsAppsWithTheirChoice() {
         let v = SettingsView(Self.state(apps: [Self.firefox, Self.recorder, Self.monitor]), now: Self.now)
@@ -48,8 +56,9 @@ import Testing
     }
 
     @Test func liveMarksFollowTheStreamsOfTheirKind() {
-        let stream = StreamInfo(client: 1, stream: 0, appKey: Self.firefox.key, source: "mic", sampleSpec: "s16le 1ch 48000Hz",
-                                audio: .real, kind: .microphone)
+        let stream = StreamInfo(
+            client: 1, stream: 0, appKey: Self.firefox.key, source: "mic", sampleSpec: "s16le 1ch 48000Hz",
+            audio: .real, kind: .microphone)
         var s = Self.state(apps: [Self.firefox, Self.monitor])
         #expect(SettingsView(s, now: Self.now).pages[0].rows[0].live == nil)
         #expect(s.apply(.streamStarted(stream)).isEmpty)
@@ -121,10 +130,12 @@ import Testing
     /// The window names an app as its prompt, `status` and `apps` do: pw-record, a link to pw-cat.
     @Test func rowsPromptsAndHistoryNameAnAppAsEverythingElseDoes() {
         let key = "exe:/usr/bin/pw-cat"
-        let app = AppInfo(key: key, displayName: "PipeWire Record", state: .undetermined, reason: .none,
-                          identifiedBy: .executable, executable: "/usr/bin/pw-cat", kind: .microphone, commandName: "pw-record")
-        let prompt = PromptInfo(id: 3, appKey: key, displayName: "PipeWire Record", identifiedBy: .executable,
-                                executable: "/usr/bin/pw-cat", kind: .microphone, commandName: "pw-record")
+        let app = AppInfo(
+            key: key, displayName: "PipeWire Record", state: .undetermined, reason: .none,
+            identifiedBy: .executable, executable: "/usr/bin/pw-cat", kind: .microphone, commandName: "pw-record")
+        let prompt = PromptInfo(
+            id: 3, appKey: key, displayName: "PipeWire Record", identifiedBy: .executable,
+            executable: "/usr/bin/pw-cat", kind: .microphone, commandName: "pw-record")
         var s = Self.state(apps: [app], prompts: [prompt])
         s.usage = [UsageInfo(appKey: key, kind: "microphone", source: "mic", startedAt: Self.now - 60, endedAt: Self.now - 30)]
         let v = SettingsView(s, now: Self.now)
@@ -145,30 +156,38 @@ import Testing
     }
 
     @Test func pendingPromptsAreAnswerable() {
-        let p = PromptInfo(id: 7, appKey: "exe:/usr/bin/pacat", displayName: "pacat", identifiedBy: .executable,
-                           purpose: "Dictation", systemName: "Sound Recorder", kind: .microphone, accessOff: true)
+        let p = PromptInfo(
+            id: 7, appKey: "exe:/usr/bin/pacat", displayName: "pacat", identifiedBy: .executable,
+            purpose: "Dictation", systemName: "Sound Recorder", kind: .microphone, accessOff: true)
         var s = Self.state(apps: [Self.recorder], prompts: [p])
         let v = SettingsView(s, now: Self.now)
         #expect(v.prompts.map(\.id) == [7] && v.prompts.map(\.kind) == [.microphone])
         #expect(v.prompts.first?.title == "Sound Recorder wants to use your microphone")
         // Worded as the dialog and the notification word it.
-        #expect(v.prompts.first?.subtitle == ["“Dictation”", "From your default microphone.",
-                                              "Not verified: any program of yours could use this name.",
-                                              "It calls itself “pacat”.",
-                                              "Access to the microphone is off: it records silence whatever you answer."]
-                    .joined(separator: "\n"))
+        #expect(
+            v.prompts.first?.subtitle
+                == [
+                    "“Dictation”", "From your default microphone.",
+                    "Not verified: any program of yours could use this name.",
+                    "It calls itself “pacat”.",
+                    "Access to the microphone is off: it records silence whatever you answer.",
+                ]
+                .joined(separator: "\n"))
         #expect(v.pages[0].rows[0].title == "Sound Recorder", "the system's name is not used for the row")
         #expect(s.apply(.promptResolved(PromptResolution(prompt: 7, appKey: p.appKey, outcome: .allow))) == .apps)
         #expect(SettingsView(s, now: Self.now).prompts.isEmpty)
     }
 
     @Test func clicksBecomeTheRequestsTheCLISends() {
-        #expect(SettingsIntent.choose(key: "k", kind: .microphone, .allow).request
-            == .setDecision(app: "k", state: .granted, reason: nil, kind: .microphone, lifespan: nil))
-        #expect(SettingsIntent.choose(key: "k", kind: .systemAudio, .deny, .hour).request
-            == .setDecision(app: "k", state: .denied, reason: nil, kind: .systemAudio, lifespan: .timed(seconds: 3600)))
-        #expect(SettingsIntent.choose(key: "k", kind: .appAudio, .allow, .session).request
-            == .setDecision(app: "k", state: .granted, reason: nil, kind: .appAudio, lifespan: .session))
+        #expect(
+            SettingsIntent.choose(key: "k", kind: .microphone, .allow).request
+                == .setDecision(app: "k", state: .granted, reason: nil, kind: .microphone, lifespan: nil))
+        #expect(
+            SettingsIntent.choose(key: "k", kind: .systemAudio, .deny, .hour).request
+                == .setDecision(app: "k", state: .denied, reason: nil, kind: .systemAudio, lifespan: .timed(seconds: 3600)))
+        #expect(
+            SettingsIntent.choose(key: "k", kind: .appAudio, .allow, .session).request
+                == .setDecision(app: "k", state: .granted, reason: nil, kind: .appAudio, lifespan: .session))
         #expect(SettingsIntent.choose(key: "k", kind: .microphone, .ask).request == .reset(app: "k", kind: .microphone))
         #expect(SettingsIntent.setAccess(.microphone, on: false).request == .setAccess(kind: .microphone, enabled: false))
         #expect(SettingsIntent.answer(prompt: 3, allow: false).request == .answerPrompt(prompt: 3, answer: .deny, lifespan: nil))
@@ -194,8 +213,11 @@ import Testing
 
     @Test func historyRowsSayWhatWasRecorded() {
         var s = Self.state(apps: [Self.firefox])
-        s.usage = [UsageInfo(appKey: Self.firefox.key, kind: "microphone", source: "alsa_input.mic", startedAt: Self.now - 100,
-                             endedAt: Self.now - 10, realSeconds: 60, silencedSeconds: 30)]
+        s.usage = [
+            UsageInfo(
+                appKey: Self.firefox.key, kind: "microphone", source: "alsa_input.mic", startedAt: Self.now - 100,
+                endedAt: Self.now - 10, realSeconds: 60, silencedSeconds: 30)
+        ]
         let row = SettingsView(s, now: Self.now).history[0]
         #expect(row.title == "org.mozilla.firefox · Microphone")
         #expect(row.subtitle.hasSuffix("alsa_input.mic · 1 min real · 30 s silenced"), "\(row.subtitle)")

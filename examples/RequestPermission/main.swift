@@ -31,9 +31,10 @@ func say(_ line: String, to fd: Int32 = 1) {
 }
 
 func usage(_ problem: String) -> Never {
-    say("earmuff-request-permission: \(problem)\n"
-        + "usage: earmuff-request-permission [--kind microphone|system-audio|app-audio] [--purpose TEXT] "
-        + "[--seconds S] [--watch N]", to: 2)
+    say(
+        "earmuff-request-permission: \(problem)\n"
+            + "usage: earmuff-request-permission [--kind microphone|system-audio|app-audio] [--purpose TEXT] "
+            + "[--seconds S] [--watch N]", to: 2)
     exit(64)
 }
 
@@ -72,12 +73,16 @@ func parse(_ args: [String]) -> Options {
 /// microphone, or the default sink's monitor for system audio); the samples, or why not.
 func record(seconds: Double, kind: AudioApplication.CaptureKind) -> (samples: [Int16], error: String?) {
     var spec = pa_sample_spec(format: PA_SAMPLE_S16LE, rate: 48000, channels: 1)
-    var attr = pa_buffer_attr(maxlength: UInt32.max, tlength: UInt32.max, prebuf: UInt32.max, minreq: UInt32.max,
-                              fragsize: 1920)
+    var attr = pa_buffer_attr(
+        maxlength: UInt32.max, tlength: UInt32.max, prebuf: UInt32.max, minreq: UInt32.max,
+        fragsize: 1920)
     var error: Int32 = 0
     let device: String? = kind == .systemAudio ? "@DEFAULT_MONITOR@" : nil
-    guard let s = pa_simple_new(nil, "earmuff-request-permission", PA_STREAM_RECORD, device, "permission example",
-                                &spec, nil, &attr, &error) else {
+    guard
+        let s = pa_simple_new(
+            nil, "earmuff-request-permission", PA_STREAM_RECORD, device, "permission example",
+            &spec, nil, &attr, &error)
+    else {
         return ([], String(cString: pa_strerror(error)))
     }
     defer { pa_simple_free(s) }

@@ -36,8 +36,9 @@ public enum ClientCommand: Sendable, Equatable {
     case apps(ClientOptions)
     /// `grant APP` / `deny APP`, with `--kind K` (nil: microphone) and `--once`, `--session`,
     /// `--for D` or `--always` (nil: none given, always).
-    case setDecision(app: String, state: DecisionState, kind: Capability? = nil, ClientOptions,
-                     lifespan: RequestedLifespan? = nil)
+    case setDecision(
+        app: String, state: DecisionState, kind: Capability? = nil, ClientOptions,
+        lifespan: RequestedLifespan? = nil)
     /// `reset APP [--kind K]`.
     case reset(app: String, kind: Capability? = nil, ClientOptions)
     /// `access on|off [--kind K]`: the master switch of a capture kind.
@@ -71,8 +72,10 @@ public struct RunOptions: Sendable, Equatable {
     /// The command and its arguments.
     public var command: [String]
 
-    public init(appID: String? = nil, purpose: String? = nil, listenPath: String? = nil, controlPath: String? = nil,
-                sandbox: SandboxOptions? = nil, command: [String]) {
+    public init(
+        appID: String? = nil, purpose: String? = nil, listenPath: String? = nil, controlPath: String? = nil,
+        sandbox: SandboxOptions? = nil, command: [String]
+    ) {
         self.appID = appID
         self.purpose = purpose
         self.listenPath = listenPath
@@ -177,7 +180,8 @@ public enum ClientCommandLine {
             if p.wantsHelp { return .help(topic: first) }
             try p.expectNoPositionals(1)
             guard let shell = p.positionals.first, Self.shells.contains(shell) else {
-                throw UsageError("'earmuff generate-completion' takes \(Self.shells.joined(separator: ", ")), not '\(p.positionals.first ?? "")'", subcommand: first)
+                throw UsageError(
+                    "'earmuff generate-completion' takes \(Self.shells.joined(separator: ", ")), not '\(p.positionals.first ?? "")'", subcommand: first)
             }
             return .generateCompletion(shell: shell)
         case "access":
@@ -256,7 +260,9 @@ public enum ClientCommandLine {
             if p.wantsHelp { return .help(topic: first) }
             try p.expectNoPositionals(0)
             if lifespan.value != nil && answer == nil {
-                throw UsageError("\(lifespan.given ?? "a lifespan") goes with --answer allow or deny; typed answers take it after the letter, e.g. 'a 2h'", subcommand: "agent")
+                throw UsageError(
+                    "\(lifespan.given ?? "a lifespan") goes with --answer allow or deny; typed answers take it after the letter, e.g. 'a 2h'",
+                    subcommand: "agent")
             }
             if answer == .once, let given = lifespan.given {
                 throw UsageError("--answer once lasts until the app's clients disconnect; drop \(given), or answer allow \(given)", subcommand: "agent")
@@ -434,8 +440,9 @@ struct OptionParser {
     mutating func captureKind(for name: String) throws(UsageError) -> Capability {
         let value = try value(for: name)
         guard let kind = Capability(rawValue: value) else {
-            throw UsageError("\(name) takes \(ClientCommandLine.captureKinds.joined(separator: ", ")), not '\(value)'",
-                             subcommand: subcommand)
+            throw UsageError(
+                "\(name) takes \(ClientCommandLine.captureKinds.joined(separator: ", ")), not '\(value)'",
+                subcommand: subcommand)
         }
         return kind
     }

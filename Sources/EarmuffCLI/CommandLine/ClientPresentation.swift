@@ -149,9 +149,9 @@ public enum ClientFormat {
 
     private static func needsEscape(_ u: Unicode.Scalar) -> Bool {
         switch u.value {
-        case 0..<0x20, 0x7F..<0xA0: true                       // C0, DEL, C1
-        case 0x200E, 0x200F, 0x202A...0x202E, 0x2066...0x2069: true  // bidi marks, embeddings, overrides, isolates
-        case 0x2028, 0x2029: true                               // line and paragraph separators
+        case 0..<0x20, 0x7F..<0xA0: true // C0, DEL, C1
+        case 0x200E, 0x200F, 0x202A...0x202E, 0x2066...0x2069: true // bidi marks, embeddings, overrides, isolates
+        case 0x2028, 0x2029: true // line and paragraph separators
         default: false
         }
     }
@@ -170,7 +170,9 @@ public enum ClientFormat {
 
     /// "gating 3 clients", or why native PipeWire clients are not gated.
     static func pipeWire(_ p: PipeWireInfo) -> String {
-        let now = p.gating ? "gating \(p.clients) client\(p.clients == 1 ? "" : "s") (\(p.socket))"
+        let now =
+            p.gating
+            ? "gating \(p.clients) client\(p.clients == 1 ? "" : "s") (\(p.socket))"
             : "not gating: \(p.reason ?? "not connected") (\(p.socket))"
         return now + (cutText(p).map { "; \($0)" } ?? "")
     }
@@ -202,8 +204,10 @@ public enum ClientFormat {
         if !s.clients.isEmpty {
             var t = TextTable(["ID", "APP", "NAME", "PID", "IDENTIFIED"])
             for c in s.clients {
-                t.add([String(c.id), c.appKey, cell(c.shownName, max: 30), c.pid.map(String.init) ?? "-",
-                       c.identifiedBy + (PromptWording.strengthLabel(c.strength).map { ", \($0)" } ?? "")])
+                t.add([
+                    String(c.id), c.appKey, cell(c.shownName, max: 30), c.pid.map(String.init) ?? "-",
+                    c.identifiedBy + (PromptWording.strengthLabel(c.strength).map { ", \($0)" } ?? ""),
+                ])
             }
             out += t.render()
         }
@@ -211,8 +215,10 @@ public enum ClientFormat {
         if !s.streams.isEmpty {
             var t = TextTable(["CLIENT", "STREAM", "APP", "KIND", "SOURCE", "SPEC", "AUDIO", "REAL", "SILENCED"])
             for st in s.streams {
-                t.add([String(st.client), String(st.stream), st.appKey, st.kind?.rawValue ?? unknownKind, cell(st.source, max: 40), st.sampleSpec,
-                       st.audio.rawValue, bytes(st.bytesReal), bytes(st.bytesSilenced)])
+                t.add([
+                    String(st.client), String(st.stream), st.appKey, st.kind?.rawValue ?? unknownKind, cell(st.source, max: 40), st.sampleSpec,
+                    st.audio.rawValue, bytes(st.bytesReal), bytes(st.bytesSilenced),
+                ])
             }
             out += t.render()
         }
@@ -228,8 +234,10 @@ public enum ClientFormat {
         if !s.prompts.isEmpty {
             var t = TextTable(["PROMPT", "APP", "KIND", "NAME", "PID", "SOURCE", "PURPOSE"])
             for p in s.prompts {
-                t.add([String(p.id), p.appKey, PromptWording.kind(p).rawValue, cell(PromptWording.name(p), max: 30), p.pid.map(String.init) ?? "-",
-                       cell(p.source, max: 40), cell(p.purpose)])
+                t.add([
+                    String(p.id), p.appKey, PromptWording.kind(p).rawValue, cell(PromptWording.name(p), max: 30), p.pid.map(String.init) ?? "-",
+                    cell(p.source, max: 40), cell(p.purpose),
+                ])
             }
             out += t.render()
         }
@@ -237,8 +245,10 @@ public enum ClientFormat {
             out += "\nwaiting for a prompt (silenced; decide them with earmuff grant or deny): \(waiting.count)\n"
             var t = TextTable(["APP", "KIND", "NAME", "UID", "SOURCE", "SINCE"])
             for w in waiting {
-                t.add([w.appKey, w.kind.rawValue, cell(w.shownName, max: 30), String(w.uid), cell(w.source, max: 40),
-                       ClientFormat.date(w.since)])
+                t.add([
+                    w.appKey, w.kind.rawValue, cell(w.shownName, max: 30), String(w.uid), cell(w.source, max: 40),
+                    ClientFormat.date(w.since),
+                ])
             }
             out += t.render()
         }
@@ -250,9 +260,11 @@ public enum ClientFormat {
         if apps.isEmpty { return "no known apps\n" }
         var t = TextTable(["APP", "KIND", "NAME", "STATE", "REASON", "IDENTIFIED", "LAST USED", "PURPOSE", "EXECUTABLE"])
         for a in apps {
-            t.add([a.key, (a.kind ?? .microphone).rawValue, cell(a.shownName, max: 30), state(a, timeZone: timeZone), a.reason.rawValue,
-                   a.identifiedBy.map { $0.rawValue + (PromptWording.strengthLabel(a.strength).map { ", \($0)" } ?? "") } ?? "-",
-                   date(a.lastUsed, timeZone: timeZone), cell(a.purpose, max: 50), cell(a.executable, max: 50)])
+            t.add([
+                a.key, (a.kind ?? .microphone).rawValue, cell(a.shownName, max: 30), state(a, timeZone: timeZone), a.reason.rawValue,
+                a.identifiedBy.map { $0.rawValue + (PromptWording.strengthLabel(a.strength).map { ", \($0)" } ?? "") } ?? "-",
+                date(a.lastUsed, timeZone: timeZone), cell(a.purpose, max: 50), cell(a.executable, max: 50),
+            ])
         }
         return t.render()
     }
@@ -279,8 +291,10 @@ public enum ClientFormat {
     public static func decision(_ a: AppInfo, timeZone: TimeZone = .current) -> String {
         // The app's name when it says more than its key does (pw-record for exe:/usr/bin/pw-cat).
         let byKey = AppNameResolver.shownName(appKey: a.key, systemName: nil, commandName: nil, executable: nil)
-        let details = [a.shownName == byKey ? nil : cell(a.shownName, max: 40),
-                       a.identifiedBy.map { "identified by \($0)" }].compactMap { $0 }
+        let details = [
+            a.shownName == byKey ? nil : cell(a.shownName, max: 40),
+            a.identifiedBy.map { "identified by \($0)" },
+        ].compactMap { $0 }
         let name = details.isEmpty ? "" : " (\(details.joined(separator: ", ")))"
         let lasting = lasts(a, timeZone: timeZone)
         let then = lasting != nil ? (a.afterwards.map { ", then \($0)" } ?? "") : ""
@@ -298,8 +312,10 @@ public enum ClientFormat {
         var t = TextTable(["APP", "KIND", "SOURCE", "START", "END", "REAL", "SILENCED", "DECISION"])
         for u in sessions {
             let end = u.endedAt.map { clock($0, timeZone: timeZone) } ?? "live"
-            t.add([u.appKey, u.kind, cell(u.source, max: 40), date(u.startedAt, timeZone: timeZone) + clock(u.startedAt, timeZone: timeZone).dropFirst(5),
-                   end, seconds(u.realSeconds), seconds(u.silencedSeconds), cell(u.decision)])
+            t.add([
+                u.appKey, u.kind, cell(u.source, max: 40), date(u.startedAt, timeZone: timeZone) + clock(u.startedAt, timeZone: timeZone).dropFirst(5),
+                end, seconds(u.realSeconds), seconds(u.silencedSeconds), cell(u.decision),
+            ])
         }
         return t.render()
     }
@@ -325,7 +341,8 @@ public enum ClientFormat {
 
     /// "microphone access: off (every app records silence of it; decisions are kept)".
     public static func accessLine(_ a: AccessInfo) -> String {
-        a.enabled ? "\(a.kind) access: on (each app as decided)"
+        a.enabled
+            ? "\(a.kind) access: on (each app as decided)"
             : "\(a.kind) access: off (every app records silence of it; decisions are kept)"
     }
 
@@ -335,7 +352,8 @@ public enum ClientFormat {
         let text: String
         switch e {
         case .clientConnected(let c):
-            text = "client \(c.id) \(c.appKey) (\(cell(c.shownName, max: 40)), pid \(c.pid.map(String.init) ?? "-"), by \(c.identifiedBy)\(PromptWording.strengthLabel(c.strength).map { ", \($0)" } ?? ""))"
+            text =
+                "client \(c.id) \(c.appKey) (\(cell(c.shownName, max: 40)), pid \(c.pid.map(String.init) ?? "-"), by \(c.identifiedBy)\(PromptWording.strengthLabel(c.strength).map { ", \($0)" } ?? ""))"
         case .clientDisconnected(let c):
             text = "client \(c.id) \(c.appKey)"
         case .streamStarted(let s):
@@ -345,7 +363,8 @@ public enum ClientFormat {
         case .streamEnded(let s):
             text = "client \(s.client) stream \(s.stream) \(s.appKey) real \(bytes(s.bytesReal)), silenced \(bytes(s.bytesSilenced))"
         case .promptRaised(let p):
-            text = "prompt \(p.id) \(p.appKey) \(PromptWording.kind(p)) (\(cell(PromptWording.name(p), max: 40)), pid \(p.pid.map(String.init) ?? "-")) purpose: \(p.purpose.map { cell($0) } ?? PromptWording.noReason)"
+            text =
+                "prompt \(p.id) \(p.appKey) \(PromptWording.kind(p)) (\(cell(PromptWording.name(p), max: 40)), pid \(p.pid.map(String.init) ?? "-")) purpose: \(p.purpose.map { cell($0) } ?? PromptWording.noReason)"
         case .promptResolved(let r):
             text = "prompt \(r.prompt) \(r.appKey) \(r.outcome.rawValue)" + (r.by.map { " by \($0)" } ?? "")
         case .decisionChanged(let a):

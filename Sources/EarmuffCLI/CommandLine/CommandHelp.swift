@@ -5,10 +5,12 @@ import Foundation
 /// The usage text of `earmuff` and each subcommand.
 public enum ClientUsage {
     /// What the overview says before the subcommands (also the manual's description).
-    public static let intro = "Earmuff relays PulseAudio clients to the real sound server and gives every capture stream silence unless its app is granted what it captures: the microphone, system audio (a sink's monitor) or another app's audio."
+    public static let intro =
+        "Earmuff relays PulseAudio clients to the real sound server and gives every capture stream silence unless its app is granted what it captures: the microphone, system audio (a sink's monitor) or another app's audio."
 
     /// What every client subcommand's exit status means (also the manual's EXIT STATUS).
-    public static let exitStatus = "Exit status: 0 success, 1 runtime failure (daemon unreachable, unknown app), 64 usage error; 'earmuff run' exits with its command's status."
+    public static let exitStatus =
+        "Exit status: 0 success, 1 runtime failure (daemon unreachable, unknown app), 64 usage error; 'earmuff run' exits with its command's status."
 
     /// The overview printed by `earmuff --help`.
     public static var overview: String {
@@ -18,7 +20,11 @@ public enum ClientUsage {
             let name = "  " + s.name + String(repeating: " ", count: width - s.name.count) + "  "
             out += TextWrap.hanging(name, s.summary, width: 79)
         }
-        out += "\n" + TextWrap.wrap("Client subcommands take --control PATH (default $XDG_RUNTIME_DIR/earmuff/control). Run 'earmuff SUBCOMMAND --help' for details. " + exitStatus, width: 79) + "\n"
+        out +=
+            "\n"
+            + TextWrap.wrap(
+                "Client subcommands take --control PATH (default $XDG_RUNTIME_DIR/earmuff/control). Run 'earmuff SUBCOMMAND --help' for details. " + exitStatus,
+                width: 79) + "\n"
         return out
     }
 
@@ -29,10 +35,11 @@ public enum ClientUsage {
             let head = i == 0 ? "usage: " : "       "
             // An option group in brackets is never split across lines.
             var depth = 0
-            let glued = String(line.map { c -> Character in
-                if c == "[" { depth += 1 } else if c == "]" { depth -= 1 }
-                return c == " " && depth > 0 ? "\u{1F}" : c
-            })
+            let glued = String(
+                line.map { c -> Character in
+                    if c == "[" { depth += 1 } else if c == "]" { depth -= 1 }
+                    return c == " " && depth > 0 ? "\u{1F}" : c
+                })
             out += TextWrap.hanging(head + "earmuff " + s.name + (line.isEmpty ? "" : " "), glued, width: 79, indent: head.count + 8 + s.name.count + 1)
                 .replacingOccurrences(of: "\u{1F}", with: " ")
         }
@@ -56,8 +63,9 @@ public enum ClientUsage {
     static func options(_ options: [OptionSpec]) -> String {
         options.map { o in
             let label = "  " + o.label
-            return TextWrap.hanging(label.count < 19 ? label + String(repeating: " ", count: 19 - label.count) : label + "\n" + String(repeating: " ", count: 19),
-                                    o.help, width: 79, indent: 19)
+            return TextWrap.hanging(
+                label.count < 19 ? label + String(repeating: " ", count: 19 - label.count) : label + "\n" + String(repeating: " ", count: 19),
+                o.help, width: 79, indent: 19)
         }.joined()
     }
 }

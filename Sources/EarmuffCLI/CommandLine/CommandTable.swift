@@ -62,8 +62,10 @@ public struct SubcommandSpec: Sendable, Equatable {
     /// Hidden subcommands (used when packaging) are left out of the overview; the manual and the completions list them.
     public let hidden: Bool
 
-    public init(_ name: String, synopsis: [String], summary: String, description: String, options: [OptionSpec],
-                operand: ValueCompletion = .none, hidden: Bool = false) {
+    public init(
+        _ name: String, synopsis: [String], summary: String, description: String, options: [OptionSpec],
+        operand: ValueCompletion = .none, hidden: Bool = false
+    ) {
         self.name = name
         self.synopsis = synopsis
         self.summary = summary
@@ -88,12 +90,14 @@ public enum CommandTable {
     static let json = OptionSpec(["--json"], "print JSON (one object per line) instead of a table")
     static let control = OptionSpec(["--control"], value: "PATH", "the daemon's control socket (default $XDG_RUNTIME_DIR/earmuff/control)", completion: .file)
     static let help = OptionSpec(["--help", "-h"], "show this help")
-    static let kind = OptionSpec(["--kind"], value: "KIND", "microphone (default), system-audio or app-audio", completion: .words(ClientCommandLine.captureKinds))
+    static let kind = OptionSpec(
+        ["--kind"], value: "KIND", "microphone (default), system-audio or app-audio", completion: .words(ClientCommandLine.captureKinds))
     static let lifespans = [
         OptionSpec(["--once"], "only for the app's clients connected now, until each disconnects"),
         OptionSpec(["--session"], "until the daemon stops (you log out); not stored"),
-        OptionSpec(["--for"], value: "DURATION", "for a while: \(DurationText.help)",
-                   completion: .words(["30m", "1h", "2h", "8h", "1d", "1w"])),
+        OptionSpec(
+            ["--for"], value: "DURATION", "for a while: \(DurationText.help)",
+            completion: .words(["30m", "1h", "2h", "8h", "1d", "1w"])),
         OptionSpec(["--always"], "until changed (the default)"),
     ]
     static let appOperand = """
@@ -108,23 +112,36 @@ public enum CommandTable {
 
     /// Every subcommand, in the order the overview lists them.
     public static let subcommands: [SubcommandSpec] = [
-        SubcommandSpec("serve",
-            synopsis: ["[--config FILE] [--listen PATH] [--upstream SERVER] [--control PATH] [--store PATH] [--log-level LEVEL] [--loops N] [--coalesce-ms MS] [--snapd-socket PATH]"],
+        SubcommandSpec(
+            "serve",
+            synopsis: [
+                "[--config FILE] [--listen PATH] [--upstream SERVER] [--control PATH] [--store PATH] [--log-level LEVEL] [--loops N] [--coalesce-ms MS] [--snapd-socket PATH]"
+            ],
             summary: "run the daemon",
-            description: "Runs the Earmuff daemon: apps connect to the listening socket instead of the sound server; every packet is relayed to the real server and back. Options override the configuration files.",
+            description:
+                "Runs the Earmuff daemon: apps connect to the listening socket instead of the sound server; every packet is relayed to the real server and back. Options override the configuration files.",
             options: [
                 OptionSpec(["--listen"], value: "PATH", "client socket (default $XDG_RUNTIME_DIR/earmuff/native)", completion: .file),
-                OptionSpec(["--upstream"], value: "SERVER", "the real server, e.g. unix:/run/user/1000/pulse/native (default: config 'upstream', else $PULSE_SERVER, else $XDG_RUNTIME_DIR/pulse/native)"),
+                OptionSpec(
+                    ["--upstream"], value: "SERVER",
+                    "the real server, e.g. unix:/run/user/1000/pulse/native (default: config 'upstream', else $PULSE_SERVER, else $XDG_RUNTIME_DIR/pulse/native)"
+                ),
                 OptionSpec(["--control"], value: "PATH", "control socket (default $XDG_RUNTIME_DIR/earmuff/control)", completion: .file),
                 OptionSpec(["--store"], value: "PATH", "permission store (default $XDG_STATE_HOME/earmuff/permissions.sqlite)", completion: .file),
                 OptionSpec(["--config"], value: "FILE", "config file read after /etc/earmuff/earmuff.conf", completion: .file),
                 OptionSpec(["--log-level"], value: "LEVEL", "error, warn, info or debug", completion: .words(["error", "warn", "info", "debug"])),
                 OptionSpec(["--loops"], value: "N", "event-loop threads sessions are spread over, 1 to 256 (default: one per processor online)"),
-                OptionSpec(["--coalesce-ms"], value: "MS", "after a wake-up that moved only a little record audio, a loop lets more gather for up to MS milliseconds (anything from an app wakes it at once; never while a reply is awaited), so many streams share one wake-up; adds at most MS to record latency. 0 to 10, default 2; 0 wakes for every memblock"),
-                OptionSpec(["--snapd-socket"], value: "PATH", "snapd's socket, asked whether a snap's audio-record plug is connected (default /run/snapd.socket)", completion: .file),
+                OptionSpec(
+                    ["--coalesce-ms"], value: "MS",
+                    "after a wake-up that moved only a little record audio, a loop lets more gather for up to MS milliseconds (anything from an app wakes it at once; never while a reply is awaited), so many streams share one wake-up; adds at most MS to record latency. 0 to 10, default 2; 0 wakes for every memblock"
+                ),
+                OptionSpec(
+                    ["--snapd-socket"], value: "PATH", "snapd's socket, asked whether a snap's audio-record plug is connected (default /run/snapd.socket)",
+                    completion: .file),
                 help,
             ]),
-        SubcommandSpec("setup",
+        SubcommandSpec(
+            "setup",
             synopsis: ["[--undo] [--dry-run] [--server pipewire|pulseaudio] [--no-systemctl] [--binary PATH] [--pulse-script FILE] [--pipewire-config FILE]"],
             summary: "make Earmuff the session's sound socket (systemd user units)",
             description: """
@@ -135,14 +152,22 @@ public enum CommandTable {
             options: [
                 OptionSpec(["--undo"], "remove exactly what setup wrote (and the directories it made, once empty); the real server goes back to pulse/native"),
                 OptionSpec(["--dry-run", "-n"], "print every file and systemctl command, change nothing"),
-                OptionSpec(["--server"], value: "NAME", "pipewire or pulseaudio (default: detected from 'pactl info' and the enabled systemd user units)", completion: .words(["pipewire", "pulseaudio"])),
+                OptionSpec(
+                    ["--server"], value: "NAME", "pipewire or pulseaudio (default: detected from 'pactl info' and the enabled systemd user units)",
+                    completion: .words(["pipewire", "pulseaudio"])),
                 OptionSpec(["--no-systemctl"], "write the files but run no 'systemctl --user' command (they are printed instead)"),
-                OptionSpec(["--binary"], value: "PATH", "the earmuff binary the service runs (default: this one); writes units of its own even when the package installed some", completion: .file),
+                OptionSpec(
+                    ["--binary"], value: "PATH",
+                    "the earmuff binary the service runs (default: this one); writes units of its own even when the package installed some", completion: .file),
                 OptionSpec(["--pulse-script"], value: "FILE", "PulseAudio's system startup script (default /etc/pulse/default.pa)", completion: .file),
-                OptionSpec(["--pipewire-config"], value: "FILE", "PipeWire's system configuration, copied with module-access holding native clients for Earmuff (default /etc/pipewire/pipewire.conf, else /usr/share/pipewire/pipewire.conf)", completion: .file),
+                OptionSpec(
+                    ["--pipewire-config"], value: "FILE",
+                    "PipeWire's system configuration, copied with module-access holding native clients for Earmuff (default /etc/pipewire/pipewire.conf, else /usr/share/pipewire/pipewire.conf)",
+                    completion: .file),
                 help,
             ]),
-        SubcommandSpec("doctor",
+        SubcommandSpec(
+            "doctor",
             synopsis: ["[--json] [--control PATH]"],
             summary: "check the session: daemon, socket, server, prompts, bypasses, units, store",
             description: """
@@ -151,37 +176,49 @@ public enum CommandTable {
                 Exit status: 0 when every check passes, 1 when one fails (warnings do not fail), 64 usage error.
                 """,
             options: [OptionSpec(["--json"], "print one JSON object with every check"), control, help]),
-        SubcommandSpec("status",
+        SubcommandSpec(
+            "status",
             synopsis: ["[--json] [--control PATH]"],
             summary: "daemon, upstream, clients, capture streams, pending prompts",
             description: "Shows the daemon, its upstream server, connected clients, live capture streams (real or silenced) and pending prompts.",
             options: [json, control, help]),
-        SubcommandSpec("apps",
+        SubcommandSpec(
+            "apps",
             synopsis: ["[--json] [--control PATH]"],
             summary: "every app that recorded or asked, and its decision",
-            description: "Lists every app that recorded, asked for permission or has a decision (not tools that only connected, such as pactl): key, display name, state, reason, how it was identified, when it last recorded, its purpose and executable.",
+            description:
+                "Lists every app that recorded, asked for permission or has a decision (not tools that only connected, such as pactl): key, display name, state, reason, how it was identified, when it last recorded, its purpose and executable.",
             options: [json, control, help]),
-        SubcommandSpec("grant",
+        SubcommandSpec(
+            "grant",
             synopsis: ["APP [--kind KIND] [--once|--session|--for DURATION|--always] [--json] [--control PATH]"],
             summary: "let APP record (an app key, or a known app's name)",
-            description: "Lets APP record KIND: its capture streams of that kind get real samples from their next frame.\n\n\(kinds)\n\n\(appOperand)\n\n\(lifespanNote)",
+            description:
+                "Lets APP record KIND: its capture streams of that kind get real samples from their next frame.\n\n\(kinds)\n\n\(appOperand)\n\n\(lifespanNote)",
             options: [kind] + lifespans + [json, control, help], operand: .appKeys),
-        SubcommandSpec("deny",
+        SubcommandSpec(
+            "deny",
             synopsis: ["APP [--kind KIND] [--once|--session|--for DURATION|--always] [--json] [--control PATH]"],
             summary: "give APP silence",
-            description: "Denies APP the KIND: its capture streams of that kind get silence from their next frame.\n\n\(kinds)\n\n\(appOperand)\n\n\(lifespanNote)",
+            description:
+                "Denies APP the KIND: its capture streams of that kind get silence from their next frame.\n\n\(kinds)\n\n\(appOperand)\n\n\(lifespanNote)",
             options: [kind] + lifespans + [json, control, help], operand: .appKeys),
-        SubcommandSpec("reset",
+        SubcommandSpec(
+            "reset",
             synopsis: ["APP [--kind KIND] [--json] [--control PATH]"],
             summary: "back to undetermined: prompt again next time",
-            description: "Forgets the decision for APP and KIND: it is undetermined and prompts again on its next capture of that kind.\n\n\(kinds)\n\n\(appOperand)",
+            description:
+                "Forgets the decision for APP and KIND: it is undetermined and prompts again on its next capture of that kind.\n\n\(kinds)\n\n\(appOperand)",
             options: [kind, json, control, help], operand: .appKeys),
-        SubcommandSpec("access",
+        SubcommandSpec(
+            "access",
             synopsis: ["on|off [--kind KIND] [--json] [--control PATH]"],
             summary: "switch a capture kind on or off for every app at once",
-            description: "With off, every app records silence of KIND, whatever it is granted (apps.d included), from its next frame; with on, each app gets again what it was decided. Decisions are kept meanwhile and prompts still ask (the answer counts once access is on). The switch is stored and survives a restart of the daemon.\n\n\(kinds)",
+            description:
+                "With off, every app records silence of KIND, whatever it is granted (apps.d included), from its next frame; with on, each app gets again what it was decided. Decisions are kept meanwhile and prompts still ask (the answer counts once access is on). The switch is stored and survives a restart of the daemon.\n\n\(kinds)",
             options: [kind, json, control, help], operand: .words(["on", "off"])),
-        SubcommandSpec("agent",
+        SubcommandSpec(
+            "agent",
             synopsis: ["[--answer allow|once|deny [--session|--for DURATION]] [--json] [--control PATH]"],
             summary: "answer prompts, interactively or with a fixed answer",
             description: """
@@ -195,9 +232,12 @@ public enum CommandTable {
                 """,
             options: [OptionSpec(["--answer"], value: "A", "answer every prompt with allow, once or deny", completion: .words(["allow", "once", "deny"]))]
                 + lifespans + [OptionSpec(["--json"], "print prompts and results as JSON lines"), control, help]),
-        SubcommandSpec("run",
-            synopsis: ["[--app-id ID] [--purpose TEXT] [--listen PATH] -- COMMAND [ARGS...]",
-                       "--sandbox [--app-id ID] [--purpose TEXT] [--share-home|--home DIR] [--net] [--dbus] [--dry-run] -- COMMAND [ARGS...]"],
+        SubcommandSpec(
+            "run",
+            synopsis: [
+                "[--app-id ID] [--purpose TEXT] [--listen PATH] -- COMMAND [ARGS...]",
+                "--sandbox [--app-id ID] [--purpose TEXT] [--share-home|--home DIR] [--net] [--dbus] [--dry-run] -- COMMAND [ARGS...]",
+            ],
             summary: "run COMMAND with PULSE_SERVER pointed at Earmuff (--sandbox: under bubblewrap)",
             description: """
                 Runs COMMAND with PULSE_SERVER pointed at Earmuff. The exit status is COMMAND's (127 when it cannot be found, 126 when it cannot be run).
@@ -205,53 +245,72 @@ public enum CommandTable {
                 With --sandbox, COMMAND runs under bubblewrap and Earmuff is its only sound path: a launcher socket of its own at $XDG_RUNTIME_DIR/pulse/native, and no real server socket, pipewire-0, session bus or /dev/snd. It is identified as launcher:ID (strong against its sandbox only: any unsandboxed program of yours can start earmuff run with the same --app-id); the system is read-only, /tmp private, the network off. Ctrl-C, SIGTERM, SIGHUP and SIGQUIT are passed to COMMAND; its exit status (128+N when signal N killed it) is earmuff's.
                 """,
             options: [
-                OptionSpec(["--app-id"], value: "ID", "ask the daemon for a socket of app launcher:ID and connect COMMAND there, so its clients are identified as ID (with --sandbox the default is the command's name)"),
-                OptionSpec(["--purpose"], value: "TEXT", "tell the daemon why COMMAND records (client property application.capture.purpose, set through PULSE_PROP)"),
-                OptionSpec(["--listen"], value: "PATH", "the daemon's client socket (default $XDG_RUNTIME_DIR/earmuff/native, or $XDG_RUNTIME_DIR/pulse/native after 'earmuff setup')", completion: .file),
+                OptionSpec(
+                    ["--app-id"], value: "ID",
+                    "ask the daemon for a socket of app launcher:ID and connect COMMAND there, so its clients are identified as ID (with --sandbox the default is the command's name)"
+                ),
+                OptionSpec(
+                    ["--purpose"], value: "TEXT", "tell the daemon why COMMAND records (client property application.capture.purpose, set through PULSE_PROP)"),
+                OptionSpec(
+                    ["--listen"], value: "PATH",
+                    "the daemon's client socket (default $XDG_RUNTIME_DIR/earmuff/native, or $XDG_RUNTIME_DIR/pulse/native after 'earmuff setup')",
+                    completion: .file),
                 OptionSpec(["--sandbox"], "run COMMAND under bubblewrap (package bubblewrap)"),
-                OptionSpec(["--share-home"], "the sandbox sees your home, writable (default: a home of its own, $XDG_DATA_HOME/earmuff/sandboxes/ID, kept between runs)"),
+                OptionSpec(
+                    ["--share-home"],
+                    "the sandbox sees your home, writable (default: a home of its own, $XDG_DATA_HOME/earmuff/sandboxes/ID, kept between runs)"),
                 OptionSpec(["--home"], value: "DIR", "the sandbox sees DIR, writable, as its home", completion: .directory),
                 OptionSpec(["--net"], "keep the network (and abstract unix sockets: X11's, a TCP or abstract sound server's, the bus if it is abstract)"),
                 OptionSpec(["--dbus"], "pass the session bus; it can start programs outside the sandbox, so only for apps you trust with it"),
                 OptionSpec(["--dry-run"], "print the bubblewrap command line and run nothing"),
                 control, help,
             ], operand: .commands),
-        SubcommandSpec("watch",
+        SubcommandSpec(
+            "watch",
             synopsis: ["[--json] [--control PATH]"],
             summary: "print events until interrupted",
             description: "Prints events as they happen (clients, capture streams, prompts, decisions) until interrupted.",
             options: [json, control, help]),
-        SubcommandSpec("log",
+        SubcommandSpec(
+            "log",
             synopsis: ["[--app APP] [--since TIME] [--json] [--control PATH]"],
             summary: "capture sessions: app, source, start, end, real and silenced seconds",
-            description: "Lists capture sessions from the usage log, newest first: app, what it captured, the source, start and end, seconds of real audio and of silence, and the decision in force (A → B when it changed).",
+            description:
+                "Lists capture sessions from the usage log, newest first: app, what it captured, the source, start and end, seconds of real audio and of silence, and the decision in force (A → B when it changed).",
             options: [
                 OptionSpec(["--app"], value: "APP", "only this app (an app key, or a known app's name)", completion: .appKeys),
                 OptionSpec(["--since"], value: "TIME", "only sessions started since TIME: \(SinceTime.help)"),
                 json, control, help,
             ]),
-        SubcommandSpec("help",
+        SubcommandSpec(
+            "help",
             synopsis: ["[SUBCOMMAND]"],
             summary: "the overview, or a subcommand's help",
             description: "Prints the overview, or the help of SUBCOMMAND (as 'earmuff SUBCOMMAND --help' does).",
             options: [], operand: .subcommands),
-        SubcommandSpec("version",
+        SubcommandSpec(
+            "version",
             synopsis: [""],
             summary: "the release and the control protocol version",
             description: "Prints the release of this build and the version of the control protocol it speaks (also -V, --version).",
             options: []),
-        SubcommandSpec("generate-manual",
+        SubcommandSpec(
+            "generate-manual",
             synopsis: ["[--config-example FILE] DIRECTORY"],
             summary: "write earmuff.1 and earmuff.conf.5 into DIRECTORY",
-            description: "Writes the manual pages earmuff.1 and earmuff.conf.5 into DIRECTORY, from this table and the commented configuration example (default: config/earmuff.conf of the source tree). Used when packaging.",
+            description:
+                "Writes the manual pages earmuff.1 and earmuff.conf.5 into DIRECTORY, from this table and the commented configuration example (default: config/earmuff.conf of the source tree). Used when packaging.",
             options: [OptionSpec(["--config-example"], value: "FILE", "the configuration example that documents every setting", completion: .file), help],
             operand: .directory, hidden: true),
-        SubcommandSpec("generate-units",
+        SubcommandSpec(
+            "generate-units",
             synopsis: ["DIRECTORY"],
             summary: "write the packaged earmuff.socket and earmuff.service into DIRECTORY",
-            description: "Writes the systemd user units the package installs in /usr/lib/systemd/user: earmuff.socket on $XDG_RUNTIME_DIR/pulse/native and earmuff.service running /usr/bin/earmuff in front of either server. 'earmuff setup' enables them. Used when packaging.",
+            description:
+                "Writes the systemd user units the package installs in /usr/lib/systemd/user: earmuff.socket on $XDG_RUNTIME_DIR/pulse/native and earmuff.service running /usr/bin/earmuff in front of either server. 'earmuff setup' enables them. Used when packaging.",
             options: [help], operand: .directory, hidden: true),
-        SubcommandSpec("generate-completion",
+        SubcommandSpec(
+            "generate-completion",
             synopsis: ["bash|zsh|fish"],
             summary: "print the completion script for a shell",
             description: "Prints the completion script for bash, zsh or fish. Used when packaging.",

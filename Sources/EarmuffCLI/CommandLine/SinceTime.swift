@@ -8,7 +8,8 @@ public enum SinceTime {
     /// Seconds since 1970 for `text`, relative to `now`; nil when it is neither form.
     public static func parse(_ text: String, now: Double, timeZone: TimeZone = .current) -> Double? {
         if let unit = text.last, let n = Double(text.dropLast()), n >= 0, n.isFinite,
-           let scale = DurationText.unitSeconds(unit) {
+            let scale = DurationText.unitSeconds(unit)
+        {
             return now - n * scale
         }
         let f = DateFormatter()

@@ -40,30 +40,30 @@ enum Completions {
     static func bash() -> String {
         let subs = CommandTable.visible.map(\.name) + CommandTable.globalOptions.flatMap(\.names)
         var s = """
-        # bash completion for earmuff. \(generatedNote)
-        _earmuff_app_keys() { \(appKeysCommand); }
+            # bash completion for earmuff. \(generatedNote)
+            _earmuff_app_keys() { \(appKeysCommand); }
 
-        _earmuff() {
-            local cur prev
-            if declare -F _get_comp_words_by_ref >/dev/null; then
-                _get_comp_words_by_ref -n : cur prev
-            else
-                cur="${COMP_WORDS[COMP_CWORD]}"; prev="${COMP_WORDS[COMP_CWORD-1]}"
-            fi
-            local IFS=$'\\n'
-            if [ "$COMP_CWORD" -eq 1 ]; then
-                COMPREPLY=($(compgen -W "\(subs.joined(separator: "\n"))" -- "$cur"))
-                return
-            fi
-            local i
-            for ((i = 2; i < COMP_CWORD; i++)); do
-                if [ "${COMP_WORDS[1]}" = run ] && [ "${COMP_WORDS[i]}" = -- ]; then
-                    COMPREPLY=($(compgen -c -- "$cur")); return
+            _earmuff() {
+                local cur prev
+                if declare -F _get_comp_words_by_ref >/dev/null; then
+                    _get_comp_words_by_ref -n : cur prev
+                else
+                    cur="${COMP_WORDS[COMP_CWORD]}"; prev="${COMP_WORDS[COMP_CWORD-1]}"
                 fi
-            done
-            case "${COMP_WORDS[1]}" in
+                local IFS=$'\\n'
+                if [ "$COMP_CWORD" -eq 1 ]; then
+                    COMPREPLY=($(compgen -W "\(subs.joined(separator: "\n"))" -- "$cur"))
+                    return
+                fi
+                local i
+                for ((i = 2; i < COMP_CWORD; i++)); do
+                    if [ "${COMP_WORDS[1]}" = run ] && [ "${COMP_WORDS[i]}" = -- ]; then
+                        COMPREPLY=($(compgen -c -- "$cur")); return
+                    fi
+                done
+                case "${COMP_WORDS[1]}" in
 
-        """
+            """
         for sub in CommandTable.subcommands {
             s += "        \(sub.name))\n            case \"$prev\" in\n"
             for o in sub.options where o.value != nil {
@@ -75,12 +75,12 @@ enum Completions {
             s += "            \(bashValue(sub.operand))\n            ;;\n"
         }
         s += """
-            esac
-            if declare -F __ltrim_colon_completions >/dev/null; then __ltrim_colon_completions "$cur"; fi
-        }
-        complete -F _earmuff earmuff
+                esac
+                if declare -F __ltrim_colon_completions >/dev/null; then __ltrim_colon_completions "$cur"; fi
+            }
+            complete -F _earmuff earmuff
 
-        """
+            """
         return s
     }
 
@@ -100,43 +100,44 @@ enum Completions {
 
     static func zsh() -> String {
         var s = """
-        #compdef earmuff
-        # zsh completion for earmuff. \(generatedNote)
+            #compdef earmuff
+            # zsh completion for earmuff. \(generatedNote)
 
-        _earmuff_app_keys() {
-            local -a keys
-            keys=(${(f)"$(\(appKeysCommand))"})
-            compadd -a keys
-        }
+            _earmuff_app_keys() {
+                local -a keys
+                keys=(${(f)"$(\(appKeysCommand))"})
+                compadd -a keys
+            }
 
-        _earmuff() {
-            local -a subcommands
-            subcommands=(
+            _earmuff() {
+                local -a subcommands
+                subcommands=(
 
-        """
+            """
         for sub in CommandTable.visible {
             s += "        \(quoted(sub.name + ":" + sub.summary.replacingOccurrences(of: ":", with: "\\:")))\n"
         }
         s += """
-            )
-            if (( CURRENT == 2 )); then
-                _describe -t commands 'earmuff subcommand' subcommands
-                compadd -- \(CommandTable.globalOptions.flatMap(\.names).joined(separator: " "))
-                return
-            fi
-            local sub=${words[2]}
-            shift words
-            (( CURRENT-- ))
-            case $sub in
+                )
+                if (( CURRENT == 2 )); then
+                    _describe -t commands 'earmuff subcommand' subcommands
+                    compadd -- \(CommandTable.globalOptions.flatMap(\.names).joined(separator: " "))
+                    return
+                fi
+                local sub=${words[2]}
+                shift words
+                (( CURRENT-- ))
+                case $sub in
 
-        """
+            """
         for sub in CommandTable.subcommands {
             s += "        \(sub.name))\n            _arguments -s"
             for o in sub.options {
                 let description = "[" + o.help.replacingOccurrences(of: "[", with: "(").replacingOccurrences(of: "]", with: ")") + "]"
                 let spec = o.value.map { ":\($0.lowercased()):\(zshAction(o.completion))" } ?? ""
                 if o.names.count > 1 {
-                    s += " \\\n                \(quoted("(" + o.names.joined(separator: " ") + ")")){\(o.names.joined(separator: ","))}\(quoted(description + spec))"
+                    s +=
+                        " \\\n                \(quoted("(" + o.names.joined(separator: " ") + ")")){\(o.names.joined(separator: ","))}\(quoted(description + spec))"
                 } else {
                     s += " \\\n                \(quoted(o.names[0] + description + spec))"
                 }
@@ -149,16 +150,16 @@ enum Completions {
             s += "\n            ;;\n"
         }
         s += """
-            esac
-        }
+                esac
+            }
 
-        if [ "$funcstack[1]" = "_earmuff" ]; then
-            _earmuff "$@"
-        else
-            compdef _earmuff earmuff
-        fi
+            if [ "$funcstack[1]" = "_earmuff" ]; then
+                _earmuff "$@"
+            else
+                compdef _earmuff earmuff
+            fi
 
-        """
+            """
         return s
     }
 
@@ -179,15 +180,15 @@ enum Completions {
     static func fish() -> String {
         let names = CommandTable.subcommands.map(\.name).joined(separator: " ")
         var s = """
-        # fish completion for earmuff. \(generatedNote)
-        function __earmuff_app_keys
-            \(appKeysCommand)
-        end
-        complete -c earmuff -f
-        complete -c earmuff -n "not __fish_seen_subcommand_from \(names)" -s h -l help -d 'show the overview'
-        complete -c earmuff -n "not __fish_seen_subcommand_from \(names)" -s V -l version -d 'print the version'
+            # fish completion for earmuff. \(generatedNote)
+            function __earmuff_app_keys
+                \(appKeysCommand)
+            end
+            complete -c earmuff -f
+            complete -c earmuff -n "not __fish_seen_subcommand_from \(names)" -s h -l help -d 'show the overview'
+            complete -c earmuff -n "not __fish_seen_subcommand_from \(names)" -s V -l version -d 'print the version'
 
-        """
+            """
         for sub in CommandTable.visible {
             s += "complete -c earmuff -n \"not __fish_seen_subcommand_from \(names)\" -a \(sub.name) -d \(fishQuoted(sub.summary))\n"
         }

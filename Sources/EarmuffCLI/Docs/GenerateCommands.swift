@@ -8,14 +8,19 @@ enum GenerateCommands {
     static func manual(directory: String, configExample: String?) -> Int32 {
         let example = configExample ?? Self.sourceTreeExample()
         guard let text = try? String(contentsOfFile: example, encoding: .utf8) else {
-            Terminal.error("earmuff generate-manual: cannot read the configuration example \(example); give it with --config-example FILE (config/earmuff.conf in the source tree)")
+            Terminal.error(
+                "earmuff generate-manual: cannot read the configuration example \(example); give it with --config-example FILE (config/earmuff.conf in the source tree)"
+            )
             return 1
         }
         do {
-            return write([("earmuff.1", ManualPage.earmuff()), ("earmuff-settings.1", ManualPage.settings()),
-                          ("earmuff-indicator.1", ManualPage.indicator()),
-                          ("earmuff.conf.5", try ManualPage.configuration(example: text))],
-                         into: directory, for: "generate-manual")
+            return write(
+                [
+                    ("earmuff.1", ManualPage.earmuff()), ("earmuff-settings.1", ManualPage.settings()),
+                    ("earmuff-indicator.1", ManualPage.indicator()),
+                    ("earmuff.conf.5", try ManualPage.configuration(example: text)),
+                ],
+                into: directory, for: "generate-manual")
         } catch {
             Terminal.error("earmuff generate-manual: \(error)")
             return 1
@@ -24,9 +29,12 @@ enum GenerateCommands {
 
     /// Writes the packaged earmuff.socket and earmuff.service into `directory`.
     static func units(directory: String) -> Int32 {
-        write([("earmuff.socket", SetupPlan.socketUnit(nil)),
-               ("earmuff.service", SetupPlan.serviceUnit(nil, binary: SetupPlan.packagedBinary))],
-              into: directory, for: "generate-units")
+        write(
+            [
+                ("earmuff.socket", SetupPlan.socketUnit(nil)),
+                ("earmuff.service", SetupPlan.serviceUnit(nil, binary: SetupPlan.packagedBinary)),
+            ],
+            into: directory, for: "generate-units")
     }
 
     /// Writes each (name, text) into `directory`, saying so; the exit status.

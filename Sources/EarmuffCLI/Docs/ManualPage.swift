@@ -35,8 +35,12 @@ enum ManualPage {
         }
         out += ".br\n\\fBearmuff\\fR \\fB\\-\\-help\\fR | \\fB\\-\\-version\\fR\n"
         out += ".SH DESCRIPTION\n" + Roff.paragraph(ClientUsage.intro)
-        out += Roff.paragraph("An app that has not been decided yet records silence (of its own sample format, with timing kept), and its first recording raises a prompt: a desktop dialog, a notification, a prompt command or an earmuff agent. Decisions are made per app and capture kind (microphone, system-audio, app-audio), reach running recordings on their next frame, and are stored in the permission store.")
-        out += Roff.paragraph("Lifespans: a decision is kept until changed (--always, the default), for the app's clients connected now (--once), until the daemon stops (--session), or for a while (--for DURATION, \(DurationText.help)).")
+        out += Roff.paragraph(
+            "An app that has not been decided yet records silence (of its own sample format, with timing kept), and its first recording raises a prompt: a desktop dialog, a notification, a prompt command or an earmuff agent. Decisions are made per app and capture kind (microphone, system-audio, app-audio), reach running recordings on their next frame, and are stored in the permission store."
+        )
+        out += Roff.paragraph(
+            "Lifespans: a decision is kept until changed (--always, the default), for the app's clients connected now (--once), until the daemon stops (--session), or for a while (--for DURATION, \(DurationText.help))."
+        )
         out += ".SH GLOBAL OPTIONS\n"
         for o in CommandTable.globalOptions { out += Roff.item(o.label, o.help) }
         out += ".SH SUBCOMMANDS\n"
@@ -50,57 +54,83 @@ enum ManualPage {
                 out += Roff.item(o.names.sorted { $0.count < $1.count }.joined(separator: ", "), value: o.value, o.help)
             }
         }
-        out += ".SH EXIT STATUS\n" + Roff.paragraph("0 success; 1 runtime failure (daemon unreachable, unknown app, setup refused, a doctor check failed); 64 usage error. 'earmuff run' exits with its command's status: 127 when it cannot be found, 126 when it cannot be run, 128+N when signal N killed it.")
+        out +=
+            ".SH EXIT STATUS\n"
+            + Roff.paragraph(
+                "0 success; 1 runtime failure (daemon unreachable, unknown app, setup refused, a doctor check failed); 64 usage error. 'earmuff run' exits with its command's status: 127 when it cannot be found, 126 when it cannot be run, 128+N when signal N killed it."
+            )
         out += ".SH ENVIRONMENT\n"
-        out += Roff.item("XDG_RUNTIME_DIR", "where the sockets live: earmuff/native and earmuff/control, and after 'earmuff setup' pulse/native (Earmuff) and pulse/upstream (the real server)")
+        out += Roff.item(
+            "XDG_RUNTIME_DIR",
+            "where the sockets live: earmuff/native and earmuff/control, and after 'earmuff setup' pulse/native (Earmuff) and pulse/upstream (the real server)")
         out += Roff.item("XDG_STATE_HOME", "the permission store is $XDG_STATE_HOME/earmuff/permissions.sqlite (default ~/.local/state)")
         out += Roff.item("XDG_CONFIG_HOME", "the user's earmuff.conf and apps.d (default ~/.config/earmuff), and the units and drop-ins 'earmuff setup' writes")
         out += Roff.item("XDG_DATA_HOME", "the homes of 'earmuff run --sandbox' apps, $XDG_DATA_HOME/earmuff/sandboxes/ID")
-        out += Roff.item("PULSE_SERVER", "the upstream server when neither --upstream nor the configuration names one (never Earmuff's own socket); 'earmuff run' sets it for its command")
+        out += Roff.item(
+            "PULSE_SERVER",
+            "the upstream server when neither --upstream nor the configuration names one (never Earmuff's own socket); 'earmuff run' sets it for its command")
         out += ".SH FILES\n"
         out += Roff.item(Configuration.adminFile, "the administrator's configuration, read first; see earmuff.conf(5)")
         out += Roff.item("~/.config/earmuff/earmuff.conf", "the user's configuration, read after it")
-        out += Roff.item("\(Configuration.adminAppsDirectory)/*.conf, ~/.config/earmuff/apps.d/*.conf", "app declarations: purposes and site policy; see earmuff.conf(5)")
+        out += Roff.item(
+            "\(Configuration.adminAppsDirectory)/*.conf, ~/.config/earmuff/apps.d/*.conf", "app declarations: purposes and site policy; see earmuff.conf(5)")
         out += Roff.item("~/.local/state/earmuff/permissions.sqlite", "the permission store: decisions, known apps, the usage log")
-        out += Roff.item("/usr/lib/systemd/user/earmuff.socket, /usr/lib/systemd/user/earmuff.service", "the packaged user units; 'earmuff setup' enables them (the package enables nothing)")
+        out += Roff.item(
+            "/usr/lib/systemd/user/earmuff.socket, /usr/lib/systemd/user/earmuff.service",
+            "the packaged user units; 'earmuff setup' enables them (the package enables nothing)")
         out += Roff.item("~/.config/systemd/user/", "what 'earmuff setup' writes: the server socket's drop-in, and the units when none are packaged")
-        out += ".SH EXAMPLES\n" + Roff.preformatted("""
-              earmuff setup --dry-run
-              earmuff setup
-              earmuff doctor
-              earmuff agent
-              earmuff grant parecord --for 2h
-              earmuff deny firefox --kind system-audio
-              earmuff run --sandbox --app-id org.example.Recorder --purpose "Voice memos" -- audacity
-              earmuff log --since 2h
-            """)
+        out +=
+            ".SH EXAMPLES\n"
+            + Roff.preformatted(
+                """
+                  earmuff setup --dry-run
+                  earmuff setup
+                  earmuff doctor
+                  earmuff agent
+                  earmuff grant parecord --for 2h
+                  earmuff deny firefox --kind system-audio
+                  earmuff run --sandbox --app-id org.example.Recorder --purpose "Voice memos" -- audacity
+                  earmuff log --since 2h
+                """)
         out += ".SH SEE ALSO\n\\fBearmuff.conf\\fR(5), \\fBpactl\\fR(1), \\fBparecord\\fR(1), \\fBsystemctl\\fR(1), \\fBbwrap\\fR(1)\n"
         return out
     }
 
     /// earmuff-settings(1), from the window's command line (`SettingsCommandLine`).
     static func settings() -> String {
-        desktopProgram("earmuff-settings", summary: "choose which apps may record sound, and see which record now",
-                       description: SettingsCommandLine.description,
-                       files: [("/usr/share/applications/org.earmuff.Settings.desktop",
-                                "its desktop entry (\"Earmuff Settings\" in the desktop's app list)")],
-                       seeAlso: "\\fBearmuff\\fR(1), \\fBearmuff.conf\\fR(5)")
+        desktopProgram(
+            "earmuff-settings", summary: "choose which apps may record sound, and see which record now",
+            description: SettingsCommandLine.description,
+            files: [
+                (
+                    "/usr/share/applications/org.earmuff.Settings.desktop",
+                    "its desktop entry (\"Earmuff Settings\" in the desktop's app list)"
+                )
+            ],
+            seeAlso: "\\fBearmuff\\fR(1), \\fBearmuff.conf\\fR(5)")
     }
 
     /// earmuff-indicator(1), from the same command line.
     static func indicator() -> String {
-        desktopProgram("earmuff-indicator", summary: "show in the desktop's tray which apps hear the microphone now",
-                       description: SettingsCommandLine.indicatorDescription,
-                       environment: [("DBUS_SESSION_BUS_ADDRESS", "the session bus, where the tray is")],
-                       files: [("/etc/xdg/autostart/org.earmuff.Indicator.desktop",
-                                "its autostart entry: the desktop starts it with the session")],
-                       seeAlso: "\\fBearmuff\\fR(1), \\fBearmuff\\-settings\\fR(1)")
+        desktopProgram(
+            "earmuff-indicator", summary: "show in the desktop's tray which apps hear the microphone now",
+            description: SettingsCommandLine.indicatorDescription,
+            environment: [("DBUS_SESSION_BUS_ADDRESS", "the session bus, where the tray is")],
+            files: [
+                (
+                    "/etc/xdg/autostart/org.earmuff.Indicator.desktop",
+                    "its autostart entry: the desktop starts it with the session"
+                )
+            ],
+            seeAlso: "\\fBearmuff\\fR(1), \\fBearmuff\\-settings\\fR(1)")
     }
 
     /// The page of a program of the settings package, which takes `SettingsCommandLine`'s options.
-    private static func desktopProgram(_ name: String, summary: String, description: [String],
-                                       environment: [(String, String)] = [], files: [(String, String)],
-                                       seeAlso: String) -> String {
+    private static func desktopProgram(
+        _ name: String, summary: String, description: [String],
+        environment: [(String, String)] = [], files: [(String, String)],
+        seeAlso: String
+    ) -> String {
         let roffName = name.replacingOccurrences(of: "-", with: "\\-")
         var out = header + ".TH \(name.uppercased()) 1 \"\" \"earmuff \(earmuffVersion)\" \"User Commands\"\n" + layout
         out += ".SH NAME\n\(roffName) \\- \(summary)\n"
@@ -123,14 +153,18 @@ enum ManualPage {
     static func configuration(example text: String) throws(ManualError) -> String {
         let doc = ConfigExample.parse(text)
         for key in Configuration.keys where !doc.settings.contains(where: { $0.keys.contains(key) }) {
-            throw ManualError(description: "the configuration example documents no '\(key)'; add a '## ...' comment and '; \(key) = DEFAULT' line for it to config/earmuff.conf")
+            throw ManualError(
+                description:
+                    "the configuration example documents no '\(key)'; add a '## ...' comment and '; \(key) = DEFAULT' line for it to config/earmuff.conf")
         }
         for key in AppDeclaration.keys where !doc.appsSection.contains(key) {
-            throw ManualError(description: "the configuration example's apps.d section does not show '\(key)'; add it to the last comment of config/earmuff.conf")
+            throw ManualError(
+                description: "the configuration example's apps.d section does not show '\(key)'; add it to the last comment of config/earmuff.conf")
         }
         var out = header + ".TH EARMUFF.CONF 5 \"\" \"earmuff \(earmuffVersion)\" \"File Formats\"\n" + layout
         out += ".SH NAME\nearmuff.conf, apps.d \\- Earmuff daemon configuration and app declarations\n"
-        out += ".SH SYNOPSIS\n\\fI\(Roff.escape(Configuration.adminFile))\\fR, \\fI~/.config/earmuff/earmuff.conf\\fR\n.br\n\\fI\(Roff.escape(Configuration.adminAppsDirectory))/*.conf\\fR, \\fI~/.config/earmuff/apps.d/*.conf\\fR\n"
+        out +=
+            ".SH SYNOPSIS\n\\fI\(Roff.escape(Configuration.adminFile))\\fR, \\fI~/.config/earmuff/earmuff.conf\\fR\n.br\n\\fI\(Roff.escape(Configuration.adminAppsDirectory))/*.conf\\fR, \\fI~/.config/earmuff/apps.d/*.conf\\fR\n"
         out += ".SH DESCRIPTION\n" + doc.introduction.map { $0.preformatted ? Roff.preformatted($0.text) : Roff.paragraph($0.text) }.joined()
         out += ".SH SETTINGS\n"
         for s in doc.settings {

@@ -47,9 +47,10 @@ enum DoctorCommand {
         let setUpFor = dirs.flatMap { SessionTakeover.setUpServer(configHome: $0.configHome) }
         var upstreamServer = status?.upstream.server
         if upstreamServer == nil, setUpFor != nil, let runtime { upstreamServer = "unix:\(runtime)/\(SetupPlan.upstreamSocket)" }
-        let upstreamAnswers = status?.upstream.reachable ?? upstreamServer.map { s in
-            canConnect(s.hasPrefix("unix:") ? String(s.dropFirst(5)) : s)
-        } ?? false
+        let upstreamAnswers =
+            status?.upstream.reachable ?? upstreamServer.map { s in
+                canConnect(s.hasPrefix("unix:") ? String(s.dropFirst(5)) : s)
+            } ?? false
         let desktop = DesktopChannels.probe()
         var pipewire: String?
         if let runtime, access("\(runtime)/pipewire-0", W_OK) == 0 { pipewire = "\(runtime)/pipewire-0" }
@@ -62,8 +63,9 @@ enum DoctorCommand {
             setUpFor: setUpFor, socketUnit: SessionTakeover.installedSocketUnit(environment: env),
             sessionSocketExists: runtime.map { access("\($0)/\(SetupPlan.sessionSocket)", F_OK) == 0 } ?? false,
             upstreamAnswers: upstreamAnswers, upstreamServer: upstreamServer,
-            desktop: DesktopChannelsFacts(busError: desktop.busError, portalBackend: desktop.portalBackend,
-                                          notificationActions: desktop.notificationsHaveActions),
+            desktop: DesktopChannelsFacts(
+                busError: desktop.busError, portalBackend: desktop.portalBackend,
+                notificationActions: desktop.notificationsHaveActions),
             pipewireSocket: pipewire, captureDevices: devices,
             unitProblems: unitProblems(environment: env, setUpFor: setUpFor),
             storePath: storePath, storeCheck: storeCheck(storePath))
@@ -80,21 +82,27 @@ enum DoctorCommand {
     }
 
     /// Stale units of an earlier setup, units and drop-ins setup did not write that fight it.
-    static func unitProblems(environment env: [String: String], setUpFor: SessionServer?,
-                             setup options: SetupCommand.Options = SetupCommand.Options()) -> [DoctorFacts.UnitProblem] {
+    static func unitProblems(
+        environment env: [String: String], setUpFor: SessionServer?,
+        setup options: SetupCommand.Options = SetupCommand.Options()
+    ) -> [DoctorFacts.UnitProblem] {
         let runner = SetupRunner(options: options, environment: env)
         guard let c = try? runner.context() else { return [] }
         var problems: [DoctorFacts.UnitProblem] = []
         let units = SetupPlan.unitDirectory(c)
         for name in SetupPlan.unitNames where c.packagedUnits && runner.ownedByUs("\(units)/\(name)") {
-            problems.append(.init(problem: "\(units)/\(name), written by an earlier earmuff setup, hides the packaged \(options.packagedUnitDirectory)/\(name)",
-                                  fix: "run 'earmuff setup' again: it removes its own copy and uses the packaged unit"))
+            problems.append(
+                .init(
+                    problem: "\(units)/\(name), written by an earlier earmuff setup, hides the packaged \(options.packagedUnitDirectory)/\(name)",
+                    fix: "run 'earmuff setup' again: it removes its own copy and uses the packaged unit"))
         }
         // The earmuff.service the session starts (setup's own, which systemd prefers, else the
         // package's once setup moved the server) must run a program that is there; one that is
         // gone (the package removed, a copy deleted) leaves the session without sound.
         let own = "\(units)/earmuff.service"
-        let service = runner.ownedByUs(own) ? own
+        let service =
+            runner.ownedByUs(own)
+            ? own
             : setUpFor != nil && c.packagedUnits ? "\(options.packagedUnitDirectory)/earmuff.service" : nil
         if let service, let binary = execBinary(of: service), access(binary, X_OK) != 0 {
             problems.append(DoctorChecks.missingProgram(service: service, binary: binary, server: setUpFor))
@@ -102,13 +110,17 @@ enum DoctorCommand {
         // systemd finds the unit by the link's name: where it points does not matter.
         var link = stat()
         if setUpFor == .pipewire, lstat(SetupPlan.startedWithPipeWire(c), &link) != 0 {
-            problems.append(.init(problem: "earmuff.service is not started with PipeWire: after login, a native PipeWire client waits until some Pulse app starts Earmuff",
-                                  fix: "systemctl --user enable earmuff.service"))
+            problems.append(
+                .init(
+                    problem: "earmuff.service is not started with PipeWire: after login, a native PipeWire client waits until some Pulse app starts Earmuff",
+                    fix: "systemctl --user enable earmuff.service"))
         }
         if let setUpFor {
             for other in SessionServer.allCases where other != setUpFor && runner.ownedByUs(SetupPlan.socketDropIn(c, other)) {
-                problems.append(.init(problem: "\(SetupPlan.socketDropIn(c, other)) is left from setting up for \(other.displayName)",
-                                      fix: "run 'earmuff setup' again: it removes what belongs to the other server"))
+                problems.append(
+                    .init(
+                        problem: "\(SetupPlan.socketDropIn(c, other)) is left from setting up for \(other.displayName)",
+                        fix: "run 'earmuff setup' again: it removes what belongs to the other server"))
             }
         }
         for server in setUpFor.map({ [$0] }) ?? SessionServer.allCases {
@@ -117,7 +129,10 @@ enum DoctorCommand {
                 try runner.refuseForeign(c, server: server, files: files)
             } catch {
                 let text = "\(error)"
-                let (problem, fix) = text.firstRange(of: "; ").map { (String(text[..<$0.lowerBound]), String(text[$0.upperBound...])) } ?? (text, "see 'earmuff setup --dry-run'")
+                let (problem, fix) =
+                    text.firstRange(of: "; ").map { (String(text[..<$0.lowerBound]), String(text[$0.upperBound...])) } ?? (
+                        text, "see 'earmuff setup --dry-run'"
+                    )
                 if !problems.contains(where: { $0.problem == problem }) {
                     problems.append(.init(problem: problem, fix: fix))
                 }
@@ -129,7 +144,8 @@ enum DoctorCommand {
     /// The executable of a unit's ExecStart= line.
     static func execBinary(of unit: String) -> String? {
         guard let text = try? String(contentsOfFile: unit, encoding: .utf8),
-              let line = text.split(separator: "\n").first(where: { $0.hasPrefix("ExecStart=") }) else { return nil }
+            let line = text.split(separator: "\n").first(where: { $0.hasPrefix("ExecStart=") })
+        else { return nil }
         let command = line.dropFirst("ExecStart=".count)
         if command.hasPrefix("\"") {
             return command.dropFirst().split(separator: "\"").first.map { $0.replacingOccurrences(of: "%%", with: "%") }

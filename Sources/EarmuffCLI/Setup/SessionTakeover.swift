@@ -18,9 +18,11 @@ enum SessionTakeover {
     static func describe(_ status: StatusPayload, environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
         if isTakenOver(status, environment: environment) {
             let held = status.daemon.socketActivated == true ? ", held by systemd (earmuff.socket)" : ""
-            return "session: taken over: apps using the default socket (\(status.daemon.listenPath)\(held)), Flatpaks and snaps included, go through Earmuff; the real server is at \(status.upstream.server)"
+            return
+                "session: taken over: apps using the default socket (\(status.daemon.listenPath)\(held)), Flatpaks and snaps included, go through Earmuff; the real server is at \(status.upstream.server)"
         }
-        return "session: not taken over: only apps pointed at \(status.daemon.listenPath) (PULSE_SERVER, earmuff run) go through Earmuff; the others reach the real server directly; 'earmuff setup' makes Earmuff the session's socket"
+        return
+            "session: not taken over: only apps pointed at \(status.daemon.listenPath) (PULSE_SERVER, earmuff run) go through Earmuff; the others reach the real server directly; 'earmuff setup' makes Earmuff the session's socket"
     }
 
     /// The earmuff.socket unit `earmuff setup` uses (its own, or the packaged one once
@@ -46,7 +48,8 @@ enum SessionTakeover {
     /// it Earmuff's; `earmuff run` points apps there then.
     static func sessionSocket(environment: [String: String]) -> String? {
         guard installedSocketUnit(environment: environment) != nil,
-              let runtime = environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/") else { return nil }
+            let runtime = environment["XDG_RUNTIME_DIR"], runtime.hasPrefix("/")
+        else { return nil }
         return "\(runtime)/\(SetupPlan.sessionSocket)"
     }
 
@@ -68,6 +71,7 @@ enum SessionTakeover {
     /// socket unit: systemd starts Earmuff with the first app, so say so.
     static func idleHint(environment: [String: String] = ProcessInfo.processInfo.environment) -> String? {
         guard let unit = installedSocketUnit(environment: environment) else { return nil }
-        return "session: set up by earmuff setup (\(unit)); systemd starts Earmuff when the first app connects to $XDG_RUNTIME_DIR/\(SetupPlan.sessionSocket) (check: systemctl --user status earmuff.socket earmuff.service)"
+        return
+            "session: set up by earmuff setup (\(unit)); systemd starts Earmuff when the first app connects to $XDG_RUNTIME_DIR/\(SetupPlan.sessionSocket) (check: systemctl --user status earmuff.socket earmuff.service)"
     }
 }

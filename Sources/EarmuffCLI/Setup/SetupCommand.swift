@@ -101,8 +101,9 @@ struct SetupRunner {
         let script = (try? String(contentsOfFile: options.pulseScript, encoding: .utf8)).map { (options.pulseScript, $0) }
         let pipewire = (options.pipewireConfig.map { [$0] } ?? SetupPlan.pipewireSystemConfigs).lazy
             .compactMap { path in (try? String(contentsOfFile: path, encoding: .utf8)).map { (path, $0) } }.first
-        return SetupContext(configHome: configHome, home: home, binary: binary, pulseSystemScript: script,
-                            pipewireSystemConfig: pipewire, packagedUnits: packaged)
+        return SetupContext(
+            configHome: configHome, home: home, binary: binary, pulseSystemScript: script,
+            pipewireSystemConfig: pipewire, packagedUnits: packaged)
     }
 
     /// Whether the package installed both user units in `directory`.
@@ -124,12 +125,16 @@ struct SetupRunner {
         // Ours, for the other server (a session that switched servers): removed.
         let stale = SetupPlan.allPaths(c).filter { path in !files.contains { $0.path == path } && ownedByUs(path) }
 
-        say("earmuff setup: the session's server is \(server.displayName); Earmuff goes on $XDG_RUNTIME_DIR/\(SetupPlan.sessionSocket), \(server.displayName) moves to $XDG_RUNTIME_DIR/\(SetupPlan.upstreamSocket)")
+        say(
+            "earmuff setup: the session's server is \(server.displayName); Earmuff goes on $XDG_RUNTIME_DIR/\(SetupPlan.sessionSocket), \(server.displayName) moves to $XDG_RUNTIME_DIR/\(SetupPlan.upstreamSocket)"
+        )
         if c.packagedUnits {
             say("using the packaged units \(options.packagedUnitDirectory)/earmuff.socket and earmuff.service (they run \(SetupPlan.packagedBinary))")
         }
         if c.binary.contains("/.build/") {
-            say("note: the service will run \(c.binary), a build directory; install earmuff first (scripts/install) and run setup again with that binary, or a clean build breaks the session's sound")
+            say(
+                "note: the service will run \(c.binary), a build directory; install earmuff first (scripts/install) and run setup again with that binary, or a clean build breaks the session's sound"
+            )
         }
         var changed = false
         // The directories setup made before, as its files record them, and those it makes now.
@@ -158,7 +163,9 @@ struct SetupRunner {
         if !options.dryRun { removeEmpty(staleMade) }
         if !options.dryRun && !changed { say("nothing to change: the session is already set up") }
         if server == .pipewire && changed {
-            say("PipeWire holds each native client (pipewire-0) until Earmuff has identified it; pipewire must be restarted to load that (systemctl --user restart pipewire.service, below)")
+            say(
+                "PipeWire holds each native client (pipewire-0) until Earmuff has identified it; pipewire must be restarted to load that (systemctl --user restart pipewire.service, below)"
+            )
         }
         try systemctl(SetupPlan.takeoverCommands(server, filesChanged: changed))
         if server == .pulseaudio {
@@ -172,14 +179,14 @@ struct SetupRunner {
     }
 
     static let x11Note = """
-    note: in an X11 session, start-pulseaudio-x11 loads module-x11-publish, which
-    writes the real server's socket into the root window property PULSE_SERVER;
-    apps prefer that to the default socket and would bypass Earmuff. To stop it:
-        pactl unload-module module-x11-publish; xprop -root -remove PULSE_SERVER
-    and, to keep it from coming back at the next login, hide its autostart entry:
-        printf '[Desktop Entry]\\nHidden=true\\n' > ~/.config/autostart/pulseaudio.desktop
-    (this also drops module-x11-cork-request and module-x11-xsmp).
-    """
+        note: in an X11 session, start-pulseaudio-x11 loads module-x11-publish, which
+        writes the real server's socket into the root window property PULSE_SERVER;
+        apps prefer that to the default socket and would bypass Earmuff. To stop it:
+            pactl unload-module module-x11-publish; xprop -root -remove PULSE_SERVER
+        and, to keep it from coming back at the next login, hide its autostart entry:
+            printf '[Desktop Entry]\\nHidden=true\\n' > ~/.config/autostart/pulseaudio.desktop
+        (this also drops module-x11-cork-request and module-x11-xsmp).
+        """
 
     /// Whether the running server has module-x11-publish loaded (pactl, as the user runs it).
     func x11PublishLoaded() -> Bool {
@@ -197,7 +204,8 @@ struct SetupRunner {
         let ours = SetupPlan.allPaths(c).filter(ownedByUs)
         let foreign = SetupPlan.allPaths(c).filter { exists($0) && !ownedByUs($0) }
         let server: SessionServer? =
-            ours.contains(SetupPlan.socketDropIn(c, .pipewire)) ? .pipewire
+            ours.contains(SetupPlan.socketDropIn(c, .pipewire))
+            ? .pipewire
             : ours.contains(SetupPlan.socketDropIn(c, .pulseaudio)) ? .pulseaudio : nil
         if ours.isEmpty {
             say("earmuff setup --undo: nothing to remove (no file written by earmuff setup under \(c.configHome))")
@@ -232,19 +240,28 @@ struct SetupRunner {
     /// that would fight it: names the file and the fix; nothing is written.
     func refuseForeign(_ c: SetupContext, server: SessionServer, files: [SetupFile]) throws {
         for f in files where exists(f.path) && !ownedByUs(f.path) {
-            throw SetupError(description: "\(f.path) exists and was not written by earmuff setup; move it aside (mv '\(f.path)' '\(f.path).orig'), run setup again, then merge what you need from it")
+            throw SetupError(
+                description:
+                    "\(f.path) exists and was not written by earmuff setup; move it aside (mv '\(f.path)' '\(f.path).orig'), run setup again, then merge what you need from it"
+            )
         }
         let units = SetupPlan.unitDirectory(c)
         for unit in ["earmuff.socket", "earmuff.service"] {
             try refuseDropIns(in: "\(units)/\(unit).d", settings: ["ListenStream", "ExecStart"])
         }
         if exists("\(units)/\(server.socketUnit)") {
-            throw SetupError(description: "\(units)/\(server.socketUnit) replaces the system's \(server.socketUnit); setup cannot move its socket safely; remove it (or move it aside) and run setup again")
+            throw SetupError(
+                description:
+                    "\(units)/\(server.socketUnit) replaces the system's \(server.socketUnit); setup cannot move its socket safely; remove it (or move it aside) and run setup again"
+            )
         }
         try refuseDropIns(in: "\(units)/\(server.socketUnit).d", settings: ["ListenStream"])
         if server == .pulseaudio, exists(SetupPlan.legacyPulseScript(c)) {
             let legacy = SetupPlan.legacyPulseScript(c)
-            throw SetupError(description: "\(legacy) exists, and PulseAudio reads it before \(SetupPlan.pulseScript(c)); move it aside (mv '\(legacy)' '\(legacy).orig') and run setup again")
+            throw SetupError(
+                description:
+                    "\(legacy) exists, and PulseAudio reads it before \(SetupPlan.pulseScript(c)); move it aside (mv '\(legacy)' '\(legacy).orig') and run setup again"
+            )
         }
         if server == .pipewire {
             try refuseDropIns(in: "\(c.configHome)/pipewire/pipewire-pulse.conf.d", settings: ["server.address"])
@@ -261,7 +278,8 @@ struct SetupRunner {
                 let t = line.trimmingCharacters(in: .whitespaces)
                 if t.hasPrefix("#") || t.hasPrefix(";") { continue }
                 if let s = settings.first(where: { t.hasPrefix($0) }) {
-                    throw SetupError(description: "\(path):\(n + 1) sets \(s), which earmuff setup must own; remove that line (or the file) and run setup again")
+                    throw SetupError(
+                        description: "\(path):\(n + 1) sets \(s), which earmuff setup must own; remove that line (or the file) and run setup again")
                 }
             }
         }
@@ -272,7 +290,7 @@ struct SetupRunner {
         // PULSE_SERVER is honoured: through Earmuff, pactl still names the real server.
         var env = environment
         env["LC_ALL"] = "C"
-        env["PULSE_BINARY"] = "/bin/false"  // never autospawn a server just to ask
+        env["PULSE_BINARY"] = "/bin/false" // never autospawn a server just to ask
         if let out = Subprocess.run("pactl", ["info"], environment: env) {
             if out.status == 0, let line = out.stdout.split(separator: "\n").first(where: { $0.hasPrefix("Server Name: ") }) {
                 let name = line.dropFirst("Server Name: ".count)
@@ -289,7 +307,8 @@ struct SetupRunner {
         if let manager = userManager() {
             for server in SessionServer.allCases {
                 if let out = Subprocess.run("systemctl", ["--user", "is-enabled", server.socketUnit], environment: environment),
-                   out.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "enabled" {
+                    out.stdout.trimmingCharacters(in: .whitespacesAndNewlines) == "enabled"
+                {
                     return server
                 }
             }
@@ -297,7 +316,10 @@ struct SetupRunner {
         } else {
             notes.append("no systemd user manager to ask")
         }
-        throw SetupError(description: "no sound server found: \(notes.joined(separator: "; ")); start your sound server (systemctl --user start pipewire-pulse.socket, or pulseaudio.socket) or name it with --server pipewire|pulseaudio")
+        throw SetupError(
+            description:
+                "no sound server found: \(notes.joined(separator: "; ")); start your sound server (systemctl --user start pipewire-pulse.socket, or pulseaudio.socket) or name it with --server pipewire|pulseaudio"
+        )
     }
 
     /// The user manager's private socket when one runs, else nil.
@@ -327,7 +349,10 @@ struct SetupRunner {
                 throw SetupError(description: "systemctl not found; install systemd, or rerun with --no-systemctl and run the commands yourself")
             }
             guard out.status == 0 else {
-                throw SetupError(description: "\(line) failed (status \(out.status)): \(out.stderr.trimmingCharacters(in: .whitespacesAndNewlines)); the files are written, fix the cause and run setup again")
+                throw SetupError(
+                    description:
+                        "\(line) failed (status \(out.status)): \(out.stderr.trimmingCharacters(in: .whitespacesAndNewlines)); the files are written, fix the cause and run setup again"
+                )
             }
         }
     }
@@ -403,7 +428,8 @@ enum Subprocess {
         p.waitUntilExit()
         lseek(errFD, 0, SEEK_SET)
         let errData = err.readDataToEndOfFile()
-        return SubprocessResult(status: p.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
-                                stderr: String(decoding: errData, as: UTF8.self))
+        return SubprocessResult(
+            status: p.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
+            stderr: String(decoding: errData, as: UTF8.self))
     }
 }

@@ -128,27 +128,36 @@ enum SetupPlan {
 
     /// Every path setup may write, for any server (what `--undo` looks at).
     static func allPaths(_ c: SetupContext) -> [String] {
-        ["\(unitDirectory(c))/earmuff.socket", "\(unitDirectory(c))/earmuff.service",
-         socketDropIn(c, .pipewire), pipewirePulseDropIn(c), pipewireConfig(c), socketDropIn(c, .pulseaudio), pulseScript(c)]
+        [
+            "\(unitDirectory(c))/earmuff.socket", "\(unitDirectory(c))/earmuff.service",
+            socketDropIn(c, .pipewire), pipewirePulseDropIn(c), pipewireConfig(c), socketDropIn(c, .pulseaudio), pulseScript(c),
+        ]
     }
 
     /// The files for `server`: Earmuff's units (unless packaged ones are used), and the server's drop-ins.
     static func files(_ c: SetupContext, server: SessionServer) throws -> [SetupFile] {
-        var files = c.packagedUnits ? [] : [
-            SetupFile(path: "\(unitDirectory(c))/earmuff.socket", contents: socketUnit(server)),
-            SetupFile(path: "\(unitDirectory(c))/earmuff.service", contents: serviceUnit(server, binary: c.binary)),
-        ]
+        var files =
+            c.packagedUnits
+            ? []
+            : [
+                SetupFile(path: "\(unitDirectory(c))/earmuff.socket", contents: socketUnit(server)),
+                SetupFile(path: "\(unitDirectory(c))/earmuff.service", contents: serviceUnit(server, binary: c.binary)),
+            ]
         files.append(SetupFile(path: socketDropIn(c, server), contents: movedSocket(server)))
         switch server {
         case .pipewire:
             files.append(SetupFile(path: pipewirePulseDropIn(c), contents: pipewirePulseAddress))
             guard let system = c.pipewireSystemConfig else {
-                throw SetupError(description: "PipeWire's configuration was not found (\(pipewireSystemConfigs.joined(separator: " or "))); reinstall pipewire, or give it with --pipewire-config FILE")
+                throw SetupError(
+                    description:
+                        "PipeWire's configuration was not found (\(pipewireSystemConfigs.joined(separator: " or "))); reinstall pipewire, or give it with --pipewire-config FILE"
+                )
             }
             files.append(SetupFile(path: pipewireConfig(c), contents: try pipewireHoldConfig(from: system.text, path: system.path, binary: c.binary)))
         case .pulseaudio:
             guard let system = c.pulseSystemScript else {
-                throw SetupError(description: "PulseAudio's startup script was not found (/etc/pulse/default.pa); reinstall pulseaudio, or give it with --pulse-script FILE")
+                throw SetupError(
+                    description: "PulseAudio's startup script was not found (/etc/pulse/default.pa); reinstall pulseaudio, or give it with --pulse-script FILE")
             }
             files.append(SetupFile(path: pulseScript(c), contents: try pulseStartupScript(from: system.text, path: system.path)))
         }
@@ -164,43 +173,44 @@ enum SetupPlan {
         let backlog = server == .pulseaudio ? "Backlog=5\n" : ""
         let docs = server == nil ? "Documentation=man:earmuff(1)\n" : ""
         return """
-        \(server == nil ? packagedMarker : marker)
-        [Unit]
-        Description=Earmuff consent proxy: the session's PulseAudio socket
-        \(docs)
-        [Socket]
-        Priority=6
-        \(backlog)ListenStream=%t/\(sessionSocket)
+            \(server == nil ? packagedMarker : marker)
+            [Unit]
+            Description=Earmuff consent proxy: the session's PulseAudio socket
+            \(docs)
+            [Socket]
+            Priority=6
+            \(backlog)ListenStream=%t/\(sessionSocket)
 
-        [Install]
-        WantedBy=sockets.target
+            [Install]
+            WantedBy=sockets.target
 
-        """
+            """
     }
 
     /// Earmuff's service unit: setup's for `server` running `binary`, or the packaged one (nil), ordered after either server's socket.
     static func serviceUnit(_ server: SessionServer?, binary: String) -> String {
-        let order = server.map { "Wants=\($0.socketUnit)\nAfter=\($0.socketUnit)" }
+        let order =
+            server.map { "Wants=\($0.socketUnit)\nAfter=\($0.socketUnit)" }
             ?? "Documentation=man:earmuff(1)\nAfter=\(SessionServer.allCases.map(\.socketUnit).joined(separator: " "))"
         return """
-        \(server == nil ? packagedMarker : marker)
-        [Unit]
-        Description=Earmuff consent proxy in front of \(server?.displayName ?? "the session's sound server")
-        Requires=earmuff.socket
-        \(order)
+            \(server == nil ? packagedMarker : marker)
+            [Unit]
+            Description=Earmuff consent proxy in front of \(server?.displayName ?? "the session's sound server")
+            Requires=earmuff.socket
+            \(order)
 
-        [Service]
-        Type=simple
-        ExecStart=\(quoteForExec(binary)) serve --listen %t/\(sessionSocket) --upstream unix:%t/\(upstreamSocket)
-        Restart=on-failure
-        Slice=session.slice
+            [Service]
+            Type=simple
+            ExecStart=\(quoteForExec(binary)) serve --listen %t/\(sessionSocket) --upstream unix:%t/\(upstreamSocket)
+            Restart=on-failure
+            Slice=session.slice
 
-        [Install]
-        # Started with PipeWire, too: its native clients wait for Earmuff at connect.
-        WantedBy=\(pipewireService)
-        Also=earmuff.socket
+            [Install]
+            # Started with PipeWire, too: its native clients wait for Earmuff at connect.
+            WantedBy=\(pipewireService)
+            Also=earmuff.socket
 
-        """
+            """
     }
 
     /// The PipeWire daemon's user unit, with which Earmuff starts: it holds its native clients
@@ -256,16 +266,19 @@ enum SetupPlan {
             }
         }
         guard moved > 0 else {
-            throw SetupError(description: "\(path) loads no module-native-protocol-unix, so there is no socket to move behind Earmuff; restore the distribution's default.pa (or give another script with --pulse-script FILE)")
+            throw SetupError(
+                description:
+                    "\(path) loads no module-native-protocol-unix, so there is no socket to move behind Earmuff; restore the distribution's default.pa (or give another script with --pulse-script FILE)"
+            )
         }
         return """
-        \(marker)
-        # PulseAudio's startup script, copied from \(path) with the native
-        # protocol moved to $XDG_RUNTIME_DIR/\(upstreamSocket), behind Earmuff.
-        # Run 'earmuff setup' again after the system script changes.
+            \(marker)
+            # PulseAudio's startup script, copied from \(path) with the native
+            # protocol moved to $XDG_RUNTIME_DIR/\(upstreamSocket), behind Earmuff.
+            # Run 'earmuff setup' again after the system script changes.
 
 
-        """ + out.joined(separator: "\n") + (out.last == "" ? "" : "\n")
+            """ + out.joined(separator: "\n") + (out.last == "" ? "" : "\n")
     }
 
     /// What module-access admits at connect by argv[0] (which any process can set: the gate
@@ -294,9 +307,13 @@ enum SetupPlan {
     static func pipewireHoldConfig(from system: String, path: String, binary: String) throws -> String {
         let chars = Array(system)
         guard let nameAt = system.range(of: "libpipewire-module-access").map({ system.distance(from: system.startIndex, to: $0.lowerBound) }),
-              system.ranges(of: "libpipewire-module-access").count == 1,
-              let open = chars[..<nameAt].lastIndex(of: "{"), let close = closingBrace(chars, from: open) else {
-            throw SetupError(description: "\(path) has no single libpipewire-module-access entry to give Earmuff's access rules to; restore the distribution's pipewire.conf (or give another with --pipewire-config FILE)")
+            system.ranges(of: "libpipewire-module-access").count == 1,
+            let open = chars[..<nameAt].lastIndex(of: "{"), let close = closingBrace(chars, from: open)
+        else {
+            throw SetupError(
+                description:
+                    "\(path) has no single libpipewire-module-access entry to give Earmuff's access rules to; restore the distribution's pipewire.conf (or give another with --pipewire-config FILE)"
+            )
         }
         let allowed = accessAllowed(binary: binary).map { "\"\($0)\"" }.joined(separator: " ")
         let entry = """
@@ -311,14 +328,14 @@ enum SetupPlan {
             """
         let held = String(chars[..<open]) + "# earmuff setup: module-access's entry, replaced\n    " + entry + String(chars[(close + 1)...])
         return """
-        \(marker)
-        # PipeWire's configuration, copied from \(path) with module-access holding
-        # native clients until Earmuff has identified them, and Earmuff's silent
-        # source among its objects (restart pipewire to load it).
-        # Run 'earmuff setup' again after the system configuration changes.
+            \(marker)
+            # PipeWire's configuration, copied from \(path) with module-access holding
+            # native clients until Earmuff has identified them, and Earmuff's silent
+            # source among its objects (restart pipewire to load it).
+            # Run 'earmuff setup' again after the system configuration changes.
 
 
-        """ + withSilentSource(held)
+            """ + withSilentSource(held)
     }
 
     /// `config` with Earmuff's silent source first among its `context.objects` (a section of
@@ -355,9 +372,17 @@ enum SetupPlan {
         var comment = false
         while i < chars.count {
             let c = chars[i]
-            if comment { comment = c != "\n" } else if quoted {
+            if comment {
+                comment = c != "\n"
+            } else if quoted {
                 if c == "\\" { i += 1 } else if c == "\"" { quoted = false }
-            } else if c == "#" { comment = true } else if c == "\"" { quoted = true } else if c == "{" { depth += 1 } else if c == "}" {
+            } else if c == "#" {
+                comment = true
+            } else if c == "\"" {
+                quoted = true
+            } else if c == "{" {
+                depth += 1
+            } else if c == "}" {
                 depth -= 1
                 if depth == 0 { return i }
             }

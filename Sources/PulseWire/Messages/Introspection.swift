@@ -45,8 +45,10 @@ extension InfoReply {
     /// The reply `packet` (header included, its records from `recordsAt` on, of a server of
     /// `version`) without the records `leaveOut` picks, byte for byte otherwise, and how many
     /// records it keeps; nil when it picks none.
-    public static func leaving(out leaveOut: (Record) -> Bool, of packet: [UInt8], recordsAt start: Int,
-                               version: UInt32) throws(WireError) -> (packet: [UInt8], kept: Int)? {
+    public static func leaving(
+        out leaveOut: (Record) -> Bool, of packet: [UInt8], recordsAt start: Int,
+        version: UInt32
+    ) throws(WireError) -> (packet: [UInt8], kept: Int)? {
         var r = TagStructReader(packet, from: start)
         var kept: [Range<Int>] = []
         var left = false

@@ -127,8 +127,9 @@ public struct PermissionStatus: PacketMessage {
     }
 
     public static func decode(from reader: inout TagStructReader, version: UInt32) throws(WireError) -> PermissionStatus {
-        let s = PermissionStatus(state: try reader.readNonNullString(), appKey: try reader.readNonNullString(),
-                                 identifiedBy: try reader.readNonNullString(), strength: try reader.readNonNullString())
+        let s = PermissionStatus(
+            state: try reader.readNonNullString(), appKey: try reader.readNonNullString(),
+            identifiedBy: try reader.readNonNullString(), strength: try reader.readNonNullString())
         try reader.expectEnd()
         return s
     }
@@ -189,7 +190,8 @@ public struct PermissionEvent: Equatable, Sendable {
         guard header.command == Command.extension.rawValue else { return nil }
         let (_, name) = try PermissionExtension.addressee(&r)
         guard name == PermissionExtension.moduleName,
-              try r.readU32() == PermissionExtension.Subcommand.event.rawValue else { return nil }
+            try r.readU32() == PermissionExtension.Subcommand.event.rawValue
+        else { return nil }
         let e = PermissionEvent(kind: try r.readNonNullString(), state: try r.readNonNullString())
         try r.expectEnd()
         return e

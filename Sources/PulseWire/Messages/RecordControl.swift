@@ -181,7 +181,8 @@ extension Timeval {
     /// The time `seconds` after the epoch.
     public init(wallClock seconds: Double) {
         let whole = seconds.rounded(.down)
-        self.init(seconds: UInt32(truncatingIfNeeded: Int64(whole)),
-                  microseconds: UInt32(min(999_999, max(0, (seconds - whole) * 1_000_000))))
+        self.init(
+            seconds: UInt32(truncatingIfNeeded: Int64(whole)),
+            microseconds: UInt32(min(999_999, max(0, (seconds - whole) * 1_000_000))))
     }
 }

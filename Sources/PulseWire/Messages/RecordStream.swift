@@ -312,8 +312,10 @@ public struct RecordStreamMoved: PacketMessage {
     public var sourceLatencyUsec: UInt64
 
     /// Builds the event.
-    public init(channel: UInt32, sourceIndex: UInt32, sourceName: String?, suspended: Bool,
-                maxLength: UInt32 = 0, fragSize: UInt32 = 0, sourceLatencyUsec: UInt64 = 0) {
+    public init(
+        channel: UInt32, sourceIndex: UInt32, sourceName: String?, suspended: Bool,
+        maxLength: UInt32 = 0, fragSize: UInt32 = 0, sourceLatencyUsec: UInt64 = 0
+    ) {
         self.channel = channel
         self.sourceIndex = sourceIndex
         self.sourceName = sourceName

@@ -215,7 +215,8 @@ final class AudioTuning: LoopWaiting, @unchecked Sendable {
     }
 
     func turnEnded(events n: Int, urgent: Bool) {
-        batchNext = n > 0 && !urgent && !awaited && coalesceWindow > 0 && awakeUntil == 0
+        batchNext =
+            n > 0 && !urgent && !awaited && coalesceWindow > 0 && awakeUntil == 0
             && sessionsAwaitingReplies == 0 && bytesThisWake < Self.coalesceMaximumBytes
             && wakeTime >= batchingResumesAt
     }

@@ -71,8 +71,10 @@ final class WriteGather {
 
     /// Calls `send` with the ring's regions `a` and `b`, every piece, and `extra`, as one
     /// vector; returns what it returns.
-    func withVector<R>(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer, then extra: UnsafeRawBufferPointer,
-                       _ send: (UnsafePointer<iovec>, Int) -> R) -> R {
+    func withVector<R>(
+        _ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer, then extra: UnsafeRawBufferPointer,
+        _ send: (UnsafePointer<iovec>, Int) -> R
+    ) -> R {
         vector[0] = iovec(iov_base: UnsafeMutableRawPointer(mutating: a.baseAddress), iov_len: a.count)
         vector[1] = iovec(iov_base: UnsafeMutableRawPointer(mutating: b.baseAddress), iov_len: b.count)
         vector[count + 2] = iovec(iov_base: UnsafeMutableRawPointer(mutating: extra.baseAddress), iov_len: extra.count)

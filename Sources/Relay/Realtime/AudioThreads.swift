@@ -94,8 +94,10 @@ public enum AudioThreads {
 
     /// Raises `threads` (kernel thread ids of this process) as far as allowed.
     /// `broker` is asked first; when it cannot be reached, `brokerRefusal` says why.
-    public static func raise(_ threads: [pid_t], settings: AudioThreadSettings,
-                             broker: RealtimeBroker?, brokerRefusal: String? = nil) -> AudioThreadGrant {
+    public static func raise(
+        _ threads: [pid_t], settings: AudioThreadSettings,
+        broker: RealtimeBroker?, brokerRefusal: String? = nil
+    ) -> AudioThreadGrant {
         var refusals: [String] = []
         func done(_ level: AudioThreadGrant.Level, via: String? = nil) -> AudioThreadGrant {
             let grant = AudioThreadGrant(level: level, via: via, refusals: refusals)
@@ -159,8 +161,9 @@ public enum AudioThreads {
         guard sched_getparam(tid, &param) == 0 else { return nil }
         errno = 0
         let nice = getpriority(__priority_which_t(PRIO_PROCESS.rawValue), id_t(tid))
-        return ThreadScheduling(policy: policy & ~resetOnFork, priority: param.sched_priority,
-                                nice: errno == 0 ? nice : 0)
+        return ThreadScheduling(
+            policy: policy & ~resetOnFork, priority: param.sched_priority,
+            nice: errno == 0 ? nice : 0)
     }
 
     /// Whether SIGXCPU demoted the audio threads (a loop ran too long without sleeping).

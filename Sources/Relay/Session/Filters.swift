@@ -40,8 +40,10 @@ final class ClientToServerFilter: FrameFilter {
     /// Called (on the session's loop) once the client has sent SET_CLIENT_NAME.
     private let handshakeFinished: () -> Void
 
-    init(conversation: Conversation, observer: SessionObserver, channels: RecordChannels, budget: PacketBudget? = nil,
-         handshakeFinished: @escaping () -> Void = {}, refuse: @escaping (UInt32, UInt32) -> Void) {
+    init(
+        conversation: Conversation, observer: SessionObserver, channels: RecordChannels, budget: PacketBudget? = nil,
+        handshakeFinished: @escaping () -> Void = {}, refuse: @escaping (UInt32, UInt32) -> Void
+    ) {
         self.conversation = conversation
         self.state = conversation.state
         self.observer = observer
@@ -72,8 +74,10 @@ final class ClientToServerFilter: FrameFilter {
         budgeted = 0
     }
 
-    func packet(_ header: PacketHeader, body: TagStructReader,
-                payload: inout [UInt8]) throws(ProtocolViolation) -> FrameDisposition {
+    func packet(
+        _ header: PacketHeader, body: TagStructReader,
+        payload: inout [UInt8]
+    ) throws(ProtocolViolation) -> FrameDisposition {
         conversation.lastPacketAt.store(Conversation.monotonicMilliseconds(), ordering: .relaxed)
         // Default deny: an opcode outside the table, or one only a server
         // sends, is never forwarded (PulseAudio would drop the client anyway).
@@ -102,7 +106,8 @@ final class ClientToServerFilter: FrameFilter {
     /// A packet too large to buffer: answered with ERROR(TOOLARGE) when it is a request with a
     /// tag after AUTH; before that (no reply can be paired with it) the connection closes.
     func refusedPacket(_ header: PacketHeader?, length: Int, overLimit limit: Int?) throws(ProtocolViolation) {
-        let reason = limit.map { "it is larger than the \($0) bytes one packet may have" }
+        let reason =
+            limit.map { "it is larger than the \($0) bytes one packet may have" }
             ?? "it does not fit in the \(budget?.limit ?? 0) bytes that the large packets being received from all clients may hold together"
         guard authSeen, let header, let command = Command(rawValue: header.command) else {
             throw ProtocolViolation("a packet of \(length) bytes\(authSeen ? "" : " before AUTH") was refused: \(reason)")
@@ -112,8 +117,10 @@ final class ClientToServerFilter: FrameFilter {
     }
 
     /// `body` reads the fields after command and tag.
-    private func handle(_ command: Command, header: PacketHeader, body: TagStructReader,
-                        payload: inout [UInt8]) throws -> FrameDisposition {
+    private func handle(
+        _ command: Command, header: PacketHeader, body: TagStructReader,
+        payload: inout [UInt8]
+    ) throws -> FrameDisposition {
         let version = state.protocolVersion
         // Replies are matched to requests by tag: a tag still waiting for its reply
         // would let one request's reply pass for another's (a PLAY_SAMPLE index taken
@@ -148,9 +155,10 @@ final class ClientToServerFilter: FrameFilter {
             // Before 13 there are no transport flags to clear: SHM is negotiated from the
             // version alone, and the server would send shared-memory references.
             guard word & ProtocolVersion.numberMask >= ProtocolVersion.firstVersionWithFlags else {
-                throw ProtocolViolation("protocol version \(word) is older than "
-                    + "\(ProtocolVersion.firstVersionWithFlags), the first whose shared memory can be turned off; "
-                    + "the client's libpulse (before 0.9.15) is not supported")
+                throw ProtocolViolation(
+                    "protocol version \(word) is older than "
+                        + "\(ProtocolVersion.firstVersionWithFlags), the first whose shared memory can be turned off; "
+                        + "the client's libpulse (before 0.9.15) is not supported")
             }
             let stripped = ProtocolVersion.stripTransportFlags(word)
             setU32(stripped, in: &payload, at: at)
@@ -260,8 +268,9 @@ final class ClientToServerFilter: FrameFilter {
                 payload.replaceSubrange(e.key, with: Self.disownedKey)
                 if !claimDisowned {
                     claimDisowned = true
-                    Log.info("session \(state.id) (\(state.identity.appKey)): claims to be the volume control \(id); "
-                             + "passed upstream as \(VolumeControls.disownedKey), so that the desktop's indicator counts its recordings")
+                    Log.info(
+                        "session \(state.id) (\(state.identity.appKey)): claims to be the volume control \(id); "
+                            + "passed upstream as \(VolumeControls.disownedKey), so that the desktop's indicator counts its recordings")
                 }
             }
         }
@@ -272,8 +281,9 @@ final class ClientToServerFilter: FrameFilter {
     private func checkSender(_ command: Command) throws(ProtocolViolation) {
         let sender = conversation.lastSenderPID.load(ordering: .relaxed)
         if sender != 0 && sender != state.identity.pid {
-            throw ProtocolViolation("\(command.info.name) was sent by pid \(sender), not by pid "
-                                    + "\(state.identity.pid) that connected and was identified")
+            throw ProtocolViolation(
+                "\(command.info.name) was sent by pid \(sender), not by pid "
+                    + "\(state.identity.pid) that connected and was identified")
         }
     }
 
@@ -289,14 +299,16 @@ final class ClientToServerFilter: FrameFilter {
         refusals += 1
         let who = "session \(state.id) (\(state.identity.appKey))"
         if refusals <= Self.refusalsLogged {
-            Log.info("\(who): refused \(command.info.name): \(reason)"
-                     + (refusals == Self.refusalsLogged ? " (further refusals are counted, not logged one by one)" : ""))
+            Log.info(
+                "\(who): refused \(command.info.name): \(reason)"
+                    + (refusals == Self.refusalsLogged ? " (further refusals are counted, not logged one by one)" : ""))
         } else if refusals % Self.refusalSummaryEvery == 0 {
             Log.info("\(who): \(refusals) requests refused so far; the last: \(command.info.name): \(reason)")
         }
         guard state.injectionBacklog < SessionState.maximumInjections else {
-            throw ProtocolViolation("\(refusals) requests refused and \(state.injectionBacklog) of their replies "
-                                    + "unread: the client does not read what it asks for")
+            throw ProtocolViolation(
+                "\(refusals) requests refused and \(state.injectionBacklog) of their replies "
+                    + "unread: the client does not read what it asks for")
         }
     }
 }
@@ -340,8 +352,10 @@ final class ServerToClientFilter: FrameFilter {
         if silenced { current?.countSilenced(count) } else { current?.countReal(count) }
     }
 
-    func packet(_ header: PacketHeader, body: TagStructReader,
-                payload: inout [UInt8]) throws(ProtocolViolation) -> FrameDisposition {
+    func packet(
+        _ header: PacketHeader, body: TagStructReader,
+        payload: inout [UInt8]
+    ) throws(ProtocolViolation) -> FrameDisposition {
         do {
             return try handle(header: header, body: body, payload: &payload)
         } catch let e as ProtocolViolation {
@@ -382,8 +396,10 @@ final class ServerToClientFilter: FrameFilter {
         return .pass
     }
 
-    private func handleReply(_ request: PendingRequest, tag: UInt32, body: TagStructReader,
-                             payload: inout [UInt8]) throws -> FrameDisposition {
+    private func handleReply(
+        _ request: PendingRequest, tag: UInt32, body: TagStructReader,
+        payload: inout [UInt8]
+    ) throws -> FrameDisposition {
         var r = body
         if request.isEarmuffs {
             channels.ownReply(request, reply: body)
@@ -421,8 +437,9 @@ final class ServerToClientFilter: FrameFilter {
         case .sourceOutputInfo(let list):
             // A native recording that may not record is no recording (the same: the gate hides
             // it from the server's connections, a new one may be shown it for a moment).
-            leaveOut(SourceOutputInfoReply.self, { observer.conceals(sourceOutput: $0.index) }, of: &payload, tag: tag,
-                     recordsAt: body.position, list: list)
+            leaveOut(
+                SourceOutputInfoReply.self, { observer.conceals(sourceOutput: $0.index) }, of: &payload, tag: tag,
+                recordsAt: body.position, list: list)
         case .promote, .release, .own:
             break
         }
@@ -432,8 +449,10 @@ final class ServerToClientFilter: FrameFilter {
     /// The records of an introspection reply that `leaveOut` picks are left out of it: of a
     /// list, and a request for one of them (by index) fails as for an object that does not
     /// exist. A reply that cannot be read is passed as it is (logged): the list is the server's.
-    private func leaveOut<Record>(_ reply: InfoReply<Record>.Type, _ leaveOut: (Record) -> Bool, of payload: inout [UInt8],
-                                  tag: UInt32, recordsAt start: Int, list: Bool) {
+    private func leaveOut<Record>(
+        _ reply: InfoReply<Record>.Type, _ leaveOut: (Record) -> Bool, of payload: inout [UInt8],
+        tag: UInt32, recordsAt start: Int, list: Bool
+    ) {
         do {
             guard let (packet, kept) = try reply.leaving(out: leaveOut, of: payload, recordsAt: start, version: state.protocolVersion)
             else { return }

@@ -19,8 +19,9 @@ final class PacketBudget: Sendable {
         var current = used.load(ordering: .relaxed)
         while true {
             guard current + bytes <= limit else { return false }
-            let (exchanged, original) = used.compareExchange(expected: current, desired: current + bytes,
-                                                             ordering: .relaxed)
+            let (exchanged, original) = used.compareExchange(
+                expected: current, desired: current + bytes,
+                ordering: .relaxed)
             if exchanged { return true }
             current = original
         }

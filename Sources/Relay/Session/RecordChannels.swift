@@ -102,8 +102,10 @@ final class RecordChannels: @unchecked Sendable {
     /// How often a held stream's clock sends: its fragment, within these bounds.
     static let tickBounds = (low: 0.01, high: 0.1)
 
-    init(conversation: Conversation, observer: SessionObserver, newStreamID: @escaping () -> UInt64,
-         post: @escaping @Sendable (@escaping @Sendable () -> Void) -> Void) {
+    init(
+        conversation: Conversation, observer: SessionObserver, newStreamID: @escaping () -> UInt64,
+        post: @escaping @Sendable (@escaping @Sendable () -> Void) -> Void
+    ) {
         self.conversation = conversation
         self.state = conversation.state
         self.observer = observer
@@ -125,9 +127,10 @@ final class RecordChannels: @unchecked Sendable {
         let channel = allocate(&nextChannel) { byApp[$0] != nil }
         let output = allocate(&nextOutput) { o in byApp.values.contains { $0.stream.sourceOutputIndex == o } }
         let asked = Self.asGiven(request, spec: spec, map: request.channelMap, maxLength: maxLength, fragSize: fragSize)
-        let stream = makeStream(channel: channel, output: output, spec: spec,
-                                source: placement.sourceName ?? request.sourceName ?? "@DEFAULT_SOURCE@",
-                                sourceIndex: placement.sourceIndex, directOnInput: request.directOnInput != invalidIndex)
+        let stream = makeStream(
+            channel: channel, output: output, spec: spec,
+            source: placement.sourceName ?? request.sourceName ?? "@DEFAULT_SOURCE@",
+            sourceIndex: placement.sourceIndex, directOnInput: request.directOnInput != invalidIndex)
         stream.serverOutput.store(invalidIndex, ordering: .relaxed)
         let record = ServedRecord(stream: stream, request: asked, corked: request.corked)
         var reply = CreateRecordStreamReply()
@@ -150,8 +153,10 @@ final class RecordChannels: @unchecked Sendable {
     /// The server created a stream the app asked for (the request was forwarded): it is the app's,
     /// under the server's channel unless a stream of the app already has that one (then the reply's
     /// channel, at `channelAt` in `payload`, is rewritten to a new one).
-    func created(_ reply: CreateRecordStreamReply, request: CreateRecordStreamRequest, payload: inout [UInt8],
-                 channelAt: Int) {
+    func created(
+        _ reply: CreateRecordStreamReply, request: CreateRecordStreamRequest, payload: inout [UInt8],
+        channelAt: Int
+    ) {
         if let old = byUpstream[reply.channel] {
             // pipewire-pulse reuses channel numbers; a stale entry means its end was missed.
             detach(old)
@@ -164,12 +169,14 @@ final class RecordChannels: @unchecked Sendable {
         }
         let spec = reply.sampleSpec.isValid ? reply.sampleSpec : request.sampleSpec
         let (maxLength, fragSize) = Self.buffer(spec, maxLength: reply.maxLength, fragSize: reply.fragSize)
-        let asked = Self.asGiven(request, spec: spec,
-                                 map: reply.channelMap.channels == Int(spec.channels) ? reply.channelMap : request.channelMap,
-                                 maxLength: maxLength, fragSize: fragSize)
-        let stream = makeStream(channel: channel, output: reply.sourceOutputIndex, spec: asked.sampleSpec,
-                                source: reply.sourceName ?? request.sourceName ?? "@DEFAULT_SOURCE@",
-                                sourceIndex: reply.sourceIndex, directOnInput: request.directOnInput != invalidIndex)
+        let asked = Self.asGiven(
+            request, spec: spec,
+            map: reply.channelMap.channels == Int(spec.channels) ? reply.channelMap : request.channelMap,
+            maxLength: maxLength, fragSize: fragSize)
+        let stream = makeStream(
+            channel: channel, output: reply.sourceOutputIndex, spec: asked.sampleSpec,
+            source: reply.sourceName ?? request.sourceName ?? "@DEFAULT_SOURCE@",
+            sourceIndex: reply.sourceIndex, directOnInput: request.directOnInput != invalidIndex)
         let record = ServedRecord(stream: stream, request: asked, corked: request.corked)
         add(record)
         attach(record, channel: reply.channel, output: reply.sourceOutputIndex)
@@ -178,8 +185,10 @@ final class RecordChannels: @unchecked Sendable {
     }
 
     /// How the server is asked for the app's stream later: for exactly what the app was given.
-    private static func asGiven(_ request: CreateRecordStreamRequest, spec: SampleSpec, map: ChannelMap,
-                                maxLength: UInt32, fragSize: UInt32) -> CreateRecordStreamRequest {
+    private static func asGiven(
+        _ request: CreateRecordStreamRequest, spec: SampleSpec, map: ChannelMap,
+        maxLength: UInt32, fragSize: UInt32
+    ) -> CreateRecordStreamRequest {
         var asked = request
         asked.sampleSpec = spec
         asked.channelMap = map
@@ -202,13 +211,17 @@ final class RecordChannels: @unchecked Sendable {
         return (length, max(frame, min(fragment, length) / frame * frame))
     }
 
-    private func makeStream(channel: UInt32, output: UInt32, spec: SampleSpec, source: String, sourceIndex: UInt32,
-                            directOnInput: Bool) -> RecordStream {
+    private func makeStream(
+        channel: UInt32, output: UInt32, spec: SampleSpec, source: String, sourceIndex: UInt32,
+        directOnInput: Bool
+    ) -> RecordStream {
         let post = self.post
         weak let table = self
-        return RecordStream(sessionID: state.id, streamID: newStreamID(), channel: channel, sourceOutputIndex: output,
-                            sampleSpec: spec, source: source, sourceIndex: sourceIndex, directOnInput: directOnInput,
-                            real: false, startedAt: wallClockNow(), placedByGraph: false) { _ in
+        return RecordStream(
+            sessionID: state.id, streamID: newStreamID(), channel: channel, sourceOutputIndex: output,
+            sampleSpec: spec, source: source, sourceIndex: sourceIndex, directOnInput: directOnInput,
+            real: false, startedAt: wallClockNow(), placedByGraph: false
+        ) { _ in
             post { table?.reconcile(channel: channel) }
         }
     }
@@ -244,7 +257,8 @@ final class RecordChannels: @unchecked Sendable {
             if record.upstream != nil { record.heardKind = kind }
             if record.upstream == nil && record.promotion == nil { promote(record) }
         } else if record.upstream != nil,
-                  record.deleted || kind != nil && (record.heardKind == nil || record.heardKind == kind) {
+            record.deleted || kind != nil && (record.heardKind == nil || record.heardKind == kind)
+        {
             release(record)
         }
     }
@@ -256,8 +270,9 @@ final class RecordChannels: @unchecked Sendable {
         let tag = ownTag()
         record.promotion = tag
         send(request.packet(tag: tag, version: state.protocolVersion), expecting: .promote(channel: record.channel), tag: tag)
-        Log.info("session \(state.id) (\(state.identity.appKey)): record stream \(record.channel) may record: "
-                 + "a stream on the server is made for it")
+        Log.info(
+            "session \(state.id) (\(state.identity.appKey)): record stream \(record.channel) may record: "
+                + "a stream on the server is made for it")
     }
 
     /// The server stream goes; the app's stream goes on, held.
@@ -272,12 +287,14 @@ final class RecordChannels: @unchecked Sendable {
         detach(record)
         released.insert(channel)
         let tag = ownTag()
-        send(DeleteRecordStream(channel: channel).packet(tag: tag, version: state.protocolVersion),
-             expecting: .release(channel: channel), tag: tag)
+        send(
+            DeleteRecordStream(channel: channel).packet(tag: tag, version: state.protocolVersion),
+            expecting: .release(channel: channel), tag: tag)
         if !record.corked && !record.deleted { startClock(record) }
         if !record.deleted {
-            Log.info("session \(state.id) (\(state.identity.appKey)): record stream \(record.channel) may not record: "
-                     + "its stream on the server is deleted, and it is held (silence)")
+            Log.info(
+                "session \(state.id) (\(state.identity.appKey)): record stream \(record.channel) may not record: "
+                    + "its stream on the server is deleted, and it is held (silence)")
         }
     }
 
@@ -353,15 +370,17 @@ final class RecordChannels: @unchecked Sendable {
             guard let created else {
                 if !refusalLogged {
                     refusalLogged = true
-                    Log.warn("session \(state.id) (\(state.identity.appKey)): the server did not create record stream "
-                             + "\(channel)'s stream (\(reply == nil ? "an error" : "a reply that does not read")): it stays held")
+                    Log.warn(
+                        "session \(state.id) (\(state.identity.appKey)): the server did not create record stream "
+                            + "\(channel)'s stream (\(reply == nil ? "an error" : "a reply that does not read")): it stays held")
                 }
                 return
             }
             attach(record, channel: created.channel, output: created.sourceOutputIndex)
             record.calibrated = false
             if created.sourceName != nil && created.sourceName != record.stream.sourceName
-                || created.sourceIndex != record.stream.placement.withLock({ $0.sourceIndex }) {
+                || created.sourceIndex != record.stream.placement.withLock({ $0.sourceIndex })
+            {
                 record.stream.placement.withLock {
                     $0.source = created.sourceName ?? ""
                     $0.sourceIndex = created.sourceIndex
@@ -370,8 +389,9 @@ final class RecordChannels: @unchecked Sendable {
             }
             if record.corked != record.request.corked {
                 let tag = ownTag()
-                send(CorkRecordStream(channel: created.channel, corked: record.corked).packet(tag: tag, version: state.protocolVersion),
-                     expecting: .own, tag: tag)
+                send(
+                    CorkRecordStream(channel: created.channel, corked: record.corked).packet(tag: tag, version: state.protocolVersion),
+                    expecting: .own, tag: tag)
             }
             reconcile(record)
         case .release(let channel):
@@ -385,8 +405,9 @@ final class RecordChannels: @unchecked Sendable {
     private func releaseStray(_ channel: UInt32) {
         released.insert(channel)
         let tag = ownTag()
-        send(DeleteRecordStream(channel: channel).packet(tag: tag, version: state.protocolVersion),
-             expecting: .release(channel: channel), tag: tag)
+        send(
+            DeleteRecordStream(channel: channel).packet(tag: tag, version: state.protocolVersion),
+            expecting: .release(channel: channel), tag: tag)
     }
 
     // MARK: the app's requests
@@ -494,8 +515,9 @@ final class RecordChannels: @unchecked Sendable {
             (record.request.maxLength, record.request.fragSize) = Self.buffer(
                 record.stream.sampleSpec, maxLength: attr.maxLength,
                 fragSize: attr.fragSize == .max || attr.fragSize == 0 ? record.request.fragSize : attr.fragSize)
-            outlet?.toClient(RecordBufferAttrReply(maxLength: record.request.maxLength, fragSize: record.request.fragSize)
-                .packet(tag: tag, version: version))
+            outlet?.toClient(
+                RecordBufferAttrReply(maxLength: record.request.maxLength, fragSize: record.request.fragSize)
+                    .packet(tag: tag, version: version))
         case .deleteRecordStream:
             outlet?.toClient(Reply(tag: tag).packet)
             end(record)
@@ -521,7 +543,8 @@ final class RecordChannels: @unchecked Sendable {
     func latencyReplied(_ payload: inout [UInt8], channel: UInt32, tag: UInt32) {
         let version = state.protocolVersion
         guard let record = byApp[channel],
-              var reply = try? RecordLatencyReply.decodePacket(payload, version: version).message else { return }
+            var reply = try? RecordLatencyReply.decodePacket(payload, version: version).message
+        else { return }
         if !record.calibrated {
             record.calibrated = true
             let spec = record.stream.sampleSpec

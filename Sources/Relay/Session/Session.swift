@@ -99,8 +99,10 @@ final class Half: LoopHandler, Wakeable, FrameSink, @unchecked Sendable {
     var countedAsAwaiting = false
 
     /// `packetLimit` bounds what this half buffers of one packet it reads.
-    init(_ side: HalfSide, loop: EventLoop, audio: AudioTuning, conversation: Conversation, produceInto: ByteRing,
-         consumeFrom: ByteRing, packetLimit: Int = Int(Limits.maxFrameLength)) {
+    init(
+        _ side: HalfSide, loop: EventLoop, audio: AudioTuning, conversation: Conversation, produceInto: ByteRing,
+        consumeFrom: ByteRing, packetLimit: Int = Int(Limits.maxFrameLength)
+    ) {
         self.side = side
         self.loop = loop
         self.audio = audio
@@ -233,7 +235,8 @@ final class Half: LoopHandler, Wakeable, FrameSink, @unchecked Sendable {
             // After a large payload that passed, read only the next descriptor: if the payload
             // after it passes too, it is spliced whole rather than read.
             if frames.lastPassingMemblockLength >= SplicePipe.minimumPayload, let missing = frames.descriptorBytesMissing,
-               audio.splicePipe != nil {
+                audio.splicePipe != nil
+            {
                 want = min(want, missing)
             }
             let limit = UnsafeMutableRawBufferPointer(rebasing: scratch[0..<want])
@@ -309,7 +312,8 @@ final class Half: LoopHandler, Wakeable, FrameSink, @unchecked Sendable {
     /// What the peer's socket does not take is read back and kept like any bytes we read.
     private func splicePayload(_ remaining: Int) -> SpliceEnd {
         guard let pipe = audio.splicePipe, let consumer = peer, backlog.isEmpty, audio.gather.isEmpty,
-              consumer.takesPeerBytes else { return .read }
+            consumer.takesPeerBytes
+        else { return .read }
         // Bytes the peer cannot write now stay in our socket, not in the ring: read, they would
         // cost two copies; once the peer has caught up they are spliced.
         if producerRing.readableCount() > 0 || consumer.wantWrite { return .peerBusy }

@@ -41,8 +41,10 @@ public enum SocketActivation {
     /// The descriptors `environment` passes to process `pid`: empty when there
     /// is no `LISTEN_FDS`, or when `LISTEN_PID` names another process (the
     /// variables were inherited, the sockets are not ours).
-    public static func passedSockets(environment: [String: String], pid: Int32,
-                                     firstFD: Int32 = firstFD) throws(SocketActivationError) -> [PassedSocket] {
+    public static func passedSockets(
+        environment: [String: String], pid: Int32,
+        firstFD: Int32 = firstFD
+    ) throws(SocketActivationError) -> [PassedSocket] {
         guard let countText = environment["LISTEN_FDS"] else { return [] }
         guard let pidText = environment["LISTEN_PID"] else {
             throw SocketActivationError(description: "LISTEN_FDS=\(countText) without LISTEN_PID; the service manager sets both (or unset LISTEN_FDS)")
@@ -78,7 +80,10 @@ public enum SocketActivation {
                 seen.append("fd \(p.fd)\(p.name.map { " (\($0))" } ?? ""): \(what)")
             }
         }
-        throw SocketActivationError(description: "the service manager passed \(passed.count) socket(s), none listening on \(path) [\(seen.joined(separator: "; "))]; make ListenStream= in earmuff.socket and --listen name the same path")
+        throw SocketActivationError(
+            description:
+                "the service manager passed \(passed.count) socket(s), none listening on \(path) [\(seen.joined(separator: "; "))]; make ListenStream= in earmuff.socket and --listen name the same path"
+        )
     }
 
     /// Takes the socket for `path` from this process's environment and removes

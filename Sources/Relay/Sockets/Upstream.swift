@@ -25,7 +25,8 @@ public enum UpstreamAddress: Equatable, Sendable, CustomStringConvertible {
             }
             unsupported.append(entry)
         }
-        throw UpstreamError("no Unix socket in server string \"\(text)\" (\(unsupported.joined(separator: ", ")) not supported); give one as unix:/path/to/native")
+        throw UpstreamError(
+            "no Unix socket in server string \"\(text)\" (\(unsupported.joined(separator: ", ")) not supported); give one as unix:/path/to/native")
     }
 
     public var path: String {

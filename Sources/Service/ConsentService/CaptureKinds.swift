@@ -23,8 +23,9 @@ final class CaptureKinds: Sendable {
     /// What a CREATE_RECORD_STREAM request will capture, as far as the request tells (for
     /// `missing-purpose`; the reply fixes the kind).
     func expectedKind(_ request: CreateRecordStreamRequest) -> Capability {
-        catalog.snapshot.expectedKind(sourceIndex: request.sourceIndex, sourceName: request.sourceName,
-                                      directOnInput: request.directOnInput != invalidIndex)
+        catalog.snapshot.expectedKind(
+            sourceIndex: request.sourceIndex, sourceName: request.sourceName,
+            directOnInput: request.directOnInput != invalidIndex)
     }
 
     /// Where a held stream says it records from: the source its request names, as the catalog knows it.
@@ -46,7 +47,8 @@ final class CaptureKinds: Sendable {
         let held = stream.serverOutput.load(ordering: .relaxed) == invalidIndex
         return stream.placement.withLock { p in
             let name = p.source.isEmpty ? nil : p.source
-            p.kind = table.kind(sourceIndex: p.sourceIndex, sourceName: name, directOnInput: stream.directOnInput)
+            p.kind =
+                table.kind(sourceIndex: p.sourceIndex, sourceName: name, directOnInput: stream.directOnInput)
                 ?? (held && p.sourceIndex == invalidIndex
                     ? table.expectedKind(sourceIndex: p.sourceIndex, sourceName: name, directOnInput: stream.directOnInput)
                     : nil)
@@ -67,15 +69,17 @@ final class CaptureKinds: Sendable {
     private func redecide(_ stream: RecordStream, why: String) {
         let (source, kind) = classify(stream)
         let changed = decisions.withEngine { e in
-            let (real, actions) = e.recordStreamMoved(ClientID(stream.sessionID), stream: StreamID(stream.streamID),
-                                                      source: source, kind: kind, now: wallClockNow())
+            let (real, actions) = e.recordStreamMoved(
+                ClientID(stream.sessionID), stream: StreamID(stream.streamID),
+                source: source, kind: kind, now: wallClockNow())
             decisions.setAccess(stream, real: real)
             return (!actions.isEmpty, actions)
         }
         guard changed else { return }
         let app = registry.session(stream.sessionID)?.identity.appKey.description ?? "?"
-        Log.info("session \(stream.sessionID) (\(app)): record stream \(stream.channel) \(why): on \(source) "
-                 + "(\(kind?.rawValue ?? "source not known yet")), \(stream.isReal ? "real" : "silenced")")
+        Log.info(
+            "session \(stream.sessionID) (\(app)): record stream \(stream.channel) \(why): on \(source) "
+                + "(\(kind?.rawValue ?? "source not known yet")), \(stream.isReal ? "real" : "silenced")")
     }
 
     /// The server said, when asked at `askedAt` (monotonic), that source output `index` records

@@ -31,24 +31,29 @@ struct ConsentParts: Sendable {
     let desktopDecisions: DesktopDecisions
     let observer: SessionEvents
 
-    init(engine: ConsentEngine, configuration: Configuration, paths: DaemonPaths, storePath: String,
-         records: any ConsentRecords, channels: any PromptChannels, timers: any Timers, desktop: any DesktopSwitches,
-         entries: any AppEntries, clients: any ClientLink, control: any ControlOutput, catalog: any SourceDirectory,
-         snap: (any SnapAccess)?) {
+    init(
+        engine: ConsentEngine, configuration: Configuration, paths: DaemonPaths, storePath: String,
+        records: any ConsentRecords, channels: any PromptChannels, timers: any Timers, desktop: any DesktopSwitches,
+        entries: any AppEntries, clients: any ClientLink, control: any ControlOutput, catalog: any SourceDirectory,
+        snap: (any SnapAccess)?
+    ) {
         let engine = Locked(engine)
         let answeredVia = AnswerChannels()
         registry = StreamRegistry()
-        views = ConsentViews(engine: engine, registry: registry, entries: entries, configuration: configuration,
-                             paths: paths, storePath: storePath)
-        decisions = Decisions(engine: engine, registry: registry, views: views, records: records, prompts: channels,
-                              timers: timers, desktop: desktop, clients: clients, control: control, snap: snap,
-                              answeredVia: answeredVia, configuration: configuration)
+        views = ConsentViews(
+            engine: engine, registry: registry, entries: entries, configuration: configuration,
+            paths: paths, storePath: storePath)
+        decisions = Decisions(
+            engine: engine, registry: registry, views: views, records: records, prompts: channels,
+            timers: timers, desktop: desktop, clients: clients, control: control, snap: snap,
+            answeredVia: answeredVia, configuration: configuration)
         kinds = CaptureKinds(decisions: decisions, registry: registry, catalog: catalog)
         permissions = PermissionCalls(decisions: decisions, clients: clients)
         prompts = PromptAnswers(decisions: decisions, registry: registry, answeredVia: answeredVia)
         desktopDecisions = DesktopDecisions(decisions: decisions, records: records, desktop: desktop)
-        observer = SessionEvents(decisions: decisions, registry: registry, kinds: kinds, permissions: permissions,
-                                 snap: snap, configuration: configuration)
+        observer = SessionEvents(
+            decisions: decisions, registry: registry, kinds: kinds, permissions: permissions,
+            snap: snap, configuration: configuration)
     }
 }
 
@@ -70,27 +75,32 @@ final class ConsentService: Sendable {
 
     /// `clients`: the relay's sessions; `control`: control connections; `catalog`: what each
     /// source of the server is; `snapGate`: snapd's say on snap connections (nil: not checked).
-    init(configuration: Configuration, declarations: [AppKey: AppDeclaration], store: PermissionStore,
-         paths: DaemonPaths, clients: any ClientLink, control: any ControlOutput, catalog: any SourceDirectory,
-         snapGate: (any SnapAccess)? = nil) throws {
+    init(
+        configuration: Configuration, declarations: [AppKey: AppDeclaration], store: PermissionStore,
+        paths: DaemonPaths, clients: any ClientLink, control: any ControlOutput, catalog: any SourceDirectory,
+        snapGate: (any SnapAccess)? = nil
+    ) throws {
         writer = try StoreWriter(store: store)
         desktopEntries = try DesktopEntries()
         launchers = try LauncherSockets(directory: paths.launcherDirectory)
         // The prompt threads and the permission store report into parts built after them.
         let answers = Late<PromptAnswers>()
-        delivery = try PromptDelivery(via: configuration.promptVia,
-                                      command: configuration.promptCommand.isEmpty ? nil : configuration.promptCommand,
-                                      notices: configuration.useNotices, handlers: .init(answers))
+        delivery = try PromptDelivery(
+            via: configuration.promptVia,
+            command: configuration.promptCommand.isEmpty ? nil : configuration.promptCommand,
+            notices: configuration.useNotices, handlers: .init(answers))
         let switches = Late<DesktopDecisions>()
         desktopPermissions = try DesktopPermissions(handlers: .init(switches))
         gnomeSwitch = try GnomeMicrophoneSwitch(handlers: .init(switches))
-        let engine = ConsentEngine(policy: ConsentPolicy(configuration: configuration, declarations: declarations),
-                                   decisions: try store.allDecisions() + store.timedDecisions(), apps: try store.apps(),
-                                   accessOff: try store.accessOff())
-        parts = ConsentParts(engine: engine, configuration: configuration, paths: paths, storePath: store.path,
-                             records: writer, channels: delivery, timers: delivery.timers,
-                             desktop: DesktopMirrors(permissions: desktopPermissions, gnome: gnomeSwitch),
-                             entries: desktopEntries, clients: clients, control: control, catalog: catalog, snap: snapGate)
+        let engine = ConsentEngine(
+            policy: ConsentPolicy(configuration: configuration, declarations: declarations),
+            decisions: try store.allDecisions() + store.timedDecisions(), apps: try store.apps(),
+            accessOff: try store.accessOff())
+        parts = ConsentParts(
+            engine: engine, configuration: configuration, paths: paths, storePath: store.path,
+            records: writer, channels: delivery, timers: delivery.timers,
+            desktop: DesktopMirrors(permissions: desktopPermissions, gnome: gnomeSwitch),
+            entries: desktopEntries, clients: clients, control: control, catalog: catalog, snap: snapGate)
         answers.bind(parts.prompts)
         switches.bind(parts.desktopDecisions)
     }

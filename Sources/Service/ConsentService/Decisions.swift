@@ -34,9 +34,11 @@ final class Decisions: Sendable {
     /// Captures deferred under the prompt caps: a storm would log one line each.
     private let deferredLog = RateLimitedLog()
 
-    init(engine: Locked<ConsentEngine>, registry: StreamRegistry, views: ConsentViews, records: any ConsentRecords,
-         prompts: any PromptChannels, timers: any Timers, desktop: any DesktopSwitches, clients: any ClientLink,
-         control: any ControlOutput, snap: (any SnapAccess)?, answeredVia: AnswerChannels, configuration: Configuration) {
+    init(
+        engine: Locked<ConsentEngine>, registry: StreamRegistry, views: ConsentViews, records: any ConsentRecords,
+        prompts: any PromptChannels, timers: any Timers, desktop: any DesktopSwitches, clients: any ClientLink,
+        control: any ControlOutput, snap: (any SnapAccess)?, answeredVia: AnswerChannels, configuration: Configuration
+    ) {
         self.engine = engine
         self.registry = registry
         self.views = views
@@ -80,8 +82,10 @@ final class Decisions: Sendable {
     }
 
     /// A decision made on the desktop (a switch, a notice's Stop); the engine's refusal, if any.
-    func setDecision(_ app: AppKey, _ state: PermissionState, reason: DecisionReason,
-                     lifespan: Lifespan = .always) -> ConsentError? {
+    func setDecision(
+        _ app: AppKey, _ state: PermissionState, reason: DecisionReason,
+        lifespan: Lifespan = .always
+    ) -> ConsentError? {
         withEngine { e -> (ConsentError?, [ConsentAction]) in
             switch e.setDecision(app, state, reason: reason, lifespan: lifespan, now: wallClockNow()) {
             case .success(let actions): return (nil, actions)
@@ -111,8 +115,9 @@ final class Decisions: Sendable {
         guard let session = registry.session(c.rawValue) else { return }
         session.releasePermissionTag(tag)
         Log.info("session \(session.id) (\(session.identity.appKey)): \(kind.rawValue) request answered: \(state.rawValue)")
-        clients.inject(sessionID: session.id,
-                       packet: session.permissionStatus(state).packet(tag: tag, version: session.protocolVersion))
+        clients.inject(
+            sessionID: session.id,
+            packet: session.permissionStatus(state).packet(tag: tag, version: session.protocolVersion))
     }
 
     // MARK: actions
@@ -189,21 +194,27 @@ final class Decisions: Sendable {
         case let .promptCommandGaveNoAnswer(p, status):
             Log.warn("prompt-command for prompt \(p.rawValue) exited with \(status): no answer")
         case let .promptDeferred(app, kind, pending, perUID):
-            let limit = perUID ? "max-pending-prompts-per-uid (\(configuration.maxPendingPromptsPerUID))"
+            let limit =
+                perUID
+                ? "max-pending-prompts-per-uid (\(configuration.maxPendingPromptsPerUID))"
                 : "max-pending-prompts (\(configuration.maxPendingPrompts))"
-            deferredLog.record(.info, "\(app) records \(kind.rawValue) silenced and waits for a prompt: \(pending) prompts "
-                               + "are pending, as many as \(limit) allows; it is prompted when one closes, or decide it "
-                               + "with 'earmuff grant' or 'earmuff deny'")
+            deferredLog.record(
+                .info,
+                "\(app) records \(kind.rawValue) silenced and waits for a prompt: \(pending) prompts "
+                    + "are pending, as many as \(limit) allows; it is prompted when one closes, or decide it "
+                    + "with 'earmuff grant' or 'earmuff deny'")
         case let .accessChanged(kind, enabled):
             Log.info("\(kind.rawValue) access switched \(enabled ? "on" : "off") for every app")
         case let .decisionExpired(old, after):
-            decisionEnded(after, event: "decision-expired",
-                          "the \(old.state.rawValue) decision until \(TextFormat.date(old.lifespan.expiresAt)) ended; "
-                          + "now \(after.state.rawValue) (\(after.reason.rawValue))")
+            decisionEnded(
+                after, event: "decision-expired",
+                "the \(old.state.rawValue) decision until \(TextFormat.date(old.lifespan.expiresAt)) ended; "
+                    + "now \(after.state.rawValue) (\(after.reason.rawValue))")
         case let .decisionAutoReset(d, lastUsed):
-            decisionEnded(d, event: "auto-reset",
-                          "granted, unused since \(TextFormat.date(lastUsed)) (auto-reset-days = "
-                          + "\(configuration.autoResetDays)); now undetermined (auto-reset): it prompts on its next recording")
+            decisionEnded(
+                d, event: "auto-reset",
+                "granted, unused since \(TextFormat.date(lastUsed)) (auto-reset-days = "
+                    + "\(configuration.autoResetDays)); now undetermined (auto-reset): it prompts on its next recording")
         default:
             break
         }
@@ -249,8 +260,9 @@ final class Decisions: Sendable {
 extension SessionState {
     /// What a permission reply says of this client in `state`.
     func permissionStatus(_ state: PermissionState) -> PermissionStatus {
-        PermissionStatus(state: state.rawValue, appKey: identity.appKey.description, identifiedBy: identity.method.rawValue,
-                         strength: identity.strength.rawValue)
+        PermissionStatus(
+            state: state.rawValue, appKey: identity.appKey.description, identifiedBy: identity.method.rawValue,
+            strength: identity.strength.rawValue)
     }
 }
 

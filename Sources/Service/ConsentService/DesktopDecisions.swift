@@ -29,8 +29,9 @@ final class DesktopDecisions: Sendable {
             if case let .governedByPolicy(_, fixed) = refused { desktop.mirror(appID: appID, fixed) }
             return
         }
-        records.logEvent(kind: "desktop-permission", app: key, detail: "the desktop's microphone switch set \(state.rawValue)",
-                         at: wallClockNow())
+        records.logEvent(
+            kind: "desktop-permission", app: key, detail: "the desktop's microphone switch set \(state.rawValue)",
+            at: wallClockNow())
     }
 
     /// GNOME's microphone switch was turned off (`disabled`) or on: Earmuff's master switch
@@ -38,8 +39,9 @@ final class DesktopDecisions: Sendable {
     func microphoneSwitched(disabled: Bool) {
         decisions.withEngine { e in ((), e.setAccess(.microphone, enabled: !disabled)) }
         records.flushDecisions()
-        records.logEvent(kind: "desktop-access", app: nil,
-                         detail: "GNOME's microphone switch turned microphone access \(disabled ? "off" : "on")", at: wallClockNow())
+        records.logEvent(
+            kind: "desktop-access", app: nil,
+            detail: "GNOME's microphone switch turned microphone access \(disabled ? "off" : "on")", at: wallClockNow())
         Log.info("GNOME's microphone switch: microphone access \(disabled ? "off" : "on")")
     }
 
@@ -67,15 +69,17 @@ final class DesktopDecisions: Sendable {
 extension DesktopPermissions.Handlers {
     /// What the permission store reports, to `switches` once it is bound.
     init(_ switches: Late<DesktopDecisions>) {
-        self.init(changed: { appID, state in switches.value?.decide(appID, state) },
-                  current: { switches.value?.current() ?? [:] })
+        self.init(
+            changed: { appID, state in switches.value?.decide(appID, state) },
+            current: { switches.value?.current() ?? [:] })
     }
 }
 
 extension GnomeMicrophoneSwitch.Handlers {
     /// What GNOME's switch reports, to `switches` once it is bound (off until then: fail closed).
     init(_ switches: Late<DesktopDecisions>) {
-        self.init(changed: { disabled in switches.value?.microphoneSwitched(disabled: disabled) },
-                  accessOff: { switches.value?.microphoneAccessOff() ?? true })
+        self.init(
+            changed: { disabled in switches.value?.microphoneSwitched(disabled: disabled) },
+            accessOff: { switches.value?.microphoneAccessOff() ?? true })
     }
 }

@@ -35,8 +35,10 @@ final class PromptAnswers: Sendable {
     }
 
     /// An agent's (or `earmuff answer`'s) answer; `by`: the agent.
-    func answer(_ prompt: UInt64, _ answer: Consent.PromptAnswer, lifespan: RequestedLifespan?,
-                by agent: AgentID?) -> Result<Void, ConsentError> {
+    func answer(
+        _ prompt: UInt64, _ answer: Consent.PromptAnswer, lifespan: RequestedLifespan?,
+        by agent: AgentID?
+    ) -> Result<Void, ConsentError> {
         decisions.withEngine { e -> (Result<Void, ConsentError>, [ConsentAction]) in
             let now = wallClockNow()
             switch e.answer(PromptID(prompt), answer, lifespan: Self.lifespan(lifespan, now: now), by: agent, now: now) {
@@ -48,8 +50,10 @@ final class PromptAnswers: Sendable {
 
     // MARK: the prompt threads
 
-    func answeredOnDesktop(_ prompt: UInt64, _ answer: Consent.PromptAnswer, lifespan: RequestedLifespan?,
-                           via: PromptChannel) {
+    func answeredOnDesktop(
+        _ prompt: UInt64, _ answer: Consent.PromptAnswer, lifespan: RequestedLifespan?,
+        via: PromptChannel
+    ) {
         answeredVia.note(prompt, via)
         if case .failure = self.answer(prompt, answer, lifespan: lifespan, by: nil) { _ = answeredVia.take(prompt) }
     }
@@ -88,8 +92,9 @@ final class PromptAnswers: Sendable {
     static func commandLifespan(_ output: String, now: Double) -> Lifespan? {
         guard !output.isEmpty else { return nil }
         guard let requested = RequestedLifespan(text: output) else {
-            Log.warn("prompt-command printed \"\(TextFormat.cell(output, max: 60))\"; a lifespan is once, session, always "
-                     + "or a duration such as 2h; the answer lasts until changed")
+            Log.warn(
+                "prompt-command printed \"\(TextFormat.cell(output, max: 60))\"; a lifespan is once, session, always "
+                    + "or a duration such as 2h; the answer lasts until changed")
             return nil
         }
         return lifespan(requested, now: now)
@@ -110,12 +115,13 @@ final class PromptAnswers: Sendable {
 extension PromptDelivery.Handlers {
     /// What the prompt threads report, to `answers` once it is bound.
     init(_ answers: Late<PromptAnswers>) {
-        self.init(answered: { prompt, answer, lifespan, via in
-                      answers.value?.answeredOnDesktop(prompt, answer, lifespan: lifespan, via: via)
-                  },
-                  timedOut: { prompt in answers.value?.timedOut(prompt) },
-                  dismissed: { prompt, via in answers.value?.dismissed(prompt, via: via) },
-                  commandExited: { prompt, status, output in answers.value?.commandExited(prompt, status: status, output: output) },
-                  stopped: { app in answers.value?.stopped(app) })
+        self.init(
+            answered: { prompt, answer, lifespan, via in
+                answers.value?.answeredOnDesktop(prompt, answer, lifespan: lifespan, via: via)
+            },
+            timedOut: { prompt in answers.value?.timedOut(prompt) },
+            dismissed: { prompt, via in answers.value?.dismissed(prompt, via: via) },
+            commandExited: { prompt, status, output in answers.value?.commandExited(prompt, status: status, output: output) },
+            stopped: { app in answers.value?.stopped(app) })
     }
 }

@@ -15,8 +15,10 @@ final class SessionEvents: SessionObserver {
     private let snap: (any SnapAccess)?
     private let configuration: Configuration
 
-    init(decisions: Decisions, registry: StreamRegistry, kinds: CaptureKinds, permissions: PermissionCalls,
-         snap: (any SnapAccess)?, configuration: Configuration) {
+    init(
+        decisions: Decisions, registry: StreamRegistry, kinds: CaptureKinds, permissions: PermissionCalls,
+        snap: (any SnapAccess)?, configuration: Configuration
+    ) {
         self.decisions = decisions
         self.registry = registry
         self.kinds = kinds
@@ -34,11 +36,14 @@ final class SessionEvents: SessionObserver {
         // The name it was started by when that is a link to its executable (pw-record, parecord):
         // the name the person typed, which every view shows it by.
         let identity = session.identity
-        let command = identity.isUninspectable || identity.pid <= 0 ? nil
+        let command =
+            identity.isUninspectable || identity.pid <= 0
+            ? nil
             : ProcessInspector.linkName(pid: identity.pid, executable: identity.executable)
         decisions.withEngine { e in
-            let actions = e.clientConnected(ClientID(session.id), identity: identity, launcherPurpose: purpose,
-                                            commandName: command, now: wallClockNow())
+            let actions = e.clientConnected(
+                ClientID(session.id), identity: identity, launcherPurpose: purpose,
+                commandName: command, now: wallClockNow())
             if let watch = session.grantWatch {
                 // From its state now; changes come as the permission API's notifications.
                 e.permissionSubscription(ClientID(session.id), enabled: true)
@@ -60,9 +65,13 @@ final class SessionEvents: SessionObserver {
     func clientPropertiesChanged(_ session: SessionState) {
         let p = session.properties.withLock { $0 }
         decisions.withEngine { e in
-            ((), e.clientPropertiesChanged(ClientID(session.id), applicationName: p.applicationName,
-                                           processBinary: p.processBinary, capturePurpose: p.capturePurpose,
-                                           now: wallClockNow()))
+            (
+                (),
+                e.clientPropertiesChanged(
+                    ClientID(session.id), applicationName: p.applicationName,
+                    processBinary: p.processBinary, capturePurpose: p.capturePurpose,
+                    now: wallClockNow())
+            )
         }
     }
 
@@ -86,7 +95,8 @@ final class SessionEvents: SessionObserver {
     /// server, so no device opens for it and no indicator counts it.
     func holdPlacement(_ session: SessionState, request: CreateRecordStreamRequest) -> HeldPlacement? {
         let kind = kinds.expectedKind(request)
-        let records = decisions.engine.withLock { $0.wouldRecord(ClientID(session.id), kind: kind) }
+        let records =
+            decisions.engine.withLock { $0.wouldRecord(ClientID(session.id), kind: kind) }
             && decisions.snapAllows(session.id)
         return records ? nil : kinds.placement(request)
     }
@@ -102,16 +112,18 @@ final class SessionEvents: SessionObserver {
         kinds.catalog.wake()
         let (source, kind) = kinds.classify(stream)
         decisions.withEngine { e in
-            let (real, actions) = e.recordStreamStarted(ClientID(session.id), stream: StreamID(stream.streamID),
-                                                        source: source, kind: kind, now: wallClockNow())
+            let (real, actions) = e.recordStreamStarted(
+                ClientID(session.id), stream: StreamID(stream.streamID),
+                source: source, kind: kind, now: wallClockNow())
             // Set under the engine lock, before any later flip for this stream.
             decisions.setAccess(stream, real: real)
             return ((), actions)
         }
-        Log.info("session \(session.id) (\(session.identity.appKey)): record stream on \(source) "
-                 + "(\(kind?.rawValue ?? "source not known yet")), "
-                 + "\(specText(stream.sampleSpec)), "
-                 + (stream.isReal ? "real" : "silenced"))
+        Log.info(
+            "session \(session.id) (\(session.identity.appKey)): record stream on \(source) "
+                + "(\(kind?.rawValue ?? "source not known yet")), "
+                + "\(specText(stream.sampleSpec)), "
+                + (stream.isReal ? "real" : "silenced"))
     }
 
     func recordStreamMoved(_ session: SessionState, stream: RecordStream) {
@@ -125,8 +137,10 @@ final class SessionEvents: SessionObserver {
     }
 
     func refusal(for command: Command, payload: [UInt8], session: SessionState) -> String? {
-        CommandPolicy.refusal(for: command, payload: payload, session: session,
-                              trusted: configuration.isTrusted(session.identity.appKey)) {
+        CommandPolicy.refusal(
+            for: command, payload: payload, session: session,
+            trusted: configuration.isTrusted(session.identity.appKey)
+        ) {
             decisions.engine.withLock { $0.effectiveDecision(for: session.identity.appKey).state == .granted }
         }
     }

@@ -48,10 +48,11 @@ final class UsageRows: Sendable {
         let atEnd = key.map { decisionText($0, row.kind, real: stream?.isReal ?? false) }
         let real = stream?.bytesReal.load(ordering: .relaxed) ?? 0
         let silenced = stream?.bytesSilenced.load(ordering: .relaxed) ?? 0
-        records.finishUsage(stream: s.rawValue, endedAt: endedAt,
-                            bytesReal: real &- min(real, row.realBefore),
-                            bytesSilenced: silenced &- min(silenced, row.silencedBefore),
-                            decision: atEnd.flatMap { $0 == row.decision ? nil : "\(row.decision ?? "?") → \($0)" })
+        records.finishUsage(
+            stream: s.rawValue, endedAt: endedAt,
+            bytesReal: real &- min(real, row.realBefore),
+            bytesSilenced: silenced &- min(silenced, row.silencedBefore),
+            decision: atEnd.flatMap { $0 == row.decision ? nil : "\(row.decision ?? "?") → \($0)" })
     }
 
     /// "granted (user)", "denied this session (user)", "granted until 2026-11-30 14:05 (user)",
@@ -62,11 +63,12 @@ final class UsageRows: Sendable {
         switch d.state {
         case .undetermined: return real ? "once" : "undetermined"
         case .granted, .denied:
-            let lasts: String = switch d.lifespan {
-            case .always, .once: ""
-            case .session: " this session"
-            case let .until(t): " until \(TextFormat.date(t))"
-            }
+            let lasts: String =
+                switch d.lifespan {
+                case .always, .once: ""
+                case .session: " this session"
+                case let .until(t): " until \(TextFormat.date(t))"
+                }
             return "\(d.state.rawValue)\(lasts) (\(d.reason.rawValue))"
         }
     }

@@ -66,9 +66,11 @@ public struct ControlServerOptions: Sendable {
     /// `ProcessInspector.runsEarmuffsOwnProgram`.
     public var ownProgram: (@Sendable (ControlPeer) -> Bool)?
 
-    public init(daemonVersion: String = "0.0.0", maxLineBytes: Int = ControlLimits.maxRequestLine,
-                maxPendingOutputBytes: Int = 4 << 20, maxConnections: Int = 128, idleTimeout: Double = 10,
-                maxLongLivedPerUID: Int = 16, allowedUIDs: Set<UInt32>? = nil) {
+    public init(
+        daemonVersion: String = "0.0.0", maxLineBytes: Int = ControlLimits.maxRequestLine,
+        maxPendingOutputBytes: Int = 4 << 20, maxConnections: Int = 128, idleTimeout: Double = 10,
+        maxLongLivedPerUID: Int = 16, allowedUIDs: Set<UInt32>? = nil
+    ) {
         self.daemonVersion = daemonVersion
         self.maxLineBytes = maxLineBytes
         self.maxPendingOutputBytes = maxPendingOutputBytes

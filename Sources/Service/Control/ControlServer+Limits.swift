@@ -22,13 +22,16 @@ extension ControlServer {
         guard connections.count >= options.maxConnections else { return true }
         let idle = connections.values.filter { !$0.longLived }.min { ($0.lastActivity, $0.id) < ($1.lastActivity, $1.id) }
         guard let victim = idle else {
-            limitLog.record(.warn, "refused pid \(pid): all \(connections.count) control connections subscribed or are agents",
-                            to: log)
+            limitLog.record(
+                .warn, "refused pid \(pid): all \(connections.count) control connections subscribed or are agents",
+                to: log)
             return false
         }
-        limitLog.record(.warn, "closed control#\(victim.id) (uid \(victim.peer.uid)), silent for "
-                        + "\(Int(monotonicNow() - victim.lastActivity)) s, to make room for pid \(pid): "
-                        + "\(options.maxConnections) control connections were open", to: log)
+        limitLog.record(
+            .warn,
+            "closed control#\(victim.id) (uid \(victim.peer.uid)), silent for "
+                + "\(Int(monotonicNow() - victim.lastActivity)) s, to make room for pid \(pid): "
+                + "\(options.maxConnections) control connections were open", to: log)
         drop(victim, reason: nil)
         return true
     }
@@ -49,15 +52,21 @@ extension ControlServer {
         let ofUID = alike.count
         guard ofUID >= options.maxLongLivedPerUID else { return nil }
         if own, let oldest = alike.min(by: { ($0.lastActivity, $0.id) < ($1.lastActivity, $1.id) }) {
-            limitLog.record(.warn, "closed control#\(oldest.id) (pid \(oldest.peer.pid)), the one of Earmuff's own programs silent "
-                            + "the longest, to make room for pid \(c.peer.pid): \(ofUID) of them subscribed or are agents", to: log)
+            limitLog.record(
+                .warn,
+                "closed control#\(oldest.id) (pid \(oldest.peer.pid)), the one of Earmuff's own programs silent "
+                    + "the longest, to make room for pid \(c.peer.pid): \(ofUID) of them subscribed or are agents", to: log)
             drop(oldest, reason: nil)
             return nil
         }
-        limitLog.record(.warn, "control#\(c.id): refused to subscribe: uid \(c.peer.uid) already has \(ofUID) "
-                        + "connections that subscribed or are agents", to: log)
-        return ControlError(.tooMany, "uid \(c.peer.uid) already has \(ofUID) control connections that subscribed or are "
-                            + "agents, the most allowed; stop an 'earmuff watch' or 'earmuff agent' first")
+        limitLog.record(
+            .warn,
+            "control#\(c.id): refused to subscribe: uid \(c.peer.uid) already has \(ofUID) "
+                + "connections that subscribed or are agents", to: log)
+        return ControlError(
+            .tooMany,
+            "uid \(c.peer.uid) already has \(ofUID) control connections that subscribed or are "
+                + "agents, the most allowed; stop an 'earmuff watch' or 'earmuff agent' first")
     }
 
     /// Closes connections that are not long-lived and were silent for `idleTimeout`; runs

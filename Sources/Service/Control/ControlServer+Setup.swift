@@ -26,8 +26,10 @@ extension ControlServer {
         var st = stat()
         guard stat(dir, &st) == 0 else { throw failure("cannot inspect the control socket's directory", path) }
         if st.st_mode & 0o002 != 0 && st.st_mode & S_ISVTX == 0 {
-            throw ControlServerError(code: .permissionDenied,
-                                     "\(dir) is writable by everyone (mode \(String(st.st_mode & 0o7777, radix: 8))), so anybody could replace the control socket at \(path); choose a private directory with --control")
+            throw ControlServerError(
+                code: .permissionDenied,
+                "\(dir) is writable by everyone (mode \(String(st.st_mode & 0o7777, radix: 8))), so anybody could replace the control socket at \(path); choose a private directory with --control"
+            )
         }
     }
 

@@ -108,8 +108,10 @@ public final class ControlServer: @unchecked Sendable {
 
     /// Creates the socket (parent directory mode 0700, socket mode 0600) and listens.
     /// Refuses to replace a socket another live process is listening on.
-    public init(path: String, handler: any ControlHandler, options: ControlServerOptions = ControlServerOptions(),
-                log: @escaping @Sendable (LogLevel, String) -> Void = ControlServer.logToDaemonLog) throws(ControlServerError) {
+    public init(
+        path: String, handler: any ControlHandler, options: ControlServerOptions = ControlServerOptions(),
+        log: @escaping @Sendable (LogLevel, String) -> Void = ControlServer.logToDaemonLog
+    ) throws(ControlServerError) {
         self.path = path
         self.handler = handler
         self.options = options
@@ -267,9 +269,11 @@ public final class ControlServer: @unchecked Sendable {
             let c = Connection(id: id, socket: socket, limit: options.maxLineBytes)
             c.peer = ControlPeer(pid: cred.pid, uid: cred.uid, gid: cred.gid)
             do {
-                c.token = try loop.register(c.fd, events: PollEvents.input, handler: Watcher { [self] events in
-                    service(id, events: events)
-                })
+                c.token = try loop.register(
+                    c.fd, events: PollEvents.input,
+                    handler: Watcher { [self] events in
+                        service(id, events: events)
+                    })
             } catch {
                 log(.warn, "control: cannot watch a new connection (\(error))")
                 c.close()
@@ -381,7 +385,10 @@ public final class ControlServer: @unchecked Sendable {
                 let hello = ServerHello(daemonVersion: options.daemonVersion, pid: getpid())
                 write(ControlCodec.encodeLine(ServerMessage.response(id: message.id, .hello(hello))), to: c)
             } else {
-                let e = ControlError(.version, "this daemon speaks control protocol version \(ControlProtocolVersion.current), the client version \(version); use the earmuff client of the daemon's release (\(options.daemonVersion))")
+                let e = ControlError(
+                    .version,
+                    "this daemon speaks control protocol version \(ControlProtocolVersion.current), the client version \(version); use the earmuff client of the daemon's release (\(options.daemonVersion))"
+                )
                 write(ControlCodec.encodeLine(ServerMessage.response(id: message.id, .error(e))), to: c)
                 stopReading(c)
                 c.closeAfterFlush = true
@@ -389,13 +396,16 @@ public final class ControlServer: @unchecked Sendable {
             }
         case .request(let request):
             let response: ControlResponse
-            let staysOpen: Bool = switch request {
-            case .subscribe, .becomeAgent: true
-            default: false
-            }
+            let staysOpen: Bool =
+                switch request {
+                case .subscribe, .becomeAgent: true
+                default: false
+                }
             if case .becomeAgent = request, !isOwn(c) {
-                let e = ControlError(.notEarmuff, "only Earmuff's own programs ('earmuff agent', the settings window) may answer "
-                                     + "prompts; pid \(c.peer.pid) is not one of them")
+                let e = ControlError(
+                    .notEarmuff,
+                    "only Earmuff's own programs ('earmuff agent', the settings window) may answer "
+                        + "prompts; pid \(c.peer.pid) is not one of them")
                 limitLog.record(.warn, "control#\(c.id): refused become-agent from pid \(c.peer.pid): not one of Earmuff's programs", to: log)
                 write(ControlCodec.encodeLine(ServerMessage.response(id: message.id, .error(e))), to: c)
                 return

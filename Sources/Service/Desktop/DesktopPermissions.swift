@@ -167,16 +167,18 @@ final class DesktopPermissions: @unchecked Sendable {
         do {
             let call: BusMessage
             if let value {
-                call = try b.methodCall(destination: Self.service, path: Self.path, interface: Self.service,
-                                        member: "SetPermission")
+                call = try b.methodCall(
+                    destination: Self.service, path: Self.path, interface: Self.service,
+                    member: "SetPermission")
                 try call.append(Self.table)
                 try call.append(true)
                 try call.append(Self.id)
                 try call.append(app)
                 try call.append(strings: [value])
             } else {
-                call = try b.methodCall(destination: Self.service, path: Self.path, interface: Self.service,
-                                        member: "DeletePermission")
+                call = try b.methodCall(
+                    destination: Self.service, path: Self.path, interface: Self.service,
+                    member: "DeletePermission")
                 try call.append(Self.table)
                 try call.append(Self.id)
                 try call.append(app)
@@ -196,7 +198,7 @@ final class DesktopPermissions: @unchecked Sendable {
         try call.append(Self.id)
         do {
             return try Self.readPermissions(try b.call(call, timeout: 10))
-        } catch where error.name == "org.freedesktop.portal.Error.NotFound" {
+        } catch  where error.name == "org.freedesktop.portal.Error.NotFound" {
             return [:] // "No entry for microphone": nobody has set a switch yet, or all were deleted
         }
     }

@@ -46,7 +46,7 @@ enum DesktopServices {
             for file in directoryEntries(dir) where file.hasSuffix(".service") {
                 let path = "\(dir)/\(file)"
                 guard isRootsOwn(path), let text = ProcessInspector.readSmallFile(path).map({ String(decoding: $0, as: UTF8.self) }),
-                      let exec = executable(serviceFile: text, name: name), let real = realPath(exec)
+                    let exec = executable(serviceFile: text, name: name), let real = realPath(exec)
                 else { continue }
                 found.insert(real)
             }

@@ -115,8 +115,9 @@ final class GnomeMicrophoneSwitch: LoopHandler, @unchecked Sendable {
         // Read back: gsettings says nothing of a write its backend dropped (no session bus for dconf).
         known = read()
         if known != disabled {
-            Log.info("gnome privacy: \(Self.schema) \(Self.key) stays \(known.map(String.init) ?? "unread"), not \(disabled) "
-                     + "(gsettings exit \(result.status): \(result.output)); GNOME's switch shows otherwise")
+            Log.info(
+                "gnome privacy: \(Self.schema) \(Self.key) stays \(known.map(String.init) ?? "unread"), not \(disabled) "
+                    + "(gsettings exit \(result.status): \(result.output)); GNOME's switch shows otherwise")
         }
     }
 
@@ -124,8 +125,9 @@ final class GnomeMicrophoneSwitch: LoopHandler, @unchecked Sendable {
         guard !stopping else { return }
         do {
             let output = try Pipe(size: 4096)
-            let pid = try spawnShell("exec gsettings monitor \(Self.schema) \(Self.key)", extraEnvironment: [:],
-                                     stdout: output.writeEnd.rawValue)
+            let pid = try spawnShell(
+                "exec gsettings monitor \(Self.schema) \(Self.key)", extraEnvironment: [:],
+                stdout: output.writeEnd.rawValue)
             // The read end outlives the pipe value (its ends close with it); the monitor's own.
             let fd = fcntl(output.readEnd.rawValue, F_DUPFD_CLOEXEC, 0)
             guard fd >= 0 else {
@@ -159,7 +161,7 @@ final class GnomeMicrophoneSwitch: LoopHandler, @unchecked Sendable {
         guard let m = monitor else { return }
         var chunk = [UInt8](repeating: 0, count: 512)
         while true {
-            let n = chunk.withUnsafeMutableBytes { Glibc.read(m.fd, $0.baseAddress!, $0.count) }  // non-empty buffer
+            let n = chunk.withUnsafeMutableBytes { Glibc.read(m.fd, $0.baseAddress!, $0.count) } // non-empty buffer
             if n > 0 {
                 pending += chunk[..<n]
                 restartDelay = 1.0

@@ -27,8 +27,10 @@ final class LoopBus: LoopHandler {
     private var lost = false
 
     /// Registers `bus` on `loop` (call on the loop's thread).
-    init(_ bus: BusConnection, loop: EventLoop, afterProcessing: @escaping () -> Void = {},
-         onLost: @escaping (BusError) -> Void) throws(SystemError) {
+    init(
+        _ bus: BusConnection, loop: EventLoop, afterProcessing: @escaping () -> Void = {},
+        onLost: @escaping (BusError) -> Void
+    ) throws(SystemError) {
         loop.assertInLoop()
         self.bus = bus
         self.loop = loop

@@ -37,15 +37,18 @@ enum Lineage {
         let fields = raw[(close + 1)...].split(separator: UInt8(ascii: " "))
         // After ")" come field 3 (state), 4 (ppid), …, 22 (starttime) = index 19.
         guard fields.count >= 20,
-              let parent = Int32(String(decoding: fields[1], as: UTF8.self)),
-              let start = UInt64(String(decoding: fields[19], as: UTF8.self)) else { return nil }
+            let parent = Int32(String(decoding: fields[1], as: UTF8.self)),
+            let start = UInt64(String(decoding: fields[19], as: UTF8.self))
+        else { return nil }
         return (parent, start)
     }
 
     /// True when `pid` is `ancestor` or one of its descendants. `lookup` gives a
     /// pid's parent and start time (injectable for tests).
-    static func descends(_ pid: Int32, from ancestor: ProcessStamp,
-                         lookup: (Int32) -> (parent: Int32, start: UInt64)? = parentAndStart) -> Bool {
+    static func descends(
+        _ pid: Int32, from ancestor: ProcessStamp,
+        lookup: (Int32) -> (parent: Int32, start: UInt64)? = parentAndStart
+    ) -> Bool {
         var current = pid
         for _ in 0..<maximumDepth {
             guard current > 0, let info = lookup(current) else { return false }

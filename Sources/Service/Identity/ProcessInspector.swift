@@ -49,7 +49,8 @@ public enum ProcessInspector {
         facts.apparmorLabel = label.map { String(decoding: $0, as: UTF8.self) }
         // /.flatpak-info lives in a file system the peer chose: read it only where reads cannot hang.
         if let mounts = readSmallFile(dir + "/mountinfo", limit: maximumEnvironmentSize),
-           flatpakInfoIsSafeToRead(mountinfo: String(decoding: mounts, as: UTF8.self)) {
+            flatpakInfoIsSafeToRead(mountinfo: String(decoding: mounts, as: UTF8.self))
+        {
             facts.flatpakInfo = readFlatpakInfo(dir + "/root").map { String(decoding: $0, as: UTF8.self) }
         }
         return facts
@@ -92,19 +93,22 @@ public enum ProcessInspector {
     /// a FUSE file system could leave the lookup waiting for ever.
     public static func linkName(pid: Int32, executable: String?) -> String? {
         guard let executable, readSymbolicLink("/proc/\(pid)/exe") == executable,
-              let raw = readSmallFile("/proc/\(pid)/cmdline"),
-              let first = raw.split(separator: 0, omittingEmptySubsequences: false).first, !first.isEmpty
+            let raw = readSmallFile("/proc/\(pid)/cmdline"),
+            let first = raw.split(separator: 0, omittingEmptySubsequences: false).first, !first.isEmpty
         else { return nil }
         let argv0 = String(decoding: first, as: UTF8.self)
         let name = argv0.split(separator: "/").last.map(String.init) ?? argv0
         guard name != executable.split(separator: "/").last.map(String.init) else { return nil }
         let directory = argv0.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
-        let candidates = !argv0.contains("/") ? commandDirectories.map { "\($0)/\(name)" }
+        let candidates =
+            !argv0.contains("/")
+            ? commandDirectories.map { "\($0)/\(name)" }
             : commandDirectories.contains(directory) ? [argv0] : []
         for path in candidates {
             var st = stat()
             guard lstat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFLNK,
-                  let resolved = realpath(path, nil) else { continue }
+                let resolved = realpath(path, nil)
+            else { continue }
             defer { free(resolved) }
             if String(cString: resolved) == executable { return name }
         }
@@ -130,8 +134,10 @@ public enum ProcessInspector {
     }
 
     /// File systems whose reads the kernel answers itself (no daemon can make them wait).
-    static let localFileSystems: Set<String> = ["tmpfs", "ramfs", "ext2", "ext3", "ext4", "btrfs", "xfs", "f2fs",
-                                                "squashfs", "erofs", "vfat", "exfat"]
+    static let localFileSystems: Set<String> = [
+        "tmpfs", "ramfs", "ext2", "ext3", "ext4", "btrfs", "xfs", "f2fs",
+        "squashfs", "erofs", "vfat", "exfat",
+    ]
 
     /// Whether opening `/.flatpak-info` in the peer's mount namespace touches only local file
     /// systems: the mount it lies on (a bind mount of the file itself, else the root) is one of

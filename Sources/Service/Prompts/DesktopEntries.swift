@@ -81,10 +81,11 @@ final class DesktopEntries: Sendable {
         let real = executable.map(resolved)
         return state.withLock { s in
             if let cached = s.cache[key] { return cached }
-            let found: Entry? = switch key.kind {
-            case "flatpak", "launcher", "snap": s.byID[key.value]
-            default: real.flatMap { s.byExecutable[$0] }
-            }
+            let found: Entry? =
+                switch key.kind {
+                case "flatpak", "launcher", "snap": s.byID[key.value]
+                default: real.flatMap { s.byExecutable[$0] }
+                }
             if s.indexedAt > -.infinity { s.cache[key] = found }
             return found
         }
@@ -98,7 +99,8 @@ final class DesktopEntries: Sendable {
             guard let names = try? FileManager.default.contentsOfDirectory(atPath: dir) else { continue }
             for name in names.sorted() where name.hasSuffix(".desktop") {
                 guard let text = try? String(contentsOfFile: "\(dir)/\(name)", encoding: .utf8),
-                      let parsed = Self.parse(text) else { continue }
+                    let parsed = Self.parse(text)
+                else { continue }
                 let id = String(name.dropLast(".desktop".count))
                 if byID[id] == nil { byID[id] = parsed.entry }
                 for program in parsed.programs {

@@ -32,8 +32,9 @@ public struct DesktopChannels: Sendable, Equatable {
         var found = DesktopChannels()
         found.portalBackend = DesktopPrompter.portalBackends.first { bus.isProvided($0) }
         do {
-            let call = try bus.methodCall(destination: DesktopPrompter.notificationsName, path: DesktopPrompter.notificationsPath,
-                                          interface: DesktopPrompter.notificationsName, member: "GetCapabilities")
+            let call = try bus.methodCall(
+                destination: DesktopPrompter.notificationsName, path: DesktopPrompter.notificationsPath,
+                interface: DesktopPrompter.notificationsName, member: "GetCapabilities")
             found.notificationCapabilities = try bus.call(call, timeout: 5).readStrings()
         } catch {
             found.notificationCapabilities = nil

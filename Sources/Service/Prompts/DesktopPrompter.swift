@@ -68,9 +68,11 @@ final class DesktopPrompter: @unchecked Sendable {
     }
 
     /// Backends that implement the Access portal, in order of preference.
-    static let portalBackends = ["org.freedesktop.impl.portal.desktop.gnome",
-                                 "org.freedesktop.impl.portal.desktop.kde",
-                                 "org.freedesktop.impl.portal.desktop.gtk"]
+    static let portalBackends = [
+        "org.freedesktop.impl.portal.desktop.gnome",
+        "org.freedesktop.impl.portal.desktop.kde",
+        "org.freedesktop.impl.portal.desktop.gtk",
+    ]
     static let portalPath = "/org/freedesktop/portal/desktop"
     static let notificationsName = "org.freedesktop.Notifications"
     static let notificationsPath = "/org/freedesktop/Notifications"
@@ -80,8 +82,10 @@ final class DesktopPrompter: @unchecked Sendable {
     /// The AccessDialog choice that asks how long the answer lasts, and its options (their ids
     /// are lifespans as `RequestedLifespan(text:)` reads them).
     static let lifespanChoice = "lifespan"
-    static let lifespanOptions = [("always", "Always"), ("session", "Until I log out"), ("1h", "For an hour"),
-                                  ("once", "Only this time")]
+    static let lifespanOptions = [
+        ("always", "Always"), ("session", "Until I log out"), ("1h", "For an hour"),
+        ("once", "Only this time"),
+    ]
 
     private let channels: [PromptChannel]
     private let report: @Sendable (UInt64, Outcome) -> Void
@@ -106,8 +110,10 @@ final class DesktopPrompter: @unchecked Sendable {
 
     /// `channels`: the desktop channels to try, in order. `report` and `onStop` (a notice's
     /// Stop) run on the prompter's loop.
-    init(channels: [PromptChannel], report: @escaping @Sendable (UInt64, Outcome) -> Void,
-         onStop: @escaping @Sendable (AppKey) -> Void = { _ in }) throws(SystemError) {
+    init(
+        channels: [PromptChannel], report: @escaping @Sendable (UInt64, Outcome) -> Void,
+        onStop: @escaping @Sendable (AppKey) -> Void = { _ in }
+    ) throws(SystemError) {
         loop = try EventLoop(name: "desktop-prompts")
         self.channels = channels.filter { $0 == .portal || $0 == .notification }
         self.report = report
@@ -187,14 +193,17 @@ final class DesktopPrompter: @unchecked Sendable {
         if let bus { return bus }
         do {
             let b = try BusConnection.session()
-            let d = try LoopBus(b, loop: loop, afterProcessing: { [unowned self] in showWaiting() },
-                                onLost: { [unowned self] in lost($0) })
+            let d = try LoopBus(
+                b, loop: loop, afterProcessing: { [unowned self] in showWaiting() },
+                onLost: { [unowned self] in lost($0) })
             signalSlots = [
                 try b.onSignal(path: Self.notificationsPath, interface: Self.notificationsName, member: "ActionInvoked") {
                     [unowned self] m in notificationAction(m)
                 },
-                try b.onSignal(path: Self.notificationsPath, interface: Self.notificationsName,
-                               member: "NotificationClosed") { [unowned self] m in notificationClosed(m) },
+                try b.onSignal(
+                    path: Self.notificationsPath, interface: Self.notificationsName,
+                    member: "NotificationClosed"
+                ) { [unowned self] m in notificationClosed(m) },
             ]
             driver = d
             return b
@@ -215,11 +224,12 @@ final class DesktopPrompter: @unchecked Sendable {
         var rest = list
         while !rest.isEmpty {
             let c = rest.removeFirst()
-            let shown: Shown? = switch c {
-            case .portal: showPortal(p, bus: b, rest: rest)
-            case .notification: showNotification(p, bus: b, rest: rest)
-            case .command, .agent: nil
-            }
+            let shown: Shown? =
+                switch c {
+                case .portal: showPortal(p, bus: b, rest: rest)
+                case .notification: showNotification(p, bus: b, rest: rest)
+                case .command, .agent: nil
+                }
             if let shown {
                 current = shown
                 let what = c == .notification ? "notification \(shown.notification) of" : "dialog of"
@@ -238,12 +248,14 @@ final class DesktopPrompter: @unchecked Sendable {
         do {
             switch c.channel {
             case .portal:
-                let m = try b.methodCall(destination: c.destination, path: c.handle,
-                                         interface: "org.freedesktop.impl.portal.Request", member: "Close")
+                let m = try b.methodCall(
+                    destination: c.destination, path: c.handle,
+                    interface: "org.freedesktop.impl.portal.Request", member: "Close")
                 try b.send(m)
             case .notification:
-                let m = try b.methodCall(destination: c.destination, path: Self.notificationsPath,
-                                         interface: Self.notificationsName, member: "CloseNotification")
+                let m = try b.methodCall(
+                    destination: c.destination, path: Self.notificationsPath,
+                    interface: Self.notificationsName, member: "CloseNotification")
                 try m.append(c.notification)
                 try b.send(m)
             case .command, .agent:
@@ -262,17 +274,21 @@ final class DesktopPrompter: @unchecked Sendable {
 
     // MARK: portal
 
-    private func showPortal(_ p: PromptInfo, bus b: BusConnection, rest: [PromptChannel],
-                            question: Question = .answer) -> Shown? {
+    private func showPortal(
+        _ p: PromptInfo, bus b: BusConnection, rest: [PromptChannel],
+        question: Question = .answer
+    ) -> Shown? {
         guard let (name, owner) = verifiedPortalBackend(b) else { return nil }
         let sender = String((b.uniqueName ?? "earmuff").compactMap { $0 == ":" ? nil : $0 == "." ? "_" : $0 })
         let suffix = question == .answer ? "" : "d"
-        var shown = Shown(prompt: p, channel: .portal, question: question, rest: rest, service: name, destination: owner,
-                          handle: "\(Self.portalPath)/request/\(sender)/earmuff\(p.id)\(suffix)")
+        var shown = Shown(
+            prompt: p, channel: .portal, question: question, rest: rest, service: name, destination: owner,
+            handle: "\(Self.portalPath)/request/\(sender)/earmuff\(p.id)\(suffix)")
         do {
             // To the owner checked just now, not to the name, which may change hands.
-            let m = try b.methodCall(destination: owner, path: Self.portalPath,
-                                     interface: "org.freedesktop.impl.portal.Access", member: "AccessDialog")
+            let m = try b.methodCall(
+                destination: owner, path: Self.portalPath,
+                interface: "org.freedesktop.impl.portal.Access", member: "AccessDialog")
             try m.append(objectPath: shown.handle)
             try m.append("") // app_id: Earmuff asks for the host
             try m.append("") // parent_window
@@ -336,8 +352,9 @@ final class DesktopPrompter: @unchecked Sendable {
                 // Passed over while that process holds the name: once the desktop's own backend
                 // has it again, prompts go to it.
                 if distrustedOwners.insert(owner).inserted {
-                    Log.warn("desktop prompts: \(name) is held by \(owner), which is not trusted: \(why); "
-                             + "prompts go to the next channel while it holds the name")
+                    Log.warn(
+                        "desktop prompts: \(name) is held by \(owner), which is not trusted: \(why); "
+                            + "prompts go to the next channel while it holds the name")
                 }
                 continue
             }
@@ -396,9 +413,12 @@ final class DesktopPrompter: @unchecked Sendable {
 
     private func showNotification(_ p: PromptInfo, bus b: BusConnection, rest: [PromptChannel]) -> Shown? {
         do throws(BusError) {
-            let caps = try b.call(try b.methodCall(destination: Self.notificationsName, path: Self.notificationsPath,
-                                                   interface: Self.notificationsName, member: "GetCapabilities"),
-                                  timeout: 10).readStrings()
+            let caps = try b.call(
+                try b.methodCall(
+                    destination: Self.notificationsName, path: Self.notificationsPath,
+                    interface: Self.notificationsName, member: "GetCapabilities"),
+                timeout: 10
+            ).readStrings()
             guard caps.contains("actions") else {
                 Log.debug("desktop prompts: the notification server has no actions (\(caps.joined(separator: " ")))")
                 return nil
@@ -412,8 +432,9 @@ final class DesktopPrompter: @unchecked Sendable {
             let markup = caps.contains("body-markup")
             let lines = (PromptWording.bodyLines(p) + [PromptWording.changeLater(settingsInstalled: Self.settingsInstalled)])
                 .map { markup ? escapeMarkup($0) : $0 }
-            let m = try b.methodCall(destination: owner, path: Self.notificationsPath,
-                                     interface: Self.notificationsName, member: "Notify")
+            let m = try b.methodCall(
+                destination: owner, path: Self.notificationsPath,
+                interface: Self.notificationsName, member: "Notify")
             try m.append("Earmuff")
             try m.append(UInt32(0))
             try m.append(p.icon ?? Self.icon)
@@ -428,8 +449,9 @@ final class DesktopPrompter: @unchecked Sendable {
             try m.close()
             try m.append(Int32(0)) // never expires: Earmuff withdraws it
             let id = try b.call(m, timeout: 10).readUInt32()
-            return Shown(prompt: p, channel: .notification, rest: rest, service: Self.notificationsName, destination: owner,
-                         notification: id)
+            return Shown(
+                prompt: p, channel: .notification, rest: rest, service: Self.notificationsName, destination: owner,
+                notification: id)
         } catch {
             if !error.meansNotProvided { Log.warn("desktop prompts: notification failed: \(error)") }
             return nil
@@ -445,11 +467,14 @@ final class DesktopPrompter: @unchecked Sendable {
 
     /// Whether `m` (`signal`, by default its member) comes from `server`, which still owns
     /// `service` (see `fromItsServer`).
-    private func fromServer(_ m: BusMessage, _ server: String, of service: String, signal: String? = nil,
-                            for what: String) -> Bool {
+    private func fromServer(
+        _ m: BusMessage, _ server: String, of service: String, signal: String? = nil,
+        for what: String
+    ) -> Bool {
         guard m.sender == server, bus?.owner(of: service) == server else {
-            Log.warn("desktop prompts: ignored \(signal ?? m.member ?? "a signal") for \(what) from \(m.sender ?? "?"): "
-                     + "it is not \(service), which is \(server)")
+            Log.warn(
+                "desktop prompts: ignored \(signal ?? m.member ?? "a signal") for \(what) from \(m.sender ?? "?"): "
+                    + "it is not \(service), which is \(server)")
             return false
         }
         return true
@@ -483,7 +508,8 @@ final class DesktopPrompter: @unchecked Sendable {
         guard let id = try? m.readUInt32() else { return }
         if notices[id]?.server == m.sender { notices[id] = nil }
         guard let c = current, c.channel == .notification, c.notification == id,
-              fromItsServer(m, c) else { return }
+            fromItsServer(m, c)
+        else { return }
         let reason = (try? m.readUInt32()) ?? 0
         if reason == 2 { return finish(c, .dismissed(via: .notification)) }
         current = nil
@@ -503,11 +529,15 @@ extension DesktopPrompter {
             if let why = DesktopServices.sandboxed(owner, bus: b) {
                 return Log.warn("notice for \(app): the notification server is not trusted: \(why)")
             }
-            let caps = try b.call(try b.methodCall(destination: owner, path: Self.notificationsPath,
-                                                   interface: Self.notificationsName, member: "GetCapabilities"),
-                                  timeout: 10).readStrings()
-            let m = try b.methodCall(destination: owner, path: Self.notificationsPath,
-                                     interface: Self.notificationsName, member: "Notify")
+            let caps = try b.call(
+                try b.methodCall(
+                    destination: owner, path: Self.notificationsPath,
+                    interface: Self.notificationsName, member: "GetCapabilities"),
+                timeout: 10
+            ).readStrings()
+            let m = try b.methodCall(
+                destination: owner, path: Self.notificationsPath,
+                interface: Self.notificationsName, member: "Notify")
             try m.append("Earmuff")
             try m.append(UInt32(0))
             try m.append(icon ?? Self.icon)

@@ -43,9 +43,12 @@ final class PromptCommandRunner: Sendable {
     static let maximumOutput = 4096
 
     /// `finished` runs on the runner's thread after each command exits, with the first line it printed.
-    init(command: String, timers: DeadlineTimers,
-         finished: @escaping @Sendable (_ prompt: UInt64, _ status: Int32, _ cancelled: Bool, _ output: String) -> Void)
-        throws(SystemError) {
+    init(
+        command: String, timers: DeadlineTimers,
+        finished: @escaping @Sendable (_ prompt: UInt64, _ status: Int32, _ cancelled: Bool, _ output: String) -> Void
+    )
+        throws(SystemError)
+    {
         self.command = command
         self.timers = timers
         self.finished = finished
@@ -197,15 +200,16 @@ extension PromptCommandRunner {
         var bytes = [UInt8](repeating: 0, count: maximumOutput)
         var count = 0
         while count < bytes.count {
-            let n = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress! + count, $0.count - count) }  // non-empty buffer
+            let n = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress! + count, $0.count - count) } // non-empty buffer
             if n < 0 && errno == EINTR { continue }
             if n <= 0 { break }
             count += n
         }
         let line = bytes[..<count].prefix { $0 != UInt8(ascii: "\n") }
         let blank: Set<UInt8> = [UInt8(ascii: " "), UInt8(ascii: "\t"), UInt8(ascii: "\r")]
-        return String(decoding: line.drop { blank.contains($0) }.reversed().drop { blank.contains($0) }.reversed(),
-                      as: UTF8.self)
+        return String(
+            decoding: line.drop { blank.contains($0) }.reversed().drop { blank.contains($0) }.reversed(),
+            as: UTF8.self)
     }
 }
 

@@ -75,7 +75,9 @@ final class PromptDelivery: @unchecked Sendable {
         // The desktop reports through a sink, pointed at `self` once `self` exists.
         let sink = ReportSink()
         desktopPrompts = !channels.isEmpty
-        desktop = channels.isEmpty && !notices ? nil
+        desktop =
+            channels.isEmpty && !notices
+            ? nil
             : try DesktopPrompter(channels: channels, report: { sink.deliver($0, $1) }, onStop: handlers.stopped)
         sink.target = { [unowned self] prompt, outcome in desktopReported(prompt, outcome) }
     }

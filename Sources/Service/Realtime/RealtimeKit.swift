@@ -31,8 +31,9 @@ struct RealtimeKit: RealtimeBroker {
     }
 
     func makeRealtime(_ tid: pid_t, _ priority: Int32) throws(BusError) {
-        let m = try bus.methodCall(destination: Self.service, path: Self.path,
-                                   interface: Self.service, member: "MakeThreadRealtimeWithPID")
+        let m = try bus.methodCall(
+            destination: Self.service, path: Self.path,
+            interface: Self.service, member: "MakeThreadRealtimeWithPID")
         try m.append(UInt64(getpid()))
         try m.append(UInt64(tid))
         try m.append(UInt32(priority))
@@ -40,18 +41,22 @@ struct RealtimeKit: RealtimeBroker {
     }
 
     func makeHighPriority(_ tid: pid_t, _ nice: Int32) throws(BusError) {
-        let m = try bus.methodCall(destination: Self.service, path: Self.path,
-                                   interface: Self.service, member: "MakeThreadHighPriorityWithPID")
+        let m = try bus.methodCall(
+            destination: Self.service, path: Self.path,
+            interface: Self.service, member: "MakeThreadHighPriorityWithPID")
         try m.append(UInt64(getpid()))
         try m.append(UInt64(tid))
         try m.append(nice)
         _ = try bus.call(m, timeout: 5)
     }
 
-    private static func property<T>(_ bus: BusConnection, _ name: String, _ type: String,
-                                    _ read: (BusMessage) throws(BusError) -> T) throws(BusError) -> T {
-        let m = try bus.methodCall(destination: Self.service, path: Self.path,
-                                   interface: "org.freedesktop.DBus.Properties", member: "Get")
+    private static func property<T>(
+        _ bus: BusConnection, _ name: String, _ type: String,
+        _ read: (BusMessage) throws(BusError) -> T
+    ) throws(BusError) -> T {
+        let m = try bus.methodCall(
+            destination: Self.service, path: Self.path,
+            interface: "org.freedesktop.DBus.Properties", member: "Get")
         try m.append(Self.service)
         try m.append(name)
         let reply = try bus.call(m, timeout: 5)
