@@ -25,7 +25,9 @@ struct Options {
     var paStreams = 8
     /// Seconds of each glitch window, and the playback streams beside the measured pair.
     var glitchSeconds = 30.0
-    var glitchTabs = 20
+    /// Three paths (direct, the calibration relay, earmuff) of the pair and these many playback streams
+    /// each: PulseAudio takes at most 64 connections (MAX_CONNECTIONS in protocol-native.c).
+    var glitchTabs = 18
     var earmuffBinary: String?
     var pulseServer: String?
 
@@ -56,7 +58,9 @@ struct Options {
           --pa-streams N        streams against the real PulseAudio (default 8)
           --glitch-seconds S    each glitch window under stress-ng (default 30, quick 10)
           --glitch-tabs N       playback streams beside the measured pair in the
-                                second glitch window (default 20)
+                                second glitch window (default 18: three paths
+                                of 20 streams stay within PulseAudio's 64
+                                connections)
           --pulse-server PATH   for the real-server part, use this running server's
                                 socket (e.g. pipewire-pulse) instead of a private
                                 PulseAudio
