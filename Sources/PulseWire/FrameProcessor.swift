@@ -8,8 +8,8 @@
 //   * a memblock streams through chunk by chunk: the filter decides once, from
 //     the descriptor, whether the payload passes, is overwritten in place with
 //     a silence byte, or is dropped (descriptor included);
-//   * a packet is collected whole, its header decoded, handed to the filter (which may rewrite it
-//     in place, keeping its length, or refuse it) and then emitted with its
+//   * a packet is collected whole, its header decoded, handed to the filter (which may rewrite it,
+//     in place or to another length, or refuse it) and then emitted with its
 //     descriptor;
 //   * a packet longer than `packetLimit`, or one the filter does not admit
 //     (`admitPacket`: its share of a budget), is never buffered: only its first

@@ -1,8 +1,8 @@
 // The source catalog: Earmuff's own connection to the real server, to learn
 // what every source is (microphone or monitor) and which is the default.
 //
-// A handler on an event loop of its own ("catalog") owns the connection: the
-// relay's non-blocking socket calls, PulseWire's frame parser, and the pure
+// A handler on an event loop of its own ("catalog") owns the connection:
+// LinuxSystem's non-blocking socket calls, PulseWire's frame parser, and the pure
 // conversation in CatalogConversation.swift, which says what to ask and what
 // each answer changes. AUTH carries our credentials, which both servers accept
 // from their own uid. The table keeps the source outputs that are the capture

@@ -1,6 +1,6 @@
 // Prompt deadlines, on an event loop of their own.
 //
-// The timers are the relay's `EventLoop` timers, on a loop whose only work is
+// The timers are an `EventLoop`'s timers (Runtime), on a loop whose only work is
 // firing them, so a deadline fires on time however many prompt commands,
 // dialogs or relay loops are busy (Dispatch's global pool, by contrast, can be
 // exhausted by blocked work items, and its timers then wait). Actions must be
