@@ -110,6 +110,12 @@ final class GateReconciler {
     /// What each gated client was last given of what it could record from (`withhold`):
     /// hidden (true) or shown, by object id.
     private var withheld: [UInt32: [UInt32: Bool]] = [:]
+    /// What `withhold` last worked from: the objects it sets, counted by each change, and what
+    /// it gave each client from. A client is gone over again only when one of those changed
+    /// (a node, a port, its grants), or at its release.
+    private var withholdObjects: [WithheldObject] = []
+    private var withholdGeneration = 0
+    private var withholdInputs: [UInt32: WithholdInputs] = [:]
     /// Gated clients that connected while this gate ran: they were given everything at their
     /// release but what this gate hid. Of one that was there before (released by an earlier
     /// Earmuff, which may have hidden anything), every object is set once.
@@ -312,6 +318,7 @@ final class GateReconciler {
         if gated.remove(id) != nil { observer?.clientGone(id) }
         sandboxed.remove(id)
         withheld[id] = nil
+        withholdInputs[id] = nil
         releasedHere.remove(id)
         trusted.remove(id)
         sessionManagers.remove(id)
@@ -709,20 +716,30 @@ final class GateReconciler {
         for (id, node) in graph.nodes where !isOwn(node) {
             if let kind = node.withheldKind { kinds[id] = kind }
         }
-        var objects = kinds.map { (object: $0.key, node: $0.key, kind: $0.value) }
+        var objects = kinds.map { WithheldObject(object: $0.key, node: $0.key, owner: graph.nodes[$0.key]?.clientID, kind: $0.value) }
         for port in graph.ports.values {
-            if let kind = kinds[port.node] { objects.append((port.id, port.node, kind)) }
+            if let kind = kinds[port.node] { objects.append(WithheldObject(object: port.id, node: port.node, owner: graph.nodes[port.node]?.clientID, kind: kind)) }
         }
         objects.sort { $0.object < $1.object }
+        if objects != withholdObjects {
+            withholdObjects = objects
+            withholdGeneration += 1
+        }
         for client in clients where gated.contains(client) && held[client] == nil && graph.clients[client] != nil {
             let granted = observer.granted(client)
+            let jack = isJackClient(client)
+            // What this client was last given follows from these alone: unchanged, it is given the same.
+            let inputs = WithholdInputs(objects: withholdGeneration, granted: granted, jack: jack,
+                                        releasedHere: releasedHere.contains(client), restricted: sandboxed.contains(client))
+            guard releasing || withholdInputs[client] != inputs else { continue }
+            withholdInputs[client] = inputs
             let before = withheld[client] ?? [:]
             // (A client found when the gate connected is released again, and may have bound anything.)
-            let keeps = isJackClient(client) && !(releasing && releasedHere.contains(client))
+            let keeps = jack && !(releasing && releasedHere.contains(client))
             var given: [UInt32: Bool] = [:]
             var hide: [UInt32] = [], show: [UInt32] = []
             var changed: Set<Capability> = []
-            for o in objects where graph.nodes[o.node]?.clientID != client {
+            for o in objects where o.owner != client {
                 let was = before[o.object] ?? (releasedHere.contains(client) ? false : nil)
                 let hidden = !granted.contains(o.kind)
                 if hidden && keeps && was != true {
@@ -741,6 +758,25 @@ final class GateReconciler {
                             + "(\(changed.map(\.rawValue).sorted().joined(separator: ", ")); granted: "
                             + "\(granted.isEmpty ? "nothing" : granted.map(\.rawValue).sorted().joined(separator: ", ")))")
         }
+    }
+
+    /// One object `withhold` sets for each gated client: a node it could record from, or a port
+    /// of one, with the node's client (a client is never hidden its own) and the kind it takes.
+    private struct WithheldObject: Equatable {
+        let object: UInt32
+        let node: UInt32
+        let owner: UInt32?
+        let kind: Capability
+    }
+
+    /// What `withhold` gave a client from: the objects (by `withholdGeneration`), its app's
+    /// grants, and what it is. Given the same, it would give the client what it gave it last.
+    private struct WithholdInputs: Equatable {
+        let objects: Int
+        let granted: Set<Capability>
+        let jack: Bool
+        let releasedHere: Bool
+        let restricted: Bool
     }
 
     /// A client of pipewire-jack: it says so, or it has a JACK node.

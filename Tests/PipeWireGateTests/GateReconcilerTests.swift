@@ -502,6 +502,33 @@ extension [GateAction] {
         #expect(w.take().withheld(for: 60).hidden.isEmpty)
     }
 
+    /// What a client is shown is set again whenever a node, a port or its grants change, and
+    /// only then; a client id the server gives again is a new client, set afresh.
+    @Test func withholdFollowsTheGraphAndAReusedClientIdStartsAfresh() {
+        let w = GateWorld().connect()
+        w.observer.grants[60] = [.microphone]
+        w.client(60)
+        #expect(w.take().withheld(for: 60) == ([42, 421], []))
+        // A link, a target: nothing of what it may see changed.
+        w.link(90, from: (42, 421), to: (41, 412))
+        w.metadata(0, "default.audio.source", #"{"name":"mic"}"#)
+        #expect(w.take().withheld(for: 60) == ([], []))
+        // A port of the player's stream appears: it is hidden too.
+        w.port(422, node: 42, out: true, "FR")
+        #expect(w.take().withheld(for: 60) == ([422], []))
+        // The grants of the app changed though the daemon has not said so yet: seen at the next event.
+        w.observer.grants[60] = [.microphone, .appAudio]
+        w.link(91, from: (40, 401), to: (41, 412))
+        #expect(w.take().withheld(for: 60) == ([], [42, 421, 422]))
+        w.observer.grants[60] = [.microphone]
+        w.gate.grantsChanged(client: 60)
+        #expect(w.take().withheld(for: 60) == ([42, 421, 422], []))
+        // The same grants, the same graph, but a new client: it is set from the start.
+        w.removed(60)
+        w.client(60)
+        #expect(w.take().withheld(for: 60) == ([42, 421, 422], []))
+    }
+
     /// A sandboxed app is released, and shown what a grant shows it, with "rx" only.
     @Test func aSandboxedAppIsReleasedRestricted() {
         let w = GateWorld().connect()
