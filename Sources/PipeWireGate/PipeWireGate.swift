@@ -50,7 +50,6 @@
 // again after that route, so it links it where the gate said. Everything runs
 // on the thread that drives the connection.
 import Basics
-import Glibc
 
 /// What the observer makes of a client that connected.
 public enum PipeWireAdmission: Sendable, Equatable {

@@ -638,6 +638,49 @@ extension [GateAction] {
         #expect(w.observer.ended.isEmpty)
     }
 
+    /// What an earlier Earmuff (or the server's configuration) left is adopted once the
+    /// listing is complete: the bare null sink named as the silent source is used and the
+    /// gate's own dropped; a valve still feeding a stream goes on serving it (no new pin, the
+    /// next valve numbered after it); a valve that serves no stream is destroyed.
+    @Test func whatAnEarlierEarmuffLeftIsAdopted() {
+        let w = GateWorld()
+        var listing: [GateAction] = []
+        w.connect {
+            w.node(50, ["media.class": "Audio/Source/Virtual", "node.name": OwnNodes.silence])
+            w.port(501, node: 50, out: true, "MONO")
+            w.node(51, ["media.class": "Audio/Source/Virtual", "node.name": OwnNodes.valvePrefix + "3"])
+            w.port(511, node: 51, out: true, "MONO")
+            w.port(512, node: 51, out: false, "MONO")
+            w.node(52, ["media.class": "Audio/Source/Virtual", "node.name": OwnNodes.valvePrefix + "5"])
+            // Named as the gate's, but no null sink of the server's: not adopted.
+            w.node(53, ["media.class": "Audio/Source/Virtual", "node.name": OwnNodes.valvePrefix + "9"])
+            w.client(60)
+            w.captureStream(70, client: 60, ["node.dont-reconnect": "true"])
+            w.link(85, from: (51, 511), to: (70, 701))
+            w.metadata(70, "target.object", OwnNodes.valvePrefix + "3")
+            let bound = w.take()
+            #expect(bound.contains(.bindNode(50)) && bound.contains(.bindNode(51)) && bound.contains(.bindNode(52)))
+            let nullSink = ["factory.id": "2", "factory.name": "support.null-audio-sink"]
+            w.info(50, nullSink)
+            w.info(51, nullSink)
+            w.info(52, nullSink)
+            w.info(53, ["factory.id": "2", "factory.name": "support.null-audio-source"])
+            w.info(70, ["node.dont-reconnect": "true"])
+            // The gate's own first node marks the end of the listing.
+            w.created(tag: GateReconciler.silentTag, id: 43)
+            listing = w.take()
+        }
+        #expect(listing.contains(.destroy(43)) && listing.contains(.forgetNode(tag: GateReconciler.silentTag)))
+        #expect(listing.contains(.destroy(52)) && !listing.contains(.forgetNode(tag: 5)))
+        #expect(!listing.contains(.destroy(51)) && !listing.contains(.destroy(53)) && !listing.contains(.destroy(85)))
+        #expect(listing.targets(of: 70).isEmpty)
+        #expect(listing.contains { if case .createValve(tag: 6, _, _) = $0 { true } else { false } })
+        // The adopted valve feeds its stream once it may record.
+        w.observer.decisions[70] = true
+        w.gate.setAccess(stream: 70, real: true)
+        #expect(w.take().links(into: 51).map(\.from) == [40])
+    }
+
     /// Someone destroys the silent source: it is made again, what WirePlumber links into the
     /// held streams meanwhile is destroyed, and a stream routed by serial is routed to the new
     /// one (one routed by name already is).
