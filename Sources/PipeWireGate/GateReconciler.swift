@@ -164,8 +164,9 @@ final class GateReconciler {
     /// valve (once it has its ports), and makes the next spare.
     private func assignValve(_ stream: UInt32, _ s: inout Stream) {
         guard s.valve == nil, s.described, let node = graph.nodes[stream], node.isCaptureStream,
-              node.neverReconnects, graph.links(into: stream).isEmpty,
-              let tag = spare, let id = valves[tag]?.id, graph.hasOutputPort(id) else { return }
+            node.neverReconnects, graph.links(into: stream).isEmpty,
+            let tag = spare, let id = valves[tag]?.id, graph.hasOutputPort(id)
+        else { return }
         s.valve = tag
         s.routedTo = nil
         valves[tag]?.stream = stream
@@ -284,8 +285,9 @@ final class GateReconciler {
         guard !lost else { return }
         if id == 0 || id == ownClient {
             lost = true
-            observer?.connectionLost("the gate was blinded: \(id == 0 ? "the server's core" : "its own client") "
-                                     + "left its view (its permissions were changed)")
+            observer?.connectionLost(
+                "the gate was blinded: \(id == 0 ? "the server's core" : "its own client") "
+                    + "left its view (its permissions were changed)")
             return
         }
         adoptable[id] = nil
@@ -349,14 +351,16 @@ final class GateReconciler {
     /// long as it lives, whatever was decided, and is no stream of the app's from then on.
     private func checkClaim(_ id: UInt32) {
         guard var s = streams[id], !s.impostor, isCapture(id) || graph.nodes[id]?.isCaptureStream == true,
-              let claim = graph.nodes[id]?.properties[VolumeControls.claimKey], VolumeControls.owners[claim] != nil,
-              observer?.mayClaim(s.client, volumeControl: claim) == false else { return }
+            let claim = graph.nodes[id]?.properties[VolumeControls.claimKey], VolumeControls.owners[claim] != nil,
+            observer?.mayClaim(s.client, volumeControl: claim) == false
+        else { return }
         s.impostor = true
         s.real = false
         s.gateLinks = true
         streams[id] = s
-        observer?.noticed("client \(s.client): its stream \(id) claims to be the volume control \(claim), which desktop "
-                          + "indicators do not count: it records silence")
+        observer?.noticed(
+            "client \(s.client): its stream \(id) claims to be the volume control \(claim), which desktop "
+                + "indicators do not count: it records silence")
         if s.announced { observer?.captureEnded(id) }
     }
 
@@ -540,13 +544,17 @@ final class GateReconciler {
     /// move), a JACK client once its full properties and an input port are there.
     private func announce(_ id: UInt32) {
         guard var s = streams[id], !s.announced, !s.impostor, s.described || graph.nodes[id]?.isCaptureStream == true,
-              gated.contains(s.client), isCapture(id), let observer else { return }
+            gated.contains(s.client), isCapture(id), let observer
+        else { return }
         let other = isOther(id)
-        let origin = other ? selfLinkedOrigin(id, s, feeds: graph.feeds(into: id, of: s.client))
+        let origin =
+            other
+            ? selfLinkedOrigin(id, s, feeds: graph.feeds(into: id, of: s.client))
             : graph.origin(of: id, target: s.displaced, ignoring: gateNodes)
         if other, let node = graph.nodes[id] {
-            observer.noticed("client \(s.client): its node \(id) (\(node.name), class \(node.mediaClass.isEmpty ? "none" : node.mediaClass)) "
-                             + "is no capture stream but \(origin.source) is linked into it: decided as a \(origin.kind.rawValue) capture")
+            observer.noticed(
+                "client \(s.client): its node \(id) (\(node.name), class \(node.mediaClass.isEmpty ? "none" : node.mediaClass)) "
+                    + "is no capture stream but \(origin.source) is linked into it: decided as a \(origin.kind.rawValue) capture")
             // Its format, for the silence it is owed.
             emit(.bindNode(id))
         }
@@ -718,7 +726,9 @@ final class GateReconciler {
         }
         var objects = kinds.map { WithheldObject(object: $0.key, node: $0.key, owner: graph.nodes[$0.key]?.clientID, kind: $0.value) }
         for port in graph.ports.values {
-            if let kind = kinds[port.node] { objects.append(WithheldObject(object: port.id, node: port.node, owner: graph.nodes[port.node]?.clientID, kind: kind)) }
+            if let kind = kinds[port.node] {
+                objects.append(WithheldObject(object: port.id, node: port.node, owner: graph.nodes[port.node]?.clientID, kind: kind))
+            }
         }
         objects.sort { $0.object < $1.object }
         if objects != withholdObjects {
@@ -729,8 +739,9 @@ final class GateReconciler {
             let granted = observer.granted(client)
             let jack = isJackClient(client)
             // What this client was last given follows from these alone: unchanged, it is given the same.
-            let inputs = WithholdInputs(objects: withholdGeneration, granted: granted, jack: jack,
-                                        releasedHere: releasedHere.contains(client), restricted: sandboxed.contains(client))
+            let inputs = WithholdInputs(
+                objects: withholdGeneration, granted: granted, jack: jack,
+                releasedHere: releasedHere.contains(client), restricted: sandboxed.contains(client))
             guard releasing || withholdInputs[client] != inputs else { continue }
             withholdInputs[client] = inputs
             let before = withheld[client] ?? [:]
@@ -754,9 +765,10 @@ final class GateReconciler {
             withheld[client] = given
             guard !changed.isEmpty else { continue }
             emit(.withhold(client: client, hide: hide, show: show, restricted: sandboxed.contains(client)))
-            observer.routed("client \(client): \(hide.count) objects hidden, \(show.count) shown "
-                            + "(\(changed.map(\.rawValue).sorted().joined(separator: ", ")); granted: "
-                            + "\(granted.isEmpty ? "nothing" : granted.map(\.rawValue).sorted().joined(separator: ", ")))")
+            observer.routed(
+                "client \(client): \(hide.count) objects hidden, \(show.count) shown "
+                    + "(\(changed.map(\.rawValue).sorted().joined(separator: ", ")); granted: "
+                    + "\(granted.isEmpty ? "nothing" : granted.map(\.rawValue).sorted().joined(separator: ", ")))")
         }
     }
 
@@ -884,15 +896,17 @@ final class GateReconciler {
         if s.real {
             for (output, input) in s.severed {
                 guard let out = graph.ports[output], graph.ports[input]?.node == id,
-                      graph.nodes[out.node]?.capturedKind == origin.kind else { continue }
+                    graph.nodes[out.node]?.capturedKind == origin.kind
+                else { continue }
                 observer?.routed("stream \(id): relinking port \(output) of node \(out.node)")
                 emit(.link(outputNode: out.node, outputPort: output, inputNode: id, inputPort: input))
             }
             s.severed = []
             guard other else { return }
             for (link, feed) in feeds where feed.kind != origin.kind && !destroying.contains(link.id) {
-                observer?.noticed("client \(s.client): \(feed.source) linked into its node \(id), which may record "
-                                  + "\(origin.kind.rawValue) only: unlinked")
+                observer?.noticed(
+                    "client \(s.client): \(feed.source) linked into its node \(id), which may record "
+                        + "\(origin.kind.rawValue) only: unlinked")
                 unlink(link, from: id)
             }
             return
@@ -923,7 +937,8 @@ final class GateReconciler {
     /// The links kept for node `id` (see `severedKey`), if they are of this node.
     private func recallSevered(_ id: UInt32) -> [(output: UInt32, input: UInt32)] {
         guard let words = graph.metadata[id]?[Self.severedKey]?.split(separator: " "),
-              let serial = words.first, String(serial) == graph.nodes[id]?.serial else { return [] }
+            let serial = words.first, String(serial) == graph.nodes[id]?.serial
+        else { return [] }
         let pairs: [(output: UInt32, input: UInt32)] = words.dropFirst().compactMap { word in
             let ports = word.split(separator: ":").compactMap { UInt32($0) }
             return ports.count == 2 ? (ports[0], ports[1]) : nil
@@ -949,7 +964,8 @@ final class GateReconciler {
     /// The node of the last link the gate destroyed into a silenced node, if it is still there.
     private func severedOrigin(_ s: Stream) -> CaptureOrigin? {
         guard let last = s.severed.last, let port = graph.ports[last.output], let n = graph.nodes[port.node],
-              let kind = n.capturedKind else { return nil }
+            let kind = n.capturedKind
+        else { return nil }
         return CaptureOrigin(kind: kind, source: n.name, node: n.id)
     }
 
@@ -987,7 +1003,8 @@ final class GateReconciler {
             show(stream)
         case let .checkUnlinked(id, serial):
             guard var s = streams[id], !s.managerGaveUp, graph.nodes[id]?.serial == serial, !lost,
-                  graph.nodes[id]?.isCaptureStream == true, graph.links(into: id).isEmpty else { return }
+                graph.nodes[id]?.isCaptureStream == true, graph.links(into: id).isEmpty
+            else { return }
             s.managerGaveUp = true
             s.gateLinks = true
             streams[id] = s

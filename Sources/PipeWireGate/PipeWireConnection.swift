@@ -42,12 +42,15 @@ public final class PipeWireConnection {
         table.global_removed = { context, id in eventsOwner(context)?.globalRemoved(id: id) }
         table.node_info = { context, id, props in eventsOwner(context)?.nodeInfo(id: id, properties: propertiesDictionary(props)) }
         table.node_format = { context, id, format, channels, rate in
-            eventsOwner(context)?.nodeFormat(id: id, format: PipeWireAudioFormat(
-                sample: format.map { String(cString: $0) } ?? "", channels: channels == 0 ? nil : channels, rate: rate == 0 ? nil : rate))
+            eventsOwner(context)?.nodeFormat(
+                id: id,
+                format: PipeWireAudioFormat(
+                    sample: format.map { String(cString: $0) } ?? "", channels: channels == 0 ? nil : channels, rate: rate == 0 ? nil : rate))
         }
         table.metadata = { context, subject, key, _, value in
-            eventsOwner(context)?.metadata(subject: subject, key: key.map { String(cString: $0) },
-                                          value: value.map { String(cString: $0) })
+            eventsOwner(context)?.metadata(
+                subject: subject, key: key.map { String(cString: $0) },
+                value: value.map { String(cString: $0) })
         }
         table.created = { context, tag, id in eventsOwner(context)?.created(tag: tag, id: id) }
         table.error = { context, id, res, message, fatal in
@@ -55,11 +58,12 @@ public final class PipeWireConnection {
         }
         var code: Int32 = 0
         let context = Unmanaged.passUnretained(self).toOpaque()
-        let made: OpaquePointer? = if let remote {
-            remote.withCString { earmuff_pw_connect($0, &table, context, &code) }
-        } else {
-            earmuff_pw_connect(nil, &table, context, &code)
-        }
+        let made: OpaquePointer? =
+            if let remote {
+                remote.withCString { earmuff_pw_connect($0, &table, context, &code) }
+            } else {
+                earmuff_pw_connect(nil, &table, context, &code)
+            }
         guard let made else { throw PipeWireError(call: "pw_context_connect", code: code) }
         handle = made
     }
@@ -94,7 +98,9 @@ public final class PipeWireConnection {
     public func setMetadata(subject: UInt32, key: String, value: String?) throws(PipeWireError) {
         try check("pw_metadata_set_property(\(subject), \(key))") { h in
             key.withCString { k in
-                if let value { value.withCString { earmuff_pw_metadata_set(h, subject, k, nil, $0) } } else {
+                if let value {
+                    value.withCString { earmuff_pw_metadata_set(h, subject, k, nil, $0) }
+                } else {
                     earmuff_pw_metadata_set(h, subject, k, nil, nil)
                 }
             }

@@ -209,8 +209,10 @@ public final class PipeWireGate: PipeWireEvents {
         case .createSilentSource:
             try createSilentSource()
         case let .createValve(tag, name, channels):
-            try connection.createNode(tag: tag, factory: "adapter", properties: OwnNodes.nullSourceArguments(
-                name: name, description: "Earmuff", channels: channels))
+            try connection.createNode(
+                tag: tag, factory: "adapter",
+                properties: OwnNodes.nullSourceArguments(
+                    name: name, description: "Earmuff", channels: channels))
         case let .forgetNode(tag):
             connection.destroyNode(tag: tag)
         case let .destroy(id):

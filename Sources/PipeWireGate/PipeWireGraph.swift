@@ -146,15 +146,18 @@ public struct PipeWireGraph: Sendable {
         case "Node": nodes[id] = PipeWireNode(id: id, properties: properties)
         case "Link":
             if let out = properties["link.output.node"].flatMap({ UInt32($0) }),
-               let into = properties["link.input.node"].flatMap({ UInt32($0) }) {
-                links[id] = PipeWireLink(id: id, outputNode: out, inputNode: into,
-                                         outputPort: properties["link.output.port"].flatMap { UInt32($0) },
-                                         inputPort: properties["link.input.port"].flatMap { UInt32($0) })
+                let into = properties["link.input.node"].flatMap({ UInt32($0) })
+            {
+                links[id] = PipeWireLink(
+                    id: id, outputNode: out, inputNode: into,
+                    outputPort: properties["link.output.port"].flatMap { UInt32($0) },
+                    inputPort: properties["link.input.port"].flatMap { UInt32($0) })
             }
         case "Port":
             if let node = properties["node.id"].flatMap({ UInt32($0) }) {
-                ports[id] = PipeWirePort(id: id, node: node, isOutput: properties["port.direction"] == "out",
-                                         channel: properties["audio.channel"] ?? "")
+                ports[id] = PipeWirePort(
+                    id: id, node: node, isOutput: properties["port.direction"] == "out",
+                    channel: properties["audio.channel"] ?? "")
             }
         case "Factory": factories[id] = properties["factory.name"]
         case "Metadata" where properties["metadata.name"] == "default":
@@ -234,7 +237,8 @@ public struct PipeWireGraph: Sendable {
     public func feeds(into node: UInt32, of client: UInt32) -> [(link: PipeWireLink, origin: CaptureOrigin)] {
         links(into: node).compactMap { link in
             guard let n = nodes[link.outputNode], let kind = n.capturedKind,
-                  !(n.clientID == client && n.mediaClass == "Stream/Output/Audio") else { return nil }
+                !(n.clientID == client && n.mediaClass == "Stream/Output/Audio")
+            else { return nil }
             return (link, CaptureOrigin(kind: kind, source: n.name, node: n.id))
         }
     }
@@ -270,8 +274,9 @@ public struct PipeWireGraph: Sendable {
         }
         if props["stream.capture.sink"] == "true" {
             let sink = defaultNode("default.audio.sink")
-            return CaptureOrigin(kind: .systemAudio, source: (sink ?? "default sink") + ".monitor",
-                                 node: sink.flatMap { node(named: $0)?.id })
+            return CaptureOrigin(
+                kind: .systemAudio, source: (sink ?? "default sink") + ".monitor",
+                node: sink.flatMap { node(named: $0)?.id })
         }
         if let n = defaultSource(), let kind = n.capturedKind {
             return CaptureOrigin(kind: kind, source: n.name, node: n.id)

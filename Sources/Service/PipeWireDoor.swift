@@ -30,7 +30,8 @@ struct PipeWireAddress: Sendable, Equatable {
 
     static func find(environment env: [String: String]) -> PipeWireAddress {
         let remote = env["PIPEWIRE_REMOTE"].flatMap { $0.isEmpty ? nil : $0 }
-        let runtime = [env["PIPEWIRE_RUNTIME_DIR"], env["XDG_RUNTIME_DIR"]].compactMap { $0 }.first { !$0.isEmpty }
+        let runtime =
+            [env["PIPEWIRE_RUNTIME_DIR"], env["XDG_RUNTIME_DIR"]].compactMap { $0 }.first { !$0.isEmpty }
             ?? "/run/user/\(getuid())"
         let name = remote ?? "pipewire-0"
         return PipeWireAddress(remote: remote, path: name.hasPrefix("/") ? name : "\(runtime)/\(name)")
@@ -184,8 +185,9 @@ final class PipeWireDoor: LoopHandler, PipeWireGateObserver, @unchecked Sendable
 
     private func publish(_ reason: String?) {
         let clients = gate == nil ? 0 : sessions.count
-        let info = PipeWireInfo(socket: address.path, gating: reason == nil, clients: clients, reason: reason,
-                                cuts: cuts == 0 ? nil : cuts, lastCut: lastCut?.reason, lastCutAt: lastCut?.at)
+        let info = PipeWireInfo(
+            socket: address.path, gating: reason == nil, clients: clients, reason: reason,
+            cuts: cuts == 0 ? nil : cuts, lastCut: lastCut?.reason, lastCutAt: lastCut?.at)
         published.withLock { $0 = info }
     }
 
@@ -281,7 +283,8 @@ final class PipeWireDoor: LoopHandler, PipeWireGateObserver, @unchecked Sendable
             // Negotiated once the stream is linked, after this: captureFormat.
             sampleSpec: Self.notNegotiated, source: origin.source,
             real: false, startedAt: monotonicNow(),
-            placedByGraph: true, accessChanged: { [weak self] real in
+            placedByGraph: true,
+            accessChanged: { [weak self] real in
                 // Called under the consent engine's lock: the routing happens on the loop.
                 self?.loop.post { [weak self] in self?.gate?.setAccess(stream: id, real: real) }
             })

@@ -94,8 +94,12 @@ final class GateWorld {
     }
 
     func link(_ id: UInt32, from output: (node: UInt32, port: UInt32), to input: (node: UInt32, port: UInt32)) {
-        global(id, "Link", ["link.output.node": String(output.node), "link.output.port": String(output.port),
-                            "link.input.node": String(input.node), "link.input.port": String(input.port)])
+        global(
+            id, "Link",
+            [
+                "link.output.node": String(output.node), "link.output.port": String(output.port),
+                "link.input.node": String(input.node), "link.input.port": String(input.port),
+            ])
     }
 
     func info(_ id: UInt32, _ properties: [String: String]) {

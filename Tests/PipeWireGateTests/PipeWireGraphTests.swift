@@ -13,8 +13,12 @@ import Testing
         g.add(id: 40, type: "Node", properties: ["media.class": "Audio/Source", "node.name": "mic", "object.serial": "140"])
         g.add(id: 41, type: "Node", properties: ["media.class": "Audio/Sink", "node.name": "out", "object.serial": "141"])
         g.add(id: 42, type: "Node", properties: ["media.class": "Stream/Output/Audio", "node.name": "player", "object.serial": "142"])
-        g.add(id: 43, type: "Node", properties: ["media.class": "Audio/Source/Virtual", "node.name": "earmuff.silence",
-                                                 "object.serial": "143"])
+        g.add(
+            id: 43, type: "Node",
+            properties: [
+                "media.class": "Audio/Source/Virtual", "node.name": "earmuff.silence",
+                "object.serial": "143",
+            ])
         g.add(id: 50, type: "Node", properties: ["media.class": "Stream/Input/Audio", "node.name": "pw-record", "client.id": "49"])
         g.setMetadata(subject: 0, key: "default.audio.source", value: #"{"name":"mic"}"#)
         g.setMetadata(subject: 0, key: "default.audio.sink", value: #"{ "name": "out" }"#)
@@ -29,8 +33,10 @@ import Testing
         g.add(id: 10, type: "Factory", properties: ["factory.name": "adapter"])
         let adapter = g.factories.first { $0.value == "adapter" }?.key
         #expect(adapter == 10)
-        let bare: [String: String] = ["media.class": "Audio/Source/Virtual", "node.name": "earmuff.silence", "factory.id": "10",
-                                      "factory.name": "support.null-audio-sink"]
+        let bare: [String: String] = [
+            "media.class": "Audio/Source/Virtual", "node.name": "earmuff.silence", "factory.id": "10",
+            "factory.name": "support.null-audio-sink",
+        ]
         let cases: [(String, [String: String], Bool)] = [
             ("the server's", bare, true),
             ("a live client's", bare.merging(["client.id": "49"]) { $1 }, false),
@@ -127,8 +133,10 @@ import Testing
 
     @Test func portsArePairedByChannelElseTheOnlyOneElseByPosition() {
         var g = Self.graph()
-        for (id, node, dir, ch) in [(70, "40", "out", "MONO"), (71, "41", "out", "FL"), (72, "41", "out", "FR"),
-                                    (80, "50", "in", "FR"), (81, "50", "in", "FL")] as [(UInt32, String, String, String)] {
+        for (id, node, dir, ch) in [
+            (70, "40", "out", "MONO"), (71, "41", "out", "FL"), (72, "41", "out", "FR"),
+            (80, "50", "in", "FR"), (81, "50", "in", "FL"),
+        ] as [(UInt32, String, String, String)] {
             g.add(id: id, type: "Port", properties: ["node.id": node, "port.direction": dir, "audio.channel": ch])
         }
         #expect(g.portPairs(from: 41, to: 50).map { [$0.output, $0.input] } == [[72, 80], [71, 81]])
