@@ -98,7 +98,12 @@ enum Glitches {
         let endedEarly = streams.map { !$0.process.isRunning }
         for s in streams { s.process.send(SIGINT) }
         for s in streams { _ = s.process.terminate(signal: SIGINT, grace: 5) }
-        let serverLog = server.log().split(separator: "\n")
+        // Only the server's lines about an underrun or an overrun, found once (the log, at debug
+        // level, runs to hundreds of thousands of lines), are searched for each stream's name.
+        let serverLog = server.log().split(separator: "\n").filter { line in
+            let lower = line.lowercased()
+            return lower.contains("underrun") || lower.contains("overrun")
+        }
         for (s, ended) in zip(streams, endedEarly) {
             var c = result.counts[s.mode] ?? GlitchCounts()
             let text = s.process.stderrText()
@@ -115,12 +120,7 @@ enum Glitches {
                 c.recordOverruns += occurrences(of: "Stream overrun.", in: text)
                 c.recordLatency += latencies
             }
-            c.serverLogged +=
-                serverLog.filter { line in
-                    line.contains("'\(s.name)'")
-                        && (line.localizedCaseInsensitiveContains("underrun")
-                            || line.localizedCaseInsensitiveContains("overrun"))
-                }.count
+            c.serverLogged += serverLog.count { $0.contains("'\(s.name)'") }
             result.counts[s.mode] = c
         }
         return result
