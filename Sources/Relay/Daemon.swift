@@ -295,14 +295,15 @@ public final class Daemon: @unchecked Sendable {
     private func makeRoom(for app: AppKey, pid: Int32) -> Bool {
         let now = Conversation.monotonicMilliseconds()
         let idleEnough = UInt64(options.handshakeTimeout * 1000)
-        let victim = sessions.withLock { s in
+        let idlest = sessions.withLock { s in
             s.values.map(\.conversation).filter {
                 $0.handshakeDone.load(ordering: .relaxed) && $0.state.reasonClosed == nil && $0.holdsNothing
                     && now &- $0.lastPacketAt.load(ordering: .relaxed) >= idleEnough
             }.min { ($0.lastPacketAt.load(ordering: .relaxed), $0.state.id) < ($1.lastPacketAt.load(ordering: .relaxed), $1.state.id) }
         }
-        guard let (victim, idleSince) = victim.map({ ($0.state, $0.lastPacketAt.load(ordering: .relaxed)) }) else { return false }
-        let silent = (now &- idleSince) / 100
+        guard let conversation = idlest else { return false }
+        let victim = conversation.state
+        let silent = (now &- conversation.lastPacketAt.load(ordering: .relaxed)) / 100
         refusalLog.record(
             .warn,
             "closed session \(victim.id) (\(victim.identity.appKey)), which holds no stream and was silent "

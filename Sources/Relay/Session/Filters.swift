@@ -23,7 +23,8 @@ import StreamState
 
 final class ClientToServerFilter: FrameFilter {
     private let conversation: Conversation
-    private let state: SessionState
+    /// The client, as the consent service knows it.
+    private var state: SessionState { conversation.state }
     private let observer: SessionObserver
     /// The session's record streams (shared with the other direction, on the same thread).
     let channels: RecordChannels
@@ -45,7 +46,6 @@ final class ClientToServerFilter: FrameFilter {
         handshakeFinished: @escaping () -> Void = {}, refuse: @escaping (UInt32, UInt32) -> Void
     ) {
         self.conversation = conversation
-        self.state = conversation.state
         self.observer = observer
         self.channels = channels
         self.budget = budget
@@ -315,7 +315,8 @@ final class ClientToServerFilter: FrameFilter {
 
 final class ServerToClientFilter: FrameFilter {
     private let conversation: Conversation
-    private let state: SessionState
+    /// The client, as the consent service knows it.
+    private var state: SessionState { conversation.state }
     private let observer: SessionObserver
     /// The session's record streams (shared with the other direction, on the same thread).
     let channels: RecordChannels
@@ -324,7 +325,6 @@ final class ServerToClientFilter: FrameFilter {
 
     init(conversation: Conversation, observer: SessionObserver, channels: RecordChannels) {
         self.conversation = conversation
-        self.state = conversation.state
         self.observer = observer
         self.channels = channels
     }

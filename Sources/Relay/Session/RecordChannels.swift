@@ -65,7 +65,8 @@ final class ServedRecord {
 final class RecordChannels: @unchecked Sendable {
     // @unchecked Sendable: touched only on the session's loop thread (`reconcile` is posted there).
     private let conversation: Conversation
-    private let state: SessionState
+    /// The client, as the consent service knows it.
+    private var state: SessionState { conversation.state }
     private let observer: SessionObserver
     private let newStreamID: () -> UInt64
     /// Runs a task on the session's loop.
@@ -107,7 +108,6 @@ final class RecordChannels: @unchecked Sendable {
         post: @escaping @Sendable (@escaping @Sendable () -> Void) -> Void
     ) {
         self.conversation = conversation
-        self.state = conversation.state
         self.observer = observer
         self.newStreamID = newStreamID
         self.post = post

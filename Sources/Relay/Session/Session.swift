@@ -62,7 +62,8 @@ final class Half: LoopHandler, Wakeable, FrameSink, @unchecked Sendable {
     /// The loop's audio tuning and the buffers its sessions share.
     let audio: AudioTuning
     let conversation: Conversation
-    let state: SessionState
+    /// The client, as the consent service knows it.
+    var state: SessionState { conversation.state }
     let side: HalfSide
     /// What this half reads, frame by frame (its direction's filter decides).
     private var frames: FrameProcessor
@@ -107,7 +108,6 @@ final class Half: LoopHandler, Wakeable, FrameSink, @unchecked Sendable {
         self.loop = loop
         self.audio = audio
         self.conversation = conversation
-        self.state = conversation.state
         frames = FrameProcessor(packetLimit: packetLimit)
         producerRing = produceInto
         consumerRing = consumeFrom
