@@ -120,20 +120,21 @@ final class GateReconciler {
     /// release but what this gate hid. Of one that was there before (released by an earlier
     /// Earmuff, which may have hidden anything), every object is set once.
     private var releasedHere: Set<UInt32> = []
-    /// The registry has listed what was there when the gate connected (it does so before the
-    /// server makes the gate's first node), and the gate knows which of those nodes it adopts:
-    /// until then it changes nothing.
+    /// The registry has listed what was there when the gate connected, and the gate knows which
+    /// of those nodes it adopts: until then it changes nothing.
     private var listed = false
-    /// The gate's first node is made: the registry's listing is complete.
-    private var madeFirst: UInt32?
+    /// The server has answered the gate's first sync: the registry's listing is complete.
+    private var synced = false
+    /// No silent source was there: the gate asked for its own, and the listing ends once it is made.
+    private var makingSilentSource = false
     /// Nodes listed under one of the gate's names with no client (the server's configuration
     /// made them, or an earlier Earmuff left them), bound to learn what they are.
     private var candidates: Set<UInt32> = []
     /// Those that are bare null sinks: the silent source and valves to adopt, by name.
     private var adoptable: [UInt32: String] = [:]
 
-    /// A reconciler for a gate whose connection has just asked for the silent source
-    /// (`GateAction.createSilentSource`), in process `ownPID`.
+    /// A reconciler for a gate whose connection has just asked the server for a sync, to know
+    /// when the registry has listed what was there (`listingComplete`), in process `ownPID`.
     init(observer: PipeWireGateObserver, ownPID: Int32 = getpid()) {
         self.observer = observer
         self.ownPID = ownPID
@@ -384,7 +385,7 @@ final class GateReconciler {
 
     func created(tag: UInt32, id: UInt32) {
         if tag == Self.silentTag && !listed {
-            madeFirst = id
+            silentID = id
             finishListing()
         } else {
             if tag == Self.silentTag { silentID = id } else { valves[tag]?.id = id }
@@ -403,19 +404,33 @@ final class GateReconciler {
         }
     }
 
+    /// The server answered the gate's first sync: every object there when the gate connected
+    /// has been listed.
+    func listingComplete() {
+        synced = true
+        finishListing()
+    }
+
     /// Once the listing is complete and every candidate is known: adopts the silent source the
-    /// server's configuration defines (or an earlier Earmuff left), else keeps the one just made,
-    /// and the valves earlier Earmuffs left, whose streams keep recording through them.
+    /// server's configuration defines (or an earlier Earmuff left), else makes one and waits for
+    /// it, and the valves earlier Earmuffs left, whose streams keep recording through them. No
+    /// node is made only to be destroyed: a JACK client sees every node that appears, and
+    /// pipewire-jack 0.3.65 ends its client when one it is binding is gone.
     private func finishListing() {
-        guard !listed, let made = madeFirst, candidates.isEmpty else { return }
-        listed = true
-        if let found = adoptable.filter({ $0.value == Self.silentNodeName }).keys.min() {
-            observer?.routed("using the silent source \(found) that was there")
-            dropOwn(tag: Self.silentTag, id: made)
-            silentID = found
-        } else {
-            silentID = made
+        guard !listed, synced, candidates.isEmpty else { return }
+        if silentID == nil {
+            if let found = adoptable.filter({ $0.value == Self.silentNodeName }).keys.min() {
+                observer?.routed("using the silent source \(found) that was there")
+                silentID = found
+            } else {
+                if !makingSilentSource {
+                    makingSilentSource = true
+                    emit(.createSilentSource)
+                }
+                return
+            }
         }
+        listed = true
         for (id, name) in adoptable.sorted(by: { $0.key < $1.key }) {
             guard name.hasPrefix(Self.valvePrefix), let tag = UInt32(name.dropFirst(Self.valvePrefix.count)), valves[tag] == nil
             else { continue }

@@ -104,13 +104,15 @@ public final class PipeWireGate: PipeWireEvents {
     private weak var observer: PipeWireGateObserver?
     private var connection: PipeWireConnection!
     private let reconciler: GateReconciler
+    /// The sync asked for at connect: its answer says the registry has listed what was there.
+    private var listingSync: Int32?
 
-    /// Connects to `remote` (nil: libpipewire's default) and creates the silent source.
+    /// Connects to `remote` (nil: libpipewire's default) and asks for a sync: its answer ends the listing.
     public init(remote: String?, observer: PipeWireGateObserver) throws(PipeWireError) {
         self.observer = observer
         reconciler = GateReconciler(observer: observer)
         connection = try PipeWireConnection(remote: remote, events: self)
-        try createSilentSource()
+        listingSync = try connection.sync()
     }
 
     /// Makes the silent source (again, when someone destroyed it). One that the server's own
@@ -176,6 +178,13 @@ public final class PipeWireGate: PipeWireEvents {
 
     public func error(id: UInt32, code: Int32, message: String, fatal: Bool) {
         reconciler.error(id: id, code: code, message: message, fatal: fatal)
+        send()
+    }
+
+    public func synced(seq: Int32) {
+        guard seq == listingSync else { return }
+        listingSync = nil
+        reconciler.listingComplete()
         send()
     }
 

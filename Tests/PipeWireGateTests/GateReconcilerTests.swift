@@ -117,8 +117,15 @@ final class GateWorld {
         collect()
     }
 
-    /// The registry's listing when the gate connects (with `before`, what else is there), then
-    /// the silent source made and the first valve; returns the world with nothing asked yet.
+    /// The server answered the gate's first sync: the listing is complete.
+    func listingComplete() {
+        gate.listingComplete()
+        collect()
+    }
+
+    /// The registry's listing when the gate connects (with `before`, what else is there), the
+    /// sync that ends it, then the silent source made and the first valve; returns the world
+    /// with nothing asked yet.
     @discardableResult
     func connect(before: () -> Void = {}) -> GateWorld {
         global(0, "Core", [:])
@@ -138,6 +145,7 @@ final class GateWorld {
         node(42, ["media.class": "Stream/Output/Audio", "node.name": "player", "client.id": "59"])
         port(421, node: 42, out: true, "FL")
         before()
+        listingComplete()
         created(tag: GateReconciler.silentTag, id: 43)
         node(43, ["media.class": "Audio/Source/Virtual", "node.name": OwnNodes.silence, "client.id": "31"])
         port(431, node: 43, out: true, "MONO")
@@ -214,6 +222,7 @@ extension [GateAction] {
         w2.node(40, ["media.class": "Audio/Source", "node.name": "mic"])
         w2.port(401, node: 40, out: true, "FL")
         w2.port(402, node: 40, out: true, "FR")
+        w2.listingComplete()
         w2.created(tag: GateReconciler.silentTag, id: 43)
         w2.node(43, ["media.class": "Audio/Source/Virtual", "node.name": OwnNodes.silence, "client.id": "31"])
         #expect(w2.observer.readyCount == 0)
@@ -551,6 +560,7 @@ extension [GateAction] {
         w.global(0, "Core", [:])
         w.client(31, pid: GateWorld.ownPID)
         w.client(60, ["pipewire.access": OwnNodes.holdAccess])
+        w.listingComplete()
         w.created(tag: GateReconciler.silentTag, id: 43)
         w.node(43, ["media.class": "Audio/Source/Virtual", "node.name": OwnNodes.silence, "client.id": "31"])
         w.port(431, node: 43, out: true, "MONO")
@@ -576,6 +586,7 @@ extension [GateAction] {
         w2.port(401, node: 40, out: true, "FL")
         w2.node(42, ["media.class": "Stream/Output/Audio", "node.name": "player", "client.id": "59"])
         w2.client(31, pid: GateWorld.ownPID)
+        w2.listingComplete()
         w2.created(tag: GateReconciler.silentTag, id: 43)
         let listed = w2.take().withheld(for: 60)
         #expect(listed.hidden == [42] && listed.shown == [40, 401])
@@ -670,11 +681,12 @@ extension [GateAction] {
             w.info(52, nullSink)
             w.info(53, ["factory.id": "2", "factory.name": "support.null-audio-source"])
             w.info(70, ["node.dont-reconnect": "true"])
-            // The gate's own first node marks the end of the listing.
-            w.created(tag: GateReconciler.silentTag, id: 43)
+            // The answer to the gate's first sync ends the listing.
+            w.listingComplete()
             listing = w.take()
         }
-        #expect(listing.contains(.destroy(43)) && listing.contains(.forgetNode(tag: GateReconciler.silentTag)))
+        // The server's silent source is there: the gate makes none of its own (to destroy it again).
+        #expect(!listing.contains(.createSilentSource) && !listing.contains(.forgetNode(tag: GateReconciler.silentTag)))
         #expect(listing.contains(.destroy(52)) && !listing.contains(.forgetNode(tag: 5)))
         #expect(!listing.contains(.destroy(51)) && !listing.contains(.destroy(53)) && !listing.contains(.destroy(85)))
         #expect(listing.targets(of: 70).isEmpty)
