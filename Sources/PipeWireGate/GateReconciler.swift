@@ -806,9 +806,17 @@ final class GateReconciler {
         let restricted: Bool
     }
 
-    /// A client of pipewire-jack: it says so, or it has a JACK node.
+    /// A client of pipewire-jack: it says so, or it has a JACK node; or it may be one, as it
+    /// has a node whose full properties have not come yet. What the registry lists of a
+    /// pipewire-jack 0.3.65 client and of its node does not say `client.api`; the node's full
+    /// properties do, a round trip after the node is listed. So a client found at connect is
+    /// known to be JACK's only after the listing has ended, and this gate may release it again
+    /// before that: were it hidden anything then (the microphone's node and port, which it had
+    /// bound while it was granted), pipewire-jack would end it. Once the node's properties say
+    /// it is no JACK client, `withhold` hides from it what it may not see.
     private func isJackClient(_ id: UInt32) -> Bool {
         graph.clients[id]?.isJack == true || graph.nodes.values.contains { $0.clientID == id && $0.isJack }
+            || streams.values.contains { $0.client == id && !$0.described }
     }
 
     /// The daemon's decisions for `client`'s app changed: what it sees follows.
