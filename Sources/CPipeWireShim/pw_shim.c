@@ -85,8 +85,14 @@ static void on_core_error(void *data, uint32_t id, int seq, int res, const char 
     if (pw->events.error) pw->events.error(pw->context_data, id, res, message ? message : "", fatal);
 }
 
+static void on_core_done(void *data, uint32_t id, int seq) {
+    earmuff_pw *pw = data;
+    if (id == PW_ID_CORE && pw->events.synced) pw->events.synced(pw->context_data, seq);
+}
+
 static const struct pw_core_events core_events = {
     PW_VERSION_CORE_EVENTS,
+    .done = on_core_done,
     .error = on_core_error,
 };
 
@@ -154,6 +160,8 @@ fail:
 }
 
 int earmuff_pw_fd(earmuff_pw *pw) { return pw_loop_get_fd(pw->loop); }
+
+int earmuff_pw_sync(earmuff_pw *pw) { return pw_core_sync(pw->core, PW_ID_CORE, 0); }
 
 int earmuff_pw_dispatch(earmuff_pw *pw) {
     pw_loop_enter(pw->loop);

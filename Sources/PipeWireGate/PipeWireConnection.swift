@@ -19,6 +19,8 @@ public protocol PipeWireEvents: AnyObject {
     func created(tag: UInt32, id: UInt32)
     /// The server refused something, or (`fatal`) the connection is gone.
     func error(id: UInt32, code: Int32, message: String, fatal: Bool)
+    /// The server has handled every request sent before `sync()` returned `seq`.
+    func synced(seq: Int32)
 }
 
 /// A failed PipeWire call: which, and the errno it gave.
@@ -53,6 +55,7 @@ public final class PipeWireConnection {
                 value: value.map { String(cString: $0) })
         }
         table.created = { context, tag, id in eventsOwner(context)?.created(tag: tag, id: id) }
+        table.synced = { context, seq in eventsOwner(context)?.synced(seq: seq) }
         table.error = { context, id, res, message, fatal in
             eventsOwner(context)?.error(id: id, code: res, message: message.map { String(cString: $0) } ?? "", fatal: fatal != 0)
         }
@@ -84,6 +87,15 @@ public final class PipeWireConnection {
         guard let handle else { return }
         let r = earmuff_pw_dispatch(handle)
         if r < 0 { throw PipeWireError(call: "pw_loop_iterate", code: r) }
+    }
+
+    /// Asks the server to say (`synced`) once it has handled every request sent so far; the
+    /// sequence number it will say.
+    public func sync() throws(PipeWireError) -> Int32 {
+        guard let handle else { throw PipeWireError(call: "pw_core_sync", code: -ENOTCONN) }
+        let seq = earmuff_pw_sync(handle)
+        if seq < 0 { throw PipeWireError(call: "pw_core_sync", code: seq) }
+        return seq
     }
 
     public func bindNode(_ id: UInt32) throws(PipeWireError) {

@@ -35,6 +35,9 @@ typedef struct {
     void (*created)(void *context, uint32_t tag, uint32_t id);
     /// The server reported an error; `fatal` when the connection is gone.
     void (*error)(void *context, uint32_t id, int res, const char *message, int fatal);
+    /// The server has handled every request sent before earmuff_pw_sync returned `seq`, and
+    /// sent every event they caused.
+    void (*synced)(void *context, int seq);
 } earmuff_pw_events;
 
 /// Initializes libpipewire once per process.
@@ -44,6 +47,10 @@ void earmuff_pw_init(void);
 /// lists the registry. NULL and -errno in `error` on failure. Call every function of a
 /// connection, this one included, on one thread.
 earmuff_pw *earmuff_pw_connect(const char *remote, const earmuff_pw_events *events, void *context, int *error);
+
+/// Asks the server to say (`synced`) once it has handled every request sent so far; returns
+/// the sequence number it will say, or a negative errno.
+int earmuff_pw_sync(earmuff_pw *pw);
 
 /// The loop's descriptor: readable when earmuff_pw_dispatch has work.
 int earmuff_pw_fd(earmuff_pw *pw);
