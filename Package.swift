@@ -1,6 +1,10 @@
-// swift-tools-version:6.0
+// swift-tools-version:6.2
 // Earmuff: a consent-enforcing capture proxy for the PulseAudio native protocol.
 import PackageDescription
+
+// Strict memory safety (SE-0458), for the targets below that touch raw memory or C pointers:
+// each unsafe use is marked `unsafe` where it happens.
+let strictSafety: [SwiftSetting] = [.strictMemorySafety()]
 
 let package = Package(
     name: "earmuff",
@@ -20,7 +24,7 @@ let package = Package(
         .systemLibrary(name: "CSQLite", path: "Sources/CSQLite"),
         .target(name: "CLinux", path: "Sources/CLinux"),
         // The syscalls, in Swift: Errno, the owning descriptor, sockets, epoll, the lock.
-        .target(name: "LinuxSystem", dependencies: ["CLinux"]),
+        .target(name: "LinuxSystem", dependencies: ["CLinux"], swiftSettings: strictSafety),
         .systemLibrary(name: "CSystemd", path: "Sources/CSystemd"),
         .systemLibrary(name: "CPulseSimple", path: "Sources/CPulseSimple"),
         .systemLibrary(
@@ -33,8 +37,8 @@ let package = Package(
         .target(name: "CPipeWireShim", dependencies: ["CPipeWire"]),
 
         // Pure core
-        .target(name: "PulseWire"),
-        .target(name: "Ring"),
+        .target(name: "PulseWire", swiftSettings: strictSafety),
+        .target(name: "Ring", swiftSettings: strictSafety),
         // Who a client is and what a stream captures: the words the relay and the consent service share.
         .target(name: "Basics"),
         .target(name: "Consent", dependencies: ["Basics", "PulseWire"]),
@@ -45,7 +49,7 @@ let package = Package(
         .target(name: "DBus", dependencies: ["CSystemd", "LinuxSystem"]),
         // The threads every part of the daemon runs on: the event loop, workers, the logger,
         // the clocks and the system error type. No audio tuning (that is the relay's).
-        .target(name: "Runtime", dependencies: ["Basics", "LinuxSystem"]),
+        .target(name: "Runtime", dependencies: ["Basics", "LinuxSystem"], swiftSettings: strictSafety),
         // What the Pulse relay and the PipeWire door share of clients and streams, and tell the
         // consent service through: SessionState, RecordStream, SessionObserver.
         .target(name: "StreamState", dependencies: ["Basics", "PulseWire", "LinuxSystem"]),
@@ -56,7 +60,7 @@ let package = Package(
         // instructions per request, docs/PERFORMANCE.md); debug and test builds keep them.
         .target(
             name: "Relay", dependencies: ["Basics", "PulseWire", "Ring", "LinuxSystem", "Runtime", "StreamState"],
-            swiftSettings: [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]),
+            swiftSettings: [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))] + strictSafety),
         // The consent service above it: decisions, prompts, the desktop, the control socket.
         // The native PipeWire door: a manager connection that routes non-granted capture to silence.
         .target(name: "PipeWireGate", dependencies: ["CPipeWireShim", "Basics", "LinuxSystem"]),
@@ -75,7 +79,7 @@ let package = Package(
             ]),
         .executableTarget(name: "earmuff", dependencies: ["EarmuffCLI"]),
         // The relay alone, every stream real: the link check's subject and the relay's own cost.
-        .executableTarget(name: "earmuff-relay", dependencies: ["Relay", "Runtime", "StreamState", "Basics", "PulseWire"]),
+        .executableTarget(name: "earmuff-relay", dependencies: ["Relay", "Runtime", "StreamState", "Basics", "PulseWire"], swiftSettings: strictSafety),
 
         // The settings window: what it shows (pure), and the GTK app around it
         .target(name: "SettingsModel", dependencies: ["Consent", "ControlProtocol", "Wording"]),
