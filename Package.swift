@@ -42,11 +42,11 @@ let package = Package(
         // Who a client is and what a stream captures: the words the relay and the consent service share.
         .target(name: "Basics"),
         .target(name: "Consent", dependencies: ["Basics", "PulseWire"]),
-        .target(name: "ConsentStore", dependencies: ["CSQLite", "Consent", "LinuxSystem"]),
+        .target(name: "ConsentStore", dependencies: ["CSQLite", "Consent", "LinuxSystem"], swiftSettings: strictSafety),
         .target(name: "ControlProtocol", dependencies: ["Consent"]),
         // Words shared by the daemon and the command line: prompts, times, durations
         .target(name: "Wording", dependencies: ["Consent", "ControlProtocol"]),
-        .target(name: "DBus", dependencies: ["CSystemd", "LinuxSystem"]),
+        .target(name: "DBus", dependencies: ["CSystemd", "LinuxSystem"], swiftSettings: strictSafety),
         // The threads every part of the daemon runs on: the event loop, workers, the logger,
         // the clocks and the system error type. No audio tuning (that is the relay's).
         .target(name: "Runtime", dependencies: ["Basics", "LinuxSystem"], swiftSettings: strictSafety),
@@ -69,14 +69,16 @@ let package = Package(
             dependencies: [
                 "Relay", "Runtime", "StreamState", "Basics", "PulseWire", "Consent", "ConsentStore", "ControlProtocol", "Wording", "LinuxSystem", "DBus",
                 "PipeWireGate",
-            ]),
-        .target(name: "EarmuffClient", dependencies: ["ControlProtocol", "LinuxSystem"]),
+            ],
+            swiftSettings: strictSafety),
+        .target(name: "EarmuffClient", dependencies: ["ControlProtocol", "LinuxSystem"], swiftSettings: strictSafety),
         .target(
             name: "EarmuffCLI",
             dependencies: [
                 "Service", "Relay", "EarmuffClient", "ControlProtocol", "Wording", "Consent", "Basics",
                 "ConsentStore", "LinuxSystem", "SettingsModel",
-            ]),
+            ],
+            swiftSettings: strictSafety),
         .executableTarget(name: "earmuff", dependencies: ["EarmuffCLI"]),
         // The relay alone, every stream real: the link check's subject and the relay's own cost.
         .executableTarget(name: "earmuff-relay", dependencies: ["Relay", "Runtime", "StreamState", "Basics", "PulseWire"], swiftSettings: strictSafety),
