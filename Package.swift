@@ -86,23 +86,24 @@ let package = Package(
         // The settings window: what it shows (pure), and the GTK app around it
         .target(name: "SettingsModel", dependencies: ["Consent", "ControlProtocol", "Wording"]),
         // The control thread the window and the indicator share: a subscribed connection, kept up.
-        .target(name: "SettingsLink", dependencies: ["SettingsModel", "EarmuffClient", "ControlProtocol", "LinuxSystem"]),
+        .target(name: "SettingsLink", dependencies: ["SettingsModel", "EarmuffClient", "ControlProtocol", "LinuxSystem"], swiftSettings: strictSafety),
         .executableTarget(
             name: "earmuff-settings",
             dependencies: [
                 "SettingsModel", "SettingsLink", "ControlProtocol",
                 "LinuxSystem", "CAdwaita", "CSettingsShim",
-            ]),
-        .executableTarget(name: "earmuff-indicator", dependencies: ["SettingsModel", "SettingsLink", "DBus", "LinuxSystem"]),
+            ],
+            swiftSettings: strictSafety),
+        .executableTarget(name: "earmuff-indicator", dependencies: ["SettingsModel", "SettingsLink", "DBus", "LinuxSystem"], swiftSettings: strictSafety),
 
         // The app library and its example (records with libpulse-simple, as an app would)
-        .target(name: "EarmuffKit", dependencies: ["PulseWire", "LinuxSystem"]),
+        .target(name: "EarmuffKit", dependencies: ["PulseWire", "LinuxSystem"], swiftSettings: strictSafety),
         .executableTarget(
             name: "earmuff-request-permission", dependencies: ["EarmuffKit", "CPulseSimple"],
-            path: "examples/RequestPermission"),
+            path: "examples/RequestPermission", swiftSettings: strictSafety),
 
         // Benchmarks (run in release: swift run -c release earmuff-bench)
-        .executableTarget(name: "earmuff-bench", dependencies: ["TestSupport", "PulseWire", "CLinux", "LinuxSystem"]),
+        .executableTarget(name: "earmuff-bench", dependencies: ["TestSupport", "PulseWire", "CLinux", "LinuxSystem"], swiftSettings: strictSafety),
 
         // Tests
         .target(name: "TestSupport", dependencies: ["PulseWire", "CLinux", "LinuxSystem"]),
