@@ -106,22 +106,25 @@ let package = Package(
         .executableTarget(name: "earmuff-bench", dependencies: ["TestSupport", "PulseWire", "CLinux", "LinuxSystem"], swiftSettings: strictSafety),
 
         // Tests
-        .target(name: "TestSupport", dependencies: ["PulseWire", "CLinux", "LinuxSystem"]),
-        .testTarget(name: "PulseWireTests", dependencies: ["PulseWire"]),
-        .testTarget(name: "RingTests", dependencies: ["Ring"]),
-        .testTarget(name: "LinuxSystemTests", dependencies: ["LinuxSystem"]),
+        .target(name: "TestSupport", dependencies: ["PulseWire", "CLinux", "LinuxSystem"], swiftSettings: strictSafety),
+        .testTarget(name: "PulseWireTests", dependencies: ["PulseWire"], swiftSettings: strictSafety),
+        .testTarget(name: "RingTests", dependencies: ["Ring"], swiftSettings: strictSafety),
+        .testTarget(name: "LinuxSystemTests", dependencies: ["LinuxSystem"], swiftSettings: strictSafety),
         .testTarget(name: "ConsentTests", dependencies: ["Consent", "PulseWire"]),
         .testTarget(name: "PipeWireGateTests", dependencies: ["PipeWireGate", "Basics"]),
-        .testTarget(name: "ConsentStoreTests", dependencies: ["ConsentStore", "Consent"]),
+        .testTarget(name: "ConsentStoreTests", dependencies: ["ConsentStore", "Consent"], swiftSettings: strictSafety),
         .target(name: "ControlSamples", dependencies: ["ControlProtocol"], path: "Tests/ControlSamples"),
         .testTarget(name: "ControlProtocolTests", dependencies: ["ControlProtocol", "ControlSamples", "Consent"]),
-        .testTarget(name: "RelayTests", dependencies: ["Relay", "Runtime", "StreamState", "Basics", "PulseWire", "Ring", "LinuxSystem", "TestSupport"]),
+        .testTarget(
+            name: "RelayTests", dependencies: ["Relay", "Runtime", "StreamState", "Basics", "PulseWire", "Ring", "LinuxSystem", "TestSupport"],
+            swiftSettings: strictSafety),
         .testTarget(
             name: "ServiceTests",
             dependencies: [
                 "Service", "Relay", "Runtime", "StreamState", "PipeWireGate", "EarmuffClient", "ControlProtocol", "Consent",
                 "ConsentStore", "PulseWire", "Ring", "LinuxSystem", "TestSupport",
-            ]),
+            ],
+            swiftSettings: strictSafety),
         .testTarget(name: "EarmuffKitTests", dependencies: ["EarmuffKit", "PulseWire", "TestSupport"]),
         .testTarget(name: "SettingsModelTests", dependencies: ["SettingsModel", "Consent", "ControlProtocol"]),
         .testTarget(name: "EarmuffCLITests", dependencies: ["EarmuffCLI", "ControlProtocol", "ControlSamples", "Wording", "Consent", "ConsentStore"]),
@@ -130,6 +133,7 @@ let package = Package(
             dependencies: [
                 "TestSupport", "PulseWire", "EarmuffKit", "earmuff", "earmuff-relay", "earmuff-request-permission",
                 "earmuff-settings", "earmuff-indicator", "SettingsModel",
-            ]),
+            ],
+            swiftSettings: strictSafety),
     ]
 )
