@@ -99,7 +99,8 @@ final class NativeClient {
     private let scratch: UnsafeMutableRawBufferPointer
 
     /// Connects to `path` (blocking, with send/receive timeouts of `timeout` seconds).
-    /// `scratch` is the receive buffer; connections driven from one thread may share it.
+    /// `scratch` is the receive buffer; connections driven from one thread may share it. It must
+    /// outlive the connection, which reads into it and does not own it (the `Measurer` keeps it).
     init(path: String, scratch: UnsafeMutableRawBufferPointer, timeout: Double = 20) throws {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw BenchError("socket: \(Errno(rawValue: errno))") }
