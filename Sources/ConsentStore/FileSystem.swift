@@ -16,7 +16,7 @@ enum StoreFileSystem {
 
     /// Creates the database file if missing and makes it mode 0600.
     static func createPrivateFile(at path: String) throws {
-        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        let fd = unsafe open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         guard fd >= 0 else {
             throw StoreError.fileSystem(operation: "open", errno: .current, path: path)
         }
@@ -29,15 +29,15 @@ enum StoreFileSystem {
     /// The user's home directory from the password database, for when `$HOME` is unset.
     static func passwordDatabaseHome() -> String? {
         var buffer = [CChar](repeating: 0, count: 4096)
-        return buffer.withUnsafeMutableBufferPointer { unsafeBuffer -> String? in
+        return unsafe buffer.withUnsafeMutableBufferPointer { unsafeBuffer -> String? in
             // entry's strings point into unsafeBuffer, so they are read inside this closure.
             // A non-empty array always has a base address.
             guard let base = unsafeBuffer.baseAddress else { return nil }
-            var entry = passwd()
+            var entry = unsafe passwd()
             var result: UnsafeMutablePointer<passwd>?
-            let rc = getpwuid_r(getuid(), &entry, base, unsafeBuffer.count, &result)
-            guard rc == 0, result != nil, let dir = entry.pw_dir else { return nil }
-            return String(cString: dir)
+            let rc = unsafe getpwuid_r(getuid(), &entry, base, unsafeBuffer.count, &result)
+            guard rc == 0, unsafe result != nil, let dir = unsafe entry.pw_dir else { return nil }
+            return unsafe String(cString: dir)
         }
     }
 }

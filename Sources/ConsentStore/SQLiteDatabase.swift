@@ -79,11 +79,12 @@ enum SQLiteSynchronous: String {
 
 /// One SQLite connection. Not thread-safe: the owner serializes every call
 /// (`PermissionStore` holds it inside a mutex).
+@safe
 final class SQLiteDatabase {
     /// The file this connection has open.
     let path: String
     private var handle: OpaquePointer?
-    private var statements: [String: OpaquePointer] = [:]
+    private var statements: [String: OpaquePointer] = unsafe [:]
 
     /// Opens (creating it if `create`) the database at `path` in WAL mode, with foreign keys on
     /// and a busy timeout, so a second connection waits for a writer instead of failing.
@@ -95,18 +96,18 @@ final class SQLiteDatabase {
         var flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX
         if create { flags |= SQLITE_OPEN_CREATE }
         var opened: OpaquePointer?
-        let rc = sqlite3_open_v2(path, &opened, flags, nil)
-        guard rc == SQLITE_OK, let opened else {
+        let rc = unsafe sqlite3_open_v2(path, &opened, flags, nil)
+        guard rc == SQLITE_OK, let opened = unsafe opened else {
             let message =
-                opened.map { String(cString: sqlite3_errmsg($0)) }
+                unsafe opened.map { unsafe String(cString: sqlite3_errmsg($0)) }
                 ?? String(cString: sqlite3_errstr(rc))
-            sqlite3_close_v2(opened)
+            unsafe sqlite3_close_v2(opened)
             throw StoreError.sqlite(code: rc, message: message, sql: nil, path: path)
         }
-        handle = opened
+        unsafe handle = opened
         do {
-            sqlite3_extended_result_codes(opened, 1)
-            try check(sqlite3_busy_timeout(opened, busyTimeoutMilliseconds), sql: "busy_timeout")
+            unsafe sqlite3_extended_result_codes(opened, 1)
+            try unsafe check(sqlite3_busy_timeout(opened, busyTimeoutMilliseconds), sql: "busy_timeout")
             let mode = try query("PRAGMA journal_mode=WAL").first.map { try $0.string(0) } ?? ""
             guard mode.lowercased() == "wal" else {
                 throw StoreError.sqlite(
@@ -127,30 +128,30 @@ final class SQLiteDatabase {
 
     /// Finalizes every cached statement and closes the connection; later calls throw `.closed`.
     func close() {
-        for statement in statements.values { sqlite3_finalize(statement) }
-        statements.removeAll()
-        if let handle { sqlite3_close_v2(handle) }
-        handle = nil
+        unsafe statements.values.forEach { unsafe sqlite3_finalize($0) }
+        unsafe statements.removeAll()
+        if let handle = unsafe handle { unsafe sqlite3_close_v2(handle) }
+        unsafe handle = nil
     }
 
     /// Whether `close()` has been called.
-    var isClosed: Bool { handle == nil }
+    var isClosed: Bool { unsafe handle == nil }
 
     /// Runs one statement to completion and returns its rows.
     @discardableResult
     func query(_ sql: String, _ bindings: [SQLiteValue] = []) throws -> [SQLiteRow] {
-        let statement = try prepared(sql)
+        let statement = try unsafe prepared(sql)
         defer {
-            sqlite3_reset(statement)
-            sqlite3_clear_bindings(statement)
+            unsafe sqlite3_reset(statement)
+            unsafe sqlite3_clear_bindings(statement)
         }
-        try bind(bindings, to: statement, sql: sql)
+        try unsafe bind(bindings, to: statement, sql: sql)
         var rows: [SQLiteRow] = []
         while true {
-            let rc = sqlite3_step(statement)
+            let rc = unsafe sqlite3_step(statement)
             if rc == SQLITE_DONE { return rows }
             guard rc == SQLITE_ROW else { throw error(rc, sql: sql) }
-            rows.append(row(of: statement))
+            unsafe rows.append(row(of: statement))
         }
     }
 
@@ -161,64 +162,64 @@ final class SQLiteDatabase {
 
     /// Runs several `;`-separated statements without bindings (schema scripts); not cached.
     func execute(script sql: String) throws {
-        let db = try open()
+        let db = try unsafe open()
         var message: UnsafeMutablePointer<CChar>?
-        let rc = sqlite3_exec(db, sql, nil, nil, &message)
-        defer { sqlite3_free(message) }
+        let rc = unsafe sqlite3_exec(db, sql, nil, nil, &message)
+        defer { unsafe sqlite3_free(message) }
         guard rc == SQLITE_OK else {
-            let text = message.map { String(cString: $0) } ?? String(cString: sqlite3_errstr(rc))
-            throw StoreError.sqlite(code: sqlite3_extended_errcode(db), message: text, sql: sql, path: path)
+            let text = unsafe message.map { unsafe String(cString: $0) } ?? String(cString: sqlite3_errstr(rc))
+            throw unsafe StoreError.sqlite(code: sqlite3_extended_errcode(db), message: text, sql: sql, path: path)
         }
     }
 
     /// Runs `body` inside `BEGIN IMMEDIATE … COMMIT` (the write lock is taken up front, so the
     /// busy timeout applies there and never midway); rolls back when `body` or COMMIT throws.
     func transaction<T>(_ body: () throws -> T) throws -> T {
-        let db = try open()
-        precondition(sqlite3_get_autocommit(db) != 0, "SQLiteDatabase.transaction does not nest")
+        let db = try unsafe open()
+        unsafe precondition(sqlite3_get_autocommit(db) != 0, "SQLiteDatabase.transaction does not nest")
         try run("BEGIN IMMEDIATE")
         do {
             let result = try body()
             try run("COMMIT")
             return result
         } catch {
-            if sqlite3_get_autocommit(db) == 0 { try? run("ROLLBACK") }
+            if unsafe sqlite3_get_autocommit(db) == 0 { try? run("ROLLBACK") }
             throw error
         }
     }
 
     /// The row id of the last successful INSERT on this connection.
     var lastInsertRowID: Int64 {
-        handle.map { sqlite3_last_insert_rowid($0) } ?? 0
+        unsafe handle.map { unsafe sqlite3_last_insert_rowid($0) } ?? 0
     }
 
     /// Rows changed by the last INSERT, UPDATE or DELETE on this connection.
     var changes: Int {
-        handle.map { Int(sqlite3_changes($0)) } ?? 0
+        unsafe handle.map { unsafe Int(sqlite3_changes($0)) } ?? 0
     }
 
     // MARK: - Unsafe internals
 
     private func open() throws -> OpaquePointer {
-        guard let handle else { throw StoreError.closed(path: path) }
-        return handle
+        guard let handle = unsafe handle else { throw StoreError.closed(path: path) }
+        return unsafe handle
     }
 
     private func prepared(_ sql: String) throws -> OpaquePointer {
-        if let cached = statements[sql] { return cached }
-        let db = try open()
+        if let cached = unsafe statements[sql] { return unsafe cached }
+        let db = try unsafe open()
         var statement: OpaquePointer?
-        let rc = sqlite3_prepare_v3(db, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &statement, nil)
-        guard rc == SQLITE_OK, let statement else {
-            sqlite3_finalize(statement)
+        let rc = unsafe sqlite3_prepare_v3(db, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &statement, nil)
+        guard rc == SQLITE_OK, let statement = unsafe statement else {
+            unsafe sqlite3_finalize(statement)
             throw error(rc, sql: sql)
         }
-        statements[sql] = statement
-        return statement
+        unsafe statements[sql] = statement
+        return unsafe statement
     }
 
     private func bind(_ values: [SQLiteValue], to statement: OpaquePointer, sql: String) throws {
-        let expected = Int(sqlite3_bind_parameter_count(statement))
+        let expected = unsafe Int(sqlite3_bind_parameter_count(statement))
         guard expected == values.count else {
             throw StoreError.sqlite(
                 code: SQLITE_RANGE,
@@ -230,15 +231,15 @@ final class SQLiteDatabase {
             let rc: Int32
             switch value {
             case .null:
-                rc = sqlite3_bind_null(statement, index)
+                rc = unsafe sqlite3_bind_null(statement, index)
             case .integer(let v):
-                rc = sqlite3_bind_int64(statement, index, v)
+                rc = unsafe sqlite3_bind_int64(statement, index, v)
             case .real(let v):
-                rc = sqlite3_bind_double(statement, index, v)
+                rc = unsafe sqlite3_bind_double(statement, index, v)
             case .text(let v):
                 // The explicit byte length keeps embedded NULs; SQLITE_TRANSIENT makes SQLite copy
                 // the bytes, since the C string only lives for this call.
-                rc = sqlite3_bind_text64(
+                rc = unsafe sqlite3_bind_text64(
                     statement, index, v, sqlite3_uint64(v.utf8.count),
                     unsafeSQLiteTransient, UInt8(SQLITE_UTF8))
             }
@@ -247,25 +248,25 @@ final class SQLiteDatabase {
     }
 
     private func row(of statement: OpaquePointer) -> SQLiteRow {
-        let count = sqlite3_column_count(statement)
+        let count = unsafe sqlite3_column_count(statement)
         var values: [SQLiteValue] = []
         values.reserveCapacity(Int(count))
         for column in 0..<count {
-            switch sqlite3_column_type(statement, column) {
+            switch unsafe sqlite3_column_type(statement, column) {
             case SQLITE_NULL:
                 values.append(.null)
             case SQLITE_INTEGER:
-                values.append(.integer(sqlite3_column_int64(statement, column)))
+                unsafe values.append(.integer(sqlite3_column_int64(statement, column)))
             case SQLITE_FLOAT:
-                values.append(.real(sqlite3_column_double(statement, column)))
+                unsafe values.append(.real(sqlite3_column_double(statement, column)))
             default:
                 // Text (and blobs, read as UTF-8): fetch the bytes first, then their length,
                 // the order SQLite documents; the buffer is valid until the next step/reset.
-                let bytes = sqlite3_column_text(statement, column)
-                let length = Int(sqlite3_column_bytes(statement, column))
+                let bytes = unsafe sqlite3_column_text(statement, column)
+                let length = unsafe Int(sqlite3_column_bytes(statement, column))
                 let text =
-                    bytes.map {
-                        String(decoding: UnsafeBufferPointer(start: $0, count: length), as: UTF8.self)
+                    unsafe bytes.map {
+                        unsafe String(decoding: UnsafeBufferPointer(start: $0, count: length), as: UTF8.self)
                     } ?? ""
                 values.append(.text(text))
             }
@@ -278,9 +279,9 @@ final class SQLiteDatabase {
     }
 
     private func error(_ rc: Int32, sql: String?) -> StoreError {
-        guard let handle else { return .closed(path: path) }
-        let code = sqlite3_extended_errcode(handle)
-        return .sqlite(
+        guard let handle = unsafe handle else { return .closed(path: path) }
+        let code = unsafe sqlite3_extended_errcode(handle)
+        return unsafe .sqlite(
             code: code != SQLITE_OK ? code : rc,
             message: String(cString: sqlite3_errmsg(handle)), sql: sql, path: path)
     }
@@ -288,4 +289,4 @@ final class SQLiteDatabase {
 
 /// SQLite's `SQLITE_TRANSIENT` destructor, a macro Swift cannot import: the pointer value -1.
 /// Safe because SQLite compares the value against -1 and never calls it as a function.
-private let unsafeSQLiteTransient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+private let unsafeSQLiteTransient = unsafe unsafeBitCast(-1, to: sqlite3_destructor_type.self)

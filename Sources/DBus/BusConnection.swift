@@ -11,10 +11,11 @@ import Glibc
 import LinuxSystem
 
 /// A registration (pending async call or signal match); dropping it cancels it.
+@safe
 public final class BusSlot {
     let raw: OpaquePointer
-    init(_ raw: OpaquePointer) { self.raw = raw }
-    deinit { sd_bus_slot_unref(raw) }
+    init(_ raw: OpaquePointer) { unsafe self.raw = raw }
+    deinit { unsafe sd_bus_slot_unref(raw) }
 }
 
 /// The Swift closure behind a slot; released by the slot's destroy callback.
@@ -24,13 +25,13 @@ private final class HandlerBox {
 }
 
 private let dispatchToBox: sd_bus_message_handler_t = { message, userdata, _ in
-    guard let message, let userdata else { return 0 }
-    Unmanaged<HandlerBox>.fromOpaque(userdata).takeUnretainedValue().handler(BusMessage(borrowing: message))
+    guard let message = unsafe message, let userdata = unsafe userdata else { return 0 }
+    unsafe Unmanaged<HandlerBox>.fromOpaque(userdata).takeUnretainedValue().handler(BusMessage(borrowing: message))
     return 0
 }
 
 private let releaseBox: sd_bus_destroy_t = { userdata in
-    if let userdata { Unmanaged<HandlerBox>.fromOpaque(userdata).release() }
+    if let userdata = unsafe userdata { unsafe Unmanaged<HandlerBox>.fromOpaque(userdata).release() }
 }
 
 /// The Swift closure behind an exported object; released by the slot's destroy callback.
@@ -40,15 +41,16 @@ private final class ObjectBox {
 }
 
 private let dispatchToObject: sd_bus_message_handler_t = { message, userdata, _ in
-    guard let message, let userdata else { return 0 }
-    return Unmanaged<ObjectBox>.fromOpaque(userdata).takeUnretainedValue().handler(BusMessage(borrowing: message)) ? 1 : 0
+    guard let message = unsafe message, let userdata = unsafe userdata else { return 0 }
+    return unsafe Unmanaged<ObjectBox>.fromOpaque(userdata).takeUnretainedValue().handler(BusMessage(borrowing: message)) ? 1 : 0
 }
 
 private let releaseObject: sd_bus_destroy_t = { userdata in
-    if let userdata { Unmanaged<ObjectBox>.fromOpaque(userdata).release() }
+    if let userdata = unsafe userdata { unsafe Unmanaged<ObjectBox>.fromOpaque(userdata).release() }
 }
 
 /// One bus connection, used by one thread.
+@safe
 public final class BusConnection {
     private let bus: OpaquePointer
 
@@ -56,43 +58,43 @@ public final class BusConnection {
     /// `$XDG_RUNTIME_DIR/bus`. Fails at once when there is none.
     public static func session() throws(BusError) -> BusConnection {
         var bus: OpaquePointer?
-        let rc = sd_bus_open_user(&bus)
-        guard rc >= 0, let bus else { throw BusError("connect to the session bus", errno: rc) }
-        return BusConnection(bus)
+        let rc = unsafe sd_bus_open_user(&bus)
+        guard rc >= 0, let bus = unsafe bus else { throw BusError("connect to the session bus", errno: rc) }
+        return unsafe BusConnection(bus)
     }
 
     /// Connects to the system bus: `$DBUS_SYSTEM_BUS_ADDRESS`, else
     /// `/run/dbus/system_bus_socket`. Fails at once when there is none.
     public static func system() throws(BusError) -> BusConnection {
         var bus: OpaquePointer?
-        let rc = sd_bus_open_system(&bus)
-        guard rc >= 0, let bus else { throw BusError("connect to the system bus", errno: rc) }
-        return BusConnection(bus)
+        let rc = unsafe sd_bus_open_system(&bus)
+        guard rc >= 0, let bus = unsafe bus else { throw BusError("connect to the system bus", errno: rc) }
+        return unsafe BusConnection(bus)
     }
 
-    private init(_ bus: OpaquePointer) { self.bus = bus }
+    private init(_ bus: OpaquePointer) { unsafe self.bus = bus }
 
-    deinit { sd_bus_flush_close_unref(bus) }
+    deinit { unsafe sd_bus_flush_close_unref(bus) }
 
     /// This connection's unique name, e.g. `:1.42`.
     public var uniqueName: String? {
         var p: UnsafePointer<CChar>?
-        guard sd_bus_get_unique_name(bus, &p) >= 0, let p else { return nil }
-        return String(cString: p)
+        guard unsafe sd_bus_get_unique_name(bus, &p) >= 0, let p = unsafe p else { return nil }
+        return unsafe String(cString: p)
     }
 
     /// The socket to poll.
-    public var fd: Int32 { sd_bus_get_fd(bus) }
+    public var fd: Int32 { unsafe sd_bus_get_fd(bus) }
 
     /// The poll events to wait for now.
-    public var events: Int16 { Int16(truncatingIfNeeded: max(0, sd_bus_get_events(bus))) }
+    public var events: Int16 { unsafe Int16(truncatingIfNeeded: max(0, sd_bus_get_events(bus))) }
 
     /// When (CLOCK_MONOTONIC seconds) sd-bus next needs `process()` even without input (a call
     /// timing out, messages already read and queued: then a time in the past), or nil for never.
     /// Ask again after every `process()` and every call: it changes with them.
     public var deadline: Double? {
         var usec: UInt64 = 0
-        guard sd_bus_get_timeout(bus, &usec) >= 0, usec != UInt64.max else { return nil }
+        guard unsafe sd_bus_get_timeout(bus, &usec) >= 0, usec != UInt64.max else { return nil }
         return Double(usec) / 1e6
     }
 
@@ -101,7 +103,7 @@ public final class BusConnection {
     public var pollTimeout: Int32 {
         guard let deadline else { return -1 }
         var t = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &t)
+        unsafe clock_gettime(CLOCK_MONOTONIC, &t)
         let left = deadline - (Double(t.tv_sec) + Double(t.tv_nsec) / 1e9)
         return Int32((max(0, min(3600, left)) * 1000).rounded(.up))
     }
@@ -109,7 +111,7 @@ public final class BusConnection {
     /// Handles one pending item (incoming message, timeout); returns whether there was one.
     /// Throws when the connection is lost.
     public func process() throws(BusError) -> Bool {
-        let rc = sd_bus_process(bus, nil)
+        let rc = unsafe sd_bus_process(bus, nil)
         if rc < 0 { throw BusError("process the bus", errno: rc) }
         return rc > 0
     }
@@ -120,26 +122,26 @@ public final class BusConnection {
         member: String
     ) throws(BusError) -> BusMessage {
         var m: OpaquePointer?
-        let rc = sd_bus_message_new_method_call(bus, &m, destination, path, interface, member)
-        guard rc >= 0, let m else { throw BusError("new call \(interface).\(member)", errno: rc) }
-        return BusMessage(owning: m)
+        let rc = unsafe sd_bus_message_new_method_call(bus, &m, destination, path, interface, member)
+        guard rc >= 0, let m = unsafe m else { throw BusError("new call \(interface).\(member)", errno: rc) }
+        return unsafe BusMessage(owning: m)
     }
 
     /// Sends `call` and waits for its reply (other traffic is queued meanwhile).
     /// Throws the error reply, or a timeout after `timeout` seconds.
     public func call(_ call: BusMessage, timeout: Double) throws(BusError) -> BusMessage {
-        var err = sd_bus_error(name: nil, message: nil, _need_free: 0)
-        defer { sd_bus_error_free(&err) }
+        var err = unsafe sd_bus_error(name: nil, message: nil, _need_free: 0)
+        defer { unsafe sd_bus_error_free(&err) }
         var reply: OpaquePointer?
-        let rc = sd_bus_call(bus, call.raw, UInt64(timeout * 1_000_000), &err, &reply)
+        let rc = unsafe sd_bus_call(bus, call.raw, UInt64(timeout * 1_000_000), &err, &reply)
         if rc < 0 {
-            if let name = err.name {
-                throw BusError(name: String(cString: name), message: err.message.map { String(cString: $0) } ?? "")
+            if let name = unsafe err.name {
+                throw unsafe BusError(name: String(cString: name), message: err.message.map { unsafe String(cString: $0) } ?? "")
             }
             throw BusError("call", errno: rc)
         }
-        guard let reply else { throw BusError("call", errno: -EIO) }
-        return BusMessage(owning: reply)
+        guard let reply = unsafe reply else { throw BusError("call", errno: -EIO) }
+        return unsafe BusMessage(owning: reply)
     }
 
     /// Sends `call`; `reply` runs from `process()` with the reply or an error reply
@@ -148,16 +150,16 @@ public final class BusConnection {
         _ call: BusMessage, timeout: Double,
         reply: @escaping (BusMessage) -> Void
     ) throws(BusError) -> BusSlot {
-        let box = Unmanaged.passRetained(HandlerBox(reply))
+        let box = unsafe Unmanaged.passRetained(HandlerBox(reply))
         var slot: OpaquePointer?
-        let rc = sd_bus_call_async(bus, &slot, call.raw, dispatchToBox, box.toOpaque(), UInt64(timeout * 1_000_000))
-        return try adopt(slot, rc, box, "call")
+        let rc = unsafe sd_bus_call_async(bus, &slot, call.raw, dispatchToBox, box.toOpaque(), UInt64(timeout * 1_000_000))
+        return try unsafe adopt(slot, rc, box, "call")
     }
 
     /// Sends `call` without waiting for (or wanting) a reply; or a reply or signal.
     public func send(_ call: BusMessage) throws(BusError) {
-        if sd_bus_message_is_method_call(call.raw, nil, nil) > 0 { _ = sd_bus_message_set_expect_reply(call.raw, 0) }
-        let rc = sd_bus_send(bus, call.raw, nil)
+        if unsafe sd_bus_message_is_method_call(call.raw, nil, nil) > 0 { _ = unsafe sd_bus_message_set_expect_reply(call.raw, 0) }
+        let rc = unsafe sd_bus_send(bus, call.raw, nil)
         if rc < 0 { throw BusError("send", errno: rc) }
     }
 
@@ -166,59 +168,59 @@ public final class BusConnection {
         sender: String? = nil, path: String? = nil, interface: String, member: String? = nil,
         handler: @escaping (BusMessage) -> Void
     ) throws(BusError) -> BusSlot {
-        let box = Unmanaged.passRetained(HandlerBox(handler))
+        let box = unsafe Unmanaged.passRetained(HandlerBox(handler))
         var slot: OpaquePointer?
-        let rc = sd_bus_match_signal(bus, &slot, sender, path, interface, member, dispatchToBox, box.toOpaque())
-        return try adopt(slot, rc, box, "match \(interface)")
+        let rc = unsafe sd_bus_match_signal(bus, &slot, sender, path, interface, member, dispatchToBox, box.toOpaque())
+        return try unsafe adopt(slot, rc, box, "match \(interface)")
     }
 
     private func adopt(
         _ slot: OpaquePointer?, _ rc: Int32, _ box: Unmanaged<HandlerBox>,
         _ what: String
     ) throws(BusError) -> BusSlot {
-        guard rc >= 0, let slot else {
-            box.release()
+        guard rc >= 0, let slot = unsafe slot else {
+            unsafe box.release()
             throw BusError(what, errno: rc < 0 ? rc : -EIO)
         }
-        sd_bus_slot_set_destroy_callback(slot, releaseBox)
-        return BusSlot(slot)
+        unsafe sd_bus_slot_set_destroy_callback(slot, releaseBox)
+        return unsafe BusSlot(slot)
     }
 
     /// Serves the object at `path`: `handler` gets every method call to it (any interface,
     /// `org.freedesktop.DBus.Properties` and `Introspectable` included) and returns whether it
     /// replied; sd-bus answers the calls it did not with an error. Until the slot is dropped.
     public func serve(path: String, handler: @escaping (BusMessage) -> Bool) throws(BusError) -> BusSlot {
-        let box = Unmanaged.passRetained(ObjectBox(handler))
+        let box = unsafe Unmanaged.passRetained(ObjectBox(handler))
         var slot: OpaquePointer?
-        let rc = sd_bus_add_object(bus, &slot, path, dispatchToObject, box.toOpaque())
-        guard rc >= 0, let slot else {
-            box.release()
+        let rc = unsafe sd_bus_add_object(bus, &slot, path, dispatchToObject, box.toOpaque())
+        guard rc >= 0, let slot = unsafe slot else {
+            unsafe box.release()
             throw BusError("serve \(path)", errno: rc < 0 ? rc : -EIO)
         }
-        sd_bus_slot_set_destroy_callback(slot, releaseObject)
-        return BusSlot(slot)
+        unsafe sd_bus_slot_set_destroy_callback(slot, releaseObject)
+        return unsafe BusSlot(slot)
     }
 
     /// Takes the well-known `name` (queueing nothing: fails when another owner has it).
     public func requestName(_ name: String) throws(BusError) {
-        let rc = sd_bus_request_name(bus, name, 0)
+        let rc = unsafe sd_bus_request_name(bus, name, 0)
         if rc < 0 { throw BusError("take \(name)", errno: rc) }
     }
 
     /// A signal to fill with arguments and `send`.
     public func signal(path: String, interface: String, member: String) throws(BusError) -> BusMessage {
         var m: OpaquePointer?
-        let rc = sd_bus_message_new_signal(bus, &m, path, interface, member)
-        guard rc >= 0, let m else { throw BusError("new signal \(interface).\(member)", errno: rc) }
-        return BusMessage(owning: m)
+        let rc = unsafe sd_bus_message_new_signal(bus, &m, path, interface, member)
+        guard rc >= 0, let m = unsafe m else { throw BusError("new signal \(interface).\(member)", errno: rc) }
+        return unsafe BusMessage(owning: m)
     }
 
     /// Sends an error reply to `call`.
     public func replyError(to call: BusMessage, name: String, message: String) throws(BusError) {
-        var err = sd_bus_error(name: nil, message: nil, _need_free: 0)
-        defer { sd_bus_error_free(&err) }
-        _ = sd_bus_error_set(&err, name, message)
-        let rc = sd_bus_reply_method_error(call.raw, &err)
+        var err = unsafe sd_bus_error(name: nil, message: nil, _need_free: 0)
+        defer { unsafe sd_bus_error_free(&err) }
+        _ = unsafe sd_bus_error_set(&err, name, message)
+        let rc = unsafe sd_bus_reply_method_error(call.raw, &err)
         if rc < 0 { throw BusError("reply \(name)", errno: rc) }
     }
 

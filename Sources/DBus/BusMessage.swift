@@ -39,48 +39,49 @@ public struct BusError: Error, Sendable, Equatable, CustomStringConvertible {
 }
 
 /// One D-Bus message (method call, reply, error or signal).
+@safe
 public final class BusMessage {
     let raw: OpaquePointer
 
     /// Takes over a reference the caller owns.
-    init(owning raw: OpaquePointer) { self.raw = raw }
+    init(owning raw: OpaquePointer) { unsafe self.raw = raw }
 
     /// Adds a reference to a message sd-bus lends to a callback.
     init(borrowing raw: OpaquePointer) {
-        self.raw = raw
-        sd_bus_message_ref(raw)
+        unsafe self.raw = raw
+        unsafe sd_bus_message_ref(raw)
     }
 
-    deinit { sd_bus_message_unref(raw) }
+    deinit { unsafe sd_bus_message_unref(raw) }
 
     // MARK: header
 
-    public var member: String? { sd_bus_message_get_member(raw).map { String(cString: $0) } }
-    public var interface: String? { sd_bus_message_get_interface(raw).map { String(cString: $0) } }
-    public var path: String? { sd_bus_message_get_path(raw).map { String(cString: $0) } }
-    public var sender: String? { sd_bus_message_get_sender(raw).map { String(cString: $0) } }
+    public var member: String? { unsafe sd_bus_message_get_member(raw).map { unsafe String(cString: $0) } }
+    public var interface: String? { unsafe sd_bus_message_get_interface(raw).map { unsafe String(cString: $0) } }
+    public var path: String? { unsafe sd_bus_message_get_path(raw).map { unsafe String(cString: $0) } }
+    public var sender: String? { unsafe sd_bus_message_get_sender(raw).map { unsafe String(cString: $0) } }
     /// The signature of the whole body, e.g. `ua{sv}`.
-    public var signature: String { sd_bus_message_get_signature(raw, 1).map { String(cString: $0) } ?? "" }
+    public var signature: String { unsafe sd_bus_message_get_signature(raw, 1).map { unsafe String(cString: $0) } ?? "" }
 
     /// The error this reply carries, or nil for a normal reply.
     public var error: BusError? {
-        guard sd_bus_message_is_method_error(raw, nil) > 0, let e = sd_bus_message_get_error(raw) else { return nil }
-        return BusError(
-            name: e.pointee.name.map { String(cString: $0) } ?? "unknown",
-            message: e.pointee.message.map { String(cString: $0) } ?? "")
+        guard unsafe sd_bus_message_is_method_error(raw, nil) > 0, let e = unsafe sd_bus_message_get_error(raw) else { return nil }
+        return unsafe BusError(
+            name: e.pointee.name.map { unsafe String(cString: $0) } ?? "unknown",
+            message: unsafe e.pointee.message.map { unsafe String(cString: $0) } ?? "")
     }
 
     /// Whether this is a call of `interface.member`.
     public func isCall(_ interface: String, _ member: String) -> Bool {
-        sd_bus_message_is_method_call(raw, interface, member) > 0
+        unsafe sd_bus_message_is_method_call(raw, interface, member) > 0
     }
 
     /// A method return for this call, to fill with its results and `send`.
     public func methodReturn() throws(BusError) -> BusMessage {
         var m: OpaquePointer?
-        let rc = sd_bus_message_new_method_return(raw, &m)
-        guard rc >= 0, let m else { throw BusError("new method return", errno: rc) }
-        return BusMessage(owning: m)
+        let rc = unsafe sd_bus_message_new_method_return(raw, &m)
+        guard rc >= 0, let m = unsafe m else { throw BusError("new method return", errno: rc) }
+        return unsafe BusMessage(owning: m)
     }
 
     // MARK: writing
@@ -94,38 +95,38 @@ public final class BusMessage {
     public func append(objectPath s: String) throws(BusError) { try appendText(s, type: "o") }
 
     private func appendText(_ s: String, type: Character) throws(BusError) {
-        let rc = s.withCString { p in sd_bus_message_append_basic(raw, CChar(type.asciiValue!), p) }
+        let rc = unsafe s.withCString { p in unsafe sd_bus_message_append_basic(raw, CChar(type.asciiValue!), p) }
         try check(rc, "append \(type)")
     }
 
     public func append(_ v: UInt32) throws(BusError) {
         var v = v
-        try check(sd_bus_message_append_basic(raw, CChar(UInt8(ascii: "u")), &v), "append u")
+        try unsafe check(sd_bus_message_append_basic(raw, CChar(UInt8(ascii: "u")), &v), "append u")
     }
 
     public func append(byte v: UInt8) throws(BusError) {
         var v = v
-        try check(sd_bus_message_append_basic(raw, CChar(UInt8(ascii: "y")), &v), "append y")
+        try unsafe check(sd_bus_message_append_basic(raw, CChar(UInt8(ascii: "y")), &v), "append y")
     }
 
     public func append(_ v: Int32) throws(BusError) {
         var v = v
-        try check(sd_bus_message_append_basic(raw, CChar(UInt8(ascii: "i")), &v), "append i")
+        try unsafe check(sd_bus_message_append_basic(raw, CChar(UInt8(ascii: "i")), &v), "append i")
     }
 
     public func append(_ v: UInt64) throws(BusError) {
         var v = v
-        try check(sd_bus_message_append_basic(raw, CChar(UInt8(ascii: "t")), &v), "append t")
+        try unsafe check(sd_bus_message_append_basic(raw, CChar(UInt8(ascii: "t")), &v), "append t")
     }
 
     public func append(_ v: Bool) throws(BusError) {
         var b: Int32 = v ? 1 : 0
-        try check(sd_bus_message_append_basic(raw, CChar(UInt8(ascii: "b")), &b), "append b")
+        try unsafe check(sd_bus_message_append_basic(raw, CChar(UInt8(ascii: "b")), &b), "append b")
     }
 
     /// Appends `ay`.
     public func append(bytes: [UInt8]) throws(BusError) {
-        let rc = bytes.withUnsafeBytes { sd_bus_message_append_array(raw, CChar(UInt8(ascii: "y")), $0.baseAddress, $0.count) }
+        let rc = unsafe bytes.withUnsafeBytes { unsafe sd_bus_message_append_array(raw, CChar(UInt8(ascii: "y")), $0.baseAddress, $0.count) }
         try check(rc, "append ay")
     }
 
@@ -138,11 +139,11 @@ public final class BusMessage {
 
     /// Opens an array (`a`), struct (`r`), dict entry (`e`) or variant (`v`) of the given contents.
     public func open(_ type: Character, _ contents: String) throws(BusError) {
-        let rc = contents.withCString { sd_bus_message_open_container(raw, CChar(type.asciiValue!), $0) }
+        let rc = unsafe contents.withCString { unsafe sd_bus_message_open_container(raw, CChar(type.asciiValue!), $0) }
         try check(rc, "open \(type)\(contents)")
     }
 
-    public func close() throws(BusError) { try check(sd_bus_message_close_container(raw), "close container") }
+    public func close() throws(BusError) { try unsafe check(sd_bus_message_close_container(raw), "close container") }
 
     /// Appends one `{sv}` entry whose variant is written by `value`.
     public func appendEntry(_ key: String, _ signature: String, _ value: () throws(BusError) -> Void) throws(BusError) {
@@ -160,10 +161,10 @@ public final class BusMessage {
     public func peek() throws(BusError) -> (type: Character, contents: String)? {
         var t: CChar = 0
         var contents: UnsafePointer<CChar>?
-        let rc = sd_bus_message_peek_type(raw, &t, &contents)
+        let rc = unsafe sd_bus_message_peek_type(raw, &t, &contents)
         try check(rc, "peek")
         guard rc > 0 else { return nil }
-        return (Character(UnicodeScalar(UInt8(bitPattern: t))), contents.map { String(cString: $0) } ?? "")
+        return unsafe (Character(UnicodeScalar(UInt8(bitPattern: t))), contents.map { unsafe String(cString: $0) } ?? "")
     }
 
     public func readString() throws(BusError) -> String { try readText("s") }
@@ -172,31 +173,31 @@ public final class BusMessage {
 
     private func readText(_ type: Character) throws(BusError) -> String {
         var p: UnsafePointer<CChar>?
-        try check(sd_bus_message_read_basic(raw, CChar(type.asciiValue!), &p), "read \(type)")
-        return p.map { String(cString: $0) } ?? ""
+        try unsafe check(sd_bus_message_read_basic(raw, CChar(type.asciiValue!), &p), "read \(type)")
+        return unsafe p.map { unsafe String(cString: $0) } ?? ""
     }
 
     public func readUInt32() throws(BusError) -> UInt32 {
         var v: UInt32 = 0
-        try check(sd_bus_message_read_basic(raw, CChar(UInt8(ascii: "u")), &v), "read u")
+        try unsafe check(sd_bus_message_read_basic(raw, CChar(UInt8(ascii: "u")), &v), "read u")
         return v
     }
 
     public func readInt32() throws(BusError) -> Int32 {
         var v: Int32 = 0
-        try check(sd_bus_message_read_basic(raw, CChar(UInt8(ascii: "i")), &v), "read i")
+        try unsafe check(sd_bus_message_read_basic(raw, CChar(UInt8(ascii: "i")), &v), "read i")
         return v
     }
 
     public func readInt64() throws(BusError) -> Int64 {
         var v: Int64 = 0
-        try check(sd_bus_message_read_basic(raw, CChar(UInt8(ascii: "x")), &v), "read x")
+        try unsafe check(sd_bus_message_read_basic(raw, CChar(UInt8(ascii: "x")), &v), "read x")
         return v
     }
 
     public func readBool() throws(BusError) -> Bool {
         var v: Int32 = 0
-        try check(sd_bus_message_read_basic(raw, CChar(UInt8(ascii: "b")), &v), "read b")
+        try unsafe check(sd_bus_message_read_basic(raw, CChar(UInt8(ascii: "b")), &v), "read b")
         return v != 0
     }
 
@@ -216,14 +217,14 @@ public final class BusMessage {
     }
 
     public func enter(_ type: Character, _ contents: String) throws(BusError) {
-        let rc = contents.withCString { sd_bus_message_enter_container(raw, CChar(type.asciiValue!), $0) }
+        let rc = unsafe contents.withCString { unsafe sd_bus_message_enter_container(raw, CChar(type.asciiValue!), $0) }
         try check(rc, "enter \(type)\(contents)")
     }
 
-    public func exit() throws(BusError) { try check(sd_bus_message_exit_container(raw), "exit container") }
+    public func exit() throws(BusError) { try unsafe check(sd_bus_message_exit_container(raw), "exit container") }
 
     /// Skips the next complete item of the given signature.
     public func skip(_ types: String) throws(BusError) {
-        try check(types.withCString { sd_bus_message_skip(raw, $0) }, "skip \(types)")
+        try unsafe check(types.withCString { unsafe sd_bus_message_skip(raw, $0) }, "skip \(types)")
     }
 }

@@ -191,7 +191,7 @@ enum ClientCommands {
                 }
                 var fds = [pollfd(fd: client.fd, events: Int16(POLLIN), revents: 0)]
                 if fixed == nil && stdinOpen { fds.append(pollfd(fd: 0, events: Int16(POLLIN), revents: 0)) }
-                let r = poll(&fds, nfds_t(fds.count), -1)
+                let r = unsafe poll(&fds, nfds_t(fds.count), -1)
                 if r < 0 && errno != EINTR {
                     Terminal.error("earmuff: poll failed (\(Errno.current))")
                     return 1
@@ -266,7 +266,7 @@ enum ClientCommands {
 
         mutating func readInput() throws(ControlClientError) {
             var buf = [UInt8](repeating: 0, count: 4096)
-            let n = buf.withUnsafeMutableBytes { Glibc.read(0, $0.baseAddress, $0.count) }
+            let n = unsafe buf.withUnsafeMutableBytes { unsafe Glibc.read(0, $0.baseAddress, $0.count) }
             if n < 0 && errno == EINTR { return }
             if n <= 0 {
                 stdinOpen = false
@@ -331,7 +331,7 @@ enum ClientCommands {
                 o.listenPath ?? SessionTakeover.sessionSocket(environment: environment)
                 ?? ClientPaths.clientSocket(environment: environment, uid: getuid())
             var st = stat()
-            if stat(server, &st) != 0 {
+            if unsafe stat(server, &st) != 0 {
                 let e = Errno.current
                 return fail("cannot reach the daemon's client socket at \(server) (\(e)); \(SessionTakeover.startHint(environment: environment))")
             }
@@ -339,13 +339,13 @@ enum ClientCommands {
                 return fail("\(server) is not a socket; point --listen at the socket 'earmuff serve' listens on")
             }
         }
-        setenv("PULSE_SERVER", "unix:" + server, 1)
+        unsafe setenv("PULSE_SERVER", "unix:" + server, 1)
         if let purpose = o.purpose {
-            setenv("PULSE_PROP", PulseProp.appending(PulseProp.purposeKey, purpose, to: environment["PULSE_PROP"]), 1)
+            unsafe setenv("PULSE_PROP", PulseProp.appending(PulseProp.purposeKey, purpose, to: environment["PULSE_PROP"]), 1)
         }
-        var argv: [UnsafeMutablePointer<CChar>?] = o.command.map { strdup($0) }
-        argv.append(nil)
-        execvp(o.command[0], &argv)
+        var argv: [UnsafeMutablePointer<CChar>?] = unsafe o.command.map { unsafe strdup($0) }
+        unsafe argv.append(nil)
+        unsafe execvp(o.command[0], &argv)
         let e = errno
         Terminal.error("earmuff: cannot run '\(o.command[0])' (\(Errno(rawValue: e))); check the command name and PATH")
         return e == ENOENT ? 127 : 126

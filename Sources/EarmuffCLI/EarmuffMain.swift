@@ -127,7 +127,8 @@ enum Terminal {
         var bytes = Array(s.utf8)
         var off = 0
         while off < bytes.count {
-            let n = bytes.withUnsafeMutableBytes { Glibc.write(fd, $0.baseAddress! + off, $0.count - off) } // non-nil: bytes is non-empty inside the loop
+            // non-nil: bytes is non-empty inside the loop
+            let n = unsafe bytes.withUnsafeMutableBytes { unsafe Glibc.write(fd, $0.baseAddress! + off, $0.count - off) }
             if n > 0 {
                 off += n
             } else if n < 0 && errno == EINTR {

@@ -7,14 +7,14 @@ import Glibc
 struct HostFiles: ProgramFiles {
     func kind(of path: String) -> ProgramFileKind {
         var st = stat()
-        guard stat(path, &st) == 0 else { return .missing }
-        return st.st_mode & S_IFMT == S_IFREG && access(path, X_OK) == 0 ? .executable : .notExecutable
+        guard unsafe stat(path, &st) == 0 else { return .missing }
+        return unsafe st.st_mode & S_IFMT == S_IFREG && access(path, X_OK) == 0 ? .executable : .notExecutable
     }
 
     func realPath(_ path: String) -> String? {
-        guard let resolved = realpath(path, nil) else { return nil }
-        defer { free(resolved) }
-        return String(cString: resolved)
+        guard let resolved = unsafe realpath(path, nil) else { return nil }
+        defer { unsafe free(resolved) }
+        return unsafe String(cString: resolved)
     }
 
     func head(of path: String, count: Int) -> [UInt8] {

@@ -108,18 +108,18 @@ enum SandboxRun {
     /// What is at a host path, without following a final link.
     static func lookup(_ path: String) -> SandboxPlan.Entry? {
         var st = stat()
-        guard lstat(path, &st) == 0 else { return nil }
+        guard unsafe lstat(path, &st) == 0 else { return nil }
         switch st.st_mode & S_IFMT {
         case S_IFDIR:
             return .directory
         case S_IFLNK:
             var buf = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-            let n = readlink(path, &buf, buf.count - 1)
+            let n = unsafe readlink(path, &buf, buf.count - 1)
             guard n > 0 else { return .other }
             let target = String(decoding: buf[..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
             // A link to a directory is shown as the same link; any other is treated as a file.
             var to = stat()
-            return stat(path, &to) == 0 && to.st_mode & S_IFMT == S_IFDIR ? .symlink(target: target) : .other
+            return unsafe stat(path, &to) == 0 && to.st_mode & S_IFMT == S_IFDIR ? .symlink(target: target) : .other
         default:
             return .other
         }
@@ -159,21 +159,21 @@ enum SandboxRun {
         }
         defer { for s in sources { s.cancel() } }
         var attr = posix_spawnattr_t()
-        posix_spawnattr_init(&attr)
-        defer { posix_spawnattr_destroy(&attr) }
+        unsafe posix_spawnattr_init(&attr)
+        defer { unsafe posix_spawnattr_destroy(&attr) }
         var defaults = sigset_t()
-        sigemptyset(&defaults)
-        for s in forwarded { sigaddset(&defaults, s) }
+        unsafe sigemptyset(&defaults)
+        for s in forwarded { unsafe sigaddset(&defaults, s) }
         var empty = sigset_t()
-        sigemptyset(&empty)
-        posix_spawnattr_setsigdefault(&attr, &defaults)
-        posix_spawnattr_setsigmask(&attr, &empty)
-        posix_spawnattr_setpgroup(&attr, 0)
-        posix_spawnattr_setflags(&attr, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP))
+        unsafe sigemptyset(&empty)
+        unsafe posix_spawnattr_setsigdefault(&attr, &defaults)
+        unsafe posix_spawnattr_setsigmask(&attr, &empty)
+        unsafe posix_spawnattr_setpgroup(&attr, 0)
+        unsafe posix_spawnattr_setflags(&attr, Int16(POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP))
         var pid: pid_t = 0
-        let argv = ([bwrap] + arguments).map { strdup($0) } + [nil]
-        defer { for p in argv { free(p) } }
-        let rc = posix_spawn(&pid, bwrap, nil, &attr, argv, environ)
+        let argv = unsafe ([bwrap] + arguments).map { unsafe strdup($0) } + [nil]
+        defer { unsafe argv.forEach { unsafe free($0) } }
+        let rc = unsafe posix_spawn(&pid, bwrap, nil, &attr, argv, environ)
         guard rc == 0 else {
             target.withLock { $0 = .exited }
             return ClientCommands.fail("cannot start \(bwrap) (\(Errno(rawValue: rc))); reinstall bubblewrap")
@@ -184,15 +184,15 @@ enum SandboxRun {
         }
         // Wait without reaping, stop forwarding, then reap: the pid stays bubblewrap's
         // until no signal can be sent to it any more.
-        var info = siginfo_t()
-        while waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) < 0 {
+        var info = unsafe siginfo_t()
+        while unsafe waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) < 0 {
             guard errno == EINTR else {
                 return ClientCommands.fail("lost track of bubblewrap (pid \(pid)): \(Errno.current)")
             }
         }
         target.withLock { $0 = .exited }
         var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+        while unsafe waitpid(pid, &status, 0) < 0 && errno == EINTR {}
         let code = status & 0x7f
         return code == 0 ? (status >> 8) & 0xff : 128 + code
     }

@@ -70,5 +70,5 @@ public enum ServeCommand {
 
 func printErr(_ s: String) {
     var line = Array((s + "\n").utf8)
-    line.withUnsafeMutableBytes { _ = write(2, $0.baseAddress, $0.count) }
+    unsafe line.withUnsafeMutableBytes { _ = unsafe write(2, $0.baseAddress, $0.count) }
 }

@@ -202,7 +202,7 @@ public final class ControlClient {
     private func waitFor(_ events: Int16, timeoutMs: Int32) throws(ControlClientError) -> Bool {
         var p = pollfd(fd: fd, events: events, revents: 0)
         while true {
-            let r = poll(&p, 1, timeoutMs)
+            let r = unsafe poll(&p, 1, timeoutMs)
             if r > 0 { return true }
             if r == 0 { return false }
             let e = Errno.current

@@ -244,13 +244,13 @@ public final class AudioApplication: Sendable {
 
     private static func processEnvironment() -> [String: String] {
         var out: [String: String] = [:]
-        var p = environ
-        while let entry = p.pointee {
-            let text = String(cString: entry)
+        var p = unsafe environ
+        while let entry = unsafe p.pointee {
+            let text = unsafe String(cString: entry)
             if let eq = text.firstIndex(of: "=") {
                 out[String(text[..<eq])] = String(text[text.index(after: eq)...])
             }
-            p += 1
+            unsafe p += 1
         }
         return out
     }

@@ -59,7 +59,7 @@ final class PermissionConnection: Sendable {
                 continue
             }
             var tv = timeval(tv_sec: max(1, Int(timeout)), tv_usec: 0)
-            setsockopt(socket.rawValue, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+            unsafe setsockopt(socket.rawValue, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
             let c = PermissionConnection(socket: socket)
             c.startReader()
             try c.handshake(environment: environment, timeout: timeout)
@@ -177,11 +177,11 @@ final class PermissionConnection: Sendable {
         if let config = environment["XDG_CONFIG_HOME"] { candidates.append(config + "/pulse/cookie") }
         if let home = environment["HOME"] { candidates += [home + "/.config/pulse/cookie", home + "/.pulse-cookie"] }
         for path in candidates {
-            let fd = Glibc.open(path, O_RDONLY | O_CLOEXEC)
+            let fd = unsafe Glibc.open(path, O_RDONLY | O_CLOEXEC)
             guard fd >= 0 else { continue }
             defer { Glibc.close(fd) }
             var bytes = [UInt8](repeating: 0, count: Limits.cookieLength)
-            let n = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            let n = unsafe bytes.withUnsafeMutableBytes { unsafe read(fd, $0.baseAddress, $0.count) }
             if n == Limits.cookieLength { return bytes }
         }
         return [UInt8](repeating: 0, count: Limits.cookieLength)
@@ -215,7 +215,7 @@ final class PermissionConnection: Sendable {
 
     /// The first packet (AUTH) carries the process's credentials, as libpulse sends them.
     private func sendWithCredentials(_ bytes: [UInt8]) -> Bool {
-        let sent = bytes.withUnsafeBytes { try? socket.sendWithCredentials($0) }
+        let sent = unsafe bytes.withUnsafeBytes { try? unsafe socket.sendWithCredentials($0) }
         guard let n = sent else { return false }
         return n == bytes.count || sendAll(Array(bytes[n...]))
     }
@@ -294,7 +294,7 @@ public struct UnavailableReason: Error, Sendable, Equatable, CustomStringConvert
 /// The target of a symbolic link.
 private func readLink(_ path: String) -> String? {
     var buf = [CChar](repeating: 0, count: 4096)
-    let n = readlink(path, &buf, buf.count - 1)
+    let n = unsafe readlink(path, &buf, buf.count - 1)
     guard n > 0 else { return nil }
     return String(decoding: buf[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
 }

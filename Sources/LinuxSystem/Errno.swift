@@ -14,8 +14,8 @@ public struct Errno: Error, RawRepresentable, Hashable, Sendable, CustomStringCo
     /// strerror's text, e.g. "Connection refused".
     public var description: String {
         // glibc returns a static string for every code (an "Unknown error N" for others).
-        guard let text = strerror(rawValue) else { return "errno \(rawValue)" }
-        return String(cString: text)
+        guard let text = unsafe strerror(rawValue) else { return "errno \(rawValue)" }
+        return unsafe String(cString: text)
     }
 
     // Names (as <errno.h> spells them in words).

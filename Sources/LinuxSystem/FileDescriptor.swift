@@ -63,7 +63,7 @@ extension FileDescriptor {
 
     /// Binds to `path` (a stale socket there is removed first) and listens.
     public func listen(at path: String, backlog: Int32 = 128) throws(Errno) {
-        _ = try Errno.check(earmuff_unix_listen(rawValue, path, backlog))
+        _ = try unsafe Errno.check(earmuff_unix_listen(rawValue, path, backlog))
     }
 
     /// Makes calls on this descriptor wait (`true`) or fail with `.wouldBlock` (`false`).
@@ -75,7 +75,7 @@ extension FileDescriptor {
     /// Connects to `path`; a non-blocking socket still connecting throws `.wouldBlock` or
     /// `.inProgress` (`isNotReady`).
     public func connect(to path: String) throws(Errno) {
-        _ = try Errno.check(earmuff_unix_connect(rawValue, path))
+        _ = try unsafe Errno.check(earmuff_unix_connect(rawValue, path))
     }
 
     /// Accepts a connection (non-blocking, close-on-exec); `.wouldBlock` when none waits.
@@ -86,7 +86,7 @@ extension FileDescriptor {
     /// The connected peer's pid, uid and gid.
     public func peerCredentials() throws(Errno) -> PeerCredentials {
         var c = earmuff_ucred()
-        _ = try Errno.check(earmuff_peercred(rawValue, &c))
+        _ = try unsafe Errno.check(earmuff_peercred(rawValue, &c))
         return PeerCredentials(pid: c.pid, uid: c.uid, gid: c.gid)
     }
 
@@ -103,19 +103,19 @@ extension FileDescriptor {
         into buffer: UnsafeMutableRawBufferPointer, closedCount: inout Int32,
         senderPID: inout Int32
     ) throws(Errno) -> Int {
-        try Errno.check(earmuff_recv_closing_fds(rawValue, buffer.baseAddress, buffer.count, &closedCount, &senderPID))
+        try unsafe Errno.check(earmuff_recv_closing_fds(rawValue, buffer.baseAddress, buffer.count, &closedCount, &senderPID))
     }
 
     /// Sends up to two regions with one sendmsg (no SIGPIPE); returns the bytes sent.
     @inline(__always)
     public func send(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) throws(Errno) -> Int {
-        try Errno.check(earmuff_send2(rawValue, a.baseAddress, a.count, b.baseAddress, b.count))
+        try unsafe Errno.check(earmuff_send2(rawValue, a.baseAddress, a.count, b.baseAddress, b.count))
     }
 
     /// Sends the `count` regions `vector` describes with one sendmsg (no SIGPIPE); returns the bytes sent.
     @inline(__always)
     public func send(_ vector: UnsafePointer<iovec>, count: Int) throws(Errno) -> Int {
-        try Errno.check(earmuff_sendv(rawValue, vector, Int32(count)))
+        try unsafe Errno.check(earmuff_sendv(rawValue, vector, Int32(count)))
     }
 
     /// One send(2) of `bytes` (no SIGPIPE; with `waiting` false, MSG_DONTWAIT), made again
@@ -123,7 +123,7 @@ extension FileDescriptor {
     public func send(_ bytes: ArraySlice<UInt8>, waiting: Bool = true) throws(Errno) -> Int {
         let flags = Int32(MSG_NOSIGNAL) | (waiting ? 0 : Int32(MSG_DONTWAIT))
         while true {
-            let n = bytes.withUnsafeBytes { Glibc.send(rawValue, $0.baseAddress, $0.count, flags) }
+            let n = unsafe bytes.withUnsafeBytes { unsafe Glibc.send(rawValue, $0.baseAddress, $0.count, flags) }
             if n >= 0 { return n }
             let e = Errno.current
             if e != .interrupted { throw e }
@@ -149,7 +149,7 @@ extension FileDescriptor {
     public func receive(into buffer: inout [UInt8], waiting: Bool = true) throws(Errno) -> Int {
         let flags = waiting ? 0 : Int32(MSG_DONTWAIT)
         while true {
-            let n = buffer.withUnsafeMutableBytes { Glibc.recv(rawValue, $0.baseAddress, $0.count, flags) }
+            let n = unsafe buffer.withUnsafeMutableBytes { unsafe Glibc.recv(rawValue, $0.baseAddress, $0.count, flags) }
             if n >= 0 { return n }
             let e = Errno.current
             if e != .interrupted { throw e }
@@ -158,12 +158,12 @@ extension FileDescriptor {
 
     /// Sends `bytes` with this process's own credentials attached (SCM_CREDENTIALS).
     public func sendWithCredentials(_ bytes: UnsafeRawBufferPointer) throws(Errno) -> Int {
-        try Errno.check(earmuff_send_with_creds(rawValue, bytes.baseAddress, bytes.count))
+        try unsafe Errno.check(earmuff_send_with_creds(rawValue, bytes.baseAddress, bytes.count))
     }
 
     /// One write(2); returns the bytes written.
     public func write(_ bytes: UnsafeRawBufferPointer) throws(Errno) -> Int {
-        try Errno.check(Glibc.write(rawValue, bytes.baseAddress, bytes.count))
+        try unsafe Errno.check(Glibc.write(rawValue, bytes.baseAddress, bytes.count))
     }
 
     /// Shuts the sending direction down (the peer reads end of file).
@@ -217,7 +217,7 @@ extension FileDescriptor {
         events: UnsafeMutableBufferPointer<UInt32>, data: UnsafeMutableBufferPointer<UInt64>,
         timeoutMs: Int32
     ) throws(Errno) -> Int {
-        Int(
+        unsafe Int(
             try Errno.check(
                 earmuff_epoll_wait(
                     rawValue, events.baseAddress, data.baseAddress,
@@ -255,13 +255,13 @@ extension FileDescriptor {
     /// An inotify descriptor (non-blocking, close-on-exec) that becomes readable when an
     /// entry is created in, or moved into, `directory`.
     public static func watchingDirectory(_ directory: String) throws(Errno) -> FileDescriptor {
-        FileDescriptor(taking: try Errno.check(earmuff_watch_directory(directory)))
+        unsafe FileDescriptor(taking: try Errno.check(earmuff_watch_directory(directory)))
     }
 
     /// Reads the queued events of this inotify descriptor: whether one of them named `name`
     /// (or events were lost, so the caller should look again).
     public func drainDirectoryEvents(naming name: String) -> Bool {
-        earmuff_directory_events_name(rawValue, name) == 1
+        unsafe earmuff_directory_events_name(rawValue, name) == 1
     }
 }
 
@@ -281,18 +281,18 @@ public enum ProcessLimits {
 /// it is not one or cannot be read.
 public func readSymbolicLink(_ path: String) -> String? {
     var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-    let n = readlink(path, &buffer, buffer.count)
+    let n = unsafe readlink(path, &buffer, buffer.count)
     guard n > 0, n < buffer.count else { return nil }
     return String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self)
 }
 
 /// The names in directory `path` (without `.` and `..`), sorted; empty when it cannot be read.
 public func directoryEntries(_ path: String) -> [String] {
-    guard let d = opendir(path) else { return [] }
-    defer { closedir(d) }
+    guard let d = unsafe opendir(path) else { return [] }
+    defer { unsafe closedir(d) }
     var names: [String] = []
-    while let e = readdir(d) {
-        let name = withUnsafeBytes(of: e.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+    while let e = unsafe readdir(d) {
+        let name = unsafe withUnsafeBytes(of: e.pointee.d_name) { unsafe String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
         if name != "." && name != ".." { names.append(name) }
     }
     return names.sorted()
@@ -302,7 +302,7 @@ public func directoryEntries(_ path: String) -> [String] {
 public enum ThisProcess {
     /// Names the calling thread (the kernel keeps 15 bytes) for `top -H`, gdb and /proc.
     public static func nameCurrentThread(_ name: String) {
-        _ = earmuff_set_thread_name(name)
+        _ = unsafe earmuff_set_thread_name(name)
     }
 
     /// Makes this process the reaper of its orphaned descendants (PR_SET_CHILD_SUBREAPER).
@@ -329,7 +329,7 @@ public struct Pipe: ~Copyable {
     /// A pipe asked to hold `size` bytes (it keeps the kernel's default when that is refused).
     public init(size: Int) throws(Errno) {
         var fds: [Int32] = [-1, -1]
-        capacity = Int(try Errno.check(earmuff_pipe(&fds, Int32(clamping: size))))
+        capacity = unsafe Int(try Errno.check(earmuff_pipe(&fds, Int32(clamping: size))))
         readEnd = FileDescriptor(taking: fds[0])
         writeEnd = FileDescriptor(taking: fds[1])
     }

@@ -8,6 +8,7 @@
 import Glibc
 
 /// A value that is read and written only under its lock.
+@safe
 public final class Locked<Value>: @unchecked Sendable {
     // @unchecked Sendable: `value` is touched only between lock and unlock.
     private var value: Value
@@ -15,19 +16,19 @@ public final class Locked<Value>: @unchecked Sendable {
 
     public init(_ value: Value) {
         self.value = value
-        mutex = .allocate(capacity: 1)
-        pthread_mutex_init(mutex, nil)
+        unsafe mutex = .allocate(capacity: 1)
+        unsafe pthread_mutex_init(mutex, nil)
     }
 
     deinit {
-        pthread_mutex_destroy(mutex)
-        mutex.deallocate()
+        unsafe pthread_mutex_destroy(mutex)
+        unsafe mutex.deallocate()
     }
 
     /// Runs `body` with the value while holding the lock.
     public func withLock<R, E: Error>(_ body: (inout Value) throws(E) -> R) throws(E) -> R {
-        pthread_mutex_lock(mutex)
-        defer { pthread_mutex_unlock(mutex) }
+        unsafe pthread_mutex_lock(mutex)
+        defer { unsafe pthread_mutex_unlock(mutex) }
         return try body(&value)
     }
 }

@@ -20,14 +20,14 @@ public enum PrivateDirectories {
         var prefix = path.hasPrefix("/") ? "" : "."
         for component in components {
             prefix += "/" + component
-            if mkdir(prefix, 0o700) == 0 {
+            if unsafe mkdir(prefix, 0o700) == 0 {
                 // mkdir honours the umask; set the exact mode on what we created.
-                guard chmod(prefix, 0o700) == 0 else { throw Failure(operation: "chmod 0700 \(prefix)", errno: .current) }
+                guard unsafe chmod(prefix, 0o700) == 0 else { throw Failure(operation: "chmod 0700 \(prefix)", errno: .current) }
                 continue
             }
             let failure = Errno.current
             var info = stat()
-            guard failure == .fileExists, stat(prefix, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR else {
+            guard failure == .fileExists, unsafe stat(prefix, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR else {
                 throw Failure(operation: "mkdir \(prefix)", errno: failure == .fileExists ? .notDirectory : failure)
             }
         }

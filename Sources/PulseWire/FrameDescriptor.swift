@@ -67,7 +67,7 @@ public struct FrameDescriptor: Equatable, Sendable {
     public init(decoding bytes: UnsafeRawBufferPointer) {
         precondition(bytes.count >= Limits.descriptorSize, "a frame descriptor needs 20 bytes")
         func word(_ index: Int) -> UInt32 {
-            UInt32(bigEndian: bytes.loadUnaligned(fromByteOffset: index * 4, as: UInt32.self))
+            unsafe UInt32(bigEndian: bytes.loadUnaligned(fromByteOffset: index * 4, as: UInt32.self))
         }
         self.init(length: word(0), channel: word(1), offsetHi: word(2), offsetLo: word(3), flags: word(4))
     }
@@ -75,11 +75,11 @@ public struct FrameDescriptor: Equatable, Sendable {
     /// Writes the 20 big-endian bytes to the start of `bytes` (count must be >= 20).
     public func encode(into bytes: UnsafeMutableRawBufferPointer) {
         precondition(bytes.count >= Limits.descriptorSize, "a frame descriptor needs 20 bytes")
-        bytes.storeBytes(of: length.bigEndian, toByteOffset: 0, as: UInt32.self)
-        bytes.storeBytes(of: channel.bigEndian, toByteOffset: 4, as: UInt32.self)
-        bytes.storeBytes(of: offsetHi.bigEndian, toByteOffset: 8, as: UInt32.self)
-        bytes.storeBytes(of: offsetLo.bigEndian, toByteOffset: 12, as: UInt32.self)
-        bytes.storeBytes(of: flags.bigEndian, toByteOffset: 16, as: UInt32.self)
+        unsafe bytes.storeBytes(of: length.bigEndian, toByteOffset: 0, as: UInt32.self)
+        unsafe bytes.storeBytes(of: channel.bigEndian, toByteOffset: 4, as: UInt32.self)
+        unsafe bytes.storeBytes(of: offsetHi.bigEndian, toByteOffset: 8, as: UInt32.self)
+        unsafe bytes.storeBytes(of: offsetLo.bigEndian, toByteOffset: 12, as: UInt32.self)
+        unsafe bytes.storeBytes(of: flags.bigEndian, toByteOffset: 16, as: UInt32.self)
     }
 
     /// The 20 encoded bytes.

@@ -20,7 +20,7 @@ public struct FrameParser {
     /// Adds received bytes.
     public mutating func append(_ bytes: UnsafeRawBufferPointer) {
         compactIfWorthIt()
-        buffer.append(contentsOf: bytes)
+        unsafe buffer.append(contentsOf: bytes)
     }
 
     /// Adds received bytes.

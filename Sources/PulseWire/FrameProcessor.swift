@@ -165,8 +165,8 @@ public struct FrameProcessor {
             case .descriptor:
                 let take = min(Limits.descriptorSize - headerCount, end - pos)
                 let at = headerCount
-                header.withUnsafeMutableBytes { h in
-                    (h.baseAddress! + at).copyMemory(from: base + pos, byteCount: take)
+                unsafe header.withUnsafeMutableBytes { h in
+                    unsafe (h.baseAddress! + at).copyMemory(from: base + pos, byteCount: take)
                 }
                 headerCount += take
                 pos += take
@@ -176,15 +176,15 @@ public struct FrameProcessor {
                 }
             case .memblock(let remaining, let action):
                 let n = min(remaining, end - pos)
-                let chunk = UnsafeMutableRawBufferPointer(start: base + pos, count: n)
+                let chunk = unsafe UnsafeMutableRawBufferPointer(start: base + pos, count: n)
                 switch action {
                 case .pass:
                     filter.memblockPayload(n, silenced: false)
-                    sink.emit(UnsafeRawBufferPointer(chunk))
+                    unsafe sink.emit(UnsafeRawBufferPointer(chunk))
                 case .silence(let byte):
-                    chunk.initializeMemory(as: UInt8.self, repeating: byte)
+                    unsafe chunk.initializeMemory(as: UInt8.self, repeating: byte)
                     filter.memblockPayload(n, silenced: true)
-                    sink.emit(UnsafeRawBufferPointer(chunk))
+                    unsafe sink.emit(UnsafeRawBufferPointer(chunk))
                 case .drop:
                     break
                 }
@@ -196,7 +196,7 @@ public struct FrameProcessor {
                     // Admitted at its full length: one allocation, not a doubling series.
                     packet.reserveCapacity(Int(packetDescriptor.length))
                 }
-                packet.append(contentsOf: UnsafeRawBufferPointer(start: base + pos, count: n))
+                unsafe packet.append(contentsOf: UnsafeRawBufferPointer(start: base + pos, count: n))
                 pos += n
                 if remaining == n {
                     state = .descriptor
@@ -207,7 +207,7 @@ public struct FrameProcessor {
             case .skip(let remaining, let limit, let reported):
                 let n = min(remaining, end - pos)
                 let keep = reported ? 0 : min(n, Self.refusedPrefixLength - packet.count)
-                if keep > 0 { packet.append(contentsOf: UnsafeRawBufferPointer(start: base + pos, count: keep)) }
+                if keep > 0 { unsafe packet.append(contentsOf: UnsafeRawBufferPointer(start: base + pos, count: keep)) }
                 pos += n
                 // Answered as soon as command and tag are in, not after the whole packet.
                 let report = !reported && (packet.count == Self.refusedPrefixLength || remaining == n)
@@ -227,7 +227,7 @@ public struct FrameProcessor {
     }
 
     private mutating func beginFrame(_ filter: some FrameFilter, _ sink: some FrameSink) throws(ProtocolViolation) {
-        let d = header.withUnsafeBytes { FrameDescriptor(decoding: $0) }
+        let d = unsafe header.withUnsafeBytes { unsafe FrameDescriptor(decoding: $0) }
         do {
             try d.validate()
         } catch {
@@ -254,12 +254,12 @@ public struct FrameProcessor {
         lastPassingMemblockLength = action == .pass ? Int(d.length) : 0
         guard action != .drop else { return }
         if rechanneled.channel != d.channel {
-            FrameDescriptor(
+            unsafe FrameDescriptor(
                 length: d.length, channel: rechanneled.channel, offsetHi: d.offsetHi, offsetLo: d.offsetLo,
                 flags: d.flags
-            ).bytes.withUnsafeBytes { sink.emit($0) }
+            ).bytes.withUnsafeBytes { unsafe sink.emit($0) }
         } else {
-            header.withUnsafeBytes { sink.emit($0) }
+            unsafe header.withUnsafeBytes { unsafe sink.emit($0) }
         }
     }
 
@@ -272,11 +272,11 @@ public struct FrameProcessor {
         }
         packetsForwarded &+= 1
         if packet.count == Int(packetDescriptor.length) {
-            header.withUnsafeBytes { sink.emit($0) }
+            unsafe header.withUnsafeBytes { unsafe sink.emit($0) }
         } else {
             // Rewritten to another length (a reply with records left out): a descriptor of its own.
-            FrameDescriptor.packet(length: UInt32(packet.count)).bytes.withUnsafeBytes { sink.emit($0) }
+            unsafe FrameDescriptor.packet(length: UInt32(packet.count)).bytes.withUnsafeBytes { unsafe sink.emit($0) }
         }
-        packet.withUnsafeBytes { sink.emit($0) }
+        unsafe packet.withUnsafeBytes { unsafe sink.emit($0) }
     }
 }

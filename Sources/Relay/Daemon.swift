@@ -193,7 +193,7 @@ public final class Daemon: @unchecked Sendable {
             throw SystemError("listen on \(path)", error)
         }
         // Apps of the same user connect; the directory (0700) keeps others out.
-        chmod(path, 0o600)
+        unsafe chmod(path, 0o600)
         return Listener(socket: socket, path: path, launcherAppID: launcherAppID, launcherPurpose: launcherPurpose, daemon: self)
     }
 
@@ -223,7 +223,7 @@ public final class Daemon: @unchecked Sendable {
             guard let l = listeners.removeValue(forKey: path) else { return }
             acceptLoop.remove(l.socket.rawValue, token: l.token)
             l.socket.close()
-            unlink(path)
+            unsafe unlink(path)
         }
     }
 
@@ -242,7 +242,7 @@ public final class Daemon: @unchecked Sendable {
             for l in listeners.values {
                 acceptLoop.remove(l.socket.rawValue, token: l.token)
                 l.socket.close()
-                if l.removeOnStop { unlink(l.path) }
+                if l.removeOnStop { unsafe unlink(l.path) }
             }
             listeners.removeAll()
         }
@@ -325,7 +325,7 @@ public final class Daemon: @unchecked Sendable {
     private func refuseConnection(_ socket: consuming FileDescriptor) {
         let payload = ErrorReply(code: .connectionRefused).packet(tag: 0, version: Limits.protocolVersion)
         let frame = FrameDescriptor(length: UInt32(payload.count), channel: FrameDescriptor.controlChannel).bytes + payload
-        _ = frame.withUnsafeBytes { try? socket.write($0) }
+        _ = unsafe frame.withUnsafeBytes { try? unsafe socket.write($0) }
         socket.shutdownWriting()
         let r = RefusedConnection(socket: socket, daemon: self)
         do {

@@ -77,6 +77,7 @@ import Synchronization
 /// Memory: storage is allocated once in `init` and unmapped in `deinit`;
 /// reading and writing never allocate. Raw pointers never leave the type except
 /// inside the `with…Regions` closures.
+@safe
 public final class ByteRing: @unchecked Sendable {
     // @unchecked Sendable is safe because every stored property is either a
     // constant (`storage`, `capacity`, `mask`) or an `Atomic`, and access to the
@@ -121,17 +122,17 @@ public final class ByteRing: @unchecked Sendable {
         mask = UInt(size - 1)
         // Anonymous private mapping: pages stay unbacked until first touched, so
         // an idle ring costs address space but (almost) no memory.
-        let mapped = mmap(nil, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
-        guard let mapped, mapped != MAP_FAILED else {
+        let mapped = unsafe mmap(nil, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+        guard let mapped = unsafe mapped, unsafe mapped != MAP_FAILED else {
             fatalError("ByteRing: mmap of \(size) bytes failed (errno \(errno))")
         }
-        storage = mapped
+        unsafe storage = mapped
         writeIndex.store(initialIndex, ordering: .relaxed)
         readIndex.store(initialIndex, ordering: .relaxed)
     }
 
     deinit {
-        munmap(storage, capacity)
+        unsafe munmap(storage, capacity)
     }
 
     // MARK: - Producer side (one thread only)
@@ -156,9 +157,9 @@ public final class ByteRing: @unchecked Sendable {
         let free = capacity - Int(used)
         let offset = Int(write & mask)
         let firstCount = min(free, capacity - offset)
-        let first = UnsafeMutableRawBufferPointer(start: storage + offset, count: firstCount)
-        let second = UnsafeMutableRawBufferPointer(start: storage, count: free - firstCount)
-        return try body(first, second)
+        let first = unsafe UnsafeMutableRawBufferPointer(start: storage + offset, count: firstCount)
+        let second = unsafe UnsafeMutableRawBufferPointer(start: storage, count: free - firstCount)
+        return try unsafe body(first, second)
     }
 
     /// Publishes `n` bytes filled through `withWritableRegions`; returns true when the consumer must be woken (producer only).
@@ -181,13 +182,13 @@ public final class ByteRing: @unchecked Sendable {
     /// Copies min(bytes.count, freeSpace) bytes in and publishes them; `wakeConsumer` is true when the ring was empty, so the consumer may be asleep (producer only).
     public func write(_ bytes: UnsafeRawBufferPointer) -> (written: Int, wakeConsumer: Bool) {
         guard bytes.count > 0, let source = bytes.baseAddress else { return (0, false) }
-        let written = withWritableRegions { first, second -> Int in
+        let written = unsafe withWritableRegions { first, second -> Int in
             let total = min(bytes.count, first.count + second.count)
             let inFirst = min(total, first.count)
             // Regions point into `storage`, never nil; unwrapping only when count > 0 anyway.
-            if inFirst > 0 { first.baseAddress.unsafelyUnwrapped.copyMemory(from: source, byteCount: inFirst) }
+            if inFirst > 0 { unsafe first.baseAddress.unsafelyUnwrapped.copyMemory(from: source, byteCount: inFirst) }
             if total > inFirst {
-                second.baseAddress.unsafelyUnwrapped.copyMemory(from: source + inFirst, byteCount: total - inFirst)
+                unsafe second.baseAddress.unsafelyUnwrapped.copyMemory(from: source + inFirst, byteCount: total - inFirst)
             }
             return total
         }
@@ -244,9 +245,9 @@ public final class ByteRing: @unchecked Sendable {
         let count = Int(used)
         let offset = Int(read & mask)
         let firstCount = min(count, capacity - offset)
-        let first = UnsafeRawBufferPointer(start: storage + offset, count: firstCount)
-        let second = UnsafeRawBufferPointer(start: storage, count: count - firstCount)
-        return try body(first, second)
+        let first = unsafe UnsafeRawBufferPointer(start: storage + offset, count: firstCount)
+        let second = unsafe UnsafeRawBufferPointer(start: storage, count: count - firstCount)
+        return try unsafe body(first, second)
     }
 
     /// Releases `n` consumed bytes (`n <= readableCount()`); returns true when a parked producer must now be woken (consumer only).

@@ -5,13 +5,13 @@ import Glibc
 /// Seconds on the monotonic clock.
 public func monotonicNow() -> Double {
     var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
+    unsafe clock_gettime(CLOCK_MONOTONIC, &ts)
     return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
 }
 
 /// Seconds since 1970.
 public func wallClockNow() -> Double {
     var ts = timespec()
-    clock_gettime(CLOCK_REALTIME, &ts)
+    unsafe clock_gettime(CLOCK_REALTIME, &ts)
     return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
 }

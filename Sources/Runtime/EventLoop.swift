@@ -201,9 +201,9 @@ public final class EventLoop: @unchecked Sendable {
         while !stopping.load(ordering: .acquiring) {
             var timeout = timers.timeoutMilliseconds()
             if let waiting { timeout = waiting.willWait(timeout: timeout) }
-            let waited = events.withUnsafeMutableBufferPointer { ev in
-                datas.withUnsafeMutableBufferPointer { da in
-                    Result { () throws(Errno) in try epoll.wait(events: ev, data: da, timeoutMs: timeout) }
+            let waited = unsafe events.withUnsafeMutableBufferPointer { ev in
+                unsafe datas.withUnsafeMutableBufferPointer { da in
+                    Result { () throws(Errno) in try unsafe epoll.wait(events: ev, data: da, timeoutMs: timeout) }
                 }
             }
             let n: Int

@@ -33,17 +33,17 @@ public enum Log {
     private static func write(_ level: LogLevel, _ message: String) {
         guard enabled(level) else { return }
         var ts = timespec()
-        clock_gettime(CLOCK_REALTIME, &ts)
-        var tm = tm()
+        unsafe clock_gettime(CLOCK_REALTIME, &ts)
+        var tm = unsafe tm()
         var secs = ts.tv_sec
-        gmtime_r(&secs, &tm)
+        unsafe gmtime_r(&secs, &tm)
         let stamp =
-            String(format2(Int(tm.tm_hour))) + ":" + format2(Int(tm.tm_min)) + ":" + format2(Int(tm.tm_sec))
+            unsafe String(format2(Int(tm.tm_hour))) + ":" + format2(Int(tm.tm_min)) + ":" + format2(Int(tm.tm_sec))
             + "." + format3(ts.tv_nsec / 1_000_000)
         let line = "\(stamp) earmuff[\(level.rawValue)] \(message)\n"
         var bytes = Array(line.utf8)
-        bytes.withUnsafeMutableBytes { buf in
-            _ = Glibc.write(2, buf.baseAddress, buf.count)
+        unsafe bytes.withUnsafeMutableBytes { buf in
+            _ = unsafe Glibc.write(2, buf.baseAddress, buf.count)
         }
     }
 

@@ -16,16 +16,16 @@ private final class ThreadBody {
 /// Starts `body` on a new joinable thread called `name` (cut to the kernel's 15 bytes); returns
 /// it for `pthread_join`.
 func startThread(named name: String, _ body: @escaping () -> Void) -> pthread_t {
-    let box = Unmanaged.passRetained(ThreadBody(name, body))
+    let box = unsafe Unmanaged.passRetained(ThreadBody(name, body))
     var tid = pthread_t()
-    let rc = pthread_create(
+    let rc = unsafe pthread_create(
         &tid, nil,
         { arg in
-            let body = Unmanaged<ThreadBody>.fromOpaque(arg!).takeRetainedValue()
+            let body = unsafe Unmanaged<ThreadBody>.fromOpaque(arg!).takeRetainedValue()
             ThisProcess.nameCurrentThread(body.name)
             body.run()
             return nil
-        }, box.toOpaque())
+        }, unsafe box.toOpaque())
     precondition(rc == 0, "pthread_create failed: \(Errno(rawValue: rc))")
     return tid
 }

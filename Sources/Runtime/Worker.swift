@@ -23,13 +23,13 @@ public final class Worker: Sendable {
     public func waitForJobs() {
         precondition(!loop.isCurrentThread, "\(loop.name): a job waited for its own worker")
         let done = UnsafeMutablePointer<sem_t>.allocate(capacity: 1)
-        sem_init(done, 0, 0)
+        unsafe sem_init(done, 0, 0)
         defer {
-            sem_destroy(done)
-            done.deallocate()
+            unsafe sem_destroy(done)
+            unsafe done.deallocate()
         }
-        nonisolated(unsafe) let signal = done
-        loop.post { sem_post(signal) }
-        while sem_wait(done) != 0 {}
+        nonisolated(unsafe) let signal = unsafe done
+        loop.post { unsafe sem_post(signal) }
+        while unsafe sem_wait(done) != 0 {}
     }
 }

@@ -136,7 +136,7 @@ final class PipeWireDoor: LoopHandler, PipeWireGateObserver, @unchecked Sendable
         guard !stopping else { return }
         if socketWatch == nil {
             loop.schedule(after: Self.unwatchedRetryDelay) { [self] in connect() }
-        } else if access(address.path, F_OK) != 0 {
+        } else if unsafe access(address.path, F_OK) != 0 {
             return // no socket: the watch says when one is made
         } else if retries < Self.retryDelays.count {
             loop.schedule(after: Self.retryDelays[retries]) { [self] in connect() }

@@ -79,7 +79,7 @@ public enum Server {
             fail("the upstream server \(upstream) is Earmuff's own socket; give the real server with --upstream")
             return 64
         }
-        if access(upstream.path, F_OK) != 0 {
+        if unsafe access(upstream.path, F_OK) != 0 {
             Log.warn("no sound server at \(upstream) yet; apps will be refused until it appears")
         }
 
@@ -94,10 +94,10 @@ public enum Server {
 
         // Block the stop signals in every thread; the main thread waits for them.
         var set = sigset_t()
-        sigemptyset(&set)
-        sigaddset(&set, SIGINT)
-        sigaddset(&set, SIGTERM)
-        pthread_sigmask(SIG_BLOCK, &set, nil)
+        unsafe sigemptyset(&set)
+        unsafe sigaddset(&set, SIGINT)
+        unsafe sigaddset(&set, SIGTERM)
+        unsafe pthread_sigmask(SIG_BLOCK, &set, nil)
 
         let store: PermissionStore
         let service: ConsentService
@@ -170,9 +170,9 @@ public enum Server {
         let how = activated.map { " (socket fd \($0) from the service manager)" } ?? ""
         Log.info("listening on \(paths.listen)\(how), relaying to \(upstream); control \(paths.control); store \(paths.store)")
         var line = Array("PULSE_SERVER=unix:\(paths.listen)\n".utf8)
-        line.withUnsafeMutableBytes { _ = write(1, $0.baseAddress, $0.count) }
+        unsafe line.withUnsafeMutableBytes { _ = unsafe write(1, $0.baseAddress, $0.count) }
         var sig: Int32 = 0
-        sigwait(&set, &sig)
+        unsafe sigwait(&set, &sig)
         Log.info("stopping on signal \(sig)")
         control.stop()
         withExtendedLifetime(requests) {}
@@ -181,7 +181,7 @@ public enum Server {
         catalog.stop()
         service.stop()
         // A passed socket stays: the service manager keeps it for the next start.
-        if activated == nil { unlink(paths.listen) }
+        if activated == nil { unsafe unlink(paths.listen) }
         service.launchers.removeAll()
         service.flushStore()
         store.close()
@@ -245,13 +245,13 @@ public enum Server {
     }
 
     static func readIfPresent(_ path: String) -> String? {
-        guard access(path, F_OK) == 0 else { return nil }
+        guard unsafe access(path, F_OK) == 0 else { return nil }
         return try? String(contentsOfFile: path, encoding: .utf8)
     }
 
     static func fail(_ message: String) {
         var line = Array("earmuff: \(message)\n".utf8)
-        line.withUnsafeMutableBytes { _ = write(2, $0.baseAddress, $0.count) }
+        unsafe line.withUnsafeMutableBytes { _ = unsafe write(2, $0.baseAddress, $0.count) }
     }
 }
 

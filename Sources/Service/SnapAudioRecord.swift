@@ -30,7 +30,7 @@ struct SnapdClient: Sendable {
     /// Seconds for the whole exchange.
     var timeout: Double = 3
 
-    var isPresent: Bool { access(socketPath, F_OK) == 0 }
+    var isPresent: Bool { unsafe access(socketPath, F_OK) == 0 }
 
     /// Whether `snap`'s `audio-record` plug is connected. Blocks: call off the I/O loops.
     func audioRecordConnected(snap: String) -> SnapConnectionAnswer {
@@ -82,8 +82,8 @@ struct SnapdClient: Sendable {
         }
         let fd = socket.rawValue
         var tv = timeval(tv_sec: Int(timeout), tv_usec: Int((timeout - timeout.rounded(.down)) * 1_000_000))
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
-        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        unsafe setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        unsafe setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
         do throws(Errno) {
             try socket.connect(to: socketPath)
         } catch {
@@ -140,7 +140,7 @@ struct SnapdClient: Sendable {
 
 private func monotonicSeconds() -> Double {
     var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
+    unsafe clock_gettime(CLOCK_MONOTONIC, &ts)
     return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
 }
 

@@ -106,6 +106,7 @@ private final class CatalogTable: Sendable {
 }
 
 /// The connection to the server, on the catalog loop.
+@safe
 private final class CatalogConnection: LoopHandler, Wakeable, @unchecked Sendable {
     // @unchecked Sendable: `queued` is atomic and the rest is immutable or checked with
     // `loop.assertInLoop()`; other threads only call `notify`.
@@ -152,7 +153,7 @@ private final class CatalogConnection: LoopHandler, Wakeable, @unchecked Sendabl
         self.callbacks = callbacks
     }
 
-    deinit { input.deallocate() }
+    deinit { unsafe input.deallocate() }
 
     // MARK: any thread
 
@@ -215,9 +216,9 @@ private final class CatalogConnection: LoopHandler, Wakeable, @unchecked Sendabl
         var closedFDs: Int32 = 0
         var sender: Int32 = 0
         do {
-            let n = try socket.receiveClosingDescriptors(into: input, closedCount: &closedFDs, senderPID: &sender)
+            let n = try unsafe socket.receiveClosingDescriptors(into: input, closedCount: &closedFDs, senderPID: &sender)
             guard n > 0 else { return failed(SourceCatalogError("the server closed the connection")) }
-            parser.append(UnsafeRawBufferPointer(rebasing: input[0..<n]))
+            unsafe parser.append(UnsafeRawBufferPointer(rebasing: input[0..<n]))
         } catch {
             if error.isNotReady { return }
             if error.isPeerClosed { return failed(SourceCatalogError("the server closed the connection")) }
@@ -282,12 +283,12 @@ private final class CatalogConnection: LoopHandler, Wakeable, @unchecked Sendabl
     /// Writes what is queued, watching for room when the socket is full.
     private func flush() {
         while written < output.count {
-            let result: Result<Int, Errno> = output.withUnsafeBytes { all in
-                let rest = UnsafeRawBufferPointer(rebasing: all[written...])
+            let result: Result<Int, Errno> = unsafe output.withUnsafeBytes { all in
+                let rest = unsafe UnsafeRawBufferPointer(rebasing: all[written...])
                 return Result { () throws(Errno) -> Int in
                     // The first bytes (AUTH) carry our credentials explicitly.
-                    if credentialsSent { return try socket.send(rest, UnsafeRawBufferPointer(start: nil, count: 0)) }
-                    return try socket.sendWithCredentials(rest)
+                    if credentialsSent { return try unsafe socket.send(rest, UnsafeRawBufferPointer(start: nil, count: 0)) }
+                    return try unsafe socket.sendWithCredentials(rest)
                 }
             }
             switch result {

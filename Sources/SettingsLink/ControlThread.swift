@@ -87,13 +87,13 @@ private final class Conversation {
             var fds = [pollfd(fd: thread.wakeFD, events: Int16(POLLIN), revents: 0)]
             if let c = client { fds.append(pollfd(fd: c.fd, events: Int16(POLLIN), revents: 0)) }
             let wait = client == nil ? Int32(max(0, (retryAt - Self.now()) * 1000).rounded(.up)) : -1
-            _ = poll(&fds, nfds_t(fds.count), wait)
+            _ = unsafe poll(&fds, nfds_t(fds.count), wait)
         }
     }
 
     static func now() -> Double {
         var t = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &t)
+        unsafe clock_gettime(CLOCK_MONOTONIC, &t)
         return Double(t.tv_sec) + Double(t.tv_nsec) / 1e9
     }
 

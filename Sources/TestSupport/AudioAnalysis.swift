@@ -40,27 +40,27 @@ public enum AudioAnalysis {
         let count = bytes.count / width
         var out = [Double]()
         out.reserveCapacity(count)
-        bytes.withUnsafeBytes { (raw: UnsafeRawBufferPointer) in
+        unsafe bytes.withUnsafeBytes { (raw: UnsafeRawBufferPointer) in
             for i in 0..<count {
                 let o = i * width
                 switch format {
                 case .u8:
-                    out.append((Double(raw[o]) - 128) / 128)
+                    unsafe out.append((Double(raw[o]) - 128) / 128)
                 case .alaw:
-                    out.append(Double(alawToLinear(raw[o])) / 32768)
+                    unsafe out.append(Double(alawToLinear(raw[o])) / 32768)
                 case .ulaw:
-                    out.append(Double(ulawToLinear(raw[o])) / 32768)
+                    unsafe out.append(Double(ulawToLinear(raw[o])) / 32768)
                 case .s16le:
-                    let v = Int16(bitPattern: UInt16(raw[o]) | UInt16(raw[o + 1]) << 8)
+                    let v = unsafe Int16(bitPattern: UInt16(raw[o]) | UInt16(raw[o + 1]) << 8)
                     out.append(Double(v) / 32768)
                 case .s24le:
-                    let u = UInt32(raw[o]) << 8 | UInt32(raw[o + 1]) << 16 | UInt32(raw[o + 2]) << 24
+                    let u = unsafe UInt32(raw[o]) << 8 | UInt32(raw[o + 1]) << 16 | UInt32(raw[o + 2]) << 24
                     out.append(Double(Int32(bitPattern: u) >> 8) / 8_388_608)
                 case .s32le:
-                    let u = UInt32(raw[o]) | UInt32(raw[o + 1]) << 8 | UInt32(raw[o + 2]) << 16 | UInt32(raw[o + 3]) << 24
+                    let u = unsafe UInt32(raw[o]) | UInt32(raw[o + 1]) << 8 | UInt32(raw[o + 2]) << 16 | UInt32(raw[o + 3]) << 24
                     out.append(Double(Int32(bitPattern: u)) / 2_147_483_648)
                 case .float32le:
-                    let u = UInt32(raw[o]) | UInt32(raw[o + 1]) << 8 | UInt32(raw[o + 2]) << 16 | UInt32(raw[o + 3]) << 24
+                    let u = unsafe UInt32(raw[o]) | UInt32(raw[o + 1]) << 8 | UInt32(raw[o + 2]) << 16 | UInt32(raw[o + 3]) << 24
                     out.append(Double(Float(bitPattern: u)))
                 }
             }
@@ -172,8 +172,8 @@ public enum AudioAnalysis {
             }
         }
         var wav = Data()
-        func u32(_ v: Int) { withUnsafeBytes(of: UInt32(v).littleEndian) { wav.append(contentsOf: $0) } }
-        func u16(_ v: Int) { withUnsafeBytes(of: UInt16(v).littleEndian) { wav.append(contentsOf: $0) } }
+        func u32(_ v: Int) { unsafe withUnsafeBytes(of: UInt32(v).littleEndian) { unsafe wav.append(contentsOf: $0) } }
+        func u16(_ v: Int) { unsafe withUnsafeBytes(of: UInt16(v).littleEndian) { unsafe wav.append(contentsOf: $0) } }
         wav.append(contentsOf: Array("RIFF".utf8)); u32(36 + pcm.count)
         wav.append(contentsOf: Array("WAVE".utf8))
         wav.append(contentsOf: Array("fmt ".utf8)); u32(16); u16(1); u16(channels)

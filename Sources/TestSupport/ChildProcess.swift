@@ -56,41 +56,41 @@ public final class ChildProcess: Sendable {
             ] + arguments
         let env = environment.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
 
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, stdoutPath, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0o644)
+        var actions = unsafe posix_spawn_file_actions_t()
+        unsafe posix_spawn_file_actions_init(&actions)
+        defer { unsafe posix_spawn_file_actions_destroy(&actions) }
+        unsafe posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        unsafe posix_spawn_file_actions_addopen(&actions, 1, stdoutPath, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0o644)
         if stderrPath == stdoutPath {
-            posix_spawn_file_actions_adddup2(&actions, 1, 2)
+            unsafe posix_spawn_file_actions_adddup2(&actions, 1, 2)
         } else {
-            posix_spawn_file_actions_addopen(&actions, 2, stderrPath, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0o644)
+            unsafe posix_spawn_file_actions_addopen(&actions, 2, stderrPath, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0o644)
         }
         // Close everything else the test process has open (sockets of proxies
         // under test, pipes of the test runner) so a long-lived child cannot
         // keep them alive.
-        if let closeFrom = closeFromAction {
-            _ = closeFrom(&actions, 3)
+        if let closeFrom = unsafe closeFromAction {
+            _ = unsafe closeFrom(&actions, 3)
         }
 
         var attr = posix_spawnattr_t()
-        posix_spawnattr_init(&attr)
-        defer { posix_spawnattr_destroy(&attr) }
+        unsafe posix_spawnattr_init(&attr)
+        defer { unsafe posix_spawnattr_destroy(&attr) }
         var emptyMask = sigset_t()
-        sigemptyset(&emptyMask)
-        posix_spawnattr_setsigmask(&attr, &emptyMask)
+        unsafe sigemptyset(&emptyMask)
+        unsafe posix_spawnattr_setsigmask(&attr, &emptyMask)
         var defaults = sigset_t()
-        sigemptyset(&defaults)
+        unsafe sigemptyset(&defaults)
         for sig in [SIGINT, SIGTERM, SIGPIPE, SIGHUP, SIGQUIT, SIGCHLD, SIGUSR1, SIGUSR2, SIGALRM] {
-            sigaddset(&defaults, sig)
+            unsafe sigaddset(&defaults, sig)
         }
-        posix_spawnattr_setsigdefault(&attr, &defaults)
-        posix_spawnattr_setflags(&attr, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        unsafe posix_spawnattr_setsigdefault(&attr, &defaults)
+        unsafe posix_spawnattr_setflags(&attr, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
 
         var pid: pid_t = 0
-        let rc = withCStrings(argv) { cArgv in
-            withCStrings(env) { cEnv in
-                posix_spawn(&pid, "/bin/sh", &actions, &attr, cArgv, cEnv)
+        let rc = unsafe withCStrings(argv) { cArgv in
+            unsafe withCStrings(env) { cEnv in
+                unsafe posix_spawn(&pid, "/bin/sh", &actions, &attr, cArgv, cEnv)
             }
         }
         guard rc == 0 else {
@@ -107,7 +107,7 @@ public final class ChildProcess: Sendable {
         reaped.withLock { status in
             if let status { return status }
             var raw: Int32 = 0
-            let r = waitpid(pid, &raw, WNOHANG)
+            let r = unsafe waitpid(pid, &raw, WNOHANG)
             if r == pid {
                 let sig = raw & 0x7f
                 status = sig == 0 ? (raw >> 8) & 0xff : 128 + sig
@@ -208,29 +208,29 @@ private typealias CloseFromFunction = @convention(c) (UnsafeMutablePointer<posix
 /// module does not import it (it is a GNU extension), so look it up at run time.
 private let closeFromAction: CloseFromFunction? = {
     // RTLD_DEFAULT is the null handle in glibc.
-    guard let sym = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "posix_spawn_file_actions_addclosefrom_np") else {
+    guard let sym = unsafe dlsym(UnsafeMutableRawPointer(bitPattern: 0), "posix_spawn_file_actions_addclosefrom_np") else {
         return nil
     }
     // The type above is glibc's prototype: (posix_spawn_file_actions_t *, int) -> int.
-    return unsafeBitCast(sym, to: CloseFromFunction.self)
+    return unsafe unsafeBitCast(sym, to: CloseFromFunction.self)
 }()
 
 /// Calls `body` with a NULL-terminated C array of copies of `strings`.
 private func withCStrings<R>(_ strings: [String], _ body: ([UnsafeMutablePointer<CChar>?]) -> R) -> R {
-    var pointers: [UnsafeMutablePointer<CChar>?] = strings.map { strdup($0) }
-    pointers.append(nil)
-    defer { for p in pointers { free(p) } }
-    return body(pointers)
+    var pointers: [UnsafeMutablePointer<CChar>?] = unsafe strings.map { unsafe strdup($0) }
+    unsafe pointers.append(nil)
+    defer { unsafe pointers.forEach { unsafe free($0) } }
+    return unsafe body(pointers)
 }
 
 /// Looks up an executable by name in `$PATH` (and the usual system directories).
 public func findExecutable(_ name: String) -> String? {
-    if name.contains("/") { return access(name, X_OK) == 0 ? name : nil }
+    if name.contains("/") { return unsafe access(name, X_OK) == 0 ? name : nil }
     let path = ProcessInfo.processInfo.environment["PATH"] ?? ""
     let dirs = path.split(separator: ":").map(String.init) + ["/usr/local/bin", "/usr/bin", "/bin", "/usr/sbin", "/sbin"]
     for dir in dirs where !dir.isEmpty {
         let candidate = "\(dir)/\(name)"
-        if access(candidate, X_OK) == 0 { return candidate }
+        if unsafe access(candidate, X_OK) == 0 { return candidate }
     }
     return nil
 }

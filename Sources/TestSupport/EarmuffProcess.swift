@@ -52,7 +52,7 @@ public final class EarmuffProcess: Sendable {
             var command = [binary] + (relayOnly ? [] : ["serve"]) + ["--listen", listenPath, "--upstream", upstream] + extraArguments
             if let uid = runAs {
                 guard let setpriv = findExecutable("setpriv") else { throw TestSupportError("setpriv (util-linux) not found") }
-                for sub in ["", "/run", "/home", "/config", "/state", "/cache", "/data"] { chown(dir + sub, uid, uid) }
+                for sub in ["", "/run", "/home", "/config", "/state", "/cache", "/data"] { unsafe chown(dir + sub, uid, uid) }
                 command = [setpriv, "--reuid=\(uid)", "--regid=\(uid)", "--clear-groups"] + command
             }
             process = try ChildProcess.spawn(
@@ -147,7 +147,7 @@ public final class EarmuffProcess: Sendable {
     /// (`earmuff-relay`) is looked for next to the bundle only.
     public static func locateBinary(named name: String = "earmuff") throws -> String {
         if name == "earmuff", let explicit = ProcessInfo.processInfo.environment["EARMUFF_BINARY"], !explicit.isEmpty {
-            guard access(explicit, X_OK) == 0 else { throw TestSupportError("EARMUFF_BINARY=\(explicit) is not executable") }
+            guard unsafe access(explicit, X_OK) == 0 else { throw TestSupportError("EARMUFF_BINARY=\(explicit) is not executable") }
             return explicit
         }
         var candidates: [String] = []
@@ -159,9 +159,9 @@ public final class EarmuffProcess: Sendable {
                 dir = dir.deletingLastPathComponent()
             }
         }
-        for candidate in candidates where access(candidate, X_OK) == 0 {
+        for candidate in candidates where unsafe access(candidate, X_OK) == 0 {
             var st = stat()
-            if stat(candidate, &st) == 0 && (st.st_mode & S_IFMT) == S_IFREG { return candidate }
+            if unsafe stat(candidate, &st) == 0 && (st.st_mode & S_IFMT) == S_IFREG { return candidate }
         }
         throw TestSupportError(
             "\(name) binary not found (looked at \(candidates)); build it (swift build)"
@@ -182,9 +182,9 @@ public enum UnixSocket {
             close(fd)
             throw TestSupportError("socket path too long: \(path)")
         }
-        withUnsafeMutableBytes(of: &addr.sun_path) { $0.copyBytes(from: bytes) }
-        let rc = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        unsafe withUnsafeMutableBytes(of: &addr.sun_path) { unsafe $0.copyBytes(from: bytes) }
+        let rc = unsafe withUnsafePointer(to: &addr) {
+            unsafe $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { unsafe bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
         }
         guard rc == 0, Glibc.listen(fd, backlog) == 0 else {
             let e = errno
@@ -252,20 +252,20 @@ public enum UnixSocket {
     /// Asks sock_diag (the netlink socket `diag`) about the Unix socket with `inode`.
     static func unixSocket(inode: UInt32, via diag: Int32) -> DiagAnswer {
         var request: [UInt8] = []
-        func put<T: FixedWidthInteger>(_ v: T) { withUnsafeBytes(of: v) { request += $0 } }
+        func put<T: FixedWidthInteger>(_ v: T) { unsafe withUnsafeBytes(of: v) { unsafe request += $0 } }
         // struct nlmsghdr: length, SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST, sequence, port (the kernel's).
         put(UInt32(40)); put(sockDiagByFamily); put(UInt16(1)); put(UInt32(1)); put(UInt32(0))
         // struct unix_diag_req: AF_UNIX, protocol, pad, every state, the inode, UDIAG_SHOW_NAME,
         // and no cookie (INET_DIAG_NOCOOKIE twice).
         put(UInt8(AF_UNIX)); put(UInt8(0)); put(UInt16(0)); put(UInt32.max); put(inode); put(UInt32(1))
         put(UInt32.max); put(UInt32.max)
-        guard send(diag, request, request.count, 0) == request.count else { return .unanswered }
+        guard unsafe send(diag, request, request.count, 0) == request.count else { return .unanswered }
         // The kernel answers within send(): the reply is queued by now.
         var reply = [UInt8](repeating: 0, count: 8192)
-        let n = recv(diag, &reply, reply.count, Int32(MSG_DONTWAIT))
+        let n = unsafe recv(diag, &reply, reply.count, Int32(MSG_DONTWAIT))
         guard n >= 16 else { return .unanswered }
-        func u16(_ at: Int) -> UInt16 { reply.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: at, as: UInt16.self) } }
-        func u32(_ at: Int) -> UInt32 { reply.withUnsafeBytes { $0.loadUnaligned(fromByteOffset: at, as: UInt32.self) } }
+        func u16(_ at: Int) -> UInt16 { unsafe reply.withUnsafeBytes { unsafe $0.loadUnaligned(fromByteOffset: at, as: UInt16.self) } }
+        func u32(_ at: Int) -> UInt32 { unsafe reply.withUnsafeBytes { unsafe $0.loadUnaligned(fromByteOffset: at, as: UInt32.self) } }
         let length = min(Int(u32(0)), n)
         switch u16(4) {
         case 2: // NLMSG_ERROR: -ENOENT for an inode that is no Unix socket
@@ -310,13 +310,13 @@ public enum UnixSocket {
         addr.sun_family = sa_family_t(AF_UNIX)
         let bytes = Array(path.utf8)
         guard bytes.count < MemoryLayout.size(ofValue: addr.sun_path) else { return false }
-        withUnsafeMutableBytes(of: &addr.sun_path) { buf in
-            buf.copyBytes(from: bytes)
-            buf[bytes.count] = 0
+        unsafe withUnsafeMutableBytes(of: &addr.sun_path) { buf in
+            unsafe buf.copyBytes(from: bytes)
+            unsafe buf[bytes.count] = 0
         }
         let len = socklen_t(MemoryLayout<sa_family_t>.size + bytes.count + 1)
-        let rc = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, len) }
+        let rc = unsafe withUnsafePointer(to: &addr) {
+            unsafe $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { unsafe connect(fd, $0, len) }
         }
         return rc == 0
     }

@@ -51,7 +51,7 @@ public final class FakeSnapd: @unchecked Sendable {
         guard first else { return }
         shutdown(fd, Int32(SHUT_RDWR))
         close(fd)
-        unlink(socketPath)
+        unsafe unlink(socketPath)
     }
 
     deinit { stop() }
@@ -72,7 +72,7 @@ public final class FakeSnapd: @unchecked Sendable {
         var request: [UInt8] = []
         var buf = [UInt8](repeating: 0, count: 4096)
         while !String(decoding: request, as: UTF8.self).contains("\r\n\r\n") {
-            let n = buf.withUnsafeMutableBytes { recv(c, $0.baseAddress, $0.count, 0) }
+            let n = unsafe buf.withUnsafeMutableBytes { unsafe recv(c, $0.baseAddress, $0.count, 0) }
             if n <= 0 { return }
             request += buf[..<n]
         }
@@ -109,7 +109,7 @@ public final class FakeSnapd: @unchecked Sendable {
         let out = Array(response.utf8)
         var sent = 0
         while sent < out.count {
-            let n = out.withUnsafeBytes { send(c, $0.baseAddress! + sent, $0.count - sent, Int32(MSG_NOSIGNAL)) } // non-nil: out is non-empty
+            let n = unsafe out.withUnsafeBytes { unsafe send(c, $0.baseAddress! + sent, $0.count - sent, Int32(MSG_NOSIGNAL)) } // non-nil: out is non-empty
             if n <= 0 { return }
             sent += n
         }

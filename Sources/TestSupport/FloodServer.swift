@@ -23,6 +23,7 @@ import PulseWire
 import Synchronization
 
 /// A synthetic upstream server that answers the handshake and floods record data.
+@safe
 public final class FloodServer: @unchecked Sendable {
     // @unchecked Sendable: every mutable field below `loop` is owned by the loop
     // thread; other threads only use the atomics, the eventfd and immutable lets.
@@ -87,7 +88,7 @@ public final class FloodServer: @unchecked Sendable {
         if case .paced(_, let chunk) = pacing { self.payloadBytes = chunk } else { self.payloadBytes = payloadBytes }
         let fd = earmuff_unix_socket()
         guard fd >= 0 else { throw TestSupportError("socket: errno \(errno)") }
-        guard earmuff_unix_listen(fd, socketPath, 4096) == 0 else {
+        guard unsafe earmuff_unix_listen(fd, socketPath, 4096) == 0 else {
             let e = errno
             close(fd)
             throw TestSupportError("listen on \(socketPath): errno \(e)")
@@ -95,7 +96,7 @@ public final class FloodServer: @unchecked Sendable {
         listenFD = fd
         wakeFD = earmuff_eventfd()
         epollFD = earmuff_epoll_create()
-        readBuffer = .allocate(byteCount: 64 * 1024, alignment: 16)
+        unsafe readBuffer = .allocate(byteCount: 64 * 1024, alignment: 16)
         guard wakeFD >= 0, epollFD >= 0 else {
             close(fd)
             throw TestSupportError("eventfd/epoll: errno \(errno)")
@@ -119,8 +120,8 @@ public final class FloodServer: @unchecked Sendable {
         close(listenFD)
         close(wakeFD)
         close(epollFD)
-        unlink(socketPath)
-        readBuffer.deallocate()
+        unsafe unlink(socketPath)
+        unsafe readBuffer.deallocate()
     }
 
     // MARK: - Loop
@@ -133,10 +134,10 @@ public final class FloodServer: @unchecked Sendable {
         let paced: Bool
         if case .paced = pacing { paced = true } else { paced = false }
         while !stopping.load(ordering: .acquiring) {
-            let n = events.withUnsafeMutableBufferPointer { ev in
-                datas.withUnsafeMutableBufferPointer { da in
+            let n = unsafe events.withUnsafeMutableBufferPointer { ev in
+                unsafe datas.withUnsafeMutableBufferPointer { da in
                     // baseAddress is non-nil: both arrays hold maxEvents elements.
-                    earmuff_epoll_wait(epollFD, ev.baseAddress!, da.baseAddress!, maxEvents, paced ? 2 : 1000)
+                    unsafe earmuff_epoll_wait(epollFD, ev.baseAddress!, da.baseAddress!, maxEvents, paced ? 2 : 1000)
                 }
             }
             for i in 0..<Int(max(n, 0)) {
@@ -175,13 +176,13 @@ public final class FloodServer: @unchecked Sendable {
     /// Reads until EAGAIN and answers every whole packet; false when the connection is done.
     private func readAll(_ conn: FloodConnection) -> Bool {
         while true {
-            let n = recv(conn.fd, readBuffer.baseAddress, readBuffer.count, Int32(MSG_DONTWAIT))
+            let n = unsafe recv(conn.fd, readBuffer.baseAddress, readBuffer.count, Int32(MSG_DONTWAIT))
             if n == 0 { return false }
             if n < 0 {
                 if errno == EINTR { continue }
                 return errno == EAGAIN || errno == EWOULDBLOCK
             }
-            conn.parser.append(UnsafeRawBufferPointer(rebasing: readBuffer[0..<n]))
+            unsafe conn.parser.append(UnsafeRawBufferPointer(rebasing: readBuffer[0..<n]))
             do {
                 while let d = try conn.parser.next(reusing: &conn.scratch) {
                     if d.isPacket { try answer(conn, payload: conn.scratch) }
@@ -295,8 +296,8 @@ public final class FloodServer: @unchecked Sendable {
             // Packets go out only between memblock frames.
             if conn.frameOffset == 0, !conn.control.isEmpty {
                 let rest = conn.control.count - conn.controlOffset
-                let n = conn.control.withUnsafeBytes { buf in
-                    send(conn.fd, buf.baseAddress! + conn.controlOffset, rest, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
+                let n = unsafe conn.control.withUnsafeBytes { buf in
+                    unsafe send(conn.fd, buf.baseAddress! + conn.controlOffset, rest, Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
                 }
                 if n < 0 {
                     if errno == EINTR { continue }
@@ -315,9 +316,9 @@ public final class FloodServer: @unchecked Sendable {
                 guard conn.framesSent < conn.framesDue else { break }
             }
             let frame = stream.frame
-            let n = frame.withUnsafeBytes { buf in
+            let n = unsafe frame.withUnsafeBytes { buf in
                 // baseAddress is non-nil: a frame holds at least its descriptor.
-                send(
+                unsafe send(
                     conn.fd, buf.baseAddress! + conn.frameOffset, buf.count - conn.frameOffset,
                     Int32(MSG_NOSIGNAL | MSG_DONTWAIT))
             }

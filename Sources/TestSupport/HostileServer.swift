@@ -88,7 +88,7 @@ public final class HostileServer: Sendable {
         upstreamPath = upstream.map { $0.hasPrefix("unix:") ? String($0.dropFirst(5)) : $0 }
         let fd = earmuff_unix_socket()
         guard fd >= 0 else { throw TestSupportError("socket: errno \(errno)") }
-        guard earmuff_unix_listen(fd, socketPath, 256) == 0 else {
+        guard unsafe earmuff_unix_listen(fd, socketPath, 256) == 0 else {
             let e = errno
             Glibc.close(fd)
             throw TestSupportError("listen on \(socketPath): errno \(e)")
@@ -108,7 +108,7 @@ public final class HostileServer: Sendable {
     public func stop() {
         guard !stopping.exchange(true, ordering: .acquiringAndReleasing) else { return }
         _ = Wait.untilBlocking(timeout: 2) { live.load(ordering: .acquiring) == 0 }
-        unlink(socketPath)
+        unsafe unlink(socketPath)
     }
 
     private var isStopping: Bool { stopping.load(ordering: .acquiring) }
@@ -121,7 +121,7 @@ public final class HostileServer: Sendable {
         }
         while !isStopping {
             var pfd = pollfd(fd: listenFD, events: Int16(POLLIN), revents: 0)
-            guard poll(&pfd, 1, 100) > 0 else { continue }
+            guard unsafe poll(&pfd, 1, 100) > 0 else { continue }
             let fd = earmuff_accept(listenFD)
             guard fd >= 0 else { continue }
             _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)
@@ -147,16 +147,16 @@ public final class HostileServer: Sendable {
         let up = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard up >= 0 else { return }
         defer { Glibc.close(up) }
-        guard earmuff_unix_connect(up, path) == 0 else { return }
+        guard unsafe earmuff_unix_connect(up, path) == 0 else { return }
         var fds = [pollfd(fd: client, events: Int16(POLLIN), revents: 0), pollfd(fd: up, events: Int16(POLLIN), revents: 0)]
         var buf = [UInt8](repeating: 0, count: 64 * 1024)
         while !isStopping {
-            let r = poll(&fds, 2, 100)
+            let r = unsafe poll(&fds, 2, 100)
             if r < 0 && errno != EINTR { return }
             if r <= 0 { continue }
             for i in 0..<2 where fds[i].revents != 0 {
                 let from = fds[i].fd, to = fds[1 - i].fd
-                let n = buf.withUnsafeMutableBytes { recv(from, $0.baseAddress, $0.count, 0) }
+                let n = unsafe buf.withUnsafeMutableBytes { unsafe recv(from, $0.baseAddress, $0.count, 0) }
                 if n <= 0 { return }
                 guard sendAll(to, Array(buf[0..<n])) else { return }
             }
@@ -174,10 +174,10 @@ public final class HostileServer: Sendable {
         var buf = [UInt8](repeating: 0, count: 64 * 1024)
         while !isStopping {
             var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            let r = poll(&pfd, 1, 100)
+            let r = unsafe poll(&pfd, 1, 100)
             if r < 0 && errno != EINTR { return }
             if r <= 0 { continue }
-            let n = buf.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            let n = unsafe buf.withUnsafeMutableBytes { unsafe recv(fd, $0.baseAddress, $0.count, 0) }
             if n <= 0 {
                 scriptedClosedByPeer.add(1, ordering: .acquiringAndReleasing)
                 return
@@ -197,7 +197,7 @@ public final class HostileServer: Sendable {
                 if !script.bytes.isEmpty {
                     let ok: Bool
                     if let pass = script.passFD {
-                        let sent = script.bytes.withUnsafeBytes { earmuff_send_with_fd(fd, $0.baseAddress, $0.count, pass) }
+                        let sent = unsafe script.bytes.withUnsafeBytes { unsafe earmuff_send_with_fd(fd, $0.baseAddress, $0.count, pass) }
                         ok = sent == script.bytes.count || (sent > 0 && sendAll(fd, Array(script.bytes[sent...])))
                     } else {
                         ok = sendAll(fd, script.bytes)
@@ -263,9 +263,9 @@ public final class HostileServer: Sendable {
 private func sendAll(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
     var sent = 0
     while sent < bytes.count {
-        let n = bytes.withUnsafeBytes { buf in
+        let n = unsafe bytes.withUnsafeBytes { buf in
             // baseAddress is non-nil: the buffer is not empty inside this loop.
-            Glibc.send(fd, buf.baseAddress! + sent, buf.count - sent, Int32(MSG_NOSIGNAL))
+            unsafe Glibc.send(fd, buf.baseAddress! + sent, buf.count - sent, Int32(MSG_NOSIGNAL))
         }
         if n < 0 {
             if errno == EINTR { continue }

@@ -171,7 +171,7 @@ public final class PipeWireServer: Sendable {
                 let child = try spawn(activate, ["-l", path] + pass + [pulse], log: "pipewire-pulse.log", env: pulseEnv)
                 process = child
                 var st = stat()
-                try waitFor("systemd-socket-activate", child) { stat(path, &st) == 0 }
+                try waitFor("systemd-socket-activate", child) { unsafe stat(path, &st) == 0 }
                 activatedSocketInode = UInt(st.st_ino)
             } else {
                 process = try spawn(pulse, [], log: "pipewire-pulse.log", env: pulseEnv)
@@ -261,9 +261,9 @@ public final class PipeWireServer: Sendable {
     private func startMicrophone(timeout: Double) throws {
         guard let sox = findExecutable("sox") else { throw TestSupportError("sox not found in PATH; install sox") }
         let fifo = "\(directory)/mic.fifo"
-        guard mkfifo(fifo, 0o600) == 0 else { throw TestSupportError("mkfifo \(fifo): errno \(errno)") }
+        guard unsafe mkfifo(fifo, 0o600) == 0 else { throw TestSupportError("mkfifo \(fifo): errno \(errno)") }
         // Held open meanwhile, so the generator's open cannot block should the source fail to open it.
-        let hold = open(fifo, O_RDWR | O_CLOEXEC)
+        let hold = unsafe open(fifo, O_RDWR | O_CLOEXEC)
         defer { if hold >= 0 { close(hold) } }
         let load = try Tool.run(
             "pactl",
@@ -290,7 +290,7 @@ public final class PipeWireServer: Sendable {
         guard let sox = findExecutable("sox") else { throw TestSupportError("sox not found in PATH; install sox") }
         let deadline = Wait.now() + timeout
         let fifo = "\(directory)/tone-\(tones.withLock { $0.count }).fifo"
-        guard mkfifo(fifo, 0o600) == 0 else { throw TestSupportError("mkfifo \(fifo): errno \(errno)") }
+        guard unsafe mkfifo(fifo, 0o600) == 0 else { throw TestSupportError("mkfifo \(fifo): errno \(errno)") }
         // A generous buffer: the tone does not care about latency, and a player
         // starved on a busy machine would leave gaps of silence in the sink.
         let player = try Tool.start(
@@ -302,7 +302,7 @@ public final class PipeWireServer: Sendable {
             server: serverString, maxLifetime: maxLifetime)
         // Hold the FIFO open meanwhile, so the generator's open cannot block
         // (and with it posix_spawn) should the player fail before opening it.
-        let hold = open(fifo, O_RDWR | O_CLOEXEC)
+        let hold = unsafe open(fifo, O_RDWR | O_CLOEXEC)
         defer { if hold >= 0 { close(hold) } }
         let generator = try ChildProcess.spawn(
             executable: sox,

@@ -25,7 +25,7 @@ public final class RawClient {
     public init(path: String) throws {
         let s = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard s >= 0 else { throw TestSupportError("socket: errno \(errno)") }
-        guard earmuff_unix_connect(s, path) == 0 else {
+        guard unsafe earmuff_unix_connect(s, path) == 0 else {
             let e = errno
             Glibc.close(s)
             throw TestSupportError("connect to \(path): \(Errno(rawValue: e))")
@@ -52,9 +52,9 @@ public final class RawClient {
     public func send(_ bytes: [UInt8]) throws {
         var sent = 0
         while sent < bytes.count {
-            let n = bytes.withUnsafeBytes { buf in
+            let n = unsafe bytes.withUnsafeBytes { buf in
                 // baseAddress is non-nil: the buffer is not empty inside this loop.
-                Glibc.send(fd, buf.baseAddress! + sent, buf.count - sent, Int32(MSG_NOSIGNAL))
+                unsafe Glibc.send(fd, buf.baseAddress! + sent, buf.count - sent, Int32(MSG_NOSIGNAL))
             }
             if n < 0 {
                 if errno == EINTR { continue }
@@ -67,7 +67,7 @@ public final class RawClient {
     /// Sends `bytes` in one `sendmsg` with `passing` attached as SCM_RIGHTS.
     public func send(_ bytes: [UInt8], passing passFD: Int32) throws {
         precondition(!bytes.isEmpty, "a descriptor needs at least one data byte to travel with")
-        let n = bytes.withUnsafeBytes { buf in earmuff_send_with_fd(fd, buf.baseAddress, buf.count, passFD) }
+        let n = unsafe bytes.withUnsafeBytes { buf in unsafe earmuff_send_with_fd(fd, buf.baseAddress, buf.count, passFD) }
         if n < 0 { throw TestSupportError("sendmsg with fd: \(Errno(rawValue: errno))") }
         if n < bytes.count { try send(Array(bytes[n...])) }
     }
@@ -126,10 +126,10 @@ public final class RawClient {
             let left = deadline - Wait.now()
             if left <= 0 { break }
             var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            let r = poll(&pfd, 1, Int32(left * 1000) + 1)
+            let r = unsafe poll(&pfd, 1, Int32(left * 1000) + 1)
             if r < 0 && errno == EINTR { continue }
             if r <= 0 { break }
-            let n = buf.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+            let n = unsafe buf.withUnsafeMutableBytes { unsafe recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
             if n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR) {
                 peerClosed = true
                 break
@@ -147,14 +147,14 @@ public final class RawClient {
     private func receive(timeout: Double, discard: Bool = false) throws -> Bool {
         var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
         let ms = Int32(max(0, min(timeout, 3600)) * 1000) + 1
-        let r = poll(&pfd, 1, ms)
+        let r = unsafe poll(&pfd, 1, ms)
         if r < 0 {
             if errno == EINTR { return true }
             throw TestSupportError("poll: \(Errno(rawValue: errno))")
         }
         if r == 0 { return false }
         var buf = [UInt8](repeating: 0, count: 64 * 1024)
-        let n = buf.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
+        let n = unsafe buf.withUnsafeMutableBytes { unsafe recv(fd, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }
         if n == 0 || (n < 0 && (errno == ECONNRESET || errno == EPIPE)) {
             peerClosed = true
             return true

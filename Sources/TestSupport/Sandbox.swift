@@ -15,7 +15,7 @@ public enum Sandbox {
             let f = line.split(separator: " ")
             guard let dash = f.firstIndex(of: "-"), dash + 1 < f.count, f[dash + 1] == "cgroup2", f.count > 4 else { continue }
             let point = String(f[4])
-            if access(point, W_OK) == 0 { return point }
+            if unsafe access(point, W_OK) == 0 { return point }
         }
         return nil
     }

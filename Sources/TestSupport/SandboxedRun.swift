@@ -33,7 +33,7 @@ extension EarmuffProcess {
             var launcher = ["/usr/bin/env", "-C", dir, binary, "run", "--sandbox", "--control", controlPath] + options + ["--"] + command
             if let uid = runAs {
                 guard let setpriv = findExecutable("setpriv") else { throw TestSupportError("setpriv (util-linux) not found") }
-                for sub in ["", "/run"] { chown(dir + sub, uid, uid) }
+                for sub in ["", "/run"] { unsafe chown(dir + sub, uid, uid) }
                 launcher = [setpriv, "--reuid=\(uid)", "--regid=\(uid)", "--clear-groups"] + launcher
             }
             let process = try ChildProcess.spawn(

@@ -27,7 +27,7 @@ public final class SessionBus: Sendable {
         address = "unix:path=\(dir)/bus"
         isSystem = system
         // System services (polkitd, rtkit-daemon) connect as their own users.
-        if system { chmod(dir, 0o755) }
+        if system { unsafe chmod(dir, 0o755) }
         do {
             try Self.configuration(socket: "\(dir)/bus", system: system).write(toFile: "\(dir)/dbus.conf", atomically: true, encoding: .utf8)
             daemon = try ChildProcess.spawn(

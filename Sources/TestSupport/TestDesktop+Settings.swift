@@ -18,7 +18,7 @@ extension TestDesktop {
     private func startBuilt(_ product: String, controlPath: String, environment extra: [String: String]) throws -> ChildProcess {
         let binary = URL(fileURLWithPath: try EarmuffProcess.locateBinary()).deletingLastPathComponent()
             .appendingPathComponent(product).path
-        guard access(binary, X_OK) == 0 else {
+        guard unsafe access(binary, X_OK) == 0 else {
             throw TestSupportError("\(binary) is not built; run swift build --build-tests")
         }
         let env = Tool.privateEnvironment(root: bus.directory).merging(environment) { $1 }.merging(extra) { $1 }

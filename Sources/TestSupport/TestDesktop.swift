@@ -66,7 +66,7 @@ public final class TestDesktop: Sendable {
         grep -m1 -F "#$(cat '\(menuPick)') (" '\(dir)/dmenu.in'
 
         """.write(toFile: menu, atomically: true, encoding: .utf8)
-        _ = chmod(menu, 0o755)
+        _ = unsafe chmod(menu, 0o755)
         try """
         [global]
             dmenu = \(menu)

@@ -26,9 +26,9 @@ public enum TempDir {
     /// Creates a fresh directory `/tmp/<prefix>-XXXXXX` and returns its path.
     public static func make(prefix: String) throws -> String {
         var template = Array("/tmp/\(prefix)-XXXXXX".utf8CString)
-        let made = template.withUnsafeMutableBufferPointer { buf -> Bool in
+        let made = unsafe template.withUnsafeMutableBufferPointer { buf -> Bool in
             guard let base = buf.baseAddress else { return false }
-            return mkdtemp(base) != nil
+            return unsafe mkdtemp(base) != nil
         }
         guard made else { throw TestSupportError("mkdtemp(/tmp/\(prefix)-XXXXXX) failed: errno \(errno)") }
         return String(decoding: template.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
@@ -49,9 +49,10 @@ public enum TempDir {
 /// Whether this process runs under the thread sanitizer, which makes every instrumented
 /// thread several times slower (tests that time a thread's answer cannot hold there).
 public let threadSanitizerIsRunning: Bool = {
-    let process = dlopen(nil, RTLD_NOW)
-    defer { if let process { dlclose(process) } }
-    return dlsym(process, "__tsan_init") != nil
+    let process = unsafe dlopen(nil, RTLD_NOW)
+    let found = unsafe dlsym(process, "__tsan_init") != nil
+    if let process = unsafe process { unsafe dlclose(process) }
+    return found
 }()
 
 /// How a thread of this process is scheduled, for tests that put two threads in each
@@ -61,7 +62,7 @@ public enum ThreadScheduling {
     /// nil) SCHED_OTHER on every CPU the process may use again.
     public static func set(_ tid: Int32, fifo: Int32?) throws {
         var param = sched_param(sched_priority: fifo ?? 0)
-        guard sched_setscheduler(tid, fifo == nil ? SCHED_OTHER : SCHED_FIFO, &param) == 0 else {
+        guard unsafe sched_setscheduler(tid, fifo == nil ? SCHED_OTHER : SCHED_FIFO, &param) == 0 else {
             throw TestSupportError("sched_setscheduler(\(tid)): errno \(errno)")
         }
         guard earmuff_pin_thread(tid, fifo == nil ? 0 : 1) == 0 else {

@@ -208,7 +208,7 @@ public final class Recording: Sendable {
     /// How many bytes the file holds now.
     public func byteCount() -> Int {
         var st = stat()
-        return stat(file, &st) == 0 ? Int(st.st_size) : 0
+        return unsafe stat(file, &st) == 0 ? Int(st.st_size) : 0
     }
 
     /// Waits until at least `seconds` of audio were recorded (or parecord exited).

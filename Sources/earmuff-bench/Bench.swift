@@ -48,7 +48,7 @@ final class Bench {
         if let b = ProcessInfo.processInfo.environment["EARMUFF_BINARY"], !b.isEmpty { return b }
         let sibling = URL(fileURLWithPath: Relay.ownExecutable()).deletingLastPathComponent()
             .appendingPathComponent("earmuff").path
-        guard access(sibling, X_OK) == 0 else {
+        guard unsafe access(sibling, X_OK) == 0 else {
             throw BenchError("earmuff binary not found next to the bench (\(sibling)); build it or pass --earmuff")
         }
         return sibling

@@ -55,11 +55,11 @@ enum CalibrationRelay {
 
         /// Sends what it can of `bytes` to `fd`; false when the connection failed.
         func forward(_ bytes: UnsafeRawBufferPointer, to fd: Int32, from source: Int32) -> Bool {
-            let w = send(fd, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL))
+            let w = unsafe send(fd, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL))
             if w < 0 && errno != EAGAIN && errno != EINTR { return false }
             let sent = max(0, w)
             if sent < bytes.count {
-                pending[fd, default: []].append(contentsOf: bytes[sent...])
+                unsafe pending[fd, default: []].append(contentsOf: bytes[sent...])
                 _ = earmuff_epoll_mod(ep, fd, EARMUFF_EPOLLIN | EARMUFF_EPOLLOUT, UInt64(fd))
                 _ = earmuff_epoll_mod(ep, source, 0, UInt64(source))
             }
@@ -68,7 +68,7 @@ enum CalibrationRelay {
 
         while true {
             let spinning = now() < spinUntil
-            let n = earmuff_epoll_wait(ep, &events, &datas, maxEvents, spinning ? 0 : -1)
+            let n = unsafe earmuff_epoll_wait(ep, &events, &datas, maxEvents, spinning ? 0 : -1)
             if n < 0 {
                 if errno == EINTR { continue }
                 die("epoll_wait: \(Errno(rawValue: errno))")
@@ -82,7 +82,7 @@ enum CalibrationRelay {
                 }
                 guard let other = peer[fd] else { continue }
                 if events[i] & EARMUFF_EPOLLOUT != 0, let rest = pending[fd] {
-                    let w = rest.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                    let w = unsafe rest.withUnsafeBytes { unsafe send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
                     if w < 0 && errno != EAGAIN && errno != EINTR { close2(fd); continue }
                     if w >= rest.count {
                         pending.removeValue(forKey: fd)
@@ -96,9 +96,9 @@ enum CalibrationRelay {
                 guard events[i] & (EARMUFF_EPOLLIN | EARMUFF_EPOLLHUP | EARMUFF_EPOLLERR) != 0,
                     pending[other] == nil
                 else { continue }
-                let got = read(fd, buffer, 256 * 1024)
+                let got = unsafe read(fd, buffer, 256 * 1024)
                 if got > 0 {
-                    if forward(UnsafeRawBufferPointer(start: buffer, count: got), to: other, from: fd) {
+                    if unsafe forward(UnsafeRawBufferPointer(start: buffer, count: got), to: other, from: fd) {
                         forwarded = true
                     } else {
                         close2(fd)
@@ -130,28 +130,28 @@ enum CalibrationRelay {
     private static func withAddress<T>(_ path: String, _ body: (UnsafePointer<sockaddr>, socklen_t) -> T) -> T {
         var addr = sockaddr_un()
         addr.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
+        unsafe withUnsafeMutableBytes(of: &addr.sun_path) { raw in
             let bytes = Array(path.utf8.prefix(raw.count - 1))
-            raw.copyBytes(from: bytes)
-            raw[bytes.count] = 0
+            unsafe raw.copyBytes(from: bytes)
+            unsafe raw[bytes.count] = 0
         }
-        return withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        return unsafe withUnsafePointer(to: &addr) {
+            unsafe $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { unsafe body($0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
         }
     }
 
     private static func bindUnix(_ fd: Int32, _ path: String) -> Bool {
-        unlink(path)
-        return withAddress(path) { bind(fd, $0, $1) } == 0
+        unsafe unlink(path)
+        return unsafe withAddress(path) { unsafe bind(fd, $0, $1) } == 0
     }
 
     private static func connectUnix(_ fd: Int32, _ path: String) -> Bool {
-        withAddress(path) { connect(fd, $0, $1) } == 0
+        unsafe withAddress(path) { unsafe connect(fd, $0, $1) } == 0
     }
 
     private static func now() -> UInt64 {
         var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
+        unsafe clock_gettime(CLOCK_MONOTONIC, &ts)
         return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
     }
 

@@ -74,11 +74,11 @@ enum Counts {
             self.pid = pid
             output = "\(workDir)/perf-\(pid)-\(UInt32.random(in: 0...UInt32.max)).csv"
             let ctl = "\(output).ctl", ack = "\(output).ack"
-            guard mkfifo(ctl, 0o600) == 0, mkfifo(ack, 0o600) == 0 else {
+            guard unsafe mkfifo(ctl, 0o600) == 0, unsafe mkfifo(ack, 0o600) == 0 else {
                 throw BenchError("mkfifo: \(Errno(rawValue: errno))")
             }
             // Read-write: the open never blocks, and perf finds a reader when it opens it.
-            acknowledgement = open(ack, O_RDWR | O_NONBLOCK | O_CLOEXEC)
+            acknowledgement = unsafe open(ack, O_RDWR | O_NONBLOCK | O_CLOEXEC)
             perf = try ChildProcess.spawn(
                 executable: exe,
                 arguments: [
@@ -91,7 +91,7 @@ enum Counts {
             // Opening for writing succeeds once perf has the fifo open for reading.
             var fd: Int32 = -1
             _ = Wait.untilBlocking(timeout: 20, interval: 0.005) { [perf] in
-                fd = open(ctl, O_WRONLY | O_NONBLOCK | O_CLOEXEC)
+                fd = unsafe open(ctl, O_WRONLY | O_NONBLOCK | O_CLOEXEC)
                 return fd >= 0 || !perf.isRunning
             }
             control = fd
@@ -107,19 +107,19 @@ enum Counts {
             close(control)
             close(acknowledgement)
             perf.terminate(signal: SIGKILL)
-            for f in [output, "\(output).log", "\(output).ctl", "\(output).ack"] { unlink(f) }
+            for f in [output, "\(output).log", "\(output).ctl", "\(output).ack"] { unsafe unlink(f) }
         }
 
         /// Sends perf a control command and waits for its acknowledgement.
         private func command(_ name: String) throws {
             let line = Array("\(name)\n".utf8)
-            guard line.withUnsafeBytes({ write(control, $0.baseAddress, $0.count) }) == line.count else {
+            guard unsafe line.withUnsafeBytes({ unsafe write(control, $0.baseAddress, $0.count) }) == line.count else {
                 throw BenchError("perf control: \(Errno(rawValue: errno))")
             }
             var got: [UInt8] = []
             let acked = Wait.untilBlocking(timeout: 20, interval: 0.001) { [perf, acknowledgement] in
                 var buf = [UInt8](repeating: 0, count: 16)
-                let n = read(acknowledgement, &buf, buf.count)
+                let n = unsafe read(acknowledgement, &buf, buf.count)
                 if n > 0 { got += buf[0..<n] }
                 return got.contains(UInt8(ascii: "\n")) || !perf.isRunning
             }

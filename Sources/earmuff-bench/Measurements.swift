@@ -75,6 +75,7 @@ struct StreamRequest {
 }
 
 /// Runs measurements; holds the shared receive buffer (used from this thread only).
+@safe
 final class Measurer {
     let options: Options
     let scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 256 * 1024, alignment: 16)
@@ -84,10 +85,10 @@ final class Measurer {
     var otherCPU: Double?
 
     init(options: Options) { self.options = options }
-    deinit { scratch.deallocate() }
+    deinit { unsafe scratch.deallocate() }
 
     func connect(_ relay: Relay) throws -> NativeClient {
-        let c = try NativeClient(path: relay.path, scratch: scratch)
+        let c = try unsafe NativeClient(path: relay.path, scratch: scratch)
         try c.handshake()
         return c
     }

@@ -42,12 +42,12 @@ struct FrameCounter {
         while i < n {
             if remaining == 0 {
                 let take = min(Limits.descriptorSize - descriptorHave, n - i)
-                for k in 0..<take { descriptor[descriptorHave + k] = bytes[i + k] }
+                for k in 0..<take { descriptor[descriptorHave + k] = unsafe bytes[i + k] }
                 descriptorHave += take
                 i += take
                 guard descriptorHave == Limits.descriptorSize else { continue }
                 descriptorHave = 0
-                let d = descriptor.withUnsafeBytes { FrameDescriptor(decoding: $0) }
+                let d = unsafe descriptor.withUnsafeBytes { unsafe FrameDescriptor(decoding: $0) }
                 guard d.flags & FrameDescriptor.shmMask == 0, d.length > 0, d.length <= Limits.maxFrameLength else {
                     throw BenchError("bad frame from server: \(d)")
                 }
@@ -62,14 +62,14 @@ struct FrameCounter {
             } else {
                 let take = min(remaining, n - i)
                 if inPacket {
-                    packet.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[i..<(i + take)]))
+                    unsafe packet.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[i..<(i + take)]))
                 } else {
                     if !firstByteSeen {
                         // A frame is counted with its first byte, not its descriptor, so a
                         // window that ends between the two counts it neither way.
                         firstByteSeen = true
                         frames += 1
-                        if bytes[i] == 0 { silentFrames += 1 } else if bytes[i] == FloodPattern.byte { patternFrames += 1 }
+                        if unsafe bytes[i] == 0 { silentFrames += 1 } else if unsafe bytes[i] == FloodPattern.byte { patternFrames += 1 }
                     }
                     memblockBytes &+= UInt64(take)
                 }
@@ -90,6 +90,7 @@ enum FloodPattern {
 }
 
 /// One blocking native-protocol connection.
+@safe
 final class NativeClient {
     let fd: Int32
     private(set) var version: UInt32 = 8
@@ -98,20 +99,21 @@ final class NativeClient {
     private let scratch: UnsafeMutableRawBufferPointer
 
     /// Connects to `path` (blocking, with send/receive timeouts of `timeout` seconds).
-    /// `scratch` is the receive buffer; connections driven from one thread may share it.
+    /// `scratch` is the receive buffer; connections driven from one thread may share it. It must
+    /// outlive the connection, which reads into it and does not own it (the `Measurer` keeps it).
     init(path: String, scratch: UnsafeMutableRawBufferPointer, timeout: Double = 20) throws {
         let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw BenchError("socket: \(Errno(rawValue: errno))") }
         var tv = timeval(tv_sec: Int(timeout), tv_usec: Int((timeout - timeout.rounded(.down)) * 1e6))
-        _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
-        _ = setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
-        guard earmuff_unix_connect(fd, path) == 0 else {
+        _ = unsafe setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        _ = unsafe setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        guard unsafe earmuff_unix_connect(fd, path) == 0 else {
             let e = errno
             close(fd)
             throw BenchError("connect \(path): \(Errno(rawValue: e))")
         }
         self.fd = fd
-        self.scratch = scratch
+        unsafe self.scratch = scratch
     }
 
     deinit { close(fd) }
@@ -128,10 +130,10 @@ final class NativeClient {
     /// Writes all of `bytes`.
     func sendAll(_ bytes: [UInt8]) throws {
         var off = 0
-        try bytes.withUnsafeBytes { buf in
+        try unsafe bytes.withUnsafeBytes { buf in
             while off < buf.count {
                 // baseAddress is non-nil: the loop only runs for a non-empty buffer.
-                let n = Glibc.send(fd, buf.baseAddress! + off, buf.count - off, Int32(MSG_NOSIGNAL))
+                let n = unsafe Glibc.send(fd, buf.baseAddress! + off, buf.count - off, Int32(MSG_NOSIGNAL))
                 if n < 0 {
                     if errno == EINTR { continue }
                     throw BenchError("send: \(Errno(rawValue: errno))")
@@ -148,14 +150,14 @@ final class NativeClient {
     /// non-blocking socket had nothing, or a blocking one hit its timeout.
     func readOnce() throws -> ReadResult {
         while true {
-            let n = recv(fd, scratch.baseAddress, scratch.count, 0)
+            let n = unsafe recv(fd, scratch.baseAddress, scratch.count, 0)
             if n == 0 { return .endOfFile }
             if n < 0 {
                 if errno == EINTR { continue }
                 if errno == EAGAIN || errno == EWOULDBLOCK { return .wouldBlock }
                 throw BenchError("recv: \(Errno(rawValue: errno))")
             }
-            try counter.consume(UnsafeRawBufferPointer(rebasing: scratch[0..<n]))
+            try unsafe counter.consume(UnsafeRawBufferPointer(rebasing: scratch[0..<n]))
             return .data
         }
     }
@@ -287,7 +289,7 @@ final class RoundTripper {
 enum Clock {
     static func nanoseconds() -> UInt64 {
         var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
+        unsafe clock_gettime(CLOCK_MONOTONIC, &ts)
         return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
     }
 
@@ -349,10 +351,10 @@ enum StreamCounter {
                 lastTick = now
                 tick()
             }
-            let n = events.withUnsafeMutableBufferPointer { ev in
-                datas.withUnsafeMutableBufferPointer { da in
+            let n = unsafe events.withUnsafeMutableBufferPointer { ev in
+                unsafe datas.withUnsafeMutableBufferPointer { da in
                     // baseAddress is non-nil: both arrays hold maxEvents elements.
-                    earmuff_epoll_wait(ep, ev.baseAddress!, da.baseAddress!, maxEvents, 20)
+                    unsafe earmuff_epoll_wait(ep, ev.baseAddress!, da.baseAddress!, maxEvents, 20)
                 }
             }
             for k in 0..<Int(max(n, 0)) {

@@ -250,7 +250,7 @@ final class Relay {
         _ upstream: String, binary: String, consent: ConsentSupport, workDir: String,
         grantSelf: Bool = true
     ) throws -> Relay {
-        setenv("EARMUFF_BINARY", binary, 1)
+        unsafe setenv("EARMUFF_BINARY", binary, 1)
         var args: [String] = []
         if ConsentSupport.serveTakesLogLevelCached(binary: binary) {
             args += ["--log-level", ProcessInfo.processInfo.environment["EARMUFF_BENCH_LOG_LEVEL"] ?? "warn"]
@@ -304,7 +304,7 @@ final class Relay {
         child?.terminate(signal: SIGTERM, grace: 2)
         if let child { TempDir.remove(child.stdoutPath) }
         earmuff?.stop()
-        if mode == .socat || mode == .relay { unlink(path) }
+        if mode == .socat || mode == .relay { unsafe unlink(path) }
     }
 }
 
@@ -313,9 +313,9 @@ extension ConsentSupport {
 
     /// `serveTakesLogLevel`, asked once per binary (the bench is single-threaded here).
     static func serveTakesLogLevelCached(binary: String) -> Bool {
-        if let v = logLevelCache[binary] { return v }
+        if let v = unsafe logLevelCache[binary] { return v }
         let v = serveTakesLogLevel(binary: binary)
-        logLevelCache[binary] = v
+        unsafe logLevelCache[binary] = v
         return v
     }
 }

@@ -34,9 +34,9 @@ func findSettingsProgram() -> String? {
 /// Starts `program` (Earmuff Settings), not waiting for it (a second start raises its window).
 func start(_ program: String, controlPath: String) {
     var pid: pid_t = 0
-    let argv: [UnsafeMutablePointer<CChar>?] = [strdup(program), strdup("--control"), strdup(controlPath), nil]
-    defer { argv.forEach { free($0) } }
-    let rc = posix_spawn(&pid, program, nil, nil, argv, environ)
+    let argv: [UnsafeMutablePointer<CChar>?] = unsafe [strdup(program), strdup("--control"), strdup(controlPath), nil]
+    defer { unsafe argv.forEach { unsafe free($0) } }
+    let rc = unsafe posix_spawn(&pid, program, nil, nil, argv, environ)
     if rc != 0 { log("cannot start \(program): \(Errno(rawValue: rc))") }
 }
 
@@ -96,7 +96,7 @@ func run(controlPath: String) -> Never {
             exit(0)
         }
         var fds = [pollfd(fd: bus.fd, events: bus.events, revents: 0), pollfd(fd: handover.wake.rawValue, events: Int16(POLLIN), revents: 0)]
-        _ = poll(&fds, 2, bus.pollTimeout)
+        _ = unsafe poll(&fds, 2, bus.pollTimeout)
         if fds[1].revents != 0, let state = handover.take() {
             item.show(IndicatorView(state, settingsInstalled: settings != nil))
         }

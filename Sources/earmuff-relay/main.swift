@@ -36,7 +36,7 @@ final class OpenGate: SessionObserver, @unchecked Sendable {
 /// A client named by its executable, as far as /proc shows it.
 func identify(pid: Int32, uid: UInt32, gid: UInt32) -> ClientIdentity {
     var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
-    let n = readlink("/proc/\(pid)/exe", &buffer, buffer.count - 1)
+    let n = unsafe readlink("/proc/\(pid)/exe", &buffer, buffer.count - 1)
     let exe = n > 0 ? String(decoding: buffer[0..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self) : nil
     return ClientIdentity(
         pid: pid, uid: uid, gid: gid, appKey: AppKey(kind: "exe", value: exe ?? "pid-\(pid)"),
@@ -45,7 +45,7 @@ func identify(pid: Int32, uid: UInt32, gid: UInt32) -> ClientIdentity {
 
 func fail(_ message: String, status: Int32 = 64) -> Never {
     var line = Array("earmuff-relay: \(message)\n".utf8)
-    line.withUnsafeMutableBytes { _ = write(2, $0.baseAddress, $0.count) }
+    unsafe line.withUnsafeMutableBytes { _ = unsafe write(2, $0.baseAddress, $0.count) }
     exit(status)
 }
 
@@ -91,10 +91,10 @@ options.maxClientsPerApp = options.maxClients
 
 // The stop signals are blocked in every thread; the main thread waits for them.
 var stopSignals = sigset_t()
-sigemptyset(&stopSignals)
-sigaddset(&stopSignals, SIGINT)
-sigaddset(&stopSignals, SIGTERM)
-pthread_sigmask(SIG_BLOCK, &stopSignals, nil)
+unsafe sigemptyset(&stopSignals)
+unsafe sigaddset(&stopSignals, SIGINT)
+unsafe sigaddset(&stopSignals, SIGTERM)
+unsafe pthread_sigmask(SIG_BLOCK, &stopSignals, nil)
 
 let gate = OpenGate()
 let relay: Daemon
@@ -109,9 +109,9 @@ do {
 }
 Log.info("listening on \(listen), relaying to \(upstream) (no consent: every stream is real)")
 var line = Array("PULSE_SERVER=unix:\(listen)\n".utf8)
-line.withUnsafeMutableBytes { _ = write(1, $0.baseAddress, $0.count) }
+unsafe line.withUnsafeMutableBytes { _ = unsafe write(1, $0.baseAddress, $0.count) }
 var received: Int32 = 0
-sigwait(&stopSignals, &received)
+unsafe sigwait(&stopSignals, &received)
 Log.info("stopping on signal \(received)")
 relay.stop()
-unlink(listen)
+unsafe unlink(listen)

@@ -6,10 +6,11 @@ import Glibc
 import SettingsModel
 
 @MainActor
+@safe
 final class AppRowWidget {
     let row: UnsafeMutablePointer<GtkWidget>
     private(set) var view: AppRowView
-    private var buttons: [Choice: UnsafeMutablePointer<GtkWidget>] = [:]
+    private var buttons: [Choice: UnsafeMutablePointer<GtkWidget>] = unsafe [:]
     /// The three choices, side by side, or one above the other in a narrow window.
     private let choices: UnsafeMutablePointer<GtkWidget>
     /// Set while the window changes the buttons itself, and for good once the row is
@@ -18,50 +19,50 @@ final class AppRowWidget {
 
     init(_ view: AppRowView, narrow: Bool, perform: @escaping (SettingsIntent) -> Void) {
         self.view = view
-        row = adw_expander_row_new()
-        let expander: UnsafeMutablePointer<AdwExpanderRow> = cast(row)
-        adw_preferences_row_set_use_markup(cast(row), 0)
-        adw_preferences_row_set_title(cast(row), view.title)
-        adw_expander_row_add_prefix(expander, Self.icon(view.icon, fallback: view.fallbackIcon))
+        unsafe row = adw_expander_row_new()
+        let expander: UnsafeMutablePointer<AdwExpanderRow> = unsafe cast(row)
+        unsafe adw_preferences_row_set_use_markup(cast(row), 0)
+        unsafe adw_preferences_row_set_title(cast(row), view.title)
+        unsafe adw_expander_row_add_prefix(expander, Self.icon(view.icon, fallback: view.fallbackIcon))
 
-        let box = gtk_box_new(GTK_ORIENTATION_HORIZONTAL, 0).style("linked")
-        choices = box
-        gtk_widget_set_valign(box, GTK_ALIGN_CENTER)
+        let box = unsafe gtk_box_new(GTK_ORIENTATION_HORIZONTAL, 0).style("linked")
+        unsafe choices = box
+        unsafe gtk_widget_set_valign(box, GTK_ALIGN_CENTER)
         var group: UnsafeMutablePointer<GtkToggleButton>?
         for choice in Choice.allCases {
-            let b = gtk_toggle_button_new_with_label(choice.label)!
-            accessibleLabel(b, "\(choice.label) \(view.title)")
-            gtk_widget_set_tooltip_text(b, Self.tooltip(choice, view.kind))
-            if let group { gtk_toggle_button_set_group(cast(b), group) } else { group = cast(b) }
-            gtk_box_append(cast(box), b)
-            buttons[choice] = b
+            let b = unsafe gtk_toggle_button_new_with_label(choice.label)!
+            unsafe accessibleLabel(b, "\(choice.label) \(view.title)")
+            unsafe gtk_widget_set_tooltip_text(b, Self.tooltip(choice, view.kind))
+            if let group = unsafe group { unsafe gtk_toggle_button_set_group(cast(b), group) } else { unsafe group = cast(b) }
+            unsafe gtk_box_append(cast(box), b)
+            unsafe buttons[choice] = b
             let key = view.key, kind = view.kind
-            onNotify(b, "active") { [weak self] in
-                guard let self, !self.updating, gtk_toggle_button_get_active(cast(b)) != 0 else { return }
+            unsafe onNotify(b, "active") { [weak self] in
+                guard let self, !self.updating, unsafe gtk_toggle_button_get_active(cast(b)) != 0 else { return }
                 perform(.choose(key: key, kind: kind, choice))
             }
         }
-        adw_expander_row_add_action(expander, box)
+        unsafe adw_expander_row_add_action(expander, box)
 
         for (label, value) in view.details {
-            let d = adw_action_row_new()!
-            adw_preferences_row_set_use_markup(cast(d), 0)
-            adw_preferences_row_set_title(cast(d), label)
-            adw_action_row_set_subtitle(cast(d), value)
-            adw_expander_row_add_row(expander, d)
+            let d = unsafe adw_action_row_new()!
+            unsafe adw_preferences_row_set_use_markup(cast(d), 0)
+            unsafe adw_preferences_row_set_title(cast(d), label)
+            unsafe adw_action_row_set_subtitle(cast(d), value)
+            unsafe adw_expander_row_add_row(expander, d)
         }
         for choice in [Choice.allow, .deny] {
-            let r = adw_action_row_new()!
-            adw_preferences_row_set_title(cast(r), "\(choice.label) for a while")
+            let r = unsafe adw_action_row_new()!
+            unsafe adw_preferences_row_set_title(cast(r), "\(choice.label) for a while")
             for lifespan in [ChoiceLifespan.hour, .session] {
-                let b = gtk_button_new_with_label(lifespan.label)!
-                gtk_widget_set_valign(b, GTK_ALIGN_CENTER)
-                accessibleLabel(b, "\(choice.label) \(view.title) \(lifespan.label.lowercased())")
+                let b = unsafe gtk_button_new_with_label(lifespan.label)!
+                unsafe gtk_widget_set_valign(b, GTK_ALIGN_CENTER)
+                unsafe accessibleLabel(b, "\(choice.label) \(view.title) \(lifespan.label.lowercased())")
                 let key = view.key, kind = view.kind
-                on(b, "clicked") { perform(.choose(key: key, kind: kind, choice, lifespan)) }
-                adw_action_row_add_suffix(cast(r), b)
+                unsafe on(b, "clicked") { perform(.choose(key: key, kind: kind, choice, lifespan)) }
+                unsafe adw_action_row_add_suffix(cast(r), b)
             }
-            adw_expander_row_add_row(expander, r)
+            unsafe adw_expander_row_add_row(expander, r)
         }
         update(view)
         setNarrow(narrow)
@@ -70,20 +71,20 @@ final class AppRowWidget {
     /// In a narrow window the choices stand one above the other, so the app's name keeps
     /// the room to be read.
     func setNarrow(_ narrow: Bool) {
-        gtk_orientable_set_orientation(cast(choices), narrow ? GTK_ORIENTATION_VERTICAL : GTK_ORIENTATION_HORIZONTAL)
+        unsafe gtk_orientable_set_orientation(cast(choices), narrow ? GTK_ORIENTATION_VERTICAL : GTK_ORIENTATION_HORIZONTAL)
     }
 
     /// The app's icon: a file, or a name the icon theme has, else the fallback name.
     static func icon(_ icon: String, fallback: String) -> UnsafeMutablePointer<GtkWidget> {
         let image: UnsafeMutablePointer<GtkWidget>
         if icon.hasPrefix("/") {
-            image = access(icon, R_OK) == 0 ? gtk_image_new_from_file(icon) : gtk_image_new_from_icon_name(fallback)
+            unsafe image = access(icon, R_OK) == 0 ? gtk_image_new_from_file(icon) : gtk_image_new_from_icon_name(fallback)
         } else {
-            let theme = gtk_icon_theme_get_for_display(gdk_display_get_default())
-            image = gtk_image_new_from_icon_name(gtk_icon_theme_has_icon(theme, icon) != 0 ? icon : fallback)
+            let theme = unsafe gtk_icon_theme_get_for_display(gdk_display_get_default())
+            unsafe image = gtk_image_new_from_icon_name(gtk_icon_theme_has_icon(theme, icon) != 0 ? icon : fallback)
         }
-        gtk_image_set_icon_size(cast(image), GTK_ICON_SIZE_LARGE)
-        return image
+        unsafe gtk_image_set_icon_size(cast(image), GTK_ICON_SIZE_LARGE)
+        return unsafe image
     }
 
     static func tooltip(_ choice: Choice, _ kind: SettingsKind) -> String {
@@ -111,10 +112,10 @@ final class AppRowWidget {
         if let live = new.live { lines.append("● \(live.label)") }
         if let note = new.lifespanNote { lines.append(note) }
         if !new.subtitle.isEmpty { lines.append(new.subtitle) }
-        adw_expander_row_set_subtitle(cast(row), lines.joined(separator: "\n"))
+        unsafe adw_expander_row_set_subtitle(cast(row), lines.joined(separator: "\n"))
         let was = updating
         updating = true
-        for (choice, b) in buttons { gtk_toggle_button_set_active(cast(b), choice == new.choice ? 1 : 0) }
+        unsafe buttons.forEach { choice, b in unsafe gtk_toggle_button_set_active(cast(b), choice == new.choice ? 1 : 0) }
         updating = was
     }
 }

@@ -23,18 +23,18 @@ final class DaemonLink {
     func start() {
         guard thread == nil else { return }
         // The link lives as long as the application: the thread's handovers may name it.
-        let link = UInt(bitPattern: Unmanaged.passRetained(self).toOpaque())
+        let link = unsafe UInt(bitPattern: Unmanaged.passRetained(self).toOpaque())
         do {
             thread = try ControlThread(path: path) { state in
-                let box = Unmanaged.passRetained(Handover(link: link, state: state)).toOpaque()
-                g_idle_add(
+                let box = unsafe Unmanaged.passRetained(Handover(link: link, state: state)).toOpaque()
+                unsafe g_idle_add(
                     { data in
-                        let h = Unmanaged<Handover>.fromOpaque(data!).takeRetainedValue()
+                        let h = unsafe Unmanaged<Handover>.fromOpaque(data!).takeRetainedValue()
                         MainActor.assumeIsolated {
-                            Unmanaged<DaemonLink>.fromOpaque(UnsafeRawPointer(bitPattern: h.link)!).takeUnretainedValue().show(h.state)
+                            unsafe Unmanaged<DaemonLink>.fromOpaque(UnsafeRawPointer(bitPattern: h.link)!).takeUnretainedValue().show(h.state)
                         }
                         return 0
-                    }, box)
+                    }, unsafe box)
             }
         } catch {
             state.lost(.refused(message: "cannot start the control thread (\(error))"))

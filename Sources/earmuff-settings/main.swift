@@ -22,32 +22,33 @@ case .success(let parsed):
 
 /// The application and its one window (a second start raises the first window).
 @MainActor
+@safe
 final class SettingsApp {
     static let id = "org.earmuff.Settings"
-    let app = adw_application_new(SettingsApp.id, G_APPLICATION_DEFAULT_FLAGS)!
+    let app = unsafe adw_application_new(SettingsApp.id, G_APPLICATION_DEFAULT_FLAGS)!
     let link: DaemonLink
     var window: SettingsWindow?
 
     init(controlPath: String) {
         link = DaemonLink(path: controlPath)
-        on(app, "activate") { [unowned self] in
+        unsafe on(app, "activate") { [unowned self] in
             if let window {
-                gtk_window_present(cast(window.window))
+                unsafe gtk_window_present(cast(window.window))
                 return
             }
-            let w = SettingsWindow(application: app, link: link)
+            let w = unsafe SettingsWindow(application: app, link: link)
             window = w
-            gtk_window_present(cast(w.window))
+            unsafe gtk_window_present(cast(w.window))
             later { self.link.start() }
         }
     }
 
     func run() -> Int32 {
-        g_application_run(cast(app), 0, nil)
+        unsafe g_application_run(cast(app), 0, nil)
     }
 }
 
-g_set_prgname("earmuff-settings")
-gtk_window_set_default_icon_name(SettingsApp.id)
+unsafe g_set_prgname("earmuff-settings")
+unsafe gtk_window_set_default_icon_name(SettingsApp.id)
 let settings = MainActor.assumeIsolated { SettingsApp(controlPath: controlPath) }
 exit(MainActor.assumeIsolated { settings.run() })

@@ -24,7 +24,7 @@ private func crashWriter(path: String, round: Int, fd: Int32) -> Never {
         for seq in Int64(0)..<1_000_000 {
             try store.setDecision(crashDecision(round: round, seq: seq))
             var word = seq
-            let written = withUnsafeBytes(of: &word) { write(fd, $0.baseAddress, $0.count) }
+            let written = unsafe withUnsafeBytes(of: &word) { unsafe write(fd, $0.baseAddress, $0.count) }
             if written != MemoryLayout<Int64>.size { _exit(3) }
         }
         _exit(0)
@@ -44,7 +44,7 @@ private func superviseChild(pid: pid_t, fd: Int32, enough: Int, deadlineSeconds:
     var waited = 0
     while true {
         var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-        let ready = poll(&pfd, 1, 100)
+        let ready = unsafe poll(&pfd, 1, 100)
         if ready == 0 {
             waited += 100
             if !killed && waited >= deadlineSeconds * 1000 {
@@ -59,13 +59,13 @@ private func superviseChild(pid: pid_t, fd: Int32, enough: Int, deadlineSeconds:
             if errno == EINTR { continue }
             break
         }
-        let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        let n = unsafe chunk.withUnsafeMutableBytes { unsafe read(fd, $0.baseAddress, $0.count) }
         if n < 0 && errno == EINTR { continue }
         if n <= 0 { break } // EOF: the child is gone and the pipe is drained.
         pending += chunk[0..<n]
         while pending.count >= 8 {
             var value: Int64 = 0
-            withUnsafeMutableBytes(of: &value) { $0.copyBytes(from: pending[0..<8]) }
+            unsafe withUnsafeMutableBytes(of: &value) { unsafe $0.copyBytes(from: pending[0..<8]) }
             reported.append(value)
             pending.removeFirst(8)
         }
@@ -75,7 +75,7 @@ private func superviseChild(pid: pid_t, fd: Int32, enough: Int, deadlineSeconds:
         }
     }
     var status: Int32 = 0
-    while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+    while unsafe waitpid(pid, &status, 0) < 0 && errno == EINTR {}
     return (reported, status, timedOut)
 }
 
@@ -99,7 +99,7 @@ extension StoreTests {
         var expected: [(round: Int, seq: Int64)] = []
         for round in 0..<3 {
             var fds: [Int32] = [-1, -1]
-            #expect(pipe(&fds) == 0)
+            unsafe #expect(pipe(&fds) == 0)
             let pid = fork()
             if pid == 0 {
                 close(fds[0])

@@ -46,7 +46,7 @@ extension StoreTests {
     @Test func tightensModeOfExistingFile() throws {
         let dir = try TemporaryDirectory()
         let path = dir.path + "/permissions.sqlite"
-        let fd = open(path, O_CREAT | O_WRONLY, 0o644)
+        let fd = unsafe open(path, O_CREAT | O_WRONLY, 0o644)
         #expect(fd >= 0)
         #expect(fchmod(fd, 0o644) == 0)
         close(fd)
@@ -58,7 +58,7 @@ extension StoreTests {
     @Test func parentThatIsAFileIsReported() throws {
         let dir = try TemporaryDirectory()
         let blocker = dir.path + "/file"
-        let fd = open(blocker, O_CREAT | O_WRONLY, 0o600)
+        let fd = unsafe open(blocker, O_CREAT | O_WRONLY, 0o600)
         close(fd)
         #expect(
             throws: StoreError.fileSystem(
@@ -145,9 +145,9 @@ extension StoreTests {
     @Test func refusesAFileThatIsNotADatabase() throws {
         let dir = try TemporaryDirectory()
         let path = dir.path + "/p.sqlite"
-        let fd = open(path, O_CREAT | O_WRONLY, 0o600)
+        let fd = unsafe open(path, O_CREAT | O_WRONLY, 0o600)
         let junk = Array(repeating: UInt8(ascii: "x"), count: 4096)
-        #expect(write(fd, junk, junk.count) == junk.count)
+        unsafe #expect(write(fd, junk, junk.count) == junk.count)
         close(fd)
         let error = #expect(throws: StoreError.self) { _ = try PermissionStore(path: path) }
         #expect(error?.primarySQLiteCode == 26) // SQLITE_NOTADB

@@ -12,9 +12,9 @@ final class TemporaryDirectory {
 
     init() throws {
         var template = Array((NSTemporaryDirectory() + "earmuff-store-XXXXXX").utf8CString)
-        let made = template.withUnsafeMutableBufferPointer { buffer -> String? in
+        let made = unsafe template.withUnsafeMutableBufferPointer { buffer -> String? in
             // The array is non-empty, so it has a base address.
-            mkdtemp(buffer.baseAddress!).map { String(cString: $0) }
+            unsafe mkdtemp(buffer.baseAddress!).map { unsafe String(cString: $0) }
         }
         guard let made else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
         path = made
@@ -26,6 +26,6 @@ final class TemporaryDirectory {
 /// The permission bits of `path` (`st_mode & 0o7777`), or nil when it does not exist.
 func permissionBits(_ path: String) -> mode_t? {
     var info = stat()
-    guard stat(path, &info) == 0 else { return nil }
+    guard unsafe stat(path, &info) == 0 else { return nil }
     return info.st_mode & 0o7777
 }

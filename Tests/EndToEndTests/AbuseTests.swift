@@ -104,8 +104,8 @@ extension EndToEnd {
             guard getuid() == 0 else { return } // only root can act as another uid here
             let s = try Setup()
             defer { s.stop() }
-            chmod(s.earmuff.directory, 0o755)
-            chmod(s.earmuff.listenPath, 0o777)
+            unsafe chmod(s.earmuff.directory, 0o755)
+            unsafe chmod(s.earmuff.listenPath, 0o777)
             guard let setpriv = findExecutable("setpriv"), let pactl = findExecutable("pactl") else {
                 throw TestSupportError("setpriv (util-linux) and pactl are needed")
             }

@@ -16,9 +16,9 @@ extension EndToEnd {
             let dir = "\(s.scratch)/bin"
             try TempDir.makeDirectory(dir)
             let pacat = String(s.key.dropFirst("exe:".count))
-            guard symlink(pacat, "\(dir)/rec") == 0 else { throw TestSupportError("symlink: \(errno)") }
+            guard unsafe symlink(pacat, "\(dir)/rec") == 0 else { throw TestSupportError("symlink: \(errno)") }
             try "#!/usr/bin/env python3\nprint('memo')\n".write(toFile: "\(dir)/memo", atomically: true, encoding: .utf8)
-            chmod("\(dir)/memo", 0o755)
+            unsafe chmod("\(dir)/memo", 0o755)
             return (dir, pacat)
         }
 

@@ -110,11 +110,11 @@ extension EndToEnd {
         static func longestSilentRun(_ audio: Data, format: PCMFormat, channels: Int = 1) -> Int {
             let frame = format.bytesPerSample * channels
             var longest = 0, run = 0
-            audio.withUnsafeBytes { (raw: UnsafeRawBufferPointer) in
+            unsafe audio.withUnsafeBytes { (raw: UnsafeRawBufferPointer) in
                 var i = 0
                 while i + frame <= raw.count {
                     var silent = true
-                    for j in i..<(i + frame) where raw[j] != format.silenceByte { silent = false; break }
+                    for j in i..<(i + frame) where unsafe raw[j] != format.silenceByte { silent = false; break }
                     run = silent ? run + 1 : 0
                     longest = max(longest, run)
                     i += frame

@@ -264,7 +264,7 @@ struct PipePair {
 
     init() throws {
         var fds: [Int32] = [0, 0]
-        guard pipe(&fds) == 0 else { throw TestSupportError("pipe: errno \(errno)") }
+        guard unsafe pipe(&fds) == 0 else { throw TestSupportError("pipe: errno \(errno)") }
         read = fds[0]
         write = fds[1]
         _ = fcntl(read, F_SETFL, fcntl(read, F_GETFL) | O_NONBLOCK)
@@ -274,7 +274,7 @@ struct PipePair {
     func writerGone(timeout: Double) -> Bool {
         Wait.untilBlocking(timeout: timeout, interval: 0.02) {
             var b: UInt8 = 0
-            return Glibc.read(read, &b, 1) == 0
+            return unsafe Glibc.read(read, &b, 1) == 0
         }
     }
 }
@@ -836,8 +836,8 @@ extension EndToEnd.HardeningTests {
             init() throws { dir = try Helpers.scratch() }
 
             func point(at server: PulseServer) throws {
-                unlink(link)
-                guard symlink(server.socketPath, link) == 0 else { throw TestSupportError("symlink: errno \(errno)") }
+                unsafe unlink(link)
+                guard unsafe symlink(server.socketPath, link) == 0 else { throw TestSupportError("symlink: errno \(errno)") }
             }
         }
 
@@ -1063,8 +1063,8 @@ extension EndToEnd.HardeningTests {
             #expect(!blocked.succeeded && !blocked.timedOut, "nobody reached the control socket: \(blocked)")
 
             // Open the way on the file system: the daemon's own uid check must refuse.
-            for path in [earmuff.directory, earmuff.runtimeDir, "\(earmuff.runtimeDir)/earmuff"] { chmod(path, 0o755) }
-            chmod(earmuff.controlPath, 0o666)
+            for path in [earmuff.directory, earmuff.runtimeDir, "\(earmuff.runtimeDir)/earmuff"] { unsafe chmod(path, 0o755) }
+            unsafe chmod(earmuff.controlPath, 0o666)
             let refused = try runAsNobody(["status", "--control", earmuff.controlPath])
             #expect(!refused.succeeded && !refused.timedOut, "the daemon served uid 65534: \(refused)")
             #expect(earmuff.log().contains("uid 65534"), "the daemon did not log refusing uid 65534:\n\(earmuff.log())")

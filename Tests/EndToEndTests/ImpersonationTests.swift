@@ -338,7 +338,7 @@ extension EndToEnd {
             let terminal = "\(slice)/vte-spawn-earmuff-\(getpid()).scope"
             let scope = "\(slice)/app-flatpak-\(appID)-\(getpid()).scope"
             for dir in [terminal, scope] { try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true) }
-            defer { for dir in [terminal, scope] { rmdir(dir) } }
+            defer { for dir in [terminal, scope] { unsafe rmdir(dir) } }
 
             let forged = try Sandbox.startFlatpakRecording(
                 appID: appID, sessionSocket: s.earmuff.listenPath,
@@ -369,7 +369,7 @@ extension EndToEnd {
             let key = "flatpak:\(appID)"
             let scope = "\(root)/user.slice/user-\(getuid()).slice/user@\(getuid()).service/app.slice/app-flatpak-\(appID)-\(getpid()).scope"
             try FileManager.default.createDirectory(atPath: scope, withIntermediateDirectories: true)
-            defer { rmdir(scope) }
+            defer { unsafe rmdir(scope) }
             let agent = try s.earmuff.startCLI(["agent", "--answer", "deny"])
             defer { _ = agent.stop() }
             #expect(await Wait.until(timeout: 60) { agent.output().contains("answering every prompt") }, "\(agent.output())")
@@ -408,7 +408,7 @@ extension EndToEnd {
         @Test func aHiddenProcessNeverSharesAGrantedKey() async throws {
             // The system python: an interpreter under root's home (pyenv) is not nobody's to run.
             let python = "/usr/bin/python3"
-            guard getuid() == 0, let setpriv = findExecutable("setpriv"), access(python, X_OK) == 0 else { return }
+            guard getuid() == 0, let setpriv = findExecutable("setpriv"), unsafe access(python, X_OK) == 0 else { return }
             // Identification does not depend on the server; the private pipewire-pulse is not
             // opened to another uid as simply as PulseAudio's anonymous socket, so PulseAudio only.
             guard (try? ServerKind.selected()) != .pipewire else { return }
@@ -417,15 +417,15 @@ extension EndToEnd {
             defer { server.stop() }
             // Let nobody reach the private server (anonymous auth), as a user's own server would be.
             let serverDir = (server.socketPath as NSString).deletingLastPathComponent
-            chmod(serverDir, 0o755)
-            chmod(server.socketPath, 0o777)
+            unsafe chmod(serverDir, 0o755)
+            unsafe chmod(server.socketPath, 0o777)
             let earmuff = try EarmuffProcess(upstream: server.serverString, runAs: nobody)
             defer { earmuff.stop() }
             try earmuff.control("grant", "exe:unknown")
 
             let dir = try TempDir.make(prefix: "earmuff-hidden")
             defer { TempDir.remove(dir) }
-            chown(dir, nobody, nobody)
+            unsafe chown(dir, nobody, nobody)
             let script = "\(dir)/hidden.py"
             try ("import ctypes\nctypes.CDLL(None).prctl(4, 0)  # PR_SET_DUMPABLE\n" + Self.pythonRecorder)
                 .write(toFile: script, atomically: true, encoding: .utf8)

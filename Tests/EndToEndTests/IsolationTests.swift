@@ -109,7 +109,7 @@ extension EndToEnd {
             #expect(directUp, "parecord direct has no stream")
             func size(_ t: RunningTool) -> Int {
                 var st = stat()
-                return stat("\(t.directory)/recording.raw", &st) == 0 ? Int(st.st_size) : 0
+                return unsafe stat("\(t.directory)/recording.raw", &st) == 0 ? Int(st.st_size) : 0
             }
             // At least two blocks recorded directly.
             let recorded = await Wait.until(timeout: 60) { size(direct) >= 4 * bytesPerSecond }
@@ -183,7 +183,7 @@ extension EndToEnd {
             // Stalled for real: what is queued for it stops growing (earmuff can send no more).
             func queued() -> Int32 {
                 var n: Int32 = 0
-                _ = ioctl(stuck.fd, UInt(FIONREAD), &n)
+                _ = unsafe ioctl(stuck.fd, UInt(FIONREAD), &n)
                 return n
             }
             var last: Int32 = -1

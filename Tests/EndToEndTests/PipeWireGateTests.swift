@@ -1074,7 +1074,7 @@ extension EndToEnd {
 
             // PipeWire's socket appears where the daemon looks (as a starting PipeWire makes it).
             let socket = "\(server.runtimeDir)/pipewire-0"
-            #expect(symlink(socket, "\(runtime)/pipewire-0") == 0, "symlink: errno \(errno)")
+            unsafe #expect(symlink(socket, "\(runtime)/pipewire-0") == 0, "symlink: errno \(errno)")
             let status = try await earmuff.waitForStatus { $0.pipewire?.gating == true }
             #expect(status.pipewire?.gating == true, "\(String(describing: status.pipewire))\n\(earmuff.log())")
         }

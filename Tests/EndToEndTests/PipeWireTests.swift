@@ -366,13 +366,13 @@ final class WireClient {
         addr.sun_family = sa_family_t(AF_UNIX)
         let bytes = Array(path.utf8)
         guard bytes.count < MemoryLayout.size(ofValue: addr.sun_path) else { throw TestSupportError("path too long: \(path)") }
-        withUnsafeMutableBytes(of: &addr.sun_path) { buf in
-            buf.copyBytes(from: bytes)
-            buf[bytes.count] = 0
+        unsafe withUnsafeMutableBytes(of: &addr.sun_path) { buf in
+            unsafe buf.copyBytes(from: bytes)
+            unsafe buf[bytes.count] = 0
         }
         let len = socklen_t(MemoryLayout<sa_family_t>.size + bytes.count + 1)
-        let rc = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, len) }
+        let rc = unsafe withUnsafePointer(to: &addr) {
+            unsafe $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { unsafe connect(fd, $0, len) }
         }
         guard rc == 0 else {
             close(fd)
@@ -386,7 +386,7 @@ final class WireClient {
     func write(_ bytes: [UInt8]) throws {
         var sent = 0
         while sent < bytes.count {
-            let n = bytes[sent...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            let n = unsafe bytes[sent...].withUnsafeBytes { unsafe Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
             if n < 0 && errno == EINTR { continue }
             guard n > 0 else { throw TestSupportError("send: errno \(errno)") }
             sent += n
@@ -412,10 +412,10 @@ final class WireClient {
             let left = deadline - Wait.now()
             guard left > 0 else { throw TestSupportError("no frame within \(timeout) s") }
             var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            let ready = poll(&p, 1, Int32(min(left, 1) * 1000))
+            let ready = unsafe poll(&p, 1, Int32(min(left, 1) * 1000))
             if ready <= 0 { continue }
             var buf = [UInt8](repeating: 0, count: 65536)
-            let n = buf.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            let n = unsafe buf.withUnsafeMutableBytes { unsafe recv(fd, $0.baseAddress, $0.count, 0) }
             if n < 0 && (errno == EINTR || errno == EAGAIN) { continue }
             guard n > 0 else { throw TestSupportError("connection closed (recv \(n), errno \(errno))") }
             parser.append(contentsOf: buf[0..<n])

@@ -17,9 +17,9 @@ extension EndToEnd {
         /// `count` copies of parecord, each in its own directory under `root` (each its own app).
         static func recorders(in root: String, count: Int = apps) throws -> [String] {
             guard
-                let pacat = findExecutable("parecord").flatMap({ realpath($0, nil) }).map({ p -> String in
-                    defer { free(p) }
-                    return String(cString: p)
+                let pacat = unsafe findExecutable("parecord").flatMap({ unsafe realpath($0, nil) }).map({ p -> String in
+                    defer { unsafe free(p) }
+                    return unsafe String(cString: p)
                 })
             else { throw TestSupportError("parecord not found; install pulseaudio-utils") }
             return try (0..<count).map { i in

@@ -67,7 +67,7 @@ extension EndToEnd {
             if let config {
                 let path = "\(server.directory)/realtime-\(UInt32.random(in: 0...UInt32.max)).conf"
                 try config.write(toFile: path, atomically: true, encoding: .utf8)
-                if runAs != nil { chmod(path, 0o644) }
+                if runAs != nil { unsafe chmod(path, 0o644) }
                 args += ["--config", path]
             }
             return try EarmuffProcess(
@@ -174,8 +174,8 @@ extension EndToEnd {
         @Test(.enabled(if: getuid() == 0 && findExecutable("setpriv") != nil)) func unprivilegedWithoutRealtimeKitSaysWhy() async throws {
             let server = try PulseServer()
             defer { server.stop() }
-            chmod(server.directory, 0o755)
-            chmod(server.socketPath, 0o777)
+            unsafe chmod(server.directory, 0o755)
+            unsafe chmod(server.socketPath, 0o777)
             let e = try Self.start(server, systemBus: Self.noBus, runAs: 65534)
             defer { e.stop() }
             let got = try await Self.settled(e)

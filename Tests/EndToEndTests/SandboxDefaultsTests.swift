@@ -258,7 +258,7 @@ extension EndToEnd {
             // A PATH with what the test's process watchdog needs, and no bwrap.
             let bin = try Helpers.scratch()
             defer { TempDir.remove(bin) }
-            for tool in ["sleep", "rm"] { symlink(findExecutable(tool) ?? "/bin/\(tool)", "\(bin)/\(tool)") }
+            for tool in ["sleep", "rm"] { unsafe symlink(findExecutable(tool) ?? "/bin/\(tool)", "\(bin)/\(tool)") }
             Self.expectRefused(
                 try s.earmuff.startSandboxed([], command: ["true"], environment: ["PATH": bin]),
                 naming: "apt-get install bubblewrap")

@@ -107,8 +107,8 @@ extension EndToEnd {
             let nobody: UInt32 = 65534
             let server = try PulseServer()
             defer { server.stop() }
-            chmod((server.socketPath as NSString).deletingLastPathComponent, 0o755)
-            chmod(server.socketPath, 0o777)
+            unsafe chmod((server.socketPath as NSString).deletingLastPathComponent, 0o755)
+            unsafe chmod(server.socketPath, 0o777)
             let earmuff = try EarmuffProcess(upstream: server.serverString, runAs: nobody)
             defer { earmuff.stop() }
             let appID = "org.example.User"
@@ -225,9 +225,9 @@ final class BypassWorld {
             stdoutPath: "\(runtime).socat.out", stderrPath: "\(runtime).socat.err",
             maxLifetime: 900, cleanupDirectory: nil)
         try TempDir.makeDirectory("\(runtime)/pulse")
-        symlink(s.server.socketPath, "\(runtime)/pulse/upstream")
+        unsafe symlink(s.server.socketPath, "\(runtime)/pulse/upstream")
         if let pw = s.server.pipeWire {
-            symlink(pw.runtimeDir + "/pipewire-0", "\(runtime)/pipewire-0")
+            unsafe symlink(pw.runtimeDir + "/pipewire-0", "\(runtime)/pipewire-0")
         } else {
             listeners.append(try UnixSocket.listen("\(runtime)/pipewire-0"))
         }
@@ -254,9 +254,9 @@ final class BypassWorld {
         addr.sin_family = sa_family_t(AF_INET)
         addr.sin_addr.s_addr = UInt32(0x7f00_0001).bigEndian
         var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let ok = withUnsafeMutablePointer(to: &addr) { p in
-            p.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(fd, $0, len) == 0 && Glibc.listen(fd, 16) == 0 && getsockname(fd, $0, &len) == 0
+        let ok = unsafe withUnsafeMutablePointer(to: &addr) { p in
+            unsafe p.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                unsafe bind(fd, $0, len) == 0 && Glibc.listen(fd, 16) == 0 && getsockname(fd, $0, &len) == 0
             }
         }
         guard ok else {
@@ -276,16 +276,16 @@ final class BypassWorld {
         let names = ((try? FileManager.default.contentsOfDirectory(atPath: "/dev/snd")) ?? []).sorted()
         for n in names {
             var st = stat()
-            if stat("/dev/snd/\(n)", &st) == 0 && st.st_mode & S_IFMT == S_IFCHR { return "/dev/snd/\(n)" }
+            if unsafe stat("/dev/snd/\(n)", &st) == 0 && st.st_mode & S_IFMT == S_IFCHR { return "/dev/snd/\(n)" }
         }
-        if access("/dev/snd", F_OK) != 0 {
-            guard mkdir("/dev/snd", 0o755) == 0 else { throw TestSupportError("cannot make /dev/snd (errno \(errno)); run as root") }
+        if unsafe access("/dev/snd", F_OK) != 0 {
+            guard unsafe mkdir("/dev/snd", 0o755) == 0 else { throw TestSupportError("cannot make /dev/snd (errno \(errno)); run as root") }
             madeDirectory = true
         }
         let path = "/dev/snd/pcmC99D0c"
         // ALSA's major number 116, minor 99 (dev_t major << 8 | minor for numbers this small):
         // no such card, so the node opens to no driver.
-        guard mknod(path, S_IFCHR | 0o660, dev_t(116 << 8 | 99)) == 0 || errno == EEXIST else {
+        guard unsafe mknod(path, S_IFCHR | 0o660, dev_t(116 << 8 | 99)) == 0 || errno == EEXIST else {
             throw TestSupportError("cannot make a stand-in \(path) (errno \(errno)); run as root")
         }
         madeDevice = path
@@ -296,10 +296,10 @@ final class BypassWorld {
         for fd in listeners { close(fd) }
         listeners = []
         _ = abstractListener.terminate()
-        if let d = madeDevice { unlink(d) }
-        if madeDirectory { rmdir("/dev/snd") }
+        if let d = madeDevice { unsafe unlink(d) }
+        if madeDirectory { unsafe rmdir("/dev/snd") }
         TempDir.remove(runtime)
-        unlink("\(runtime).socat.out")
-        unlink("\(runtime).socat.err")
+        unsafe unlink("\(runtime).socat.out")
+        unsafe unlink("\(runtime).socat.err")
     }
 }

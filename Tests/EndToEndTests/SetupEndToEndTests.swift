@@ -121,13 +121,13 @@ extension EndToEnd {
             #expect(first.stdoutText.contains("not running systemctl (--no-systemctl)"))
             let written = home.files()
             var inodes: [String: UInt] = [:]
-            for f in written.keys { var st = stat(); stat("\(home.config)/\(f)", &st); inodes[f] = UInt(st.st_ino) }
+            for f in written.keys { var st = stat(); unsafe stat("\(home.config)/\(f)", &st); inodes[f] = UInt(st.st_ino) }
 
             let second = try home.setup(.pipewire)
             #expect(second.succeeded, "\(second)")
             #expect(second.stdoutText.contains("nothing to change"), "\(second)")
             #expect(home.files() == written)
-            for f in written.keys { var st = stat(); stat("\(home.config)/\(f)", &st); #expect(UInt(st.st_ino) == inodes[f], "\(f) rewritten") }
+            for f in written.keys { var st = stat(); unsafe stat("\(home.config)/\(f)", &st); #expect(UInt(st.st_ino) == inodes[f], "\(f) rewritten") }
             let dryAgain = try home.setup(.pipewire, ["--dry-run"])
             #expect(!dryAgain.stdoutText.contains("would write"), "\(dryAgain)")
             #expect(!dryAgain.stdoutText.contains("would run: systemctl --user stop"), "\(dryAgain)")
@@ -280,7 +280,7 @@ extension EndToEnd {
             try TempDir.makeDirectory("\(home.dir)/run/systemd")
             _ = FileManager.default.createFile(atPath: "\(home.dir)/run/systemd/private", contents: Data())
             try Self.fakeSystemctl.write(toFile: "\(home.dir)/bin/systemctl", atomically: true, encoding: .utf8)
-            chmod("\(home.dir)/bin/systemctl", 0o755)
+            unsafe chmod("\(home.dir)/bin/systemctl", 0o755)
             let log = "\(home.dir)/systemctl.log"
             try? FileManager.default.removeItem(atPath: log)
             let r = try home.earmuff(

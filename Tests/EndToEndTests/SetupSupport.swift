@@ -63,7 +63,7 @@ extension EndToEnd.SetupEndToEndTests {
                 for case let rel as String in e {
                     var isDir: ObjCBool = false
                     let path = "\(root)/\(rel)"
-                    if FileManager.default.fileExists(atPath: path, isDirectory: &isDir), !isDir.boolValue {
+                    if unsafe FileManager.default.fileExists(atPath: path, isDirectory: &isDir), !isDir.boolValue {
                         out[prefix + rel] = (try? String(contentsOfFile: path, encoding: .utf8)) ?? "<unreadable>"
                     }
                 }
@@ -136,8 +136,8 @@ final class SessionServerProcess: Sendable {
             maxLifetime: 900, cleanupDirectory: dir)
         pulse = child
         var st = stat()
-        if socketActivated, Wait.untilBlocking(timeout: 30, interval: 0.02, { stat(socket, &st) == 0 || !child.isRunning }),
-            stat(socket, &st) == 0
+        if socketActivated, Wait.untilBlocking(timeout: 30, interval: 0.02, { unsafe stat(socket, &st) == 0 || !child.isRunning }),
+            unsafe stat(socket, &st) == 0
         {
             activatedSocketInode = UInt(st.st_ino)
         } else {

@@ -132,7 +132,7 @@ extension EndToEnd {
 
         static func inode(_ path: String) throws -> UInt {
             var st = stat()
-            guard stat(path, &st) == 0 else { throw TestSupportError("stat \(path): errno \(errno)") }
+            guard unsafe stat(path, &st) == 0 else { throw TestSupportError("stat \(path): errno \(errno)") }
             return UInt(st.st_ino)
         }
 

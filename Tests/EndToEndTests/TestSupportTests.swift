@@ -50,9 +50,9 @@ extension EndToEnd {
             defer { close(bound) }
             var addr = sockaddr_un()
             addr.sun_family = sa_family_t(AF_UNIX)
-            withUnsafeMutableBytes(of: &addr.sun_path) { $0.copyBytes(from: Array("\(dir)/b".utf8) + [0]) }
-            let rc = withUnsafePointer(to: &addr) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(bound, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            unsafe withUnsafeMutableBytes(of: &addr.sun_path) { unsafe $0.copyBytes(from: Array("\(dir)/b".utf8) + [0]) }
+            let rc = unsafe withUnsafePointer(to: &addr) {
+                unsafe $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { unsafe bind(bound, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
             }
             #expect(rc == 0)
             #expect(!UnixSocket.isListening("\(dir)/b", heldBy: getpid()), "bound, not listening")

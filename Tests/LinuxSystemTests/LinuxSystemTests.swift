@@ -9,7 +9,7 @@ private func isOpen(_ fd: Int32) -> Bool { fcntl(fd, F_GETFD) >= 0 }
 /// A connected pair of Unix stream sockets (non-blocking); the caller takes both ends.
 private func socketPair() throws -> [Int32] {
     var fds: [Int32] = [-1, -1]
-    let rc = socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &fds)
+    let rc = unsafe socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &fds)
     try #require(rc == 0, "socketpair: \(Errno.current)")
     return fds
 }
@@ -26,7 +26,7 @@ private func socketPair() throws -> [Int32] {
 
     @Test("the description is strerror's text")
     func description() {
-        #expect(Errno.noSuchFileOrDirectory.description == String(cString: strerror(ENOENT)))
+        unsafe #expect(Errno.noSuchFileOrDirectory.description == String(cString: strerror(ENOENT)))
         #expect(Errno(rawValue: ECONNREFUSED).description == "Connection refused")
     }
 
@@ -42,8 +42,8 @@ private func socketPair() throws -> [Int32] {
             var closed: Int32 = 0
             var sender: Int32 = 0
             var buffer = [UInt8](repeating: 0, count: 16)
-            _ = try buffer.withUnsafeMutableBytes {
-                try a.receiveClosingDescriptors(into: $0, closedCount: &closed, senderPID: &sender)
+            _ = try unsafe buffer.withUnsafeMutableBytes {
+                try unsafe a.receiveClosingDescriptors(into: $0, closedCount: &closed, senderPID: &sender)
             }
             _ = consume b
         }
@@ -54,19 +54,19 @@ private func socketPair() throws -> [Int32] {
     @Test("a directory watch tells an entry of the name it waits for from any other")
     func directoryWatchNamesItsEntry() throws {
         var template = Array("/tmp/earmuff-watch-XXXXXX".utf8CString)
-        let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) != nil }
+        let made = unsafe template.withUnsafeMutableBufferPointer { unsafe mkdtemp($0.baseAddress!) != nil }
         try #require(made)
         let directory = String(decoding: template.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
         defer {
-            unlink("\(directory)/other"); unlink("\(directory)/socket"); rmdir(directory)
+            unsafe unlink("\(directory)/other"); unsafe unlink("\(directory)/socket"); unsafe rmdir(directory)
         }
         let watch = try FileDescriptor.watchingDirectory(directory)
         let nothingYet = watch.drainDirectoryEvents(naming: "socket")
         #expect(!nothingYet)
-        close(open("\(directory)/other", O_CREAT | O_WRONLY, 0o600))
+        unsafe close(open("\(directory)/other", O_CREAT | O_WRONLY, 0o600))
         let otherName = watch.drainDirectoryEvents(naming: "socket")
         #expect(!otherName)
-        #expect(symlink("/nonexistent", "\(directory)/socket") == 0)
+        unsafe #expect(symlink("/nonexistent", "\(directory)/socket") == 0)
         let named = watch.drainDirectoryEvents(naming: "socket")
         #expect(named)
         let again = watch.drainDirectoryEvents(naming: "socket")
@@ -111,15 +111,15 @@ private func socketPair() throws -> [Int32] {
         var a = FileDescriptor(taking: fds[0])
         var b = FileDescriptor(taking: fds[1])
         let message: [UInt8] = Array("hello".utf8)
-        let sent = try message.withUnsafeBytes { try a.send($0, UnsafeRawBufferPointer(start: nil, count: 0)) }
+        let sent = try unsafe message.withUnsafeBytes { try unsafe a.send($0, UnsafeRawBufferPointer(start: nil, count: 0)) }
         #expect(sent == message.count)
         var closed: Int32 = 0
         var sender: Int32 = 0
         var buffer = [UInt8](repeating: 0, count: 16)
-        let n = try buffer.withUnsafeMutableBytes { try b.receiveClosingDescriptors(into: $0, closedCount: &closed, senderPID: &sender) }
+        let n = try unsafe buffer.withUnsafeMutableBytes { try unsafe b.receiveClosingDescriptors(into: $0, closedCount: &closed, senderPID: &sender) }
         #expect(Array(buffer[0..<n]) == message && closed == 0)
         a.close()
-        let end = try buffer.withUnsafeMutableBytes { try b.receiveClosingDescriptors(into: $0, closedCount: &closed, senderPID: &sender) }
+        let end = try unsafe buffer.withUnsafeMutableBytes { try unsafe b.receiveClosingDescriptors(into: $0, closedCount: &closed, senderPID: &sender) }
         #expect(end == 0)
         b.close()
     }
@@ -148,7 +148,7 @@ private func socketPair() throws -> [Int32] {
     func processDescriptor() throws {
         let ours = try FileDescriptor.process(getpid())
         var p = pollfd(fd: ours.rawValue, events: Int16(POLLIN), revents: 0)
-        #expect(poll(&p, 1, 0) == 0)
+        unsafe #expect(poll(&p, 1, 0) == 0)
         #expect(throws: Errno.invalidArgument) { try FileDescriptor.process(-1) }
     }
 }

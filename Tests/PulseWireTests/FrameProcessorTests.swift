@@ -48,7 +48,7 @@ final class RecordingHandler: FrameFilter, FrameSink {
         return .pass
     }
 
-    func emit(_ bytes: UnsafeRawBufferPointer) { output.append(contentsOf: bytes) }
+    func emit(_ bytes: UnsafeRawBufferPointer) { unsafe output.append(contentsOf: bytes) }
 
     func memblockPayload(_ count: Int, silenced: Bool) {
         if silenced { silencedBytes += count } else { passedBytes += count }
@@ -81,7 +81,7 @@ enum Feeding: CaseIterable, CustomStringConvertible {
 /// Runs `processor` over `chunks` into `handler`.
 func feed(_ chunks: [[UInt8]], into handler: RecordingHandler, processor: inout FrameProcessor) throws {
     for var chunk in chunks {
-        try chunk.withUnsafeMutableBytes { buf in try processor.process(buf, filter: handler, sink: handler) }
+        try unsafe chunk.withUnsafeMutableBytes { buf in try unsafe processor.process(buf, filter: handler, sink: handler) }
     }
 }
 
@@ -113,7 +113,7 @@ let goldenStreams: [(name: String, bytes: [UInt8])] = {
         var b = bytes(hex: hex)
         if b.count == Limits.descriptorSize {
             // A memblock descriptor captured without its payload: give it one (a ramp, so silence shows).
-            let length = Int(b.withUnsafeBytes { FrameDescriptor(decoding: $0) }.length)
+            let length = unsafe Int(b.withUnsafeBytes { unsafe FrameDescriptor(decoding: $0) }.length)
             b += (0..<length).map { UInt8(truncatingIfNeeded: $0 | 1) }
         }
         return (name, b)

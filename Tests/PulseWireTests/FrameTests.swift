@@ -4,14 +4,14 @@ import Testing
 @Suite struct FrameDescriptorTests {
     @Test func decodesAndEncodesBigEndian() {
         let raw: [UInt8] = [0, 0, 0x7D, 0xE0, 0, 0, 0, 3, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFE, 0, 0, 0, 2]
-        let descriptor = raw.withUnsafeBytes { FrameDescriptor(decoding: $0) }
+        let descriptor = unsafe raw.withUnsafeBytes { unsafe FrameDescriptor(decoding: $0) }
         #expect(descriptor == FrameDescriptor(length: 32224, channel: 3, offsetHi: 0xFFFF_FFFF, offsetLo: 0xFFFF_FFFE, flags: 2))
         #expect(descriptor.offset == -2)
         #expect(descriptor.seekMode == 2)
         #expect(!descriptor.isPacket)
         #expect(descriptor.bytes == raw)
         var out = [UInt8](repeating: 0xAA, count: 20)
-        out.withUnsafeMutableBytes { descriptor.encode(into: $0) }
+        unsafe out.withUnsafeMutableBytes { unsafe descriptor.encode(into: $0) }
         #expect(out == raw)
     }
 
@@ -31,10 +31,10 @@ import Testing
     }
 
     @Test func goldenMemblockDescriptors() throws {
-        let s16 = bytes(hex: Golden.recordMemblockDescriptor).withUnsafeBytes { FrameDescriptor(decoding: $0) }
+        let s16 = unsafe bytes(hex: Golden.recordMemblockDescriptor).withUnsafeBytes { unsafe FrameDescriptor(decoding: $0) }
         #expect(s16 == FrameDescriptor(length: 24916, channel: 0, offsetHi: 0, offsetLo: 0, flags: 0))
         #expect(wireError { try s16.validate() } == nil)
-        let u8 = bytes(hex: Golden.u8MemblockDescriptor).withUnsafeBytes { FrameDescriptor(decoding: $0) }
+        let u8 = unsafe bytes(hex: Golden.u8MemblockDescriptor).withUnsafeBytes { unsafe FrameDescriptor(decoding: $0) }
         #expect(u8.length == 7606 && u8.channel == 0 && u8.seekMode == 0)
         #expect(wireError { try u8.validate() } == nil)
     }
@@ -128,7 +128,7 @@ import Testing
         while index < stream.count {
             let length = Int(loadBigEndian(stream, at: index))
             let end = index + Limits.descriptorSize + length
-            stream[index..<end].withUnsafeBytes { parser.append($0) }
+            unsafe stream[index..<end].withUnsafeBytes { unsafe parser.append($0) }
             guard let frame = try parser.next() else { Issue.record("frame not complete"); break }
             #expect(try parser.next() == nil)
             frames.append(frame)
@@ -230,7 +230,7 @@ import Testing
         var index = 0
         while index < stream.count {
             let end = min(stream.count, index + 4099)
-            stream[index..<end].withUnsafeBytes { parser.append($0) }
+            unsafe stream[index..<end].withUnsafeBytes { unsafe parser.append($0) }
             while let next = try parser.next() {
                 #expect(next == frame)
                 count += 1

@@ -43,7 +43,7 @@ import Testing
         var out: [(FrameDescriptor, ArraySlice<UInt8>)] = []
         var at = 0
         while at + Limits.descriptorSize <= bytes.count {
-            let d = bytes[at..<(at + Limits.descriptorSize)].withUnsafeBytes { FrameDescriptor(decoding: $0) }
+            let d = unsafe bytes[at..<(at + Limits.descriptorSize)].withUnsafeBytes { unsafe FrameDescriptor(decoding: $0) }
             let end = min(bytes.count, at + Limits.descriptorSize + Int(d.length))
             out.append((d, bytes[(at + Limits.descriptorSize)..<end]))
             at = end

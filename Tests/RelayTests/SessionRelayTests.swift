@@ -195,15 +195,15 @@ extension CoalescingTests {
         else { throw TestSupportError("no CREATE_RECORD_STREAM reply") }
 
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 256 * 1024, alignment: 16)
-        defer { buffer.deallocate() }
+        defer { unsafe buffer.deallocate() }
         /// Reads `bytes` of the flood (or what comes within 30 s); returns how many came.
         func read(_ bytes: Int) -> Int {
             var received = 0
             let start = Wait.now()
             while received < bytes && Wait.now() - start < 30 {
                 var pfd = pollfd(fd: c.fd, events: Int16(POLLIN), revents: 0)
-                guard poll(&pfd, 1, 5000) > 0 else { break }
-                let n = recv(c.fd, buffer.baseAddress, buffer.count, 0)
+                guard unsafe poll(&pfd, 1, 5000) > 0 else { break }
+                let n = unsafe recv(c.fd, buffer.baseAddress, buffer.count, 0)
                 guard n > 0 else { break }
                 received += n
             }

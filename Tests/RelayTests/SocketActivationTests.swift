@@ -60,7 +60,7 @@ import TestSupport
         defer { TempDir.remove(dir) }
         let sock = try listeningSocket("\(dir)/elsewhere")
         var fds: [Int32] = [0, 0]
-        #expect(pipe(&fds) == 0)
+        unsafe #expect(pipe(&fds) == 0)
         close(fds[1])
         let base = try placeConsecutively([sock, fds[0]])
         defer { close(base); close(base + 1) }
@@ -77,7 +77,7 @@ import TestSupport
 
     @Test func aConnectedSocketIsNotAListener() throws {
         var pair: [Int32] = [0, 0]
-        #expect(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &pair) == 0)
+        unsafe #expect(socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0, &pair) == 0)
         defer { close(pair[0]); close(pair[1]) }
         #expect(throws: SocketActivationError.self) {
             try SocketActivation.listener(for: "/nowhere", among: [PassedSocket(fd: pair[0], name: nil)])
@@ -85,12 +85,12 @@ import TestSupport
     }
 
     @Test func takingTheListenerClearsTheVariables() throws {
-        setenv("LISTEN_PID", "1", 1) // not this process: nothing is taken
-        setenv("LISTEN_FDS", "1", 1)
-        setenv("LISTEN_FDNAMES", "x", 1)
+        unsafe setenv("LISTEN_PID", "1", 1) // not this process: nothing is taken
+        unsafe setenv("LISTEN_FDS", "1", 1)
+        unsafe setenv("LISTEN_FDNAMES", "x", 1)
         let env = ["LISTEN_PID": "1", "LISTEN_FDS": "1"]
         #expect(try SocketActivation.takeListener(for: "/nowhere", environment: env) == nil)
-        for name in SocketActivation.variables { #expect(getenv(name) == nil) }
+        for name in SocketActivation.variables { unsafe #expect(getenv(name) == nil) }
     }
 
     // MARK: helpers

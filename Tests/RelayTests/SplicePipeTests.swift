@@ -8,14 +8,14 @@ import Testing
 /// A non-blocking Unix stream socket pair.
 private func socketPair() throws -> (Int32, Int32) {
     var fds: [Int32] = [-1, -1]
-    let rc = socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0, &fds)
+    let rc = unsafe socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0, &fds)
     try #require(rc == 0, "socketpair: \(Errno.current)")
     return (fds[0], fds[1])
 }
 
 /// Writes `bytes` to `fd` whole (the socket has room for them).
 private func writeAll(_ fd: Int32, _ bytes: [UInt8]) throws {
-    let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+    let n = unsafe bytes.withUnsafeBytes { unsafe write(fd, $0.baseAddress, $0.count) }
     try #require(n == bytes.count, "write: \(n)")
 }
 
@@ -24,7 +24,7 @@ private func readAvailable(_ fd: Int32, limit: Int) -> [UInt8] {
     var out = [UInt8](repeating: 0, count: limit)
     var got = 0
     while got < limit {
-        let n = out.withUnsafeMutableBytes { read(fd, $0.baseAddress! + got, limit - got) }
+        let n = unsafe out.withUnsafeMutableBytes { unsafe read(fd, $0.baseAddress! + got, limit - got) }
         if n <= 0 { break }
         got += n
     }
@@ -58,7 +58,7 @@ struct SplicePipeTests {
         // Fill the destination until it takes nothing more.
         let filler = [UInt8](repeating: 0xEE, count: 4096)
         var queued = 0
-        while case let n = filler.withUnsafeBytes({ send(destination, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }), n > 0 {
+        while case let n = unsafe filler.withUnsafeBytes({ unsafe send(destination, $0.baseAddress, $0.count, Int32(MSG_DONTWAIT)) }), n > 0 {
             queued += n
         }
         try writeAll(sourcePeer, pattern)
@@ -68,9 +68,9 @@ struct SplicePipeTests {
         }
         #expect(throws: Errno.wouldBlock) { try pipe.drain(to: destination, upTo: inPipe) }
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 256 * 1024, alignment: 16)
-        defer { buffer.deallocate() }
-        #expect(pipe.takeBack(inPipe, into: buffer) == pattern.count)
-        #expect(Array(buffer[0..<pattern.count]) == pattern)
+        defer { unsafe buffer.deallocate() }
+        unsafe #expect(pipe.takeBack(inPipe, into: buffer) == pattern.count)
+        unsafe #expect(Array(buffer[0..<pattern.count]) == pattern)
         // The pipe is empty again: the next use starts clean.
         try writeAll(sourcePeer, [1, 2, 3])
         #expect(try pipe.fill(from: source, upTo: 3) == 3)

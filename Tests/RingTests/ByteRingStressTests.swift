@@ -51,19 +51,19 @@ private final class StressRun: Sendable {
                 if isStopped { return }
                 let wake: Bool
                 if zeroCopy {
-                    let n = staging.withUnsafeBufferPointer { source in
-                        ring.withWritableRegions { first, second -> Int in
+                    let n = unsafe staging.withUnsafeBufferPointer { source in
+                        unsafe ring.withWritableRegions { first, second -> Int in
                             let n = min(chunk - done, first.count + second.count)
                             let inFirst = min(n, first.count)
-                            storeInstrumented(first, from: source, at: done, count: inFirst)
-                            storeInstrumented(second, from: source, at: done + inFirst, count: n - inFirst)
+                            unsafe storeInstrumented(first, from: source, at: done, count: inFirst)
+                            unsafe storeInstrumented(second, from: source, at: done + inFirst, count: n - inFirst)
                             return n
                         }
                     }
                     wake = ring.commitWrite(n)
                     done += n
                 } else {
-                    let result = staging.withUnsafeBytes { ring.write(UnsafeRawBufferPointer(rebasing: $0[done..<chunk])) }
+                    let result = unsafe staging.withUnsafeBytes { unsafe ring.write(UnsafeRawBufferPointer(rebasing: $0[done..<chunk])) }
                     wake = result.wakeConsumer
                     done += result.written
                 }
@@ -99,11 +99,11 @@ private final class StressRun: Sendable {
             let limit = readSizes[readIndex % readSizes.count]
             readIndex += 1
             let start = position
-            let (taken, mismatch) = ring.withReadableRegions { first, second -> (Int, UInt64?) in
+            let (taken, mismatch) = unsafe ring.withReadableRegions { first, second -> (Int, UInt64?) in
                 let n = min(limit, first.count + second.count)
                 let inFirst = min(n, first.count)
-                if let bad = checkInstrumented(first, count: inFirst, streamPosition: start) { return (n, bad) }
-                return (n, checkInstrumented(second, count: n - inFirst, streamPosition: start + UInt64(inFirst)))
+                if let bad = unsafe checkInstrumented(first, count: inFirst, streamPosition: start) { return (n, bad) }
+                return unsafe (n, checkInstrumented(second, count: n - inFirst, streamPosition: start + UInt64(inFirst)))
             }
             if let mismatch {
                 fail("byte \(mismatch) differs from the pattern")
@@ -134,16 +134,16 @@ private func storeInstrumented(
 ) {
     guard count > 0 else { return }
     // Non-empty region: baseAddress is non-nil. UInt8 may alias any raw memory.
-    let target = region.baseAddress!.assumingMemoryBound(to: UInt8.self)
-    for i in 0..<count { target[i] = source[offset + i] }
+    let target = unsafe region.baseAddress!.assumingMemoryBound(to: UInt8.self)
+    for i in 0..<count { unsafe target[i] = source[offset + i] }
 }
 
 /// Returns the stream position of the first of `count` bytes in `region` that differs from the pattern.
 private func checkInstrumented(_ region: UnsafeRawBufferPointer, count: Int, streamPosition: UInt64) -> UInt64? {
     guard count > 0 else { return nil }
     // Non-empty region: baseAddress is non-nil. UInt8 may alias any raw memory.
-    let bytes = region.baseAddress!.assumingMemoryBound(to: UInt8.self)
-    for i in 0..<count where bytes[i] != patternByte(streamPosition + UInt64(i)) {
+    let bytes = unsafe region.baseAddress!.assumingMemoryBound(to: UInt8.self)
+    for i in 0..<count where unsafe bytes[i] != patternByte(streamPosition + UInt64(i)) {
         return streamPosition + UInt64(i)
     }
     return nil

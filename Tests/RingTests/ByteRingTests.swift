@@ -15,19 +15,19 @@ func patternByte(_ position: UInt64) -> UInt8 {
 @discardableResult
 private func writePattern(_ ring: ByteRing, start: UInt64, count: Int) -> (written: Int, wakeConsumer: Bool) {
     let bytes = (0..<count).map { patternByte(start + UInt64($0)) }
-    return bytes.withUnsafeBytes { ring.write($0) }
+    return unsafe bytes.withUnsafeBytes { unsafe ring.write($0) }
 }
 
 /// Reads every readable byte (both regions, in order) without consuming.
 private func readableBytes(_ ring: ByteRing) -> [UInt8] {
-    ring.withReadableRegions { first, second in Array(first) + Array(second) }
+    unsafe ring.withReadableRegions { first, second in unsafe Array(first) + Array(second) }
 }
 
 /// Moves both indices forward by `n` bytes, leaving the ring empty.
 private func advance(_ ring: ByteRing, by n: Int) {
     guard n > 0 else { return }
     let filler = [UInt8](repeating: 0xEE, count: n)
-    let result = filler.withUnsafeBytes { ring.write($0) }
+    let result = unsafe filler.withUnsafeBytes { unsafe ring.write($0) }
     #expect(result.written == n)
     _ = ring.consume(n)
     #expect(ring.readableCount() == 0)
@@ -50,13 +50,13 @@ struct ByteRingBasicTests {
         let pageSize = Int(sysconf(Int32(_SC_PAGESIZE)))
         let ring = ByteRing(capacity: 1 << 20)
         let byte: [UInt8] = [42]
-        #expect(byte.withUnsafeBytes { ring.write($0) }.written == 1)
+        unsafe #expect(byte.withUnsafeBytes { unsafe ring.write($0) }.written == 1)
         // The first readable region starts at storage offset 0, i.e. the base of the mapping.
-        let resident = ring.withReadableRegions { first, _ -> Int in
+        let resident = unsafe ring.withReadableRegions { first, _ -> Int in
             let pages = ring.capacity / pageSize
             var vector = [UInt8](repeating: 0, count: pages)
             // One byte is readable, so the region is non-empty and its base is non-nil.
-            let rc = mincore(UnsafeMutableRawPointer(mutating: first.baseAddress!), ring.capacity, &vector)
+            let rc = unsafe mincore(UnsafeMutableRawPointer(mutating: first.baseAddress!), ring.capacity, &vector)
             #expect(rc == 0)
             return vector.reduce(0) { $0 + Int($1 & 1) }
         }
@@ -73,7 +73,7 @@ struct ByteRingBasicTests {
             advance(ring, by: offset)
 
             // Writable side sees the same split before the write.
-            ring.withWritableRegions { first, second in
+            unsafe ring.withWritableRegions { first, second in
                 #expect(first.count == capacity - offset)
                 #expect(second.count == offset)
             }
@@ -86,16 +86,16 @@ struct ByteRingBasicTests {
             #expect(ring.freeSpace() == capacity - size)
 
             let expectedFirst = min(size, capacity - offset)
-            ring.withReadableRegions { first, second in
+            unsafe ring.withReadableRegions { first, second in
                 #expect(first.count == expectedFirst, "offset \(offset) size \(size)")
                 #expect(second.count == size - expectedFirst, "offset \(offset) size \(size)")
                 if second.count > 0 {
                     // Both regions are non-empty here, so both bases are non-nil.
                     // The second region is the start of storage; the first begins `offset` bytes in.
-                    #expect(first.baseAddress! - second.baseAddress! == offset)
-                    #expect(first.baseAddress! + first.count == second.baseAddress! + capacity)
+                    unsafe #expect(first.baseAddress! - second.baseAddress! == offset)
+                    unsafe #expect(first.baseAddress! + first.count == second.baseAddress! + capacity)
                 }
-                let got = Array(first) + Array(second)
+                let got = unsafe Array(first) + Array(second)
                 let want = (0..<size).map { patternByte(stream + UInt64($0)) }
                 #expect(got == want, "offset \(offset) size \(size)")
             }
@@ -113,10 +113,10 @@ struct ByteRingBasicTests {
                 let ring = ByteRing(capacity: capacity)
                 advance(ring, by: offset)
                 let stream = UInt64(offset * 7 + size)
-                ring.withWritableRegions { first, second in
+                unsafe ring.withWritableRegions { first, second in
                     for i in 0..<size {
                         let byte = patternByte(stream + UInt64(i))
-                        if i < first.count { first[i] = byte } else { second[i - first.count] = byte }
+                        if i < first.count { unsafe first[i] = byte } else { unsafe second[i - first.count] = byte }
                     }
                 }
                 #expect(ring.commitWrite(size))
@@ -178,7 +178,7 @@ struct ByteRingProtocolTests {
         let refused = writePattern(ring, start: 64, count: 10)
         #expect(refused.written == 0)
         #expect(refused.wakeConsumer == false)
-        ring.withWritableRegions { first, second in
+        unsafe ring.withWritableRegions { first, second in
             #expect(first.count == 0 && second.count == 0)
         }
 
@@ -202,7 +202,7 @@ struct ByteRingProtocolTests {
         _ = ring.consume(2)
         #expect(ring.readableCount() == 0)
         #expect(writePattern(ring, start: 16, count: 3) == (3, true))
-        ring.withWritableRegions { _, _ in }
+        unsafe ring.withWritableRegions { _, _ in }
         #expect(ring.commitWrite(0) == false)
         #expect(ring.commitWrite(0) == false)
     }

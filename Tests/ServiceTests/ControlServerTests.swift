@@ -92,8 +92,8 @@ final class ServerFixture {
         var options = options
         if options.ownProgram == nil { options.ownProgram = { _ in true } }
         var template = Array("/tmp/earmuff-ctl-XXXXXX".utf8CString)
-        let made = template.withUnsafeMutableBufferPointer { mkdtemp($0.baseAddress!) } // non-nil: the buffer is a valid C string
-        #expect(made != nil)
+        let made = unsafe template.withUnsafeMutableBufferPointer { unsafe mkdtemp($0.baseAddress!) } // non-nil: the buffer is a valid C string
+        unsafe #expect(made != nil)
         dir = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         path = dir + "/run/earmuff/control"
         let logs = LogBox()
@@ -125,7 +125,7 @@ final class RawConnection {
     init(path: String, receiveBuffer: Int32? = nil) throws {
         fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         if var size = receiveBuffer {
-            setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+            unsafe setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
         }
         try FileDescriptor.borrowing(fd) { s throws(Errno) in try s.connect(to: path) }
     }
@@ -137,8 +137,9 @@ final class RawConnection {
     func write(_ bytes: [UInt8]) throws {
         var off = 0
         while off < bytes.count {
-            let n = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + off, bytes.count - off, Int32(MSG_NOSIGNAL)) } // non-nil: bytes is non-empty here
-            guard n > 0 else { throw TestFailure("send: \(String(cString: strerror(errno)))") }
+            // non-nil: bytes is non-empty here
+            let n = unsafe bytes.withUnsafeBytes { unsafe Glibc.send(fd, $0.baseAddress! + off, bytes.count - off, Int32(MSG_NOSIGNAL)) }
+            guard n > 0 else { throw TestFailure("send: \(unsafe String(cString: strerror(errno)))") }
             off += n
         }
     }
@@ -149,8 +150,8 @@ final class RawConnection {
         while true {
             if let line = try framer.readLine() { return String(decoding: line, as: UTF8.self) }
             var p = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            guard poll(&p, 1, seconds * 1000) == 1 else { throw TestFailure("no line within \(seconds) s") }
-            let n = buf.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            guard unsafe poll(&p, 1, seconds * 1000) == 1 else { throw TestFailure("no line within \(seconds) s") }
+            let n = unsafe buf.withUnsafeMutableBytes { unsafe recv(fd, $0.baseAddress, $0.count, 0) }
             if n == 0 { return nil }
             if n < 0 { return nil } // ECONNRESET counts as closed
             framer.append(buf[0..<n])
@@ -215,9 +216,9 @@ func waitUntil(seconds: Double = 10, _ condition: () -> Bool) -> Bool {
     @Test func directoryAndSocketModes() throws {
         let f = try ServerFixture()
         var st = stat()
-        #expect(stat(f.dir + "/run/earmuff", &st) == 0)
+        unsafe #expect(stat(f.dir + "/run/earmuff", &st) == 0)
         #expect(st.st_mode & 0o777 == 0o700)
-        #expect(stat(f.path, &st) == 0)
+        unsafe #expect(stat(f.path, &st) == 0)
         #expect(st.st_mode & S_IFMT == S_IFSOCK)
         #expect(st.st_mode & 0o777 == 0o600)
     }
@@ -227,11 +228,11 @@ func waitUntil(seconds: Double = 10, _ condition: () -> Bool) -> Bool {
         let f = try ServerFixture()
         f.server.stop()
         let shared = f.dir + "/shared"
-        #expect(mkdir(shared, 0o700) == 0 && chmod(shared, 0o1777) == 0)
+        unsafe #expect(mkdir(shared, 0o700) == 0 && chmod(shared, 0o1777) == 0)
         let server = try ControlServer(path: shared + "/control", handler: f.handler)
         defer { server.stop() }
         var st = stat()
-        #expect(stat(shared, &st) == 0)
+        unsafe #expect(stat(shared, &st) == 0)
         #expect(st.st_mode & 0o7777 == 0o1777, "mode \(String(st.st_mode & 0o7777, radix: 8))")
     }
 
@@ -239,7 +240,7 @@ func waitUntil(seconds: Double = 10, _ condition: () -> Bool) -> Bool {
         let f = try ServerFixture()
         f.server.stop()
         let open = f.dir + "/open"
-        #expect(mkdir(open, 0o700) == 0 && chmod(open, 0o777) == 0)
+        unsafe #expect(mkdir(open, 0o700) == 0 && chmod(open, 0o777) == 0)
         #expect {
             _ = try ControlServer(path: open + "/control", handler: f.handler)
         } throws: { e in
@@ -247,7 +248,7 @@ func waitUntil(seconds: Double = 10, _ condition: () -> Bool) -> Bool {
             return e.code == .permissionDenied && e.description.contains("writable by everyone")
         }
         var st = stat()
-        #expect(stat(open, &st) == 0 && st.st_mode & 0o7777 == 0o777)
+        unsafe #expect(stat(open, &st) == 0 && st.st_mode & 0o7777 == 0o777)
     }
 
     @Test func aSecondServerOnALiveSocketIsRefused() throws {
@@ -448,7 +449,7 @@ func waitUntil(seconds: Double = 10, _ condition: () -> Bool) -> Bool {
         f.server.stop()
         #expect(try raw.readUntilClosed().isEmpty)
         #expect(f.handler.closedCount == 1)
-        #expect(access(f.path, F_OK) != 0)
+        unsafe #expect(access(f.path, F_OK) != 0)
         #expect {
             _ = try ControlClient(path: f.path)
         } throws: { e in

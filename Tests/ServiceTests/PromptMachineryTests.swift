@@ -144,7 +144,7 @@ import TestSupport
         try TempDir.makeDirectory("\(dir)/bin")
         let exe = "\(dir)/bin/voice-notes"
         try "#!/bin/sh\n".write(toFile: exe, atomically: true, encoding: .utf8)
-        chmod(exe, 0o755)
+        unsafe chmod(exe, 0o755)
         try "[Desktop Entry]\nType=Application\nName=Voice Notes\nIcon=notes\nExec=voice-notes %f\n"
             .write(toFile: "\(dir)/share/applications/notes.desktop", atomically: true, encoding: .utf8)
         try "[Desktop Entry]\nType=Application\nName=Firefox\nIcon=org.mozilla.firefox\nExec=/usr/bin/flatpak run org.mozilla.firefox\n"

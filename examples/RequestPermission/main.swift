@@ -24,7 +24,7 @@ func say(_ line: String, to fd: Int32 = 1) {
     let bytes = Array((line + "\n").utf8)
     var sent = 0
     while sent < bytes.count {
-        let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + sent, $0.count - sent) }
+        let n = unsafe bytes.withUnsafeBytes { unsafe write(fd, $0.baseAddress! + sent, $0.count - sent) }
         if n <= 0 { return }
         sent += n
     }
@@ -79,16 +79,16 @@ func record(seconds: Double, kind: AudioApplication.CaptureKind) -> (samples: [I
     var error: Int32 = 0
     let device: String? = kind == .systemAudio ? "@DEFAULT_MONITOR@" : nil
     guard
-        let s = pa_simple_new(
+        let s = unsafe pa_simple_new(
             nil, "earmuff-request-permission", PA_STREAM_RECORD, device, "permission example",
             &spec, nil, &attr, &error)
     else {
-        return ([], String(cString: pa_strerror(error)))
+        return unsafe ([], String(cString: pa_strerror(error)))
     }
-    defer { pa_simple_free(s) }
+    defer { unsafe pa_simple_free(s) }
     var samples = [Int16](repeating: 0, count: Int(seconds * 48000))
-    let ok = samples.withUnsafeMutableBytes { pa_simple_read(s, $0.baseAddress, $0.count, &error) }
-    return ok < 0 ? ([], String(cString: pa_strerror(error))) : (samples, nil)
+    let ok = unsafe samples.withUnsafeMutableBytes { unsafe pa_simple_read(s, $0.baseAddress, $0.count, &error) }
+    return unsafe ok < 0 ? ([], String(cString: pa_strerror(error))) : (samples, nil)
 }
 
 let options = parse(Array(CommandLine.arguments.dropFirst()))

@@ -53,15 +53,15 @@ enum DoctorCommand {
             } ?? false
         let desktop = DesktopChannels.probe()
         var pipewire: String?
-        if let runtime, access("\(runtime)/pipewire-0", W_OK) == 0 { pipewire = "\(runtime)/pipewire-0" }
+        if let runtime, unsafe access("\(runtime)/pipewire-0", W_OK) == 0 { pipewire = "\(runtime)/pipewire-0" }
         let devices = ((try? FileManager.default.contentsOfDirectory(atPath: "/dev/snd")) ?? []).sorted()
             .filter { $0.hasPrefix("pcm") && $0.hasSuffix("c") }.map { (name: String) in "/dev/snd/" + name }
-            .filter { (path: String) in access(path, R_OK | W_OK) == 0 }
+            .filter { (path: String) in unsafe access(path, R_OK | W_OK) == 0 }
         let storePath = status?.daemon.storePath ?? PermissionStore.defaultPath(environment: env)
         return DoctorFacts(
             runtimeDirectory: runtime, controlPath: controlPath, status: status, daemonError: daemonError,
             setUpFor: setUpFor, socketUnit: SessionTakeover.installedSocketUnit(environment: env),
-            sessionSocketExists: runtime.map { access("\($0)/\(SetupPlan.sessionSocket)", F_OK) == 0 } ?? false,
+            sessionSocketExists: runtime.map { unsafe access("\($0)/\(SetupPlan.sessionSocket)", F_OK) == 0 } ?? false,
             upstreamAnswers: upstreamAnswers, upstreamServer: upstreamServer,
             desktop: DesktopChannelsFacts(
                 busError: desktop.busError, portalBackend: desktop.portalBackend,
@@ -72,7 +72,7 @@ enum DoctorCommand {
     }
 
     static func storeCheck(_ path: String) -> DoctorFacts.StoreCheck {
-        guard access(path, F_OK) == 0 else { return .missing }
+        guard unsafe access(path, F_OK) == 0 else { return .missing }
         do {
             let result = try PermissionStore.quickCheck(path: path)
             return result == "ok" ? .ok : .damaged(result)
@@ -104,12 +104,12 @@ enum DoctorCommand {
             runner.ownedByUs(own)
             ? own
             : setUpFor != nil && c.packagedUnits ? "\(options.packagedUnitDirectory)/earmuff.service" : nil
-        if let service, let binary = execBinary(of: service), access(binary, X_OK) != 0 {
+        if let service, let binary = execBinary(of: service), unsafe access(binary, X_OK) != 0 {
             problems.append(DoctorChecks.missingProgram(service: service, binary: binary, server: setUpFor))
         }
         // systemd finds the unit by the link's name: where it points does not matter.
         var link = stat()
-        if setUpFor == .pipewire, lstat(SetupPlan.startedWithPipeWire(c), &link) != 0 {
+        if setUpFor == .pipewire, unsafe lstat(SetupPlan.startedWithPipeWire(c), &link) != 0 {
             problems.append(
                 .init(
                     problem: "earmuff.service is not started with PipeWire: after login, a native PipeWire client waits until some Pulse app starts Earmuff",

@@ -32,7 +32,7 @@ enum SessionTakeover {
         let unit = "\(config)/systemd/user/earmuff.socket"
         if let text = try? String(contentsOfFile: unit, encoding: .utf8), text.hasPrefix(SetupPlan.marker) { return unit }
         let packaged = "\(SetupPlan.packagedUnitDirectory)/earmuff.socket"
-        guard access(packaged, R_OK) == 0, setUpServer(configHome: config) != nil else { return nil }
+        guard unsafe access(packaged, R_OK) == 0, setUpServer(configHome: config) != nil else { return nil }
         return packaged
     }
 

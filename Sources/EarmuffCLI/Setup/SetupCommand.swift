@@ -108,7 +108,7 @@ struct SetupRunner {
 
     /// Whether the package installed both user units in `directory`.
     static func packagedUnitsInstalled(in directory: String) -> Bool {
-        SetupPlan.unitNames.allSatisfy { access("\(directory)/\($0)", R_OK) == 0 }
+        SetupPlan.unitNames.allSatisfy { unsafe access("\(directory)/\($0)", R_OK) == 0 }
     }
 
     static func ownBinary() -> String {
@@ -359,7 +359,7 @@ struct SetupRunner {
 
     // MARK: files
 
-    func exists(_ path: String) -> Bool { access(path, F_OK) == 0 }
+    func exists(_ path: String) -> Bool { unsafe access(path, F_OK) == 0 }
 
     func ownedByUs(_ path: String) -> Bool {
         guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return false }
@@ -389,7 +389,7 @@ struct SetupRunner {
             let (da, db) = (a.split(separator: "/").count, b.split(separator: "/").count)
             return da != db ? da > db : a < b
         }
-        for dir in deepestFirst where rmdir(dir) == 0 {
+        for dir in deepestFirst where unsafe rmdir(dir) == 0 {
             say("removed \(dir) (made by earmuff setup, now empty)")
         }
     }
@@ -406,7 +406,7 @@ enum Subprocess {
     /// Runs `name` (found in PATH) to completion; nil when it cannot be started.
     static func run(_ name: String, _ arguments: [String], environment: [String: String]) -> SubprocessResult? {
         let path = (environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin").split(separator: ":")
-            .map { "\($0)/\(name)" }.first { (candidate: String) in access(candidate, X_OK) == 0 }
+            .map { "\($0)/\(name)" }.first { (candidate: String) in unsafe access(candidate, X_OK) == 0 }
         guard let path else { return nil }
         let p = Process()
         p.executableURL = URL(fileURLWithPath: path)
@@ -415,9 +415,9 @@ enum Subprocess {
         // Standard error goes to an unlinked temporary file, read after the exit: with only one
         // pipe to drain, a chatty child cannot stall on a full one, and no second reader is needed.
         var template = Array("\(NSTemporaryDirectory())/earmuff-setup-XXXXXX".utf8CString)
-        let errFD = mkstemp(&template)
+        let errFD = unsafe mkstemp(&template)
         guard errFD >= 0 else { return nil }
-        unlink(String(decoding: template.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self))
+        unsafe unlink(String(decoding: template.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self))
         let err = FileHandle(fileDescriptor: errFD, closeOnDealloc: true)
         let out = Pipe()
         p.standardOutput = out

@@ -39,6 +39,7 @@ import Runtime
 import Synchronization
 
 /// A relay loop's audio tuning, and the buffers its sessions share.
+@safe
 final class AudioTuning: LoopWaiting, @unchecked Sendable {
     // @unchecked Sendable: touched only on its loop's thread, but for the atomic counters.
     let name: String
@@ -81,7 +82,7 @@ final class AudioTuning: LoopWaiting, @unchecked Sendable {
     let gather: WriteGather
     /// The pipe large passing payloads move through (made at first use; nil once the
     /// system gave none, or one broke: then every byte is read and written).
-    private(set) lazy var splicePipe: SplicePipe? = SplicePipe(readBufferSize: scratch.count)
+    private(set) lazy var splicePipe: SplicePipe? = unsafe SplicePipe(readBufferSize: scratch.count)
 
     /// What a loop's polls, batching and splicing did.
     final class Counters: Sendable {
@@ -116,12 +117,12 @@ final class AudioTuning: LoopWaiting, @unchecked Sendable {
         } catch {
             throw SystemError("epoll_create1", error)
         }
-        scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 256 * 1024, alignment: 64)
-        gather = WriteGather(readBuffer: scratch)
+        unsafe scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 256 * 1024, alignment: 64)
+        gather = unsafe WriteGather(readBuffer: scratch)
     }
 
     deinit {
-        scratch.deallocate()
+        unsafe scratch.deallocate()
     }
 
     // MARK: what sessions tell it

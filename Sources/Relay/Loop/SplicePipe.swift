@@ -50,7 +50,7 @@ final class SplicePipe {
     func takeBack(_ count: Int, into buffer: UnsafeMutableRawBufferPointer) -> Int {
         var got = 0
         while got < count {
-            let n = Glibc.read(pipe.readEnd.rawValue, buffer.baseAddress! + got, count - got)
+            let n = unsafe Glibc.read(pipe.readEnd.rawValue, buffer.baseAddress! + got, count - got)
             if n > 0 {
                 got += n
             } else if n < 0 && errno == EINTR {

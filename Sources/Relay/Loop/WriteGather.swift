@@ -11,6 +11,7 @@
 // memory per session.
 import Glibc
 
+@safe
 final class WriteGather {
     /// Pieces gathered at most (with the ring's two regions, well under IOV_MAX).
     static let maximumPieces = 62
@@ -29,14 +30,14 @@ final class WriteGather {
 
     /// `readBuffer`: the loop's read buffer, whose pieces are referenced rather than copied.
     init(readBuffer: UnsafeMutableRawBufferPointer) {
-        self.readBuffer = UnsafeRawBufferPointer(readBuffer)
-        vector = .allocate(capacity: Self.maximumPieces + 3)
-        staging = .allocate(byteCount: Self.stagingBytes, alignment: 16)
+        unsafe self.readBuffer = UnsafeRawBufferPointer(readBuffer)
+        unsafe vector = .allocate(capacity: Self.maximumPieces + 3)
+        unsafe staging = .allocate(byteCount: Self.stagingBytes, alignment: 16)
     }
 
     deinit {
-        vector.deallocate()
-        staging.deallocate()
+        unsafe vector.deallocate()
+        unsafe staging.deallocate()
     }
 
     var isEmpty: Bool { count == 0 }
@@ -47,25 +48,25 @@ final class WriteGather {
     func add(_ bytes: UnsafeRawBufferPointer) -> Bool {
         guard let base = bytes.baseAddress, bytes.count > 0 else { return true }
         guard count < Self.maximumPieces else { return false }
-        if let start = readBuffer.baseAddress, base >= start, base + bytes.count <= start + readBuffer.count {
-            piece(UnsafeMutableRawPointer(mutating: base), bytes.count)
+        if let start = unsafe readBuffer.baseAddress, unsafe base >= start, unsafe base + bytes.count <= start + readBuffer.count {
+            unsafe piece(UnsafeMutableRawPointer(mutating: base), bytes.count)
             return true
         }
-        guard bytes.count < Self.stagingLimit, bytes.count <= staging.count - staged else { return false }
-        let at = staging.baseAddress! + staged // non-nil: allocated above
-        at.copyMemory(from: base, byteCount: bytes.count)
+        guard bytes.count < Self.stagingLimit, unsafe bytes.count <= staging.count - staged else { return false }
+        let at = unsafe staging.baseAddress! + staged // non-nil: allocated above
+        unsafe at.copyMemory(from: base, byteCount: bytes.count)
         staged += bytes.count
-        piece(at, bytes.count)
+        unsafe piece(at, bytes.count)
         return true
     }
 
     private func piece(_ base: UnsafeMutableRawPointer, _ length: Int) {
         // Adjacent in memory (a frame's bytes read whole): one piece.
-        if count > 0, let last = vector[count + 1].iov_base, last + vector[count + 1].iov_len == base {
-            vector[count + 1].iov_len += length
+        if count > 0, let last = unsafe vector[count + 1].iov_base, unsafe last + vector[count + 1].iov_len == base {
+            unsafe vector[count + 1].iov_len += length
             return
         }
-        vector[count + 2] = iovec(iov_base: base, iov_len: length)
+        unsafe vector[count + 2] = iovec(iov_base: base, iov_len: length)
         count += 1
     }
 
@@ -75,16 +76,16 @@ final class WriteGather {
         _ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer, then extra: UnsafeRawBufferPointer,
         _ send: (UnsafePointer<iovec>, Int) -> R
     ) -> R {
-        vector[0] = iovec(iov_base: UnsafeMutableRawPointer(mutating: a.baseAddress), iov_len: a.count)
-        vector[1] = iovec(iov_base: UnsafeMutableRawPointer(mutating: b.baseAddress), iov_len: b.count)
-        vector[count + 2] = iovec(iov_base: UnsafeMutableRawPointer(mutating: extra.baseAddress), iov_len: extra.count)
-        return send(vector, count + 3)
+        unsafe vector[0] = iovec(iov_base: UnsafeMutableRawPointer(mutating: a.baseAddress), iov_len: a.count)
+        unsafe vector[1] = iovec(iov_base: UnsafeMutableRawPointer(mutating: b.baseAddress), iov_len: b.count)
+        unsafe vector[count + 2] = iovec(iov_base: UnsafeMutableRawPointer(mutating: extra.baseAddress), iov_len: extra.count)
+        return unsafe send(vector, count + 3)
     }
 
     /// Bytes of all pieces.
     var byteCount: Int {
         var n = 0
-        for i in 0..<count { n += vector[i + 2].iov_len }
+        for i in 0..<count { unsafe n += vector[i + 2].iov_len }
         return n
     }
 
@@ -93,12 +94,12 @@ final class WriteGather {
     func drain(skipping skip: Int, _ body: (UnsafeRawBufferPointer) -> Void) {
         var skip = skip
         for i in 0..<count {
-            let v = vector[i + 2]
-            if skip >= v.iov_len {
-                skip -= v.iov_len
+            let v = unsafe vector[i + 2]
+            if unsafe skip >= v.iov_len {
+                unsafe skip -= v.iov_len
                 continue
             }
-            body(UnsafeRawBufferPointer(start: v.iov_base! + skip, count: v.iov_len - skip)) // non-nil: pieces are non-empty
+            unsafe body(UnsafeRawBufferPointer(start: v.iov_base! + skip, count: v.iov_len - skip)) // non-nil: pieces are non-empty
             skip = 0
         }
         count = 0

@@ -123,7 +123,7 @@ public enum AudioThreads {
                 }
                 var param = sched_param(sched_priority: settings.realtimePriority)
                 let direct = everyThread(threads) { tid throws(Errno) in
-                    _ = try Errno.check(sched_setscheduler(tid, SCHED_RR | resetOnFork, &param))
+                    _ = try unsafe Errno.check(sched_setscheduler(tid, SCHED_RR | resetOnFork, &param))
                 }
                 if let direct {
                     refusals.append("sched_setscheduler: \(direct)")
@@ -158,7 +158,7 @@ public enum AudioThreads {
         let policy = sched_getscheduler(tid)
         guard policy >= 0 else { return nil }
         var param = sched_param()
-        guard sched_getparam(tid, &param) == 0 else { return nil }
+        guard unsafe sched_getparam(tid, &param) == 0 else { return nil }
         errno = 0
         let nice = getpriority(__priority_which_t(PRIO_PROCESS.rawValue), id_t(tid))
         return ThreadScheduling(
@@ -185,10 +185,10 @@ public enum AudioThreads {
     /// guard; a description of the failure, or nil.
     private static func limitRealtimeRun(_ threads: [pid_t], hardMicroseconds: Int64) -> String? {
         var current = rlimit()
-        _ = getrlimit(rlimitRTTime, &current)
+        _ = unsafe getrlimit(rlimitRTTime, &current)
         let hard = min(rlim_t(hardMicroseconds), current.rlim_max)
         var limit = rlimit(rlim_cur: min(hard / 2, current.rlim_cur), rlim_max: hard)
-        guard setrlimit(rlimitRTTime, &limit) == 0 else {
+        guard unsafe setrlimit(rlimitRTTime, &limit) == 0 else {
             return "RLIMIT_RTTIME: \(Errno.current)"
         }
         SpinGuard.arm(threads)
@@ -210,21 +210,21 @@ private enum SpinGuard {
     static func arm(_ threads: [pid_t]) {
         let base = count.load(ordering: .acquiring)
         let n = min(threads.count, capacity - base)
-        for (i, tid) in threads.prefix(n).enumerated() { table[base + i] = tid }
+        for (i, tid) in threads.prefix(n).enumerated() { unsafe table[base + i] = tid }
         count.store(base + n, ordering: .releasing)
         guard !armed.exchange(true, ordering: .acquiringAndReleasing) else { return }
         var action = sigaction()
-        action.__sigaction_handler.sa_handler = { _ in SpinGuard.demoteAll() }
-        sigemptyset(&action.sa_mask)
+        unsafe action.__sigaction_handler.sa_handler = { _ in SpinGuard.demoteAll() }
+        unsafe sigemptyset(&action.sa_mask)
         action.sa_flags = SA_RESTART
-        sigaction(SIGXCPU, &action, nil)
+        unsafe sigaction(SIGXCPU, &action, nil)
     }
 
     static func demoteAll() {
         fired.store(true, ordering: .relaxed)
         var param = sched_param(sched_priority: 0)
         for i in 0..<count.load(ordering: .acquiring) {
-            _ = sched_setscheduler(table[i], SCHED_OTHER, &param)
+            _ = unsafe sched_setscheduler(table[i], SCHED_OTHER, &param)
         }
     }
 }

@@ -46,14 +46,14 @@ struct ByteBacklog {
             storage.removeAll(keepingCapacity: storage.capacity <= 1 << 20)
             head = 0
         }
-        storage.append(contentsOf: bytes)
+        unsafe storage.append(contentsOf: bytes)
     }
 
     /// Moves as much as fits into `ring`; returns whether the consumer must be woken.
     mutating func flush(into ring: ByteRing) -> Bool {
         guard !isEmpty else { return false }
-        let (written, wake) = storage.withUnsafeBytes { buf in
-            ring.write(UnsafeRawBufferPointer(rebasing: buf[head...]))
+        let (written, wake) = unsafe storage.withUnsafeBytes { buf in
+            unsafe ring.write(UnsafeRawBufferPointer(rebasing: buf[head...]))
         }
         head += written
         if isEmpty {

@@ -182,10 +182,10 @@ final class Half: LoopHandler, Wakeable, FrameSink, @unchecked Sendable {
 
     /// Sends up to two regions to our socket (the server side's first write carries credentials).
     private func writeOut(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) throws(Errno) -> Int {
-        guard case .server = side, !credentialsSent else { return try socket.send(a, b) }
+        guard case .server = side, !credentialsSent else { return try unsafe socket.send(a, b) }
         // The first bytes (AUTH) carry our credentials explicitly, so the
         // server's uid check never depends on when it set SO_PASSCRED.
-        let n = try socket.sendWithCredentials(a)
+        let n = try unsafe socket.sendWithCredentials(a)
         credentialsSent = true
         return n
     }
@@ -194,7 +194,7 @@ final class Half: LoopHandler, Wakeable, FrameSink, @unchecked Sendable {
     func readAvailable() {
         guard reading, !readEOF else { return }
         var rounds = 0
-        let scratch = audio.scratch
+        let scratch = unsafe audio.scratch
         while !closed {
             if rounds == 16 {
                 // Fair share done; the socket may hold more and, edge-triggered,
@@ -239,10 +239,10 @@ final class Half: LoopHandler, Wakeable, FrameSink, @unchecked Sendable {
             {
                 want = min(want, missing)
             }
-            let limit = UnsafeMutableRawBufferPointer(rebasing: scratch[0..<want])
+            let limit = unsafe UnsafeMutableRawBufferPointer(rebasing: scratch[0..<want])
             let n: Int
             do throws(Errno) {
-                n = try socket.receiveClosingDescriptors(into: limit, closedCount: &closedFDs, senderPID: &sender)
+                n = try unsafe socket.receiveClosingDescriptors(into: limit, closedCount: &closedFDs, senderPID: &sender)
             } catch {
                 if error == .wouldBlock { return }
                 if error.isPeerClosed {
@@ -258,25 +258,25 @@ final class Half: LoopHandler, Wakeable, FrameSink, @unchecked Sendable {
             }
             audio.noteRead(n, rate: &inputRate)
             if closedFDs > 0 { Log.debug("session \(state.id): closed \(closedFDs) fd(s) received from the \(sideName)") }
-            let chunk = UnsafeMutableRawBufferPointer(rebasing: limit[0..<n])
+            let chunk = unsafe UnsafeMutableRawBufferPointer(rebasing: limit[0..<n])
             do {
                 switch side {
                 case .client(let requests):
                     // With SO_PASSCRED (set at accept) one read never mixes two senders' bytes, so
                     // the pid of this read is the sender of the packets the filter is about to see.
                     if sender != 0 { conversation.lastSenderPID.store(sender, ordering: .relaxed) }
-                    try frames.process(chunk, filter: requests, sink: self)
+                    try unsafe frames.process(chunk, filter: requests, sink: self)
                 case .server(let replies):
-                    try frames.process(chunk, filter: replies, sink: self)
+                    try unsafe frames.process(chunk, filter: replies, sink: self)
                 }
             } catch {
-                audio.gather.drain(skipping: .max) { _ in }
+                unsafe audio.gather.drain(skipping: .max) { _ in }
                 close(reason: "protocol violation from the \(sideName): \(error)")
                 return
             }
             // Same thread: what the read let through goes to the other socket now, after
             // what its ring holds, with one write (the rest waits in the ring).
-            writeGathered()
+            unsafe writeGathered()
             peer?.drainConsumerRing()
             afterProcessing()
             // What neither the other socket nor the ring took waits in the backlog: park
@@ -336,14 +336,14 @@ final class Half: LoopHandler, Wakeable, FrameSink, @unchecked Sendable {
             let taken = consumer.spliceThrough(pipe, moved)
             audio.counters.splicedBytes.add(taken, ordering: .relaxed)
             if taken < moved {
-                let back = pipe.takeBack(moved - taken, into: audio.scratch)
+                let back = unsafe pipe.takeBack(moved - taken, into: audio.scratch)
                 guard back == moved - taken else {
                     audio.stopSplicing()
                     close(reason: "lost \(moved - taken - back) payload bytes in the splice pipe")
                     return .read
                 }
                 audio.counters.splicedBack.add(back, ordering: .relaxed)
-                _ = store(UnsafeRawBufferPointer(rebasing: audio.scratch[0..<back]))
+                _ = unsafe store(UnsafeRawBufferPointer(rebasing: audio.scratch[0..<back]))
                 consumer.drainConsumerRing()
                 return .read
             }
@@ -387,7 +387,7 @@ final class Half: LoopHandler, Wakeable, FrameSink, @unchecked Sendable {
     // MARK: FrameSink
 
     func emit(_ bytes: UnsafeRawBufferPointer) {
-        _ = emitting(bytes)
+        _ = unsafe emitting(bytes)
     }
 
     /// Puts `bytes` out: into the loop's gather, which the end of the read (or of an
@@ -398,23 +398,23 @@ final class Half: LoopHandler, Wakeable, FrameSink, @unchecked Sendable {
             // Nothing is gathered here: what stops gathering (a socket that is full, a backlog)
             // only ever starts at a write, which empties the gather.
             assert(audio.gather.isEmpty, "bytes stored behind gathered ones")
-            return store(bytes)
+            return unsafe store(bytes)
         }
-        if audio.gather.add(bytes) { return false }
+        if unsafe audio.gather.add(bytes) { return false }
         // The gather is full, or these bytes do not stay put: write everything now.
-        return writeGathered(then: bytes)
+        return unsafe writeGathered(then: bytes)
     }
 
     /// Keeps `bytes` for the consumer: in the ring, and what it cannot take in the backlog
     /// (behind anything already there). Returns whether the consumer must be woken.
     private func store(_ bytes: UnsafeRawBufferPointer) -> Bool {
         guard backlog.isEmpty else {
-            backlog.append(bytes)
+            unsafe backlog.append(bytes)
             return false
         }
-        let (written, wake) = producerRing.write(bytes)
+        let (written, wake) = unsafe producerRing.write(bytes)
         if written < bytes.count {
-            backlog.append(UnsafeRawBufferPointer(rebasing: bytes[written...]))
+            unsafe backlog.append(UnsafeRawBufferPointer(rebasing: bytes[written...]))
         }
         return wake
     }
@@ -423,15 +423,15 @@ final class Half: LoopHandler, Wakeable, FrameSink, @unchecked Sendable {
     /// other socket with one system call; what it does not take goes to the ring (then the
     /// backlog), in order. Returns whether the consumer must be woken.
     @discardableResult
-    private func writeGathered(then extra: UnsafeRawBufferPointer = UnsafeRawBufferPointer(start: nil, count: 0)) -> Bool {
+    private func writeGathered(then extra: UnsafeRawBufferPointer = unsafe UnsafeRawBufferPointer(start: nil, count: 0)) -> Bool {
         let gather = audio.gather
-        guard !gather.isEmpty || !extra.isEmpty else { return false }
-        let sent = peer?.writeThrough(gather, then: extra) ?? 0
+        guard unsafe !gather.isEmpty || !extra.isEmpty else { return false }
+        let sent = unsafe peer?.writeThrough(gather, then: extra) ?? 0
         var wake = false
         let extraSent = max(0, sent - gather.byteCount)
-        gather.drain(skipping: sent) { wake = store($0) || wake }
+        unsafe gather.drain(skipping: sent) { wake = unsafe store($0) || wake }
         if extraSent < extra.count {
-            wake = store(UnsafeRawBufferPointer(rebasing: extra[extraSent...])) || wake
+            wake = unsafe store(UnsafeRawBufferPointer(rebasing: extra[extraSent...])) || wake
         }
         return wake
     }
@@ -441,17 +441,17 @@ final class Half: LoopHandler, Wakeable, FrameSink, @unchecked Sendable {
     /// consumer must be woken.
     /// Inserts whole frames Earmuff made itself (held streams' silence), one after the other.
     func inject(frames: [UInt8]) -> Bool {
-        let wake = frames.withUnsafeBytes { emitting($0) }
-        return writeGathered() || wake
+        let wake = unsafe frames.withUnsafeBytes { unsafe emitting($0) }
+        return unsafe writeGathered() || wake
     }
 
     func inject(packets: [[UInt8]]) -> Bool {
         var wake = false
         for payload in packets {
-            wake = FrameDescriptor.packet(length: UInt32(payload.count)).bytes.withUnsafeBytes { emitting($0) } || wake
-            wake = payload.withUnsafeBytes { emitting($0) } || wake
+            wake = unsafe FrameDescriptor.packet(length: UInt32(payload.count)).bytes.withUnsafeBytes { unsafe emitting($0) } || wake
+            wake = unsafe payload.withUnsafeBytes { unsafe emitting($0) } || wake
         }
-        return writeGathered() || wake
+        return unsafe writeGathered() || wake
     }
 
     /// Whether `writeThrough` may write to our socket now (not closed, not waiting for
@@ -472,10 +472,10 @@ final class Half: LoopHandler, Wakeable, FrameSink, @unchecked Sendable {
     func writeThrough(_ gather: WriteGather, then extra: UnsafeRawBufferPointer) -> Int {
         guard acceptsWriteThrough else { return 0 }
         var inRing = 0
-        let result = consumerRing.withReadableRegions { a, b -> Result<Int, Errno> in
+        let result = unsafe consumerRing.withReadableRegions { a, b -> Result<Int, Errno> in
             inRing = a.count + b.count
-            return gather.withVector(a, b, then: extra) { vector, count in
-                Result { () throws(Errno) in try socket.send(vector, count: count) }
+            return unsafe gather.withVector(a, b, then: extra) { vector, count in
+                Result { () throws(Errno) in try unsafe socket.send(vector, count: count) }
             }
         }
         switch result {
@@ -525,8 +525,8 @@ final class Half: LoopHandler, Wakeable, FrameSink, @unchecked Sendable {
                 if finished { close(reason: nil) } else { resumePeerWaitingToSplice() }
                 return
             }
-            let result = consumerRing.withReadableRegions { a, b in
-                Result { () throws(Errno) in try writeOut(a, b) }
+            let result = unsafe consumerRing.withReadableRegions { a, b in
+                Result { () throws(Errno) in try unsafe writeOut(a, b) }
             }
             switch result {
             case .success(let n):

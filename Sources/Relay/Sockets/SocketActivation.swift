@@ -91,7 +91,7 @@ public enum SocketActivation {
     /// non-blocking and close-on-exec; other passed descriptors get
     /// close-on-exec too.
     public static func takeListener(for path: String, environment: [String: String]) throws(SocketActivationError) -> Int32? {
-        defer { for v in variables { unsetenv(v) } }
+        defer { for v in variables { unsafe unsetenv(v) } }
         let passed = try passedSockets(environment: environment, pid: getpid())
         for p in passed {
             let flags = fcntl(p.fd, F_GETFD)
@@ -114,30 +114,30 @@ public enum SocketActivation {
     /// path, or a description of why it is not one.
     static func inspect(_ fd: Int32) -> Kind {
         var st = stat()
-        guard fstat(fd, &st) == 0 else { return .other("not open") }
+        guard unsafe fstat(fd, &st) == 0 else { return .other("not open") }
         guard (st.st_mode & S_IFMT) == S_IFSOCK else { return .other("not a socket") }
         var type: Int32 = 0
         var len = socklen_t(MemoryLayout<Int32>.size)
-        guard getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0, type == Int32(SOCK_STREAM.rawValue) else {
+        guard unsafe getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0, type == Int32(SOCK_STREAM.rawValue) else {
             return .other("not a stream socket")
         }
         var accepting: Int32 = 0
         len = socklen_t(MemoryLayout<Int32>.size)
-        guard getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &accepting, &len) == 0, accepting != 0 else {
+        guard unsafe getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &accepting, &len) == 0, accepting != 0 else {
             return .other("not listening")
         }
         var addr = sockaddr_un()
         var addrLen = socklen_t(MemoryLayout<sockaddr_un>.size)
-        let rc = withUnsafeMutablePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &addrLen) }
+        let rc = unsafe withUnsafeMutablePointer(to: &addr) {
+            unsafe $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { unsafe getsockname(fd, $0, &addrLen) }
         }
         guard rc == 0, addr.sun_family == sa_family_t(AF_UNIX) else { return .other("not a Unix socket") }
         let pathBytes = Int(addrLen) - MemoryLayout<sa_family_t>.size
-        let path: String = withUnsafeBytes(of: &addr.sun_path) { raw in
-            let bytes = raw.prefix(max(0, min(pathBytes, raw.count)))
+        let path: String = unsafe withUnsafeBytes(of: &addr.sun_path) { raw in
+            let bytes = unsafe raw.prefix(max(0, min(pathBytes, raw.count)))
             // Abstract sockets start with a NUL; they have no path to match.
-            if bytes.first == 0 { return "" }
-            return String(decoding: bytes.prefix { $0 != 0 }, as: UTF8.self)
+            if unsafe bytes.first == 0 { return "" }
+            return unsafe String(decoding: bytes.prefix { $0 != 0 }, as: UTF8.self)
         }
         return .listening(path: path)
     }

@@ -24,7 +24,7 @@ extension ControlServer {
         // socket is 0600 and every peer's uid is checked. One that anybody may write to without
         // the sticky bit would let anybody replace the socket, so it is refused.
         var st = stat()
-        guard stat(dir, &st) == 0 else { throw failure("cannot inspect the control socket's directory", path) }
+        guard unsafe stat(dir, &st) == 0 else { throw failure("cannot inspect the control socket's directory", path) }
         if st.st_mode & 0o002 != 0 && st.st_mode & S_ISVTX == 0 {
             throw ControlServerError(
                 code: .permissionDenied,
@@ -36,7 +36,7 @@ extension ControlServer {
     /// Throws when `path` is something other than a socket, or a socket someone still listens on.
     static func refuseLiveSocket(at path: String) throws(ControlServerError) {
         var st = stat()
-        guard lstat(path, &st) == 0 else { return }
+        guard unsafe lstat(path, &st) == 0 else { return }
         guard st.st_mode & S_IFMT == S_IFSOCK else {
             throw ControlServerError(code: .fileExists, "\(path) exists and is not a socket; remove it or choose another --control path")
         }

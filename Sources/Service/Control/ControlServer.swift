@@ -132,15 +132,15 @@ public final class ControlServer: @unchecked Sendable {
         } catch {
             throw Self.failure("cannot listen on the control socket", path, code: error)
         }
-        guard chmod(path, 0o600) == 0 else {
+        guard unsafe chmod(path, 0o600) == 0 else {
             let e = Self.failure("cannot set mode 0600 on the control socket", path)
-            unlink(path)
+            unsafe unlink(path)
             throw e
         }
         do {
             loop = try EventLoop(name: "control")
         } catch {
-            unlink(path)
+            unsafe unlink(path)
             throw Self.failure("cannot set up epoll for the control socket", path, code: error.errno)
         }
         listenSocket = socket
@@ -150,7 +150,7 @@ public final class ControlServer: @unchecked Sendable {
         let started = withShared { $0.started }
         if !started {
             listenSocket.close()
-            unlink(path)
+            unsafe unlink(path)
         }
     }
 
@@ -502,7 +502,7 @@ public final class ControlServer: @unchecked Sendable {
         for c in Array(connections.values) { drop(c, reason: nil) }
         if listenToken != 0 { loop.remove(listenSocket.rawValue, token: listenToken) }
         listenSocket.close()
-        unlink(path)
+        unsafe unlink(path)
         log(.info, "control socket at \(path) closed")
     }
 }

@@ -20,7 +20,7 @@ enum DesktopServices {
     /// The system's directories of session service files; `EARMUFF_SYSTEM_DBUS_SERVICES`
     /// (colon-separated) replaces them, for tests and unusual installs.
     static var serviceDirectories: [String] {
-        if let dirs = getenv("EARMUFF_SYSTEM_DBUS_SERVICES").map({ String(cString: $0) }), !dirs.isEmpty {
+        if let dirs = unsafe getenv("EARMUFF_SYSTEM_DBUS_SERVICES").map({ unsafe String(cString: $0) }), !dirs.isEmpty {
             return dirs.split(separator: ":").map(String.init)
         }
         return ["/usr/local/share/dbus-1/services", "/usr/share/dbus-1/services"]
@@ -86,12 +86,12 @@ enum DesktopServices {
     /// A file or directory only root can change: owned by root, not writable by group or others.
     private static func isRootsOwn(_ path: String) -> Bool {
         var st = stat()
-        return stat(path, &st) == 0 && st.st_uid == 0 && st.st_mode & (S_IWGRP | S_IWOTH) == 0
+        return unsafe stat(path, &st) == 0 && st.st_uid == 0 && st.st_mode & (S_IWGRP | S_IWOTH) == 0
     }
 
     private static func realPath(_ path: String) -> String? {
-        guard let p = realpath(path, nil) else { return nil }
-        defer { free(p) }
-        return String(cString: p)
+        guard let p = unsafe realpath(path, nil) else { return nil }
+        defer { unsafe free(p) }
+        return unsafe String(cString: p)
     }
 }

@@ -161,7 +161,7 @@ final class GnomeMicrophoneSwitch: LoopHandler, @unchecked Sendable {
         guard let m = monitor else { return }
         var chunk = [UInt8](repeating: 0, count: 512)
         while true {
-            let n = chunk.withUnsafeMutableBytes { Glibc.read(m.fd, $0.baseAddress!, $0.count) } // non-empty buffer
+            let n = unsafe chunk.withUnsafeMutableBytes { unsafe Glibc.read(m.fd, $0.baseAddress!, $0.count) } // non-empty buffer
             if n > 0 {
                 pending += chunk[..<n]
                 restartDelay = 1.0

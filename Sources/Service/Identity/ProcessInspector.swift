@@ -26,7 +26,7 @@ public enum ProcessInspector {
         // /proc/PID/stat stays readable for a non-dumpable process.
         facts.startTime = readSmallFile(dir + "/stat").flatMap(Lineage.parse(stat:))?.start
         var st = stat()
-        guard stat(dir, &st) == 0, st.st_uid == uid else { return facts }
+        guard unsafe stat(dir, &st) == 0, st.st_uid == uid else { return facts }
         facts.inspectable = true
         if let theirs = readSymbolicLink(dir + "/ns/mnt"), let ours = readSymbolicLink("/proc/self/ns/mnt") {
             facts.foreignMountNamespace = theirs != ours
@@ -106,11 +106,11 @@ public enum ProcessInspector {
             : commandDirectories.contains(directory) ? [argv0] : []
         for path in candidates {
             var st = stat()
-            guard lstat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFLNK,
-                let resolved = realpath(path, nil)
+            guard unsafe lstat(path, &st) == 0, (st.st_mode & S_IFMT) == S_IFLNK,
+                let resolved = unsafe realpath(path, nil)
             else { continue }
-            defer { free(resolved) }
-            if String(cString: resolved) == executable { return name }
+            defer { unsafe free(resolved) }
+            if unsafe String(cString: resolved) == executable { return name }
         }
         return nil
     }
@@ -161,19 +161,19 @@ public enum ProcessInspector {
 
     /// `/.flatpak-info` inside the peer's root, when its root is not ours.
     static func readFlatpakInfo(_ rootLink: String) -> [UInt8]? {
-        let root = open(rootLink, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        let root = unsafe open(rootLink, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard root >= 0 else { return nil }
         defer { close(root) }
         var theirs = stat()
         var ours = stat()
-        guard fstat(root, &theirs) == 0, stat("/", &ours) == 0 else { return nil }
+        guard unsafe fstat(root, &theirs) == 0, unsafe stat("/", &ours) == 0 else { return nil }
         // A host process shares our root; only a sandbox has its own /.flatpak-info.
         if theirs.st_dev == ours.st_dev && theirs.st_ino == ours.st_ino { return nil }
-        let fd = openat(root, ".flatpak-info", O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)
+        let fd = unsafe openat(root, ".flatpak-info", O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
         var info = stat()
-        guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { return nil }
+        guard unsafe fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { return nil }
         return readAll(fd)
     }
 
@@ -195,7 +195,7 @@ public enum ProcessInspector {
 
     /// The contents of a /proc file, or nil when it cannot be opened or read.
     static func readSmallFile(_ path: String, limit: Int = maximumFileSize) -> [UInt8]? {
-        let fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)
+        let fd = unsafe open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
         return readAll(fd, limit: limit)
@@ -207,7 +207,7 @@ public enum ProcessInspector {
         var chunk = [UInt8](repeating: 0, count: 4096)
         while bytes.count < limit {
             let want = min(chunk.count, limit - bytes.count)
-            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, want) }
+            let n = unsafe chunk.withUnsafeMutableBytes { unsafe read(fd, $0.baseAddress, want) }
             if n < 0 {
                 if errno == EINTR { continue }
                 return nil

@@ -55,6 +55,6 @@ enum SoundSystemUnits {
 
     private static func isDirectory(_ path: String) -> Bool {
         var st = stat()
-        return stat(path, &st) == 0 && st.st_mode & S_IFMT == S_IFDIR
+        return unsafe stat(path, &st) == 0 && st.st_mode & S_IFMT == S_IFDIR
     }
 }

@@ -148,12 +148,12 @@ final class DesktopEntries: Sendable {
 
     private static func locate(_ program: String, path: [String]) -> String? {
         if program.hasPrefix("/") { return program }
-        return path.map { "\($0)/\(program)" }.first { access($0, X_OK) == 0 }
+        return path.map { "\($0)/\(program)" }.first { unsafe access($0, X_OK) == 0 }
     }
 
     private func resolved(_ path: String) -> String {
-        guard let r = realpath(path, nil) else { return path }
-        defer { free(r) }
-        return String(cString: r)
+        guard let r = unsafe realpath(path, nil) else { return path }
+        defer { unsafe free(r) }
+        return unsafe String(cString: r)
     }
 }

@@ -78,7 +78,7 @@ final class DesktopPrompter: @unchecked Sendable {
     static let notificationsPath = "/org/freedesktop/Notifications"
     static let icon = "audio-input-microphone-symbolic"
     /// Whether Earmuff Settings is installed beside this program (where prompts send the person).
-    static let settingsInstalled = ProcessInspector.settingsProgram.map { access($0, X_OK) == 0 } ?? false
+    static let settingsInstalled = ProcessInspector.settingsProgram.map { unsafe access($0, X_OK) == 0 } ?? false
     /// The AccessDialog choice that asks how long the answer lasts, and its options (their ids
     /// are lifespans as `RequestedLifespan(text:)` reads them).
     static let lifespanChoice = "lifespan"

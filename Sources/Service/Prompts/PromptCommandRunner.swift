@@ -155,7 +155,7 @@ final class PromptCommandRunner: Sendable {
     private func runOne(_ job: Job) {
         let pid: pid_t
         var output: [Int32] = [-1, -1]
-        if pipe(&output) == 0 {
+        if unsafe pipe(&output) == 0 {
             // Only the command's stdout gets the write end (posix_spawn dup2s it there).
             for fd in output { _ = fcntl(fd, F_SETFD, FD_CLOEXEC) }
         } else {
@@ -200,7 +200,7 @@ extension PromptCommandRunner {
         var bytes = [UInt8](repeating: 0, count: maximumOutput)
         var count = 0
         while count < bytes.count {
-            let n = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress! + count, $0.count - count) } // non-empty buffer
+            let n = unsafe bytes.withUnsafeMutableBytes { unsafe read(fd, $0.baseAddress! + count, $0.count - count) } // non-empty buffer
             if n < 0 && errno == EINTR { continue }
             if n <= 0 { break }
             count += n
@@ -217,7 +217,7 @@ extension PromptCommandRunner {
 @discardableResult
 func waitForExit(_ pid: pid_t) -> Int32 {
     var status: Int32 = 0
-    while waitpid(pid, &status, 0) < 0 && errno == EINTR {}
+    while unsafe waitpid(pid, &status, 0) < 0 && errno == EINTR {}
     return status & 0x7f == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
 }
 
@@ -227,34 +227,34 @@ func spawnShell(_ command: String, extraEnvironment: [String: String], stdout: I
     var env = currentEnvironment()
     for (k, v) in extraEnvironment { env[k] = v }
     let argv: [String] = ["/bin/sh", "-c", command]
-    var cArgs = argv.map { strdup($0) } + [nil]
-    var cEnv = env.map { strdup("\($0.key)=\($0.value)") } + [nil]
+    var cArgs = unsafe argv.map { unsafe strdup($0) } + [nil]
+    var cEnv = unsafe env.map { unsafe strdup("\($0.key)=\($0.value)") } + [nil]
     defer {
-        for p in cArgs { free(p) }
-        for p in cEnv { free(p) }
+        unsafe cArgs.forEach { unsafe free($0) }
+        unsafe cEnv.forEach { unsafe free($0) }
     }
     var attr = posix_spawnattr_t()
-    posix_spawnattr_init(&attr)
-    defer { posix_spawnattr_destroy(&attr) }
-    posix_spawnattr_setpgroup(&attr, 0)
+    unsafe posix_spawnattr_init(&attr)
+    defer { unsafe posix_spawnattr_destroy(&attr) }
+    unsafe posix_spawnattr_setpgroup(&attr, 0)
     // The daemon blocks SIGTERM and SIGINT in every thread (the main thread
     // waits for them); the command must not inherit that, or it could not be
     // stopped with its prompt.
     var none = sigset_t()
-    sigemptyset(&none)
-    posix_spawnattr_setsigmask(&attr, &none)
+    unsafe sigemptyset(&none)
+    unsafe posix_spawnattr_setsigmask(&attr, &none)
     var stopSignals = sigset_t()
-    sigemptyset(&stopSignals)
-    sigaddset(&stopSignals, SIGTERM)
-    sigaddset(&stopSignals, SIGINT)
-    posix_spawnattr_setsigdefault(&attr, &stopSignals)
-    posix_spawnattr_setflags(&attr, Int16(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-    var actions = posix_spawn_file_actions_t()
-    posix_spawn_file_actions_init(&actions)
-    defer { posix_spawn_file_actions_destroy(&actions) }
-    if let stdout { posix_spawn_file_actions_adddup2(&actions, stdout, 1) }
+    unsafe sigemptyset(&stopSignals)
+    unsafe sigaddset(&stopSignals, SIGTERM)
+    unsafe sigaddset(&stopSignals, SIGINT)
+    unsafe posix_spawnattr_setsigdefault(&attr, &stopSignals)
+    unsafe posix_spawnattr_setflags(&attr, Int16(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+    var actions = unsafe posix_spawn_file_actions_t()
+    unsafe posix_spawn_file_actions_init(&actions)
+    defer { unsafe posix_spawn_file_actions_destroy(&actions) }
+    if let stdout { unsafe posix_spawn_file_actions_adddup2(&actions, stdout, 1) }
     var pid: pid_t = 0
-    let rc = posix_spawn(&pid, "/bin/sh", &actions, &attr, &cArgs, &cEnv)
+    let rc = unsafe posix_spawn(&pid, "/bin/sh", &actions, &attr, &cArgs, &cEnv)
     guard rc == 0 else { throw PromptCommandError(message: "cannot start /bin/sh: \(Errno(rawValue: rc))") }
     return pid
 }
