@@ -3,8 +3,8 @@
 import PackageDescription
 
 // Strict memory safety (SE-0458), for the targets below that touch raw memory or C pointers:
-// each unsafe use is marked `unsafe` where it happens.
-let strictSafety: [SwiftSetting] = [.strictMemorySafety()]
+// each unsafe use is marked `unsafe` where it happens, and an unmarked one does not build.
+let strictSafety: [SwiftSetting] = [.strictMemorySafety(), .treatWarning("StrictMemorySafety", as: .error)]
 
 let package = Package(
     name: "earmuff",
@@ -63,7 +63,7 @@ let package = Package(
             swiftSettings: [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))] + strictSafety),
         // The consent service above it: decisions, prompts, the desktop, the control socket.
         // The native PipeWire door: a manager connection that routes non-granted capture to silence.
-        .target(name: "PipeWireGate", dependencies: ["CPipeWireShim", "Basics", "LinuxSystem"]),
+        .target(name: "PipeWireGate", dependencies: ["CPipeWireShim", "Basics", "LinuxSystem"], swiftSettings: strictSafety),
         .target(
             name: "Service",
             dependencies: [
@@ -111,7 +111,7 @@ let package = Package(
         .testTarget(name: "RingTests", dependencies: ["Ring"], swiftSettings: strictSafety),
         .testTarget(name: "LinuxSystemTests", dependencies: ["LinuxSystem"], swiftSettings: strictSafety),
         .testTarget(name: "ConsentTests", dependencies: ["Consent", "PulseWire"]),
-        .testTarget(name: "PipeWireGateTests", dependencies: ["PipeWireGate", "Basics"]),
+        .testTarget(name: "PipeWireGateTests", dependencies: ["PipeWireGate", "Basics"], swiftSettings: strictSafety),
         .testTarget(name: "ConsentStoreTests", dependencies: ["ConsentStore", "Consent"], swiftSettings: strictSafety),
         .target(name: "ControlSamples", dependencies: ["ControlProtocol"], path: "Tests/ControlSamples"),
         .testTarget(name: "ControlProtocolTests", dependencies: ["ControlProtocol", "ControlSamples", "Consent"]),
