@@ -5,6 +5,7 @@ import ConsentStore
 import ControlProtocol
 import Foundation
 import Glibc
+import PulseWire
 import Relay
 import Runtime
 

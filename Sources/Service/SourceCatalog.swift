@@ -24,7 +24,6 @@ import LinuxSystem
 import Consent
 import Glibc
 import PulseWire
-import Relay
 import Runtime
 import Synchronization
 

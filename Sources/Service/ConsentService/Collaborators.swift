@@ -7,6 +7,7 @@ import Consent
 import ControlProtocol
 import Glibc
 import LinuxSystem
+import PulseWire
 import Relay
 
 /// What the consent service asks of the relay about one client (the Daemon).

@@ -1,5 +1,4 @@
-// Where the real sound server is.
-import Glibc
+// Where the real sound server is, as a PulseAudio client names it (`PULSE_SERVER`).
 
 /// A sound server address in `PULSE_SERVER` syntax.
 public enum UpstreamAddress: Equatable, Sendable, CustomStringConvertible {

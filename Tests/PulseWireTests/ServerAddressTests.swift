@@ -1,4 +1,4 @@
-import Relay
+import PulseWire
 import Testing
 
 @Suite struct UpstreamAddressTests {
