@@ -197,6 +197,9 @@ final class SnapRecordGate: Sendable {
         states.withLock { _ = $0.removeValue(forKey: id) }
     }
 
+    /// Whether a question to snapd has not been answered yet.
+    var isAsking: Bool { states.withLock { $0.values.contains(.asking) } }
+
     /// Whether connection `id` may get real samples (snapd permitting).
     func allows(_ id: UInt64) -> Bool {
         states.withLock { $0[id] }.map { $0 == .allowed } ?? true

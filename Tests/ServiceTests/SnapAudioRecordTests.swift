@@ -56,8 +56,10 @@ import Testing
     /// A daemon whose every client is identified as `snap:recorder`, granted,
     /// with `snapd` as snapd's socket. Reads one record stream until at least
     /// `wanted` payload bytes arrived and `until` holds for the set of byte
-    /// values seen, and returns that set.
-    private func recordThroughDaemon(dir: String, snapd: String, wanted: Int, until: (Set<UInt8>) -> Bool) throws -> Set<UInt8> {
+    /// values seen (and the daemon's snapd gate), and returns that set.
+    private func recordThroughDaemon(
+        dir: String, snapd: String, wanted: Int, until: (Set<UInt8>, SnapRecordGate) -> Bool
+    ) throws -> Set<UInt8> {
         let flood = try FloodServer(socketPath: "\(dir)/upstream", payloadBytes: 1_000)
         defer { flood.stop() }
         // Not closed here: the service's store queue may still be writing when the daemon stops.
@@ -69,10 +71,11 @@ import Testing
         var sources = SourceTable()
         sources.update(SourceInfo(index: 1, name: "flood"))
         let clients = Late<any ClientLink>()
+        let gate = try SnapRecordGate(snapd: patientClient(snapd))
         let service = try ConsentService(
             configuration: Configuration(), declarations: [:], store: store, paths: paths,
             clients: clients, control: FakeControl(), catalog: FixedSources(sources),
-            snapGate: SnapRecordGate(snapd: patientClient(snapd)))
+            snapGate: gate)
         let daemon = try Daemon(
             listenPath: paths.listen, upstream: .unix("\(dir)/upstream"), options: RelayOptions(),
             observer: service.parts.observer
@@ -98,7 +101,7 @@ import Testing
         }
         var seen: Set<UInt8> = []
         var received = 0
-        while received < wanted || !until(seen) {
+        while received < wanted || !until(seen, gate) {
             guard let frame = try c.readFrame(timeout: 30) else { throw TestSupportError("stalled after \(received) bytes") }
             guard !frame.descriptor.isPacket else { continue }
             seen.formUnion(frame.payload)
@@ -113,12 +116,13 @@ import Testing
         defer { TempDir.remove(dir) }
         let fake = try FakeSnapd(socketPath: "\(dir)/snapd.socket", connected: [])
         defer { fake.stop() }
-        // Read until snapd was asked, then 4 MiB more: all of it silence.
-        var askedAt: Int?
-        let seen = try recordThroughDaemon(dir: dir, snapd: fake.socketPath, wanted: 0) { bytes in
-            if askedAt == nil, !fake.requestLines.isEmpty { askedAt = 0 }
-            if askedAt != nil { askedAt! += 1 }
-            return (askedAt ?? 0) > 4_000 || bytes.contains(FloodServer.payloadByte)
+        // Read until snapd was asked and its answer taken, then 50 frames more (a wrong answer
+        // lets the flood's bytes through at once): all of it silence.
+        var framesSinceAnswer: Int?
+        let seen = try recordThroughDaemon(dir: dir, snapd: fake.socketPath, wanted: 0) { bytes, gate in
+            if framesSinceAnswer == nil, !fake.requestLines.isEmpty, !gate.isAsking { framesSinceAnswer = 0 }
+            if framesSinceAnswer != nil { framesSinceAnswer! += 1 }
+            return (framesSinceAnswer ?? 0) > 50 || bytes.contains(FloodServer.payloadByte)
         }
         #expect(fake.requestLines == ["GET /v2/connections?snap=recorder&interface=audio-record HTTP/1.1"])
         #expect(seen == [0], "a snap without audio-record heard \(seen.sorted())")
@@ -129,7 +133,7 @@ import Testing
         defer { TempDir.remove(dir) }
         let fake = try FakeSnapd(socketPath: "\(dir)/snapd.socket", connected: ["recorder"])
         defer { fake.stop() }
-        let seen = try recordThroughDaemon(dir: dir, snapd: fake.socketPath, wanted: 0) { $0.contains(FloodServer.payloadByte) }
+        let seen = try recordThroughDaemon(dir: dir, snapd: fake.socketPath, wanted: 0) { bytes, _ in bytes.contains(FloodServer.payloadByte) }
         #expect(seen.contains(FloodServer.payloadByte))
         #expect(fake.requestLines.count == 1)
     }
@@ -137,7 +141,7 @@ import Testing
     @Test func withoutSnapdNothingIsAsked() throws {
         let dir = try scratch()
         defer { TempDir.remove(dir) }
-        let seen = try recordThroughDaemon(dir: dir, snapd: "\(dir)/no-snapd.socket", wanted: 0) { $0.contains(FloodServer.payloadByte) }
+        let seen = try recordThroughDaemon(dir: dir, snapd: "\(dir)/no-snapd.socket", wanted: 0) { bytes, _ in bytes.contains(FloodServer.payloadByte) }
         #expect(seen.contains(FloodServer.payloadByte))
     }
 }
