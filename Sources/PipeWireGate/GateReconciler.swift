@@ -1039,17 +1039,21 @@ final class GateReconciler {
         }
     }
 
-    /// Shows `stream`, hidden by `hideUntilRouted`, to the session managers again.
+    /// Shows `stream`, hidden by `hideUntilRouted`, to the session managers again, and watches
+    /// that they link it: WirePlumber 0.4.13 gives up on a stream whose first link it could not
+    /// make ("wrong ports", when the stream's node id was another stream's a moment before), and
+    /// then no link of it ever appears or goes.
     private func show(_ stream: UInt32) {
         guard unseen.remove(stream) != nil else { return }
         observer?.routed("stream \(stream): shown to the session manager")
         for manager in sessionManagers.sorted() {
             emit(.show(stream, to: manager))
         }
+        watchUnlinked(stream)
     }
 
-    /// A link into `id` is gone. A stream the session manager links is left with none only for a
-    /// moment, unless the session manager gave up on it: WirePlumber 0.4.13 does not link a
+    /// A link into `id` is gone, or the session manager was just shown it. A stream the session
+    /// manager links is left with none only for a moment, unless the session manager gave up on it: WirePlumber 0.4.13 does not link a
     /// stream again when its link was destroyed by someone else, nor when the link it was making
     /// failed (the gate cut it before the route reached it) after the stream had a format; and a
     /// link it makes of a stream it is shown again never becomes active. A stream still unlinked

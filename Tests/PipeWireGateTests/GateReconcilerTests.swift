@@ -434,8 +434,35 @@ extension [GateAction] {
         w.gate.fire(.showUnrouted(stream: 70, serial: "999"))
         #expect(w.take().isEmpty)
         w.gate.fire(.showUnrouted(stream: 70, serial: "170"))
-        #expect(w.take() == [.show(70, to: 32)])
+        #expect(w.take() == [.show(70, to: 32), .after(GateReconciler.unlinkedGrace, .checkUnlinked(stream: 70, serial: "170"))])
         w.gate.fire(.showUnrouted(stream: 70, serial: "170"))
+        #expect(w.take().isEmpty)
+    }
+
+    /// A stream the session manager is shown but never links (WirePlumber gave up on its first
+    /// link: "wrong ports", the node id having been another stream's a moment before) is linked
+    /// by the gate after the grace, to the silent source while it may not record; one the
+    /// session manager linked by then is left to it.
+    @Test func aStreamTheSessionManagerNeverLinksIsLinkedByTheGate() {
+        let w = GateWorld().connect()
+        w.client(60)
+        w.captureStream(70, client: 60)
+        w.info(70, [:])
+        let routed = w.take()
+        let watch = GateAction.after(GateReconciler.unlinkedGrace, .checkUnlinked(stream: 70, serial: "170"))
+        #expect(routed.contains(.show(70, to: 32)) && routed.contains(watch))
+        w.gate.fire(.checkUnlinked(stream: 70, serial: "170"))
+        let fired = w.take()
+        #expect(fired.contains(.hide(70, from: 32)))
+        #expect(fired.links(into: 70).map(\.from) == [43])
+
+        w.client(61)
+        w.captureStream(71, client: 61)
+        w.info(71, [:])
+        #expect(w.take().contains(.after(GateReconciler.unlinkedGrace, .checkUnlinked(stream: 71, serial: "171"))))
+        w.link(90, from: (43, 431), to: (71, 711))
+        _ = w.take()
+        w.gate.fire(.checkUnlinked(stream: 71, serial: "171"))
         #expect(w.take().isEmpty)
     }
 
