@@ -207,7 +207,7 @@ public struct SettingsView: Sendable, Equatable {
         history = state.usage.map { Self.history($0, names: names, now: now) }
         prompts = state.prompts.map { p in
             PromptRowView(
-                id: p.id, kind: SettingsKind(p.kind) ?? .microphone, title: PromptWording.title(p),
+                id: p.id, kind: SettingsKind(p.kind), title: PromptWording.title(p),
                 subtitle: PromptWording.bodyLines(p).joined(separator: "\n"))
         }
     }

@@ -41,7 +41,8 @@ extension EndToEnd {
             let missing = try s.earmuff.runCLI(["grant", "\(dir)/nothing-here"], extraEnvironment: env)
             #expect(missing.status == 1 && missing.stderr.contains("no file at"), "\(missing)")
             // A granted command records the tone through its link.
-            try s.earmuff.runCLI(["grant", "rec"], extraEnvironment: env)
+            let granted = try s.earmuff.runCLI(["grant", "rec"], extraEnvironment: env)
+            #expect(granted.status == 0, "\(granted)")
             let rec = try s.record()
             #expect(await rec.waitForAudio(seconds: 0.5))
             let (_, audio) = rec.stop()

@@ -387,7 +387,7 @@ extension EndToEnd {
         @Test func aNativeRecordingClaimingAVolumeControlRecordsSilence() async throws {
             let s = try await Setup()
             defer { s.stop() }
-            let key = try await s.grantPwRecord()
+            _ = try await s.grantPwRecord()
             let id = "org.PulseAudio.pavucontrol"
             let rec = try s.pwRecord(properties: "{ application.id = \"\(id)\" }")
             #expect(await rec.waitForAudio(seconds: 1.0, timeout: 60), "\(s.logs)")

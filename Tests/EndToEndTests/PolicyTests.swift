@@ -284,7 +284,7 @@ extension EndToEnd {
                 var r = read.reader
                 var names: [String] = []
                 while !r.isAtEnd, let name = try? r.readString() {
-                    names.append(name ?? "")
+                    names.append(name)
                     _ = try? r.readChannelMap(); _ = try? r.readCVolume(); _ = try? r.readString(); _ = try? r.readBool()
                 }
                 #expect(!names.contains("source-output-by-application-name:earmuff-probe"), "the refused WRITE was stored: \(names)")

@@ -71,7 +71,7 @@ private func socketPair() throws -> [Int32] {
         #expect(named)
         let again = watch.drainDirectoryEvents(naming: "socket")
         #expect(!again, "each event is read once")
-        #expect(throws: Errno.self) { try FileDescriptor.watchingDirectory("\(directory)/missing") }
+        #expect(throws: Errno.self) { _ = try FileDescriptor.watchingDirectory("\(directory)/missing") }
     }
 
     @Test("a descriptor closes when its owner lets go of it")
@@ -149,7 +149,7 @@ private func socketPair() throws -> [Int32] {
         let ours = try FileDescriptor.process(getpid())
         var p = pollfd(fd: ours.rawValue, events: Int16(POLLIN), revents: 0)
         unsafe #expect(poll(&p, 1, 0) == 0)
-        #expect(throws: Errno.invalidArgument) { try FileDescriptor.process(-1) }
+        #expect(throws: Errno.invalidArgument) { _ = try FileDescriptor.process(-1) }
     }
 }
 
