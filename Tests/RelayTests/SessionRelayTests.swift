@@ -117,7 +117,8 @@ private final class GrantingObserver: SessionObserver {
     /// the flood server sending every 2 ms: about one memblock at a time)
     /// through one loop: with an 8 ms batching window the loop handles several
     /// memblocks per wake-up (without one, about one each), every byte still
-    /// arrives in order, and a request made meanwhile is answered.
+    /// arrives in order, and a request made meanwhile is answered. Audio never
+    /// makes the loop poll for a flood's next bytes.
     @Test func audioRateStreamsShareWakeUps() throws {
         let dir = try relayDirectory("coalesce")
         defer { try? FileManager.default.removeItem(atPath: dir) }
@@ -147,6 +148,7 @@ private final class GrantingObserver: SessionObserver {
         var frames = [Int](repeating: 0, count: clients.count)
         let loop = daemon.loops[0]
         let wakeUpsBefore = loop.wakeUps.load(ordering: .relaxed)
+        let counters = daemon.tunings[0].counters
         let deadline = Wait.now() + 120
         while frames.contains(where: { $0 < wanted }) && Wait.now() < deadline {
             for (i, c) in clients.enumerated() where frames[i] < wanted {
@@ -162,6 +164,8 @@ private final class GrantingObserver: SessionObserver {
         #expect(!frames.contains(where: { $0 < wanted }), "memblocks per client: \(frames)")
         // Unbatched, each memblock costs about one wake-up (1,000 here).
         #expect(wakeUps * 2 < moved, "\(wakeUps) wake-ups for \(moved) memblocks")
+        let flowPolls = counters.flowPollsFound.load(ordering: .relaxed) + counters.flowPollsRanOut.load(ordering: .relaxed)
+        #expect(flowPolls == 0, "\(flowPolls) polls for a flood's bytes, with audio only")
 
         // A request is answered while the streams run.
         let asker = try RawClient(path: dir + "/native")
@@ -176,7 +180,9 @@ extension CoalescingTests {
     /// One stream faster than audio (the flood server sending as fast as the socket
     /// takes it) is not held back: the loop does not sleep to let it gather. A relay
     /// faster than its server reads such a stream in small pieces; judged by the
-    /// size of a wake-up's reads, the loop slept after every other read.
+    /// size of a wake-up's reads, the loop slept after every other read. Between its
+    /// turns the loop polls for the flood's next bytes rather than sleep, and its
+    /// polls find them.
     @Test func aFloodingStreamIsNotBatched() throws {
         let dir = try relayDirectory("flood")
         defer { try? FileManager.default.removeItem(atPath: dir) }
@@ -213,6 +219,7 @@ extension CoalescingTests {
         #expect(read(32 << 20) >= 32 << 20, "the flood stopped")
         let counters = daemon.tunings[0].counters
         let sleepsBefore = counters.batchingSleeps.load(ordering: .relaxed)
+        let foundBefore = counters.flowPollsFound.load(ordering: .relaxed)
         let start = Wait.now()
         let received = read(256 << 20)
         let elapsed = Wait.now() - start
@@ -223,6 +230,8 @@ extension CoalescingTests {
         #expect(
             asleep < 0.05 * elapsed,
             "\(sleeps) batching sleeps of 2 ms in \(elapsed) s, for \(received >> 20) MiB")
+        let found = counters.flowPollsFound.load(ordering: .relaxed) - foundBefore
+        #expect(found > 0, "no poll found the flood's next bytes in \(received >> 20) MiB")
     }
 }
 

@@ -69,11 +69,13 @@ final class AudioTuning: LoopWaiting, @unchecked Sendable {
     /// How long the next reply poll lasts, and the next poll for an app's next request.
     private var replyPoll = ReplyPoll()
     private var requestPoll = ReplyPoll()
-    /// Whether the current poll waits for an app's next request (else for a reply).
-    private var pollingForRequest = false
+    /// How long the loop polls after a turn that moved bytes of a flooding connection.
+    private var flowPoll = ReplyPoll()
+    /// What the current poll waits for.
+    private var pollingFor = PollKind.reply
     /// A poll whose window ran out and whose learner waits to hear how late the next event
-    /// came: whether it polled for a request, and when its window ended.
-    private var ranOut: (forRequest: Bool, at: Double)?
+    /// came: what it polled for, and when its window ended.
+    private var ranOut: (kind: PollKind, at: Double)?
     /// What the polls and batching did (read by tests and the bench from other threads).
     let counters = Counters()
     /// Read buffer shared by every socket of this loop.
@@ -83,6 +85,16 @@ final class AudioTuning: LoopWaiting, @unchecked Sendable {
     /// The pipe large passing payloads move through (made at first use; nil once the
     /// system gave none, or one broke: then every byte is read and written).
     private(set) lazy var splicePipe: SplicePipe? = unsafe SplicePipe(readBufferSize: scratch.count)
+
+    /// What a poll waits for: each kind learns its window apart.
+    enum PollKind {
+        /// The reply to a forwarded request.
+        case reply
+        /// An app's next request, after the last reply it waited for.
+        case request
+        /// A flooding connection's next bytes, or room in the socket it is written to.
+        case flow
+    }
 
     /// What a loop's polls, batching and splicing did.
     final class Counters: Sendable {
@@ -95,6 +107,10 @@ final class AudioTuning: LoopWaiting, @unchecked Sendable {
         /// those whose window ran out.
         let requestPollsFound = Atomic<Int>(0)
         let requestPollsRanOut = Atomic<Int>(0)
+        /// Polls after moving a flooding connection's bytes that an event ended, and those whose
+        /// window ran out.
+        let flowPollsFound = Atomic<Int>(0)
+        let flowPollsRanOut = Atomic<Int>(0)
         /// Payload bytes moved through the splice pipe to their destination.
         let splicedBytes = Atomic<Int>(0)
         /// Payload bytes a full destination left in the pipe, read back to wait in a ring.
@@ -134,7 +150,7 @@ final class AudioTuning: LoopWaiting, @unchecked Sendable {
         let window = replyPoll.windowForRequest()
         guard window > 0 else { return }
         awakeUntil = monotonicNow() + window
-        pollingForRequest = false
+        pollingFor = .reply
     }
 
     /// Keeps polling for a while after forwarding the last reply an app waited for: an app
@@ -146,7 +162,7 @@ final class AudioTuning: LoopWaiting, @unchecked Sendable {
         let window = requestPoll.windowForRequest()
         guard window > 0 else { return }
         awakeUntil = monotonicNow() + window
-        pollingForRequest = true
+        pollingFor = .request
     }
 
     /// A handler read `count` bytes in the current wake-up, from the connection `rate` measures.
@@ -216,10 +232,20 @@ final class AudioTuning: LoopWaiting, @unchecked Sendable {
     }
 
     func turnEnded(events n: Int, urgent: Bool) {
+        let flooding = wakeTime < batchingResumesAt
         batchNext =
             n > 0 && !urgent && !awaited && coalesceWindow > 0 && awakeUntil == 0
-            && sessionsAwaitingReplies == 0 && bytesThisWake < Self.coalesceMaximumBytes
-            && wakeTime >= batchingResumesAt
+            && sessionsAwaitingReplies == 0 && bytesThisWake < Self.coalesceMaximumBytes && !flooding
+        // A connection that floods has its next bytes (or room to write them) within microseconds,
+        // most likely: poll for them rather than sleep and be woken.
+        if n > 0 && flooding && bytesThisWake > 0 && awakeUntil == 0 {
+            learnHowLate(eventCame: false)
+            let window = flowPoll.windowForRequest()
+            if window > 0 {
+                awakeUntil = monotonicNow() + window
+                pollingFor = .flow
+            }
+        }
     }
 
     // MARK: polls
@@ -227,13 +253,15 @@ final class AudioTuning: LoopWaiting, @unchecked Sendable {
     /// Ends the poll under way and counts it; tells its learner an event came before its
     /// window ran out, or, once the next event comes, how late.
     private func endPoll(found: Bool) {
-        if !found { ranOut = (pollingForRequest, awakeUntil) }
+        if !found { ranOut = (pollingFor, awakeUntil) }
         awakeUntil = 0
-        switch (pollingForRequest, found) {
-        case (false, true): replyPoll.found(); Counters.count(counters.pollsFound)
-        case (false, false): Counters.count(counters.pollsRanOut)
-        case (true, true): requestPoll.found(); Counters.count(counters.requestPollsFound)
-        case (true, false): Counters.count(counters.requestPollsRanOut)
+        switch (pollingFor, found) {
+        case (.reply, true): replyPoll.found(); Counters.count(counters.pollsFound)
+        case (.reply, false): Counters.count(counters.pollsRanOut)
+        case (.request, true): requestPoll.found(); Counters.count(counters.requestPollsFound)
+        case (.request, false): Counters.count(counters.requestPollsRanOut)
+        case (.flow, true): flowPoll.found(); Counters.count(counters.flowPollsFound)
+        case (.flow, false): Counters.count(counters.flowPollsRanOut)
         }
     }
 
@@ -244,7 +272,11 @@ final class AudioTuning: LoopWaiting, @unchecked Sendable {
         guard let poll = ranOut else { return }
         ranOut = nil
         let late = eventCame ? monotonicNow() - poll.at : .infinity
-        if poll.forRequest { requestPoll.ranOut(late: late) } else { replyPoll.ranOut(late: late) }
+        switch poll.kind {
+        case .reply: replyPoll.ranOut(late: late)
+        case .request: requestPoll.ranOut(late: late)
+        case .flow: flowPoll.ranOut(late: late)
+        }
     }
 }
 
