@@ -22,12 +22,28 @@ struct LatencyResult {
     var p99: Double
     var mean: Double
     var count: Int
+    /// The p50 and p99 of each round, in order (when measured in interleaved rounds).
+    var roundP50: [Double] = []
+    var roundP99: [Double] = []
 
     init(samples: [Double]) {
         count = samples.count
         p50 = percentile(samples, 0.5) ?? 0
         p99 = percentile(samples, 0.99) ?? 0
         mean = samples.isEmpty ? 0 : samples.reduce(0, +) / Double(samples.count)
+    }
+
+    /// The percentiles of all `samples`, and of each round's (`counts` samples each, in order).
+    init(samples: [Double], rounds counts: [Int]) {
+        self.init(samples: samples)
+        var start = 0
+        for n in counts {
+            let round = Array(samples[start..<min(start + n, samples.count)])
+            start += n
+            guard let p50 = percentile(round, 0.5), let p99 = percentile(round, 0.99) else { continue }
+            roundP50.append(p50)
+            roundP99.append(p99)
+        }
     }
 }
 
@@ -39,6 +55,8 @@ struct ThroughputResult {
     var frames = 0
     var silentFrames = 0
     var patternFrames = 0
+    /// MB/s of each window added, in order (the rounds of an interleaved measurement).
+    var rounds: [Double] = []
 
     /// MB/s (10^6 bytes per second).
     var megabytesPerSecond: Double { seconds > 0 ? Double(bytes) / seconds / 1e6 : 0 }
@@ -59,7 +77,65 @@ struct ThroughputResult {
         frames += w.frames
         silentFrames += w.silentFrames
         patternFrames += w.patternFrames
+        if w.seconds > 0 { rounds.append(Double(w.bytes) / w.seconds / 1e6) }
         if let cpu { relayCPU = (relayCPU ?? 0) + cpu }
+    }
+}
+
+/// Two figures measured in the same interleaved rounds (round i of each ran one after the
+/// other): the mean of their paired differences and its standard error. On a shared machine
+/// the rounds vary by more than two relays within a few per cent of each other differ (where
+/// the scheduler puts the client and the server alone moves a direct connection's figure by
+/// 2x), so a difference within two standard errors of its mean says nothing (as rare events'
+/// counts are compared within 2σ).
+struct RoundSpread {
+    let mean: Double
+    let standardError: Double
+
+    /// nil with fewer than two paired rounds.
+    init?(_ a: [Double], _ b: [Double]) {
+        let n = min(a.count, b.count)
+        guard n >= 2 else { return nil }
+        let differences = (0..<n).map { a[$0] - b[$0] }
+        let mean = differences.reduce(0, +) / Double(n)
+        let variance = differences.reduce(0) { $0 + ($1 - mean) * ($1 - mean) } / Double(n - 1)
+        self.mean = mean
+        standardError = (variance / Double(n)).squareRoot()
+    }
+
+    /// `a` is not below `b` beyond the spread.
+    var atLeast: Bool { mean >= -2 * standardError }
+    /// `a` is above `b` beyond the spread.
+    var above: Bool { mean > 2 * standardError }
+
+    /// The mean difference and two standard errors, in `unit`, with `digits` decimals.
+    func text(_ unit: String, digits: Int = 0) -> String {
+        String(format: "%+.\(digits)f ± %.\(digits)f \(unit) (2σ)", mean, 2 * standardError)
+    }
+}
+
+/// A target judged on figures measured in rounds: how the calibration relay stands to the
+/// target's limit, and earmuff to the calibration relay, each beyond or within the spread.
+struct SpreadVerdict {
+    /// The calibration relay meets the limit beyond the spread of its rounds: the target is
+    /// reachable on this machine.
+    var calibrationReaches: Bool
+    /// Earmuff is not worse than the calibration relay beyond the spread of their rounds.
+    var earmuffMeetsCalibration: Bool
+    /// How far earmuff is ahead of the calibration relay, for the target's line.
+    var text: String
+
+    /// Rounds of earmuff, the calibration relay and the limit, in order; `higherIsBetter` for
+    /// throughput, not for round trips. nil with fewer than two rounds.
+    init?(earmuff: [Double], calibration: [Double], limit: [Double], higherIsBetter: Bool, unit: String, digits: Int = 0) {
+        let (reach, held) =
+            higherIsBetter
+            ? (RoundSpread(calibration, limit), RoundSpread(earmuff, calibration))
+            : (RoundSpread(limit, calibration), RoundSpread(calibration, earmuff))
+        guard let reach, let held else { return nil }
+        calibrationReaches = reach.above
+        earmuffMeetsCalibration = held.atLeast
+        text = ", earmuff ahead of the calibration relay by \(held.text(unit, digits: digits))"
     }
 }
 
@@ -105,8 +181,8 @@ final class Measurer {
         let dumpTo = ProcessInfo.processInfo.environment["EARMUFF_BENCH_SAMPLES"]
         var times = Array(repeating: [UInt64](), count: relays.count)
         let rounds = 10
-        for round in 0..<rounds {
-            let n = requests / rounds + (round < requests % rounds ? 1 : 0)
+        let perRound = (0..<rounds).map { requests / rounds + ($0 < requests % rounds ? 1 : 0) }
+        for n in perRound {
             for (i, t) in trippers.enumerated() {
                 for _ in 0..<n {
                     if dumpTo != nil { times[i].append(Clock.nanoseconds()) }
@@ -115,7 +191,7 @@ final class Measurer {
             }
         }
         var out: [Mode: LatencyResult] = [:]
-        for (i, r) in relays.enumerated() { out[r.mode] = LatencyResult(samples: samples[i]) }
+        for (i, r) in relays.enumerated() { out[r.mode] = LatencyResult(samples: samples[i], rounds: perRound) }
         if let dir = dumpTo {
             for (i, r) in relays.enumerated() {
                 let path = "\(dir)/\(server)-\(r.mode).txt"
