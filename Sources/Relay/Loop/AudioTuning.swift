@@ -27,7 +27,9 @@
 // at once. Batching is for audio, which one connection brings at a few MB/s at
 // most: while any connection of the loop reads faster than `InputRate.bulk`,
 // the loop does not batch (a relay faster than its server reads a flooding
-// stream in small pieces, and would sleep after every other read).
+// stream in small pieces, and would sleep after every other read). Instead,
+// after a turn that moved its bytes, it polls for the next ones (a third poll,
+// learned apart), for at most `flowPollChain` before it waits as usual once.
 //
 // Its sessions also share the loop's read buffer (`scratch`), the gather of
 // what one read lets through (`WriteGather`) and the pipe large payloads are
@@ -71,6 +73,13 @@ final class AudioTuning: LoopWaiting, @unchecked Sendable {
     private var requestPoll = ReplyPoll()
     /// How long the loop polls after a turn that moved bytes of a flooding connection.
     private var flowPoll = ReplyPoll()
+    /// When the loop began polling from flow poll to flow poll without a wait that could
+    /// sleep (0: it has not).
+    private var flowPollsSince: Double = 0
+    /// How long flow polls may follow one another before the loop waits as usual once: a
+    /// real-time loop must sleep now and then (RLIMIT_RTTIME), and a flood that never lets
+    /// the socket run empty keeps it awake anyway.
+    static let flowPollChain = 0.002
     /// What the current poll waits for.
     private var pollingFor = PollKind.reply
     /// A poll whose window ran out and whose learner waits to hear how late the next event
@@ -194,6 +203,7 @@ final class AudioTuning: LoopWaiting, @unchecked Sendable {
     func willWait(timeout: Int32) -> Int32 {
         polling = awakeUntil != 0
         if polling { return 0 }
+        flowPollsSince = 0
         guard batchNext else { return timeout }
         // Let more audio gather; anything urgent (or a due timer) ends the sleep.
         batchNext = false
@@ -239,10 +249,13 @@ final class AudioTuning: LoopWaiting, @unchecked Sendable {
         // A connection that floods has its next bytes (or room to write them) within microseconds,
         // most likely: poll for them rather than sleep and be woken.
         if n > 0 && flooding && bytesThisWake > 0 && awakeUntil == 0 {
+            let now = monotonicNow()
+            if flowPollsSince == 0 { flowPollsSince = now }
+            guard now - flowPollsSince < Self.flowPollChain else { return }
             learnHowLate(eventCame: false)
             let window = flowPoll.windowForRequest()
             if window > 0 {
-                awakeUntil = monotonicNow() + window
+                awakeUntil = now + window
                 pollingFor = .flow
             }
         }
