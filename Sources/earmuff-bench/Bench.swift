@@ -313,6 +313,11 @@ final class Bench {
         return String(format: "%.\(digits)f", v)
     }
 
+    /// An added time, with its sign (`+3.1`, `-5.9`).
+    private func signed(_ v: Double) -> String {
+        v.isFinite ? String(format: "%+.1f", v) : "n/a"
+    }
+
     private func row(_ label: String, _ cells: [String]) -> String {
         var s = label.padding(toLength: 34, withPad: " ", startingAt: 0)
         for c in cells { s += String(repeating: " ", count: max(1, 11 - c.count)) + c }
@@ -522,14 +527,14 @@ final class Bench {
         ///
         /// Figures measured in rounds give `spread`: the calibration relay then shows the target
         /// reachable only by meeting it beyond the spread of its rounds, and earmuff, held to
-        /// it, meets it within the spread of theirs.
+        /// it (when it misses the target itself), meets it within the spread of theirs.
         func relayTarget(
             _ name: String, earmuff e: Double?, limit: Double?, calibration c: Double?,
             calibrationLimit: Double?, meets: (Double, Double) -> Bool = { $0 <= $1 },
             spread: SpreadVerdict? = nil, _ detail: String
         ) {
             guard let e, let limit else { return target(name, nil, detail) }
-            if let c, let cl = calibrationLimit, !(spread?.calibrationReaches ?? meets(c, cl)) {
+            if let c, let cl = calibrationLimit, !meets(e, limit), !(spread?.calibrationReaches ?? meets(c, cl)) {
                 target(
                     name, spread?.earmuffMeetsCalibration ?? meets(e, c),
                     "unreachable, so held to the calibration relay's: \(detail) (the calibration relay's \(fmt(c, 2)) "
@@ -544,8 +549,8 @@ final class Bench {
         func atMostCount(_ a: Double, _ b: Double) -> Bool { a - b <= 2 * (a + b).squareRoot() }
         for (server, l) in [("synthetic", latency), ("real", realLatency)] {
             guard let d = l[.direct], let s = l[.socat], let e = l[.earmuff] else { continue }
-            let r = l[.relay].map { ", relay +\(fmt($0.p50 - d.p50)) µs" } ?? ""
-            let r99 = l[.relay].map { ", relay +\(fmt($0.p99 - d.p99)) µs" } ?? ""
+            let r = l[.relay].map { ", relay \(signed($0.p50 - d.p50)) µs" } ?? ""
+            let r99 = l[.relay].map { ", relay \(signed($0.p99 - d.p99)) µs" } ?? ""
             let c = l[.relay]
             /// Per round: the calibration relay against the limit (direct's figure plus half of
             /// what socat adds to it), earmuff against the calibration relay.
@@ -562,12 +567,12 @@ final class Bench {
                 "added p50 round trip ≤ 0.5x socat's, \(server)", earmuff: e.p50 - d.p50, limit: 0.5 * (s.p50 - d.p50),
                 calibration: c.map { $0.p50 - d.p50 }, calibrationLimit: 0.5 * (s.p50 - d.p50),
                 spread: s50,
-                "earmuff +\(fmt(e.p50 - d.p50)) µs, socat +\(fmt(s.p50 - d.p50)) µs\(r)" + (s50?.text ?? ""))
+                "earmuff \(signed(e.p50 - d.p50)) µs, socat \(signed(s.p50 - d.p50)) µs\(r)" + (s50?.text ?? ""))
             relayTarget(
                 "added p99 round trip ≤ 0.5x socat's, \(server)", earmuff: e.p99 - d.p99, limit: 0.5 * (s.p99 - d.p99),
                 calibration: c.map { $0.p99 - d.p99 }, calibrationLimit: 0.5 * (s.p99 - d.p99),
                 spread: s99,
-                "earmuff +\(fmt(e.p99 - d.p99)) µs, socat +\(fmt(s.p99 - d.p99)) µs\(r99)" + (s99?.text ?? ""))
+                "earmuff \(signed(e.p99 - d.p99)) µs, socat \(signed(s.p99 - d.p99)) µs\(r99)" + (s99?.text ?? ""))
         }
         for n in options.streamCounts.sorted() {
             guard let t = throughput[n], let e = t[.earmuff]?.megabytesPerSecond else { continue }

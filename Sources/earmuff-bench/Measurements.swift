@@ -83,14 +83,17 @@ struct ThroughputResult {
 }
 
 /// Two figures measured in the same interleaved rounds (round i of each ran one after the
-/// other): the mean of their paired differences and its standard error. On a shared machine
-/// the rounds vary by more than two relays within a few per cent of each other differ (where
-/// the scheduler puts the client and the server alone moves a direct connection's figure by
-/// 2x), so a difference within two standard errors of its mean says nothing (as rare events'
-/// counts are compared within 2σ).
+/// other): the mean of their paired differences and how far it may be off. On a shared
+/// machine the rounds vary by more than two relays within a few per cent of each other differ
+/// (where the scheduler puts the client and the server alone moves a direct connection's
+/// figure by 2x), so a difference within the 95 % interval of its mean (Student's t over the
+/// rounds) says nothing, as rare events' counts are compared within 2σ.
 struct RoundSpread {
     let mean: Double
-    let standardError: Double
+    /// Half the 95 % interval of the mean.
+    let bound: Double
+    /// Student's t, two-sided 95 %, for 1 to 10 degrees of freedom (beyond, about 2).
+    private static let t95: [Double] = [12.71, 4.30, 3.18, 2.78, 2.57, 2.45, 2.36, 2.31, 2.26, 2.23]
 
     /// nil with fewer than two paired rounds.
     init?(_ a: [Double], _ b: [Double]) {
@@ -100,17 +103,17 @@ struct RoundSpread {
         let mean = differences.reduce(0, +) / Double(n)
         let variance = differences.reduce(0) { $0 + ($1 - mean) * ($1 - mean) } / Double(n - 1)
         self.mean = mean
-        standardError = (variance / Double(n)).squareRoot()
+        bound = (n - 1 <= Self.t95.count ? Self.t95[n - 2] : 2) * (variance / Double(n)).squareRoot()
     }
 
     /// `a` is not below `b` beyond the spread.
-    var atLeast: Bool { mean >= -2 * standardError }
+    var atLeast: Bool { mean >= -bound }
     /// `a` is above `b` beyond the spread.
-    var above: Bool { mean > 2 * standardError }
+    var above: Bool { mean > bound }
 
-    /// The mean difference and two standard errors, in `unit`, with `digits` decimals.
+    /// The mean difference and the half interval, in `unit`, with `digits` decimals.
     func text(_ unit: String, digits: Int = 0) -> String {
-        String(format: "%+.\(digits)f ± %.\(digits)f \(unit) (2σ)", mean, 2 * standardError)
+        String(format: "%+.\(digits)f ± %.\(digits)f \(unit) (95 %%)", mean, bound)
     }
 }
 

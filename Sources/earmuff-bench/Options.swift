@@ -15,7 +15,7 @@ struct Options {
     /// Seconds counted per mode and measurement (split over `rounds`).
     var duration = 3.0
     /// Rounds that interleave the modes (reduces the effect of other load).
-    var rounds = 3
+    var rounds = 6
     var warmup = 0.3
     var requests = 10_000
     var streamCounts = [1, 64]
@@ -49,7 +49,7 @@ struct Options {
           --modes MODES         comma list of: direct, socat, relay, earmuff (default all;
                                 relay is the calibration relay)
           --duration S          seconds counted per mode and measurement (default 3)
-          --rounds N            rounds interleaving the modes (default 3)
+          --rounds N            rounds interleaving the modes (default 6)
           --requests N          round trips per mode (default 10000)
           --streams LIST        concurrent record streams, e.g. 1,64 (default)
           --payload BYTES       memblock payload of the flood server (default 65536)
