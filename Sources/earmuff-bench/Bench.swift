@@ -579,26 +579,24 @@ final class Bench {
             // Per round: the calibration relay against a limit (`factor` times `mode`'s figure),
             // earmuff against the calibration relay.
             func spread(_ factor: Double, of mode: Mode) -> SpreadVerdict? {
-                guard let r = t[.relay], let e = t[.earmuff], let m = t[mode] else { return nil }
+                guard let relay = t[.relay], let earmuff = t[.earmuff], let other = t[mode] else { return nil }
                 return SpreadVerdict(
-                    earmuff: e.rounds, calibration: r.rounds, limit: m.rounds.map { factor * $0 }, higherIsBetter: true,
-                    unit: "MB/s")
+                    earmuff: earmuff.rounds, calibration: relay.rounds, limit: other.rounds.map { factor * $0 },
+                    higherIsBetter: true, unit: "MB/s")
             }
             if let d = t[.direct]?.megabytesPerSecond {
-                let c = t[.relay]?.megabytesPerSecond
+                let c = t[.relay]?.megabytesPerSecond, verdict = spread(0.6, of: .direct)
                 relayTarget(
                     "throughput ≥ 0.6x direct, \(n) stream(s)", earmuff: e, limit: 0.6 * d, calibration: c,
-                    calibrationLimit: 0.6 * d, meets: >=, spread: spread(0.6, of: .direct),
-                    ratio(e, d) + (c.map { ", calibration relay \(ratio($0, d))" } ?? "")
-                        + (spread(0.6, of: .direct)?.text ?? ""))
+                    calibrationLimit: 0.6 * d, meets: >=, spread: verdict,
+                    ratio(e, d) + (c.map { ", calibration relay \(ratio($0, d))" } ?? "") + (verdict?.text ?? ""))
             }
             if let s = t[.socat]?.megabytesPerSecond {
-                let c = t[.relay]?.megabytesPerSecond
+                let c = t[.relay]?.megabytesPerSecond, verdict = spread(1.5, of: .socat)
                 relayTarget(
                     "throughput ≥ 1.5x socat's, \(n) stream(s)", earmuff: e, limit: 1.5 * s, calibration: c,
-                    calibrationLimit: 1.5 * s, meets: >=, spread: spread(1.5, of: .socat),
-                    ratio(e, s) + (c.map { ", calibration relay \(ratio($0, s))" } ?? "")
-                        + (spread(1.5, of: .socat)?.text ?? ""))
+                    calibrationLimit: 1.5 * s, meets: >=, spread: verdict,
+                    ratio(e, s) + (c.map { ", calibration relay \(ratio($0, s))" } ?? "") + (verdict?.text ?? ""))
             }
             if let ec = t[.earmuff]?.cpuPerGB, let sc = t[.socat]?.cpuPerGB {
                 let c = t[.relay]?.cpuPerGB
