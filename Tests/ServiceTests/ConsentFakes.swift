@@ -79,14 +79,20 @@ final class FakeRecords: ConsentRecords {
     let events = Mutex<[(kind: String, app: AppKey?)]>([])
     let usageStarted = Mutex<[UInt64]>([])
     let usageFinished = Mutex<[(stream: UInt64, decision: String?)]>([])
+    /// Every usage call in the order it came: true for a start, false for a finish.
+    let usageCalls = Mutex<[Bool]>([])
     let flushes = Atomic<Int>(0)
     func save(_ d: Decision) { saved.withLock { $0.append(d) } }
     func setAccess(_ kind: Capability, enabled: Bool, at: Double) {}
     func removeTimed(_ app: AppKey, _ capability: Capability) {}
     func record(_ r: AppRecord) {}
-    func startUsage(stream: UInt64, _ u: UsageRecord) { usageStarted.withLock { $0.append(stream) } }
+    func startUsage(stream: UInt64, _ u: UsageRecord) {
+        usageStarted.withLock { $0.append(stream) }
+        usageCalls.withLock { $0.append(true) }
+    }
     func finishUsage(stream: UInt64, endedAt: Double, bytesReal: UInt64, bytesSilenced: UInt64, decision: String?) {
         usageFinished.withLock { $0.append((stream, decision)) }
+        usageCalls.withLock { $0.append(false) }
     }
     func logEvent(kind: String, app: AppKey?, detail: String, at: Double) { events.withLock { $0.append((kind, app)) } }
     func flushDecisions() { flushes.add(1, ordering: .relaxed) }

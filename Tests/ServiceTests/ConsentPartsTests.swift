@@ -5,6 +5,7 @@
 // the streams' access flags and what it asks of its collaborators.
 import Consent
 import ControlProtocol
+import Dispatch
 import PulseWire
 @testable import Relay
 import Runtime
@@ -168,6 +169,36 @@ private let other = AppKey(kind: "exe", value: "/usr/bin/arecord")
         #expect(!stream.isReal, "a microphone grant is not one for system audio")
         #expect(stream.placement.withLock { $0.kind } == .systemAudio)
         #expect(f.prompts.shown.withLock { $0.map(\.kind) } == [.microphone, .systemAudio])
+    }
+
+    /// A move the loop reports and the source the catalog finds are decided on two threads: the
+    /// usage rows they end and start must not cross (a row started after the end meant for it
+    /// would never end). Each row the log gets ends before the next one starts.
+    @Test func movesDecidedOnTwoThreadsEndEachRowBeforeTheNextStarts() {
+        let f = PartsFixture()
+        let session = f.connect(recorder, id: 1)
+        let stream = f.startStream(session, on: 1, name: "mic")
+        f.decide(recorder, .granted)
+        let (observer, kinds) = (f.parts.observer, f.parts.kinds)
+        DispatchQueue.concurrentPerform(iterations: 2) { thread in
+            for i in 0..<2_000 {
+                if thread == 0 {
+                    stream.placement.withLock { p in // as the upstream half records RECORD_STREAM_MOVED
+                        p.sourceIndex = i % 2 == 0 ? 2 : 1
+                        p.source = i % 2 == 0 ? "out.monitor" : "mic"
+                        p.movedAt = monotonicNow()
+                    }
+                    observer.recordStreamMoved(session, stream: stream)
+                } else {
+                    kinds.sourceOutputChanged(
+                        index: stream.sourceOutputIndex, source: i % 2 == 0 ? 1 : 2, askedAt: monotonicNow() + 1)
+                }
+            }
+        }
+        f.parts.observer.recordStreamEnded(session, stream: stream)
+        let calls = f.records.usageCalls.withLock { $0 }
+        let crossed = zip(calls, calls.dropFirst()).filter { $0 == $1 }.count
+        #expect(calls.count > 2 && calls.first == true && calls.last == false && crossed == 0, "\(crossed) rows crossed in \(calls.count) calls")
     }
 
     @Test func theCatalogsAnswerIsIgnoredWhenOlderThanTheMove() {

@@ -42,7 +42,7 @@ final class Decisions: Sendable {
         self.engine = engine
         self.registry = registry
         self.views = views
-        usage = UsageRows(engine: engine, registry: registry, records: records)
+        usage = UsageRows(registry: registry, records: records)
         self.records = records
         self.prompts = prompts
         self.timers = timers
@@ -54,7 +54,8 @@ final class Decisions: Sendable {
         self.configuration = configuration
     }
 
-    /// Runs `body` on the engine; applies stream flips and permission replies under the lock, the rest after.
+    /// Runs `body` on the engine; applies stream flips, permission replies and usage rows under the
+    /// lock (in the engine's order), the rest after.
     func withEngine<R>(_ body: (inout ConsentEngine) -> (R, [ConsentAction])) -> R {
         let (result, deferred) = engine.withLock { e -> (R, [ConsentAction]) in
             var (r, actions) = body(&e)
@@ -65,6 +66,14 @@ final class Decisions: Sendable {
                     registry.stream(s.rawValue)?.setReal(real && snapAllows(c.rawValue))
                 case let .answerPermission(c, tag, kind, state):
                     answerPermission(c, tag: tag, kind: kind, state)
+                // In the engine's order: another thread's rows for the same stream come before or after.
+                case let .startUsage(_, s, u):
+                    usage.start(s, u, engine: e)
+                case let .finishUsage(c, s, endedAt):
+                    usage.finish(c, s, stream: registry.stream(s.rawValue), endedAt: endedAt, engine: e)
+                case let .splitUsage(c, s, u):
+                    usage.finish(c, s, stream: registry.stream(s.rawValue), endedAt: u.startedAt, engine: e)
+                    usage.start(s, u, engine: e)
                 case let .notifyPermission(c, kind, state):
                     if let watch = registry.session(c.rawValue)?.grantWatch {
                         watch(kind, state == .granted)
@@ -155,15 +164,9 @@ final class Decisions: Sendable {
                 if kind == .microphone { desktop.mirrorMicrophoneAccess(enabled: enabled) }
             case let .recordApp(r):
                 records.record(r)
-            case let .startUsage(_, s, u):
-                usage.start(s, u)
-            case let .finishUsage(c, s, endedAt):
-                let stream = registry.removeStream(s.rawValue)
-                ended[s.rawValue] = stream
-                usage.finish(c, s, stream: stream, endedAt: endedAt)
-            case let .splitUsage(c, s, u):
-                usage.finish(c, s, stream: registry.stream(s.rawValue), endedAt: u.startedAt)
-                usage.start(s, u)
+            case let .finishUsage(_, s, _):
+                // Its usage row ended under the engine lock.
+                ended[s.rawValue] = registry.removeStream(s.rawValue)
             case let .disconnectClient(c, reason):
                 Log.warn("closing client \(c.rawValue): \(reason)")
                 let key = engine.withLock { $0.identity(of: c)?.appKey }
@@ -178,8 +181,8 @@ final class Decisions: Sendable {
                 guard configuration.useNotices else { break }
                 let (name, icon) = views.shownName(app, executable: executable, commandName: commandName)
                 prompts.notice(app, name: name, icon: icon)
-            case .answerPermission, .notifyPermission:
-                break // sent under the engine lock (withEngine)
+            case .answerPermission, .notifyPermission, .startUsage, .splitUsage:
+                break // done under the engine lock (withEngine)
             }
         }
     }
