@@ -307,9 +307,12 @@ extension CoalescingTests {
         rig.flood.serverInfoDelayMicroseconds.store(2_000, ordering: .relaxed)
         let learning = try rig.roundTrips(20)
         #expect(learning.ranOut >= 1 && learning.ranOut + learning.found <= 8, "halving from 200 µs to nothing: \(learning)")
+        // Six probes, and room for one that catches another event than its reply (a posted
+        // task, on a slow machine: seen under the thread sanitizer): it brings the longest
+        // window back, which four more polls halve to nothing.
         let slow = try rig.roundTrips(6 * ReplyPoll.probeInterval)
         #expect(
-            slow.ranOut >= 1 && slow.ranOut + slow.found <= 8,
+            slow.ranOut >= 1 && slow.ranOut + slow.found <= 8 + 5,
             "\(slow.ranOut + slow.found) polls in \(6 * ReplyPoll.probeInterval) slow round trips: \(slow)")
 
         rig.flood.serverInfoDelayMicroseconds.store(0, ordering: .relaxed)

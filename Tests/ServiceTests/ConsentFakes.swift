@@ -4,6 +4,7 @@
 import Consent
 import ControlProtocol
 import Glibc
+import LinuxSystem
 import PulseWire
 @testable import Relay
 import Runtime
@@ -13,7 +14,7 @@ import Synchronization
 
 /// A catalog whose table the test sets; counts its wake-ups.
 final class EditableSources: SourceDirectory {
-    let table = Mutex(SourceTable())
+    let table = Locked(SourceTable())
     let wakes = Atomic<Int>(0)
     var snapshot: SourceTable { table.withLock { $0 } }
     func wake() { wakes.add(1, ordering: .relaxed) }
@@ -31,10 +32,10 @@ final class EditableSources: SourceDirectory {
 
 /// A relay that records what the service sends its clients and which it closes.
 final class FakeRelay: ClientLink, RelayStatus, LauncherSocketHost {
-    let sent = Mutex<[(UInt64, [UInt8])]>([])
-    let closed = Mutex<[(UInt64, String)]>([])
-    let opened = Mutex<[String]>([])
-    let removed = Mutex<[String]>([])
+    let sent = Locked<[(UInt64, [UInt8])]>([])
+    let closed = Locked<[(UInt64, String)]>([])
+    let opened = Locked<[String]>([])
+    let removed = Locked<[String]>([])
     let startedAt = 1000.0
     let activatedListener: Int32? = nil
     let upstream = UpstreamAddress.unix("/nonexistent/pulse/native")
@@ -60,8 +61,8 @@ final class FakeRelay: ClientLink, RelayStatus, LauncherSocketHost {
 
 /// Control connections: what was sent to each, and what was broadcast.
 final class FakeControl: ControlOutput {
-    let sent = Mutex<[(ServerMessage, ControlConnectionID)]>([])
-    let broadcasts = Mutex<[ControlEvent]>([])
+    let sent = Locked<[(ServerMessage, ControlConnectionID)]>([])
+    let broadcasts = Locked<[ControlEvent]>([])
     func send(_ message: ServerMessage, to connection: ControlConnectionID) { sent.withLock { $0.append((message, connection)) } }
     func broadcast(_ event: ControlEvent) { broadcasts.withLock { $0.append(event) } }
 
@@ -75,12 +76,12 @@ final class FakeControl: ControlOutput {
 
 /// The store writer: what would be written.
 final class FakeRecords: ConsentRecords {
-    let saved = Mutex<[Decision]>([])
-    let events = Mutex<[(kind: String, app: AppKey?)]>([])
-    let usageStarted = Mutex<[UInt64]>([])
-    let usageFinished = Mutex<[(stream: UInt64, decision: String?)]>([])
+    let saved = Locked<[Decision]>([])
+    let events = Locked<[(kind: String, app: AppKey?)]>([])
+    let usageStarted = Locked<[UInt64]>([])
+    let usageFinished = Locked<[(stream: UInt64, decision: String?)]>([])
     /// Every usage call in the order it came: true for a start, false for a finish.
-    let usageCalls = Mutex<[Bool]>([])
+    let usageCalls = Locked<[Bool]>([])
     let flushes = Atomic<Int>(0)
     func save(_ d: Decision) { saved.withLock { $0.append(d) } }
     func setAccess(_ kind: Capability, enabled: Bool, at: Double) {}
@@ -100,16 +101,16 @@ final class FakeRecords: ConsentRecords {
 
 /// The prompt threads: prompts shown, timeouts set, prompts closed; timers kept, not run.
 final class FakePrompts: PromptChannels, Timers {
-    let shown = Mutex<[PromptInfo]>([])
-    let commands = Mutex<[UInt64]>([])
-    let timeouts = Mutex<[UInt64]>([])
-    let closedPrompts = Mutex<[UInt64]>([])
-    let timers = Mutex<[UInt64: Double]>([:])
+    let shown = Locked<[PromptInfo]>([])
+    let commands = Locked<[UInt64]>([])
+    let timeouts = Locked<[UInt64]>([])
+    let closedPrompts = Locked<[UInt64]>([])
+    let timers = Locked<[UInt64: Double]>([:])
     func raised(_ p: PromptInfo) { shown.withLock { $0.append(p) } }
     func wantsCommand(_ prompt: UInt64, environment: [String: String]) { commands.withLock { $0.append(prompt) } }
     func scheduleTimeout(_ prompt: UInt64, after seconds: Double) { timeouts.withLock { $0.append(prompt) } }
     func closed(_ prompt: UInt64) { closedPrompts.withLock { $0.append(prompt) } }
-    let notices = Mutex<[String]>([])
+    let notices = Locked<[String]>([])
     func notice(_ app: AppKey, name: String, icon: String?) { notices.withLock { $0.append(name) } }
     func schedule(key: UInt64, after seconds: Double, _ action: @escaping @Sendable () -> Void) {
         timers.withLock { $0[key] = seconds }
@@ -118,15 +119,15 @@ final class FakePrompts: PromptChannels, Timers {
 
 /// The desktop's switches: what was mirrored there.
 final class FakeDesktop: DesktopSwitches {
-    let mirrored = Mutex<[String: PermissionState]>([:])
+    let mirrored = Locked<[String: PermissionState]>([:])
     func mirror(appID: String, _ state: PermissionState) { mirrored.withLock { $0[appID] = state } }
     func mirrorMicrophoneAccess(enabled: Bool) {}
 }
 
 /// snapd, answering when the test says so.
 final class FakeSnap: SnapAccess {
-    let allowed = Mutex<Set<UInt64>>([])
-    let asking = Mutex<[UInt64: @Sendable () -> Void]>([:])
+    let allowed = Locked<Set<UInt64>>([])
+    let asking = Locked<[UInt64: @Sendable () -> Void]>([:])
     func sessionOpened(id: UInt64, identity: ClientIdentity, onAllowed: @escaping @Sendable () -> Void) {
         if identity.appKey.kind == "snap" { asking.withLock { $0[id] = onAllowed } } else { allowed.withLock { _ = $0.insert(id) } }
     }
